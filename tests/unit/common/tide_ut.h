@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * Shared CUnit runner for Tide unit tests.
+ *
+ * A test file builds its suites with CU_add_suite/CU_add_test inside a
+ * `static void register_tests(void)` and ends with TIDE_UT_MAIN(register_tests).
+ * The runner prints CUnit's summary (CI greps it) and exits non-zero when
+ * any assertion failed, so meson sees the failure.
+ */
+#ifndef TIDE_UT_H
+#define TIDE_UT_H
+
+#include <CUnit/Basic.h>
+
+/** Run every registered suite; returns the process exit code. */
+int tide_ut_run(void (*register_fn)(void));
+
+#define TIDE_UT_MAIN(register_fn)                                                                 \
+	int main(void)                                                                             \
+	{                                                                                          \
+		return tide_ut_run(register_fn);                                                   \
+	}
+
+/** Assert a tide call returned 0, printing the errno it returned otherwise. */
+#define TIDE_UT_OK(expr) CU_ASSERT_EQUAL((expr), 0)
+
+#endif /* TIDE_UT_H */
