@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install, from Debian 12's archive, every package Tide builds and tests with.
+# Idempotent: apt runs only when something is missing. Needs root.
+set -euo pipefail
+
+PKGS=(
+	build-essential pkg-config meson ninja-build
+	libdpdk-dev dpdk            # DPDK 22.11 (ethdev, PMD plugins incl. net_ring/net_memif)
+	libcjson-dev libnuma-dev libbsd-dev libssl-dev
+	libcunit1-dev
+	libibverbs-dev              # optional RDMA path; the build says so when absent
+	clang libclang-rt-14-dev    # libFuzzer target over the master codec
+	python3 python3-numpy python3-msgpack
+	iproute2 procps
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+	echo "install-deps: all ${#PKGS[@]} packages present"
+	exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+	echo "install-deps: missing packages (${missing[*]}); run as root" >&2
+	exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
