@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The README's test command (and what CI runs): install what is missing,
+# build, and run every suite: unit + integration (hugepages when they can be
+# reserved), the same under ASan+UBSan with --no-huge, and the bounded
+# libFuzzer run over the master codec. Prints CUnit counts per test.
+# Budget: well under 30 minutes on 2 cores (each test has its own timeout).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash tools/install-deps.sh || exit 1
+bash tools/hugepages.sh 512
+
+status=0
+step() { echo; echo "=== $*"; }
+
+step "build (debugoptimized)"
+[ -d build-test/meson-private ] || meson setup build-test || exit 1
+ninja -C build-test || exit 1
+step "unit + integration tests, hugepages if available"
+TIDE_HUGEPAGES=auto meson test -C build-test --print-errorlogs --no-suite fuzz || status=1
+
+step "build (ASan + UBSan)"
+[ -d build-asan/meson-private ] ||
+	meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false || exit 1
+ninja -C build-asan || exit 1
+step "unit + integration tests under ASan + UBSan, --no-huge"
+TIDE_HUGEPAGES=off meson test -C build-asan --setup asan --print-errorlogs --no-suite fuzz ||
+	status=1
+
+logs=(build-test default build-asan asan)
+if command -v clang >/dev/null; then
+	step "build (clang, libFuzzer) and bounded fuzz run"
+	[ -d build-fuzz/meson-private ] ||
+		CC=clang meson setup build-fuzz -Db_sanitize=address,undefined -Db_lundef=false ||
+		exit 1
+	ninja -C build-fuzz || exit 1
+	meson test -C build-fuzz --setup asan --suite fuzz --print-errorlogs || status=1
+	logs+=(build-fuzz fuzz)
+fi
+
+step "summary"
+/usr/bin/python3 tools/test_summary.py "${logs[@]}" || status=1
+exit $status
