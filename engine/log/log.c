@@ -36,7 +36,7 @@ tide_log_level_parse(const char *name, enum tide_log_level *out)
 		const char *name;
 		enum tide_log_level level;
 	} aliases[] = {
-		{"error", TIDE_LOG_ERR},   {"err", TIDE_LOG_ERR},   {"warn", TIDE_LOG_WARN},
+		{"error", TIDE_LOG_ERR},    {"err", TIDE_LOG_ERR},       {"warn", TIDE_LOG_WARN},
 		{"warning", TIDE_LOG_WARN}, {"notice", TIDE_LOG_NOTICE}, {"info", TIDE_LOG_INFO},
 		{"debug", TIDE_LOG_DEBUG},
 	};

@@ -70,10 +70,10 @@ tide_log_enabled(enum tide_log_level level)
 	return (int)level <= __atomic_load_n(&tide_log_cur_level, __ATOMIC_RELAXED);
 }
 
-#define TIDE_LOG(lvl, ...)                                                                        \
-	do {                                                                                       \
-		if (tide_log_enabled(TIDE_LOG_##lvl))                                              \
-			tide_log_write(TIDE_LOG_##lvl, TIDE_LOG_COMPONENT, __VA_ARGS__);           \
+#define TIDE_LOG(lvl, ...)                                                               \
+	do {                                                                             \
+		if (tide_log_enabled(TIDE_LOG_##lvl))                                    \
+			tide_log_write(TIDE_LOG_##lvl, TIDE_LOG_COMPONENT, __VA_ARGS__); \
 	} while (0)
 
 /**
@@ -81,11 +81,11 @@ tide_log_enabled(enum tide_log_level level)
  * call site, counting what it suppressed (reported with the next message).
  * For the data path: malformed packets, rejected requests.
  */
-#define TIDE_LOG_RATELIMIT(lvl, interval_s, ...)                                                  \
-	do {                                                                                       \
-		static struct tide_log_rl tide_rl_;                                                \
-		if (tide_log_enabled(TIDE_LOG_##lvl) && tide_log_rl_pass(&tide_rl_, interval_s))   \
-			tide_log_write(TIDE_LOG_##lvl, TIDE_LOG_COMPONENT, __VA_ARGS__);           \
+#define TIDE_LOG_RATELIMIT(lvl, interval_s, ...)                                                 \
+	do {                                                                                     \
+		static struct tide_log_rl tide_rl_;                                              \
+		if (tide_log_enabled(TIDE_LOG_##lvl) && tide_log_rl_pass(&tide_rl_, interval_s)) \
+			tide_log_write(TIDE_LOG_##lvl, TIDE_LOG_COMPONENT, __VA_ARGS__);         \
 	} while (0)
 
 /** Per-call-site rate-limit state; zero-initialised. */

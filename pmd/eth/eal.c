@@ -20,9 +20,9 @@
 #include "tide_eth.h"
 #include "tide_log.h"
 
-#define EAL_MAX_ARGS  64
-#define MIB           ((uint64_t)1024 * 1024)
-#define DEFAULT_MEM   (256ull * MIB)
+#define EAL_MAX_ARGS 64
+#define MIB          ((uint64_t)1024 * 1024)
+#define DEFAULT_MEM  (256ull * MIB)
 
 static bool eal_up;
 
@@ -102,7 +102,8 @@ tide_eal_hugepages_usable(uint64_t mem_bytes, uint64_t page_size, bool reserve, 
 		return 0;
 	}
 	if (!hugetlbfs_mounted()) {
-		snprintf(reason, reason_len, "no hugetlbfs mounted (mount -t hugetlbfs nodev /dev/hugepages)");
+		snprintf(reason, reason_len,
+			 "no hugetlbfs mounted (mount -t hugetlbfs nodev /dev/hugepages)");
 		return 0;
 	}
 	if (free_pages < need && reserve) {
@@ -115,14 +116,15 @@ tide_eal_hugepages_usable(uint64_t mem_bytes, uint64_t page_size, bool reserve, 
 	}
 	if (free_pages < need) {
 		snprintf(reason, reason_len,
-			 "%" PRIu64 " free %" PRIu64 " kB hugepages, %" PRIu64 " needed for %" PRIu64
-			 " MiB%s",
+			 "%" PRIu64 " free %" PRIu64 " kB hugepages, %" PRIu64
+			 " needed for %" PRIu64 " MiB%s",
 			 free_pages, page_size / 1024, need, mem_bytes / MIB,
 			 reserve ? " (reservation refused or short)" : "");
 		return 0;
 	}
-	snprintf(reason, reason_len, "%" PRIu64 " free %" PRIu64 " kB hugepages cover %" PRIu64 " MiB",
-		 free_pages, page_size / 1024, mem_bytes / MIB);
+	snprintf(reason, reason_len,
+		 "%" PRIu64 " free %" PRIu64 " kB hugepages cover %" PRIu64 " MiB", free_pages,
+		 page_size / 1024, mem_bytes / MIB);
 	return 1;
 }
 
@@ -147,8 +149,8 @@ argv_add(struct argv_buf *a, const char *s)
 	return 0;
 }
 
-static int
-argv_addf(struct argv_buf *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int argv_addf(struct argv_buf *a, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 static int
 argv_addf(struct argv_buf *a, const char *fmt, ...)
@@ -239,7 +241,8 @@ tide_eal_init(const struct tide_eal_opts *o, struct tide_eal_info *info)
 		rc |= argv_add(&a, "--no-pci");
 	for (unsigned i = 0; i < 4 && o->vdevs[i] != NULL; i++)
 		rc |= argv_addf(&a, "--vdev=%s", o->vdevs[i]);
-	rc |= argv_addf(&a, "--log-level=%d", o->log_level > 0 ? o->log_level : (int)RTE_LOG_WARNING);
+	rc |= argv_addf(&a, "--log-level=%d",
+			o->log_level > 0 ? o->log_level : (int)RTE_LOG_WARNING);
 	if (rc != 0)
 		return -E2BIG;
 	rc = argv_add_split(&a, o->extra_args);

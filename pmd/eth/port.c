@@ -187,9 +187,11 @@ tide_eth_ring_pair(const char *name_a, const char *name_b, const struct tide_eth
 	 * by a single ring in each direction is all the demo and tests need. */
 	o.nb_queues = 1;
 	snprintf(rname, sizeof(rname), "%.12s>%.12s", name_a, name_b);
-	ab = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+	ab = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(),
+			     RING_F_SP_ENQ | RING_F_SC_DEQ);
 	snprintf(rname, sizeof(rname), "%.12s>%.12s", name_b, name_a);
-	ba = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(), RING_F_SP_ENQ | RING_F_SC_DEQ);
+	ba = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(),
+			     RING_F_SP_ENQ | RING_F_SC_DEQ);
 	if (ab == NULL || ba == NULL) {
 		rc = -rte_errno;
 		TIDE_LOG(ERR, "ring pair %s<->%s: %s", name_a, name_b, rte_strerror(rte_errno));

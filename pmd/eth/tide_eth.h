@@ -35,17 +35,17 @@ enum tide_eal_huge {
 
 /** EAL options; zero-initialise, then set what you need. */
 struct tide_eal_opts {
-	const char *prog;         /**< argv[0] for the EAL; NULL = "tide" */
-	const char *file_prefix;  /**< --file-prefix; NULL = "tide". Must differ per process. */
-	const char *lcores;       /**< -l list, e.g. "0" or "1-3"; NULL = "0" */
-	enum tide_eal_huge huge;  /**< hugepage policy */
-	uint64_t mem_bytes;       /**< memory for DPDK (-m); 0 = 256 MiB */
-	uint64_t hugepage_size;   /**< 2 MiB or 1 GiB; 0 = 2 MiB */
-	bool reserve_hugepages;   /**< AUTO/ON: try to raise nr_hugepages when short (needs root) */
-	const char *vdevs[4];     /**< --vdev strings (NULL-terminated if fewer than 4) */
-	const char *pci_allow;    /**< -a PCI address; NULL = no PCI device (--no-pci) */
-	const char *extra_args;   /**< whitespace-separated extra EAL args; may be NULL */
-	int log_level;            /**< EAL log level 1..8; 0 = 4 (warnings) */
+	const char *prog;        /**< argv[0] for the EAL; NULL = "tide" */
+	const char *file_prefix; /**< --file-prefix; NULL = "tide". Must differ per process. */
+	const char *lcores;      /**< -l list, e.g. "0" or "1-3"; NULL = "0" */
+	enum tide_eal_huge huge; /**< hugepage policy */
+	uint64_t mem_bytes;      /**< memory for DPDK (-m); 0 = 256 MiB */
+	uint64_t hugepage_size;  /**< 2 MiB or 1 GiB; 0 = 2 MiB */
+	bool reserve_hugepages;  /**< AUTO/ON: try to raise nr_hugepages when short (needs root) */
+	const char *vdevs[4];    /**< --vdev strings (NULL-terminated if fewer than 4) */
+	const char *pci_allow;   /**< -a PCI address; NULL = no PCI device (--no-pci) */
+	const char *extra_args;  /**< whitespace-separated extra EAL args; may be NULL */
+	int log_level;           /**< EAL log level 1..8; 0 = 4 (warnings) */
 };
 
 /** What the EAL came up with. */
@@ -85,10 +85,10 @@ int tide_eal_fini(void);
 
 /** Port configuration; zero-initialise, then set what you need. */
 struct tide_eth_port_opts {
-	uint16_t nb_queues;    /**< RX/TX queue pairs; 0 = 1 */
-	uint16_t nb_rxd;       /**< RX descriptors per queue; 0 = 1024 */
-	uint16_t nb_txd;       /**< TX descriptors per queue; 0 = 1024 */
-	uint32_t nb_mbufs;     /**< mbufs in the port's pool; 0 = enough for the rings + 2048 */
+	uint16_t nb_queues;     /**< RX/TX queue pairs; 0 = 1 */
+	uint16_t nb_rxd;        /**< RX descriptors per queue; 0 = 1024 */
+	uint16_t nb_txd;        /**< TX descriptors per queue; 0 = 1024 */
+	uint32_t nb_mbufs;      /**< mbufs in the port's pool; 0 = enough for the rings + 2048 */
 	uint16_t mbuf_dataroom; /**< data room per mbuf; 0 = RTE_MBUF_DEFAULT_BUF_SIZE */
 };
 
@@ -118,8 +118,9 @@ int tide_eth_port_open(const char *devname, const struct tide_eth_port_opts *opt
  * \return 0; -ENOMEM; -EEXIST name in use; other -errno (logged).
  * Thread: main thread. Ownership: close both with tide_eth_port_close().
  */
-int tide_eth_ring_pair(const char *name_a, const char *name_b, const struct tide_eth_port_opts *opts,
-		       struct tide_eth_port **a, struct tide_eth_port **b);
+int tide_eth_ring_pair(const char *name_a, const char *name_b,
+		       const struct tide_eth_port_opts *opts, struct tide_eth_port **a,
+		       struct tide_eth_port **b);
 
 /**
  * Stop and close a port, freeing its mempool once the device released every mbuf.

@@ -16,10 +16,10 @@
 /** Run every registered suite; returns the process exit code. */
 int tide_ut_run(void (*register_fn)(void));
 
-#define TIDE_UT_MAIN(register_fn)                                                                 \
-	int main(void)                                                                             \
-	{                                                                                          \
-		return tide_ut_run(register_fn);                                                   \
+#define TIDE_UT_MAIN(register_fn)                \
+	int main(void)                           \
+	{                                        \
+		return tide_ut_run(register_fn); \
 	}
 
 /** Assert a tide call returned 0, printing the errno it returned otherwise. */

@@ -62,7 +62,8 @@ register_tests(void)
 	CU_add_test(s, "level_parse_accepts_names", test_level_parse_accepts_names);
 	CU_add_test(s, "level_parse_rejects_unknown", test_level_parse_rejects_unknown);
 	CU_add_test(s, "set_level_clamps_and_gates", test_set_level_clamps_and_gates);
-	CU_add_test(s, "ratelimit_suppresses_within_interval", test_ratelimit_suppresses_within_interval);
+	CU_add_test(s, "ratelimit_suppresses_within_interval",
+		    test_ratelimit_suppresses_within_interval);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Two processes joined by net_memif (server and client over a UNIX socket and
+ * shared memory), each with its own EAL. The parent sends numbered frames, the
+ * child echoes them, the parent checks order and content. Teardown is two-phase
+ * (a "bye" frame answered by "bye-ack" after the child stopped polling) because
+ * the memif server crashes if the client vanishes while it polls.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+
+#include "tide_eth.h"
+#include "tide_ut.h"
+
+#define NFRAMES   20000
+#define KIND_DATA 1
+#define KIND_BYE  2
+#define KIND_ACK  3
+
+struct frame {
+	uint32_t kind;
+	uint32_t seq;
+	uint8_t body[56];
+};
+
+static char sock_path[108];
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int
+eal_up(const char *role, const char *prefix)
+{
+	static char vdev[256];
+	struct tide_eal_opts o = {0};
+	const char *huge = getenv("TIDE_HUGEPAGES");
+
+	snprintf(vdev, sizeof(vdev), "net_memif0,role=%s,socket=%s,socket-abstract=no", role,
+		 sock_path);
+	o.prog = "eth_memif_it";
+	o.file_prefix = prefix;
+	o.lcores = "0";
+	o.huge = huge != NULL && strcmp(huge, "auto") == 0 ? TIDE_EAL_HUGE_AUTO : TIDE_EAL_HUGE_OFF;
+	o.mem_bytes = 128u << 20;
+	o.vdevs[0] = vdev;
+	return tide_eal_init(&o, NULL);
+}
+
+static int
+send_frame(struct tide_eth_port *p, uint32_t kind, uint32_t seq)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(tide_eth_port_pool(p));
+	struct frame *f;
+
+	if (m == NULL)
+		return -ENOMEM;
+	f = (struct frame *)rte_pktmbuf_append(m, sizeof(*f));
+	f->kind = kind;
+	f->seq = seq;
+	for (size_t i = 0; i < sizeof(f->body); i++)
+		f->body[i] = (uint8_t)(seq + i);
+	if (tide_eth_tx(p, 0, &m, 1) != 1) {
+		rte_pktmbuf_free(m);
+		return -EAGAIN;
+	}
+	return 0;
+}
+
+static bool
+wait_link(struct tide_eth_port *p, uint64_t ms)
+{
+	uint64_t end = now_ms() + ms;
+
+	while (!tide_eth_port_link_up(p) && now_ms() < end)
+		usleep(10000);
+	return tide_eth_port_link_up(p);
+}
+
+/* Child: memif client, echoes every data frame until "bye". */
+static int
+child_main(void)
+{
+	struct tide_eth_port *p = NULL;
+	struct rte_mbuf *pkts[32];
+	uint64_t deadline = now_ms() + 60000;
+	bool bye = false;
+
+	/* The server creates the socket; wait for it rather than racing. */
+	while (access(sock_path, F_OK) != 0 && now_ms() < deadline)
+		usleep(10000);
+	if (eal_up("client", "tide-memif-it-c") != 0)
+		return 10;
+	if (tide_eth_port_open("net_memif0", NULL, &p) != 0)
+		return 11;
+	if (!wait_link(p, 10000))
+		return 12;
+	while (!bye && now_ms() < deadline) {
+		uint16_t n = tide_eth_rx(p, 0, pkts, 32), k;
+
+		for (uint16_t i = 0; i < n; i++) {
+			const struct frame *f = rte_pktmbuf_mtod(pkts[i], const struct frame *);
+
+			if (f->kind == KIND_BYE)
+				bye = true;
+		}
+		/* Echo data frames in place; free the bye. */
+		k = bye ? 0 : tide_eth_tx(p, 0, pkts, n);
+		if (k < n)
+			rte_pktmbuf_free_bulk(pkts + k, n - k);
+	}
+	/* Stop polling RX, then tell the server it may stop too. */
+	while (send_frame(p, KIND_ACK, 0) != 0 && now_ms() < deadline)
+		;
+	usleep(200000);
+	tide_eth_port_close(p);
+	tide_eal_fini();
+	return bye ? 0 : 13;
+}
+
+static void
+test_memif_two_processes_echo(void)
+{
+	struct tide_eth_port *p = NULL;
+	struct rte_mbuf *pkts[32];
+	uint32_t sent = 0, got = 0, bad = 0;
+	uint64_t deadline;
+	bool acked = false;
+	int status = -1;
+	pid_t child;
+
+	snprintf(sock_path, sizeof(sock_path), "/tmp/tide-memif-it-%d.sock", (int)getpid());
+	unlink(sock_path);
+	/* Fork before either EAL exists: an EAL cannot be initialised twice in
+	 * one address space, and the child must own a fresh one. */
+	child = fork();
+	if (child == 0)
+		_exit(child_main());
+	CU_ASSERT_FATAL(child > 0);
+	TIDE_UT_OK(eal_up("server", "tide-memif-it-s"));
+	TIDE_UT_OK(tide_eth_port_open("net_memif0", NULL, &p));
+	if (p == NULL) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		return;
+	}
+	CU_ASSERT_TRUE(wait_link(p, 15000));
+	deadline = now_ms() + 60000;
+	while (got < NFRAMES && now_ms() < deadline) {
+		uint16_t n;
+
+		for (int i = 0; i < 32 && sent < NFRAMES && sent - got < 256; i++) {
+			if (send_frame(p, KIND_DATA, sent) != 0)
+				break;
+			sent++;
+		}
+		n = tide_eth_rx(p, 0, pkts, 32);
+		for (uint16_t i = 0; i < n; i++) {
+			const struct frame *f = rte_pktmbuf_mtod(pkts[i], const struct frame *);
+
+			if (f->kind != KIND_DATA || f->seq != got ||
+			    f->body[5] != (uint8_t)(got + 5))
+				bad++;
+			got++;
+		}
+		rte_pktmbuf_free_bulk(pkts, n);
+	}
+	CU_ASSERT_EQUAL(got, NFRAMES);
+	CU_ASSERT_EQUAL(bad, 0);
+	/* Two-phase teardown: bye, then wait for the ack before stopping. */
+	while (send_frame(p, KIND_BYE, 0) != 0 && now_ms() < deadline)
+		;
+	while (!acked && now_ms() < deadline) {
+		uint16_t n = tide_eth_rx(p, 0, pkts, 32);
+
+		for (uint16_t i = 0; i < n; i++)
+			if (rte_pktmbuf_mtod(pkts[i], const struct frame *)->kind == KIND_ACK)
+				acked = true;
+		rte_pktmbuf_free_bulk(pkts, n);
+	}
+	CU_ASSERT_TRUE(acked);
+	tide_eth_port_close(p);
+	if (!acked)
+		kill(child, SIGKILL);
+	CU_ASSERT_EQUAL(waitpid(child, &status, 0), child);
+	CU_ASSERT_TRUE(WIFEXITED(status));
+	CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
+	tide_eal_fini();
+	unlink(sock_path);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("pmd_eth_memif", NULL, NULL);
+
+	CU_add_test(s, "memif_two_processes_echo", test_memif_two_processes_echo);
+}
+
+TIDE_UT_MAIN(register_tests)
