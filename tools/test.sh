@@ -27,15 +27,17 @@ step "unit + integration tests under ASan + UBSan, --no-huge"
 TIDE_HUGEPAGES=off meson test -C build-asan --setup asan --print-errorlogs --no-suite fuzz ||
 	status=1
 
-logs=(build-test default build-asan asan)
+logs=(build-test/meson-logs/testlog.json default
+      build-asan/meson-logs/testlog-asan.json asan)
 if command -v clang >/dev/null; then
 	step "build (clang, libFuzzer) and bounded fuzz run"
 	[ -d build-fuzz/meson-private ] ||
 		CC=clang meson setup build-fuzz -Db_sanitize=address,undefined -Db_lundef=false ||
 		exit 1
-	ninja -C build-fuzz || exit 1
-	meson test -C build-fuzz --setup asan --suite fuzz --print-errorlogs || status=1
-	logs+=(build-fuzz fuzz)
+	ninja -C build-fuzz tests/fuzz/mc_codec_fuzz || exit 1
+	meson test -C build-fuzz --no-rebuild --setup asan --suite fuzz --print-errorlogs ||
+		status=1
+	logs+=(build-fuzz/meson-logs/testlog-asan.json fuzz)
 fi
 
 step "summary"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Print one line per test, with CUnit's counts, from meson's testlog.json.
 
-Usage: test_summary.py BUILD_DIR LABEL [BUILD_DIR LABEL ...]
+Usage: test_summary.py TESTLOG_JSON LABEL [TESTLOG_JSON LABEL ...]
 Exit status 1 if any test in any given log did not pass.
 """
 import json
@@ -12,8 +12,7 @@ import sys
 ROW = re.compile(r"^\s*(suites|tests|asserts)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)", re.M)
 
 
-def summarise(build_dir, label):
-    path = os.path.join(build_dir, "meson-logs", "testlog.json")
+def summarise(path, label):
     if not os.path.exists(path):
         print(f"[{label}] no test log at {path}")
         return 1, 0, 0
