@@ -10,6 +10,7 @@ import re
 import sys
 
 ROW = re.compile(r"^\s*(suites|tests|asserts)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)", re.M)
+FUZZ = re.compile(r"stat::number_of_executed_units:\s*(\d+)")
 
 
 def summarise(path, label):
@@ -25,6 +26,9 @@ def summarise(path, label):
                       for m in ROW.finditer(t.get("stdout") or "")}
             detail = ", ".join(f"{k} {ran} ran/{failed} failed"
                                for k, (ran, failed) in counts.items() if k != "suites")
+            fuzz = FUZZ.search((t.get("stdout") or "") + (t.get("stderr") or ""))
+            if fuzz:
+                detail = f"{int(fuzz.group(1)):,} fuzz inputs executed"
             for k in totals:
                 if k in counts:
                     totals[k][0] += counts[k][0]
@@ -44,7 +48,7 @@ def main(argv):
     for i in range(1, len(argv), 2):
         bad, tests, asserts = summarise(argv[i], argv[i + 1])
         failed += bad
-        if tests:
+        if tests[0]:
             print(f"[{argv[i + 1]}] CUnit total: {tests[0]} tests ({tests[1]} failed), "
                   f"{asserts[0]} asserts ({asserts[1]} failed)")
     print("ALL TEST SUITES PASSED" if failed == 0 else f"{failed} TEST(S) FAILED")
