@@ -10,6 +10,7 @@ PKGS=(
 	libcunit1-dev
 	libibverbs-dev              # optional RDMA path; the build says so when absent
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec
+	clang-format git
 	python3 python3-numpy python3-msgpack
 	iproute2 procps
 )

@@ -13,6 +13,18 @@ bash tools/hugepages.sh 512
 status=0
 step() { echo; echo "=== $*"; }
 
+step "format (.clang-format)"
+if git rev-parse --git-dir >/dev/null 2>&1; then
+	unformatted=$(git ls-files '*.c' '*.h' | xargs clang-format --dry-run 2>&1 | grep -c warning)
+	if [ "$unformatted" -ne 0 ]; then
+		git ls-files '*.c' '*.h' | xargs clang-format --dry-run 2>&1 | grep warning | head
+		echo "format: $unformatted lines differ from .clang-format (run clang-format -i)"
+		status=1
+	else
+		echo "format: every C file matches .clang-format"
+	fi
+fi
+
 step "build (debugoptimized)"
 [ -d build-test/meson-private ] || meson setup build-test || exit 1
 ninja -C build-test || exit 1
