@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Polling workers. Each worker is a pthread pinned to one CPU running
+ * lcore_main(): drain messages, run pollers, account, maybe sleep.
+ *
+ * The message ring is a bounded multi-producer single-consumer queue in the
+ * style of Vyukov's bounded MPMC queue: each slot carries a sequence number,
+ * producers claim a slot by CAS on the tail, and the slot's sequence tells
+ * the consumer when the payload is published. Memory is fixed at create.
+ */
+#include <errno.h>
+#include <numa.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tide_lcore.h"
+#include "tide_log.h"
+
+/* Messages run per iteration: bounded so a flood of posts cannot starve the
+ * pollers (the rest wait for the next iteration). */
+#define MSG_BATCH 64
+
+struct msg_slot {
+	_Atomic uint64_t seq;
+	tide_lcore_msg_fn fn;
+	void *arg;
+};
+
+struct poller {
+	tide_lcore_poll_fn fn;
+	void *ctx;
+};
+
+struct tide_lcore {
+	/* Hot: read every iteration by the worker. */
+	atomic_bool stop;
+	unsigned npollers;
+	struct poller pollers[TIDE_LCORE_MAX_POLLERS];
+	struct msg_slot *ring;
+	uint64_t ring_mask;
+	uint64_t head; /* consumer position, worker only */
+	struct tide_lcore_stats stats;
+
+	/* Producers: on its own cache line so posts do not bounce the worker's. */
+	_Alignas(64) _Atomic uint64_t tail;
+
+	_Alignas(64) struct tide_lcore_group *group;
+	unsigned index;
+	int cpu;
+	pthread_t thread;
+	bool running;
+	int init_rc;
+};
+
+struct tide_lcore_group {
+	struct tide_lcore_opts opts;
+	unsigned n;
+	bool started;
+	pthread_mutex_t lock; /* start handshake only */
+	pthread_cond_t cond;
+	unsigned inited;
+	struct tide_lcore *lc[TIDE_LCORE_MAX];
+};
+
+static __thread struct tide_lcore *cur_lcore;
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void
+tide_lcore_opts_init(struct tide_lcore_opts *opts, size_t opts_size)
+{
+	struct tide_lcore_opts d = {
+		.opts_size = sizeof(d),
+		.idle = TIDE_LCORE_IDLE_ADAPTIVE,
+		.idle_sleep_us = 100,
+		.idle_spins = 1024,
+		.msg_ring_size = 1024,
+		.pin = true,
+	};
+
+	if (opts == NULL)
+		return;
+	if (opts_size > sizeof(d))
+		opts_size = sizeof(d);
+	d.opts_size = opts_size;
+	memcpy(opts, &d, opts_size);
+}
+
+/* Parse "1-3,5" into a CPU set. */
+static int
+parse_list(const char *s, cpu_set_t *set)
+{
+	CPU_ZERO(set);
+	while (*s != '\0') {
+		char *end;
+		unsigned long a, b;
+
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		a = strtoul(s, &end, 10);
+		b = a;
+		if (*end == '-') {
+			s = end + 1;
+			if (*s < '0' || *s > '9')
+				return -EINVAL;
+			b = strtoul(s, &end, 10);
+		}
+		if (b < a || b >= CPU_SETSIZE)
+			return b >= CPU_SETSIZE ? -ERANGE : -EINVAL;
+		for (unsigned long c = a; c <= b; c++)
+			CPU_SET(c, set);
+		if (*end == ',')
+			end++;
+		else if (*end != '\0')
+			return -EINVAL;
+		s = end;
+	}
+	return CPU_COUNT(set) > 0 ? 0 : -EINVAL;
+}
+
+int
+tide_lcore_cpus_pick(const char *list, unsigned per_numa, int *cpus, unsigned max, unsigned *n)
+{
+	cpu_set_t allowed, want;
+	unsigned k = 0;
+	int rc;
+
+	if (cpus == NULL || n == NULL || max == 0)
+		return -EINVAL;
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+		return -errno;
+	if (list != NULL && list[0] != '\0') {
+		rc = parse_list(list, &want);
+		if (rc != 0)
+			return rc;
+		for (int c = 0; c < CPU_SETSIZE; c++) {
+			if (!CPU_ISSET(c, &want))
+				continue;
+			if (!CPU_ISSET(c, &allowed) || k == max)
+				return -ERANGE;
+			cpus[k++] = c;
+		}
+		*n = k;
+		return 0;
+	}
+	if (per_numa == 0)
+		return -EINVAL;
+	/* Without libnuma support every CPU counts as node 0. */
+	{
+		int nodes = numa_available() < 0 ? 1 : numa_max_node() + 1;
+
+		for (int node = 0; node < nodes; node++) {
+			unsigned taken = 0;
+
+			for (int c = CPU_SETSIZE - 1; c >= 0 && taken < per_numa; c--) {
+				int cn;
+
+				if (!CPU_ISSET(c, &allowed))
+					continue;
+				cn = numa_available() < 0 ? 0 : numa_node_of_cpu(c);
+				if (cn != node)
+					continue;
+				if (k == max)
+					return -ERANGE;
+				cpus[k++] = c;
+				taken++;
+			}
+		}
+	}
+	if (k == 0)
+		return -ENODEV;
+	*n = k;
+	return 0;
+}
+
+int
+tide_lcore_group_create(const struct tide_lcore_opts *opts, const int *cpus, unsigned n,
+			struct tide_lcore_group **out)
+{
+	struct tide_lcore_group *g;
+	struct tide_lcore_opts o;
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	if (opts != NULL) {
+		if (opts->opts_size < offsetof(struct tide_lcore_opts, idle_sleep_us))
+			return -EINVAL;
+		memcpy(&o, opts, opts->opts_size < sizeof(o) ? opts->opts_size : sizeof(o));
+	}
+	if (n == 0 || n > TIDE_LCORE_MAX || cpus == NULL || o.msg_ring_size < 2 ||
+	    (o.msg_ring_size & (o.msg_ring_size - 1)) != 0 ||
+	    (o.idle != TIDE_LCORE_IDLE_BUSY && o.idle != TIDE_LCORE_IDLE_ADAPTIVE))
+		return -EINVAL;
+	g = calloc(1, sizeof(*g));
+	if (g == NULL)
+		return -ENOMEM;
+	g->opts = o;
+	g->n = n;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+	for (unsigned i = 0; i < n; i++) {
+		struct tide_lcore *lc = aligned_alloc(64, sizeof(*lc));
+
+		if (lc == NULL) {
+			tide_lcore_group_destroy(g);
+			return -ENOMEM;
+		}
+		memset(lc, 0, sizeof(*lc));
+		g->lc[i] = lc;
+		lc->ring = calloc(o.msg_ring_size, sizeof(*lc->ring));
+		if (lc->ring == NULL) {
+			tide_lcore_group_destroy(g);
+			return -ENOMEM;
+		}
+		for (uint64_t s = 0; s < o.msg_ring_size; s++)
+			atomic_init(&lc->ring[s].seq, s);
+		lc->ring_mask = o.msg_ring_size - 1;
+		lc->group = g;
+		lc->index = i;
+		lc->cpu = cpus[i];
+	}
+	*out = g;
+	return 0;
+}
+
+struct tide_lcore *
+tide_lcore_get(struct tide_lcore_group *g, unsigned i)
+{
+	return g != NULL && i < g->n ? g->lc[i] : NULL;
+}
+
+unsigned
+tide_lcore_count(const struct tide_lcore_group *g)
+{
+	return g->n;
+}
+
+unsigned
+tide_lcore_index(const struct tide_lcore *lc)
+{
+	return lc->index;
+}
+
+int
+tide_lcore_cpu(const struct tide_lcore *lc)
+{
+	return lc->cpu;
+}
+
+int
+tide_lcore_poller_add(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx)
+{
+	if (fn == NULL)
+		return -EINVAL;
+	if (lc->npollers == TIDE_LCORE_MAX_POLLERS)
+		return -ENOSPC;
+	lc->pollers[lc->npollers].fn = fn;
+	lc->pollers[lc->npollers].ctx = ctx;
+	lc->npollers++;
+	return 0;
+}
+
+int
+tide_lcore_post(struct tide_lcore *lc, tide_lcore_msg_fn fn, void *arg)
+{
+	uint64_t pos = atomic_load_explicit(&lc->tail, memory_order_relaxed);
+
+	if (fn == NULL)
+		return -EINVAL;
+	for (;;) {
+		struct msg_slot *s = &lc->ring[pos & lc->ring_mask];
+		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+		int64_t dif = (int64_t)(seq - pos);
+
+		if (dif == 0) {
+			if (atomic_compare_exchange_weak_explicit(&lc->tail, &pos, pos + 1,
+								  memory_order_relaxed,
+								  memory_order_relaxed)) {
+				s->fn = fn;
+				s->arg = arg;
+				atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+				return 0;
+			}
+		} else if (dif < 0) {
+			return -EAGAIN; /* the slot still holds a message from a lap ago */
+		} else {
+			pos = atomic_load_explicit(&lc->tail, memory_order_relaxed);
+		}
+	}
+}
+
+/* Run up to `max` queued messages; returns how many ran. */
+static unsigned
+msgs_run(struct tide_lcore *lc, unsigned max)
+{
+	unsigned n = 0;
+
+	while (n < max) {
+		struct msg_slot *s = &lc->ring[lc->head & lc->ring_mask];
+		uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+		tide_lcore_msg_fn fn;
+		void *arg;
+
+		if (seq != lc->head + 1)
+			break; /* empty, or a producer is still writing this slot */
+		fn = s->fn;
+		arg = s->arg;
+		atomic_store_explicit(&s->seq, lc->head + lc->ring_mask + 1, memory_order_release);
+		lc->head++;
+		fn(arg);
+		n++;
+	}
+	lc->stats.msgs += n;
+	return n;
+}
+
+static void
+idle_sleep(uint32_t us)
+{
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+
+	if (us == 0)
+		sched_yield();
+	else
+		nanosleep(&ts, NULL);
+}
+
+static void *
+lcore_main(void *arg)
+{
+	struct tide_lcore *lc = arg;
+	struct tide_lcore_group *g = lc->group;
+	uint64_t (*clock)(void) = g->opts.clock_ns != NULL ? g->opts.clock_ns : mono_ns;
+	uint32_t idle_iters = 0;
+	uint64_t prev = clock();
+	int rc = 0;
+
+	cur_lcore = lc;
+	if (g->opts.pin) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(lc->cpu, &set);
+		rc = -pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	if (rc == 0 && g->opts.thread_init != NULL)
+		rc = g->opts.thread_init(g->opts.thread_init_arg, lc->index);
+	pthread_mutex_lock(&g->lock);
+	lc->init_rc = rc;
+	g->inited++;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+	if (rc != 0)
+		return NULL;
+
+	while (!atomic_load_explicit(&lc->stop, memory_order_acquire)) {
+		uint64_t now = clock();
+		int work = (int)msgs_run(lc, MSG_BATCH);
+
+		for (unsigned i = 0; i < lc->npollers; i++)
+			work += lc->pollers[i].fn(lc->pollers[i].ctx, now);
+		lc->stats.iterations++;
+		if (work > 0) {
+			lc->stats.busy++;
+			lc->stats.busy_ns += now - prev;
+			idle_iters = 0;
+		} else {
+			lc->stats.idle_ns += now - prev;
+			if (g->opts.idle == TIDE_LCORE_IDLE_ADAPTIVE &&
+			    ++idle_iters >= g->opts.idle_spins) {
+				idle_sleep(g->opts.idle_sleep_us);
+				lc->stats.sleeps++;
+			}
+		}
+		prev = now;
+	}
+	/* Messages posted before stop still run, so nothing posted is lost. */
+	while (msgs_run(lc, MSG_BATCH) > 0)
+		;
+	cur_lcore = NULL;
+	return NULL;
+}
+
+int
+tide_lcore_group_start(struct tide_lcore_group *g)
+{
+	int rc = 0;
+	unsigned started = 0;
+
+	if (g->started)
+		return -EALREADY;
+	g->inited = 0;
+	for (unsigned i = 0; i < g->n; i++) {
+		struct tide_lcore *lc = g->lc[i];
+
+		atomic_store(&lc->stop, false);
+		rc = -pthread_create(&lc->thread, NULL, lcore_main, lc);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "worker %u: pthread_create: %s", i, strerror(-rc));
+			break;
+		}
+		lc->running = true;
+		started++;
+	}
+	pthread_mutex_lock(&g->lock);
+	while (g->inited < started)
+		pthread_cond_wait(&g->cond, &g->lock);
+	pthread_mutex_unlock(&g->lock);
+	for (unsigned i = 0; rc == 0 && i < started; i++) {
+		if (g->lc[i]->init_rc != 0) {
+			rc = g->lc[i]->init_rc;
+			TIDE_LOG(ERR, "worker %u on CPU %d failed to start: %s", i, g->lc[i]->cpu,
+				 strerror(-rc));
+		}
+	}
+	g->started = true;
+	if (rc != 0)
+		tide_lcore_group_stop(g);
+	return rc;
+}
+
+void
+tide_lcore_group_stop(struct tide_lcore_group *g)
+{
+	if (g == NULL || !g->started)
+		return;
+	for (unsigned i = 0; i < g->n; i++)
+		atomic_store_explicit(&g->lc[i]->stop, true, memory_order_release);
+	for (unsigned i = 0; i < g->n; i++) {
+		if (g->lc[i]->running) {
+			pthread_join(g->lc[i]->thread, NULL);
+			g->lc[i]->running = false;
+		}
+	}
+	g->started = false;
+}
+
+void
+tide_lcore_group_destroy(struct tide_lcore_group *g)
+{
+	if (g == NULL)
+		return;
+	tide_lcore_group_stop(g);
+	for (unsigned i = 0; i < g->n; i++) {
+		if (g->lc[i] != NULL) {
+			free(g->lc[i]->ring);
+			free(g->lc[i]);
+		}
+	}
+	pthread_mutex_destroy(&g->lock);
+	pthread_cond_destroy(&g->cond);
+	free(g);
+}
+
+void
+tide_lcore_stats_get(const struct tide_lcore *lc, struct tide_lcore_stats *st)
+{
+	*st = lc->stats;
+}
+
+struct tide_lcore *
+tide_lcore_current(void)
+{
+	return cur_lcore;
+}

@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tide_lcore.h"
+#include "tide_ut.h"
+
+static int
+cpu0(void)
+{
+	cpu_set_t s;
+
+	/* Any CPU this process may use: workers get pinned there. */
+	CU_ASSERT_EQUAL_FATAL(sched_getaffinity(0, sizeof(s), &s), 0);
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &s))
+			return c;
+	return 0;
+}
+
+static void
+test_cpus_pick_parses_lists(void)
+{
+	int cpus[8];
+	unsigned n = 0;
+	char list[32];
+	int c = cpu0();
+
+	snprintf(list, sizeof(list), "%d", c);
+	TIDE_UT_OK(tide_lcore_cpus_pick(list, 1, cpus, 8, &n));
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(cpus[0], c);
+	CU_ASSERT_EQUAL(tide_lcore_cpus_pick("1-", 1, cpus, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(tide_lcore_cpus_pick("3-1", 1, cpus, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(tide_lcore_cpus_pick("a", 1, cpus, 8, &n), -EINVAL);
+	CU_ASSERT_EQUAL(tide_lcore_cpus_pick("1,,2", 1, cpus, 8, &n), -EINVAL);
+	/* A CPU this process cannot use is refused, not silently dropped. */
+	CU_ASSERT_EQUAL(tide_lcore_cpus_pick("1000", 1, cpus, 8, &n), -ERANGE);
+}
+
+static void
+test_cpus_pick_per_numa(void)
+{
+	int cpus[TIDE_LCORE_MAX];
+	unsigned n = 0;
+	cpu_set_t s;
+
+	TIDE_UT_OK(tide_lcore_cpus_pick(NULL, 1, cpus, TIDE_LCORE_MAX, &n));
+	CU_ASSERT_TRUE(n >= 1);
+	sched_getaffinity(0, sizeof(s), &s);
+	for (unsigned i = 0; i < n; i++)
+		CU_ASSERT_TRUE(CPU_ISSET(cpus[i], &s));
+	CU_ASSERT_EQUAL(tide_lcore_cpus_pick("", 0, cpus, TIDE_LCORE_MAX, &n), -EINVAL);
+}
+
+static void
+test_group_create_rejects_bad_opts(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	int c = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.msg_ring_size = 1000;
+	CU_ASSERT_EQUAL(tide_lcore_group_create(&o, &c, 1, &g), -EINVAL);
+	tide_lcore_opts_init(&o, sizeof(o));
+	CU_ASSERT_EQUAL(tide_lcore_group_create(&o, &c, 0, &g), -EINVAL);
+	CU_ASSERT_PTR_NULL(g);
+}
+
+struct counter {
+	atomic_uint_fast64_t polls;
+	atomic_uint_fast64_t worked;
+	uint64_t budget; /* pollers report work this many times */
+	uint64_t last_now;
+	int order_errors;
+};
+
+static int
+count_poll(void *ctx, uint64_t now)
+{
+	struct counter *c = ctx;
+
+	if (now < c->last_now)
+		c->order_errors++; /* time must never go backwards */
+	c->last_now = now;
+	atomic_fetch_add(&c->polls, 1);
+	if (atomic_load(&c->worked) < c->budget) {
+		atomic_fetch_add(&c->worked, 1);
+		return 1;
+	}
+	return 0;
+}
+
+static void
+test_pollers_run_and_adaptive_idle_sleeps(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct tide_lcore_stats st;
+	struct counter c = {.budget = 1000};
+	int cpu = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.idle_spins = 16;
+	o.idle_sleep_us = 200;
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	TIDE_UT_OK(tide_lcore_poller_add(tide_lcore_get(g, 0), count_poll, &c));
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	CU_ASSERT_EQUAL(tide_lcore_group_start(g), -EALREADY);
+	usleep(100000);
+	tide_lcore_group_stop(g);
+	tide_lcore_stats_get(tide_lcore_get(g, 0), &st);
+	CU_ASSERT_EQUAL(atomic_load(&c.worked), 1000);
+	CU_ASSERT_TRUE(st.busy >= 1000);
+	CU_ASSERT_TRUE(st.iterations > st.busy);
+	/* 100 ms idle with 200 us sleeps: far fewer iterations than spinning. */
+	CU_ASSERT_TRUE(st.sleeps > 10);
+	CU_ASSERT_TRUE(st.iterations - st.busy < 16 * (st.sleeps + 1) + 16);
+	CU_ASSERT_EQUAL(c.order_errors, 0);
+	tide_lcore_group_destroy(g);
+}
+
+struct post_state {
+	uint64_t next[4]; /* next expected value per producer */
+	uint64_t got;
+	int out_of_order;
+	struct tide_lcore *lc;
+	int producer;
+	int on_wrong_thread;
+};
+
+struct post_msg {
+	struct post_state *st;
+	int producer;
+	uint64_t value;
+};
+
+static struct post_msg msgs[4][20000];
+
+static void
+on_msg(void *arg)
+{
+	struct post_msg *m = arg;
+
+	if (tide_lcore_current() != m->st->lc)
+		m->st->on_wrong_thread++;
+	if (m->st->next[m->producer] != m->value)
+		m->st->out_of_order++;
+	m->st->next[m->producer] = m->value + 1;
+	m->st->got++;
+}
+
+struct producer_arg {
+	struct post_state *st;
+	int id;
+	uint64_t retries;
+};
+
+static void *
+producer(void *arg)
+{
+	struct producer_arg *p = arg;
+
+	for (uint64_t i = 0; i < 20000; i++) {
+		struct post_msg *m = &msgs[p->id][i];
+
+		m->st = p->st;
+		m->producer = p->id;
+		m->value = i;
+		while (tide_lcore_post(p->st->lc, on_msg, m) == -EAGAIN) {
+			p->retries++;
+			sched_yield();
+		}
+	}
+	return NULL;
+}
+
+static void
+test_post_from_many_threads_in_order(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct post_state st = {0};
+	struct producer_arg pa[4];
+	pthread_t th[4];
+	int cpu = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.msg_ring_size = 64; /* small: producers must hit -EAGAIN and retry */
+	o.idle = TIDE_LCORE_IDLE_BUSY;
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	st.lc = tide_lcore_get(g, 0);
+	CU_ASSERT_EQUAL(tide_lcore_post(st.lc, NULL, NULL), -EINVAL);
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	for (int i = 0; i < 4; i++) {
+		pa[i] = (struct producer_arg){.st = &st, .id = i};
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, producer, &pa[i]), 0);
+	}
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	tide_lcore_group_stop(g); /* runs what is still queued */
+	CU_ASSERT_EQUAL(st.got, 4 * 20000);
+	CU_ASSERT_EQUAL(st.out_of_order, 0);
+	CU_ASSERT_EQUAL(st.on_wrong_thread, 0);
+	tide_lcore_group_destroy(g);
+}
+
+static void
+test_ring_full_returns_eagain_before_start(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct post_state st = {0};
+	struct post_msg m = {.st = &st};
+	int cpu = cpu0(), queued = 0;
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.msg_ring_size = 8;
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	st.lc = tide_lcore_get(g, 0);
+	while (tide_lcore_post(st.lc, on_msg, &m) == 0 && queued < 100)
+		queued++;
+	CU_ASSERT_EQUAL(queued, 8);
+	tide_lcore_group_destroy(g); /* never started: messages are dropped with it */
+}
+
+static int
+failing_init(void *arg, unsigned worker)
+{
+	(void)arg;
+	return worker == 0 ? -ENODEV : 0;
+}
+
+static void
+test_thread_init_failure_fails_start(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	int cpus[2] = {cpu0(), cpu0()};
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.thread_init = failing_init;
+	TIDE_UT_OK(tide_lcore_group_create(&o, cpus, 2, &g));
+	CU_ASSERT_EQUAL(tide_lcore_group_start(g), -ENODEV);
+	tide_lcore_group_destroy(g);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("lcore", NULL, NULL);
+
+	CU_add_test(s, "cpus_pick_parses_lists", test_cpus_pick_parses_lists);
+	CU_add_test(s, "cpus_pick_per_numa", test_cpus_pick_per_numa);
+	CU_add_test(s, "group_create_rejects_bad_opts", test_group_create_rejects_bad_opts);
+	CU_add_test(s, "pollers_run_and_adaptive_idle_sleeps",
+		    test_pollers_run_and_adaptive_idle_sleeps);
+	CU_add_test(s, "post_from_many_threads_in_order", test_post_from_many_threads_in_order);
+	CU_add_test(s, "ring_full_returns_eagain_before_start",
+		    test_ring_full_returns_eagain_before_start);
+	CU_add_test(s, "thread_init_failure_fails_start", test_thread_init_failure_fails_start);
+}
+
+TIDE_UT_MAIN(register_tests)
