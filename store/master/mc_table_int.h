@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal to the master table (mc_table.c, mc_table_seg.c): structures and
+ * cross-file helpers. Not installed, not for the server.
+ */
+#ifndef TIDE_MC_TABLE_INT_H
+#define TIDE_MC_TABLE_INT_H
+
+#include <pthread.h>
+
+#include "tide_mc_table.h"
+#include "tide_seg.h"
+
+/* Object flags. */
+#define MCT_OF_PROCESSING 0x01 /* replicas PROCESSING; aux indexes t->proc */
+#define MCT_OF_HARD_PIN   0x02 /* never evicted */
+#define MCT_OF_SOFT_PIN   0x04 /* soft_ms = pin deadline */
+#define MCT_OF_HAS_CSUM   0x08 /* csum valid */
+
+/* How mct_obj_erase() treats the buffers. */
+#define MCT_FREE_NOW   0
+#define MCT_FREE_LATER 1
+
+/* One replica: 24 bytes. seg indexes t->segs (never stale: unmount drops replicas). */
+struct mct_rep {
+	uint64_t id;
+	uint64_t off;
+	uint32_t seg;
+	uint32_t spare;
+};
+
+/* One object: 48-byte header, then nrep replicas, then key_len bytes and a NUL. */
+struct mct_obj {
+	uint64_t size;     /* value length */
+	uint64_t lease_ms; /* read lease deadline */
+	uint64_t soft_ms;  /* soft pin deadline (MCT_OF_SOFT_PIN) */
+	uint64_t csum;     /* object_checksum (MCT_OF_HAS_CSUM) */
+	uint32_t hash;     /* low 32 bits of the key hash: home slot */
+	uint32_t aux;      /* PROCESSING: index in t->proc; else hash of the writer's UUID */
+	uint32_t key_len;
+	uint8_t nrep;     /* live replicas (drops when a segment goes away) */
+	uint8_t nrep_cap; /* replicas allocated: the key follows rep[nrep_cap] */
+	uint8_t flags;
+	uint8_t spare;
+	struct mct_rep rep[];
+};
+
+static inline char *
+mct_key(struct mct_obj *o)
+{
+	return (char *)&o->rep[o->nrep_cap];
+}
+
+static inline const char *
+mct_key_c(const struct mct_obj *o)
+{
+	return (const char *)&o->rep[o->nrep_cap];
+}
+
+/* An in-flight put (object PROCESSING). */
+struct mct_proc {
+	struct mct_obj *obj;
+	struct tide_mc_uuid client; /* the PutStart/UpsertStart caller */
+	uint64_t start_ms;
+	uint64_t pin_ttl;   /* soft pin TTL to commit at PutEnd (ENABLE) */
+	uint8_t pin_action; /* enum tide_mc_soft_pin_action requested */
+};
+
+/* A buffer kept allocated until release_ms (a writer or reader may still use it). */
+struct mct_discard {
+	uint64_t off;
+	uint64_t len;
+	uint64_t release_ms;
+	uint32_t seg;
+};
+
+struct mct_seg {
+	struct tide_mc_uuid id;
+	struct tide_mc_uuid client;
+	char *name, *endpoint, *protocol;
+	size_t name_len, endpoint_len, protocol_len;
+	uint64_t base;
+	uint64_t size;       /* as mounted */
+	uint64_t managed;    /* size rounded down to the granule: what the allocator has */
+	uint64_t used;       /* granule-rounded bytes allocated (replicas + discards) */
+	uint64_t nrep;       /* replicas + discards in it: an unmount scans only if > 0 */
+	uint64_t unmount_at; /* graceful unmount deadline (draining) */
+	struct tide_seg *alloc;
+	uint32_t name_id; /* equal for equal names: replicas need distinct ones */
+	bool draining;
+};
+
+struct mct_client {
+	struct tide_mc_uuid id;
+	uint64_t expiry_ms;
+	bool ok; /* remounted: Ping answers OK */
+};
+
+struct tide_mc_table {
+	pthread_mutex_t lock;
+	struct tide_mc_table_opts o;
+	uint64_t hk0, hk1, rng;
+
+	/* Hash table of objects. */
+	uint8_t *ctrl;
+	struct mct_obj **slot;
+	uint64_t mask;
+	uint64_t nobj;
+
+	struct mct_proc *proc;
+	size_t nproc, proc_cap;
+	struct mct_discard *disc;
+	size_t ndisc, disc_cap;
+
+	struct mct_seg **segs; /* slots; NULL = free */
+	uint32_t nseg_slots, nsegs;
+	uint32_t next_name_id;
+	struct mct_client *clients;
+	size_t nclients, client_cap;
+
+	uint64_t next_rep_id;
+	uint64_t capacity, alloc_bytes, value_bytes;
+	uint64_t soft_pinned, hard_pinned;
+	bool need_evict;
+	uint64_t eviction_rounds, evicted_keys, evicted_bytes, expired_clients, reclaimed_puts;
+	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
+};
+
+static inline void
+mct_lock(struct tide_mc_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+}
+
+static inline void
+mct_unlock(struct tide_mc_table *t)
+{
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* mc_table.c */
+uint64_t mct_hash(const struct tide_mc_table *t, const void *data, size_t len);
+uint32_t mct_uuid_hash32(const struct tide_mc_uuid *u);
+int mct_ht_init(struct tide_mc_table *t);
+void mct_ht_fini(struct tide_mc_table *t);
+void mct_obj_erase(struct tide_mc_table *t, struct mct_obj *o, int how, uint64_t release_at);
+int mct_drop_seg_replicas(struct tide_mc_table *t, uint32_t idx);
+void mct_reclaim_puts(struct tide_mc_table *t, const struct tide_mc_uuid *dead, uint64_t now);
+void mct_evict(struct tide_mc_table *t, uint64_t now);
+
+/* mc_table_seg.c */
+uint64_t mct_rand(struct tide_mc_table *t);
+void mct_rep_account(struct tide_mc_table *t, struct mct_seg *s, uint64_t len, int dir);
+void mct_rep_free(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len);
+void mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len,
+		 uint64_t release_ms);
+void *mct_arena_alloc(struct tide_mc_table_arena *a, size_t n);
+int mct_arena_str(struct tide_mc_table_arena *a, const char *s, size_t len,
+		  struct tide_mc_str *out);
+
+#endif

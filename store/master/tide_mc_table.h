@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * Object table and segment manager of the Mooncake-compatible master
+ * (spec: /work/shared/spec/mooncake-master.md, sections 3, 4.2-4.4, 9).
+ *
+ * Pure state and semantics: no sockets, no threads of its own, no clock.
+ * Every call takes the current time as `now_ms` (any monotonic millisecond
+ * clock; tests drive a fake one). The server decodes a request with the
+ * codec (tide_mc_codec.h), calls the matching function here, and encodes
+ * the result; argument and result types are the codec's structs.
+ *
+ * Results. Business outcomes are Mooncake ErrorCodes, not errno: every
+ * operation returns TIDE_MC_EC_OK (0) or a negative enum tide_mc_error_code,
+ * which the server puts in the tl::expected of the reply as it is. A
+ * failed malloc inside the table is reported as TIDE_MC_EC_INTERNAL_ERROR.
+ * Batch operations return per-key results in a caller-provided array of n
+ * elements and themselves return 0 (or INVALID_PARAMS on NULL arguments).
+ *
+ * Memory of results. Descriptors, strings and vectors that a call returns
+ * are carved from a caller-owned struct tide_mc_table_arena: they are
+ * copies (valid after the table lock is dropped and after the segment they
+ * describe is unmounted) and stay valid until the arena is reset or
+ * released. One arena per RPC thread, reset after each reply is encoded,
+ * costs no malloc in steady state. These results are "borrowed" in the
+ * codec's sense: encode them, never pass them to tide_mc_resp_free().
+ *
+ * Thread contract: internal lock. Every function on a table takes one
+ * mutex for its whole duration, so any thread may call any function at any
+ * time, concurrently. No I/O happens under the lock. Most calls hold it
+ * for O(1) work plus O(#segments) for an allocation; O(#objects) scans run
+ * under it for: RemoveAll, RemoveByRegex, GetReplicaListByRegex, an
+ * unmount (or client expiry) of a segment that holds replicas, an eviction
+ * round (only when usage exceeds the high watermark or a put failed for
+ * space), and hash-table growth (amortised).
+ */
+#ifndef TIDE_MC_TABLE_H
+#define TIDE_MC_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tide_mc_codec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** SegmentStatus returned by QuerySegmentStatus (int32 on the wire). */
+enum tide_mc_segment_status {
+	TIDE_MC_SEGMENT_UNDEFINED = 0,
+	TIDE_MC_SEGMENT_OK = 1,         /**< mounted, allocatable */
+	TIDE_MC_SEGMENT_UNMOUNTING = 2, /**< graceful unmount pending: readable, not allocatable */
+};
+
+/** Replicas one object can have; a larger replica_num is served best effort up to this. */
+#define TIDE_MC_TABLE_MAX_REPLICAS 16u
+
+/** Options for tide_mc_table_create(); fill with tide_mc_table_opts_init() first. */
+struct tide_mc_table_opts {
+	size_t opts_size;                 /**< sizeof(struct tide_mc_table_opts) */
+	uint64_t default_kv_lease_ttl_ms; /**< read lease; default 10000 (--default_kv_lease_ttl) */
+	uint64_t default_kv_soft_pin_ttl_ms;   /**< default 30 min */
+	uint64_t max_kv_soft_pin_ttl_ms;       /**< default 24 h */
+	bool allow_evict_soft_pinned_objects;  /**< default true */
+	double eviction_ratio;                 /**< [0,1]; default 0.05 */
+	double eviction_high_watermark_ratio;  /**< [0,1]; default 0.90 */
+	uint64_t client_ttl_ms;                /**< default 10000 (--client_ttl 10 s) */
+	uint64_t put_start_discard_timeout_ms; /**< default 30000: a PROCESSING key older than this
+						    may be taken over by a new PutStart */
+	uint64_t put_start_release_timeout_ms; /**< default 600000: discarded buffers are freed,
+						    and PROCESSING objects reclaimed, after this */
+	uint32_t seg_granule;                  /**< allocator granule; default 64 */
+	uint32_t seg_max_blocks;               /**< allocator block table per segment; default 4 Mi
+						    (about 2 M live objects per segment) */
+	uint64_t seed;                         /**< hash key and placement PRNG; 0 = random */
+};
+
+/** Per-operation counter index for struct tide_mc_table_metrics. */
+enum tide_mc_table_op {
+	TIDE_MC_TABLE_OP_MOUNT,
+	TIDE_MC_TABLE_OP_REMOUNT,
+	TIDE_MC_TABLE_OP_UNMOUNT,
+	TIDE_MC_TABLE_OP_GRACEFUL_UNMOUNT,
+	TIDE_MC_TABLE_OP_PING,
+	TIDE_MC_TABLE_OP_PUT_START,
+	TIDE_MC_TABLE_OP_PUT_END,
+	TIDE_MC_TABLE_OP_PUT_REVOKE,
+	TIDE_MC_TABLE_OP_UPSERT_START,
+	TIDE_MC_TABLE_OP_UPSERT_END,
+	TIDE_MC_TABLE_OP_UPSERT_REVOKE,
+	TIDE_MC_TABLE_OP_BATCH_PUT_START,
+	TIDE_MC_TABLE_OP_BATCH_PUT_END,
+	TIDE_MC_TABLE_OP_BATCH_PUT_REVOKE,
+	TIDE_MC_TABLE_OP_BATCH_UPSERT_START,
+	TIDE_MC_TABLE_OP_BATCH_UPSERT_END,
+	TIDE_MC_TABLE_OP_BATCH_UPSERT_REVOKE,
+	TIDE_MC_TABLE_OP_GET_REPLICA_LIST,
+	TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST,
+	TIDE_MC_TABLE_OP_GET_REPLICA_LIST_BY_REGEX,
+	TIDE_MC_TABLE_OP_EXIST_KEY,
+	TIDE_MC_TABLE_OP_BATCH_EXIST_KEY,
+	TIDE_MC_TABLE_OP_REMOVE,
+	TIDE_MC_TABLE_OP_BATCH_REMOVE,
+	TIDE_MC_TABLE_OP_REMOVE_BY_REGEX,
+	TIDE_MC_TABLE_OP_REMOVE_ALL,
+	TIDE_MC_TABLE_OP_BATCH_QUERY_IP,
+	TIDE_MC_TABLE_OP_QUERY_SEGMENT_STATUS,
+	TIDE_MC_TABLE_OP_COUNT
+};
+
+/**
+ * Counters and gauges for the Prometheus export. For single-key operations
+ * `requests` counts calls and `failures` calls that returned an error; for
+ * batch operations both count keys (a batch of 8 with 2 failures adds 8 and 2).
+ */
+struct tide_mc_table_metrics {
+	uint64_t keys;             /**< objects in the table (master_key_count) */
+	uint64_t processing_keys;  /**< of which PROCESSING */
+	uint64_t soft_pinned_keys; /**< objects with a soft pin set (master_soft_pin_key_count) */
+	uint64_t hard_pinned_keys; /**< objects with a hard pin */
+	uint64_t value_bytes;     /**< sum of object lengths x replicas (master_value_size_bytes) */
+	uint64_t allocated_bytes; /**< granule-rounded bytes held in segments, incl. discarded
+				       buffers awaiting release (master_allocated_bytes) */
+	uint64_t capacity_bytes;  /**< sum of mounted segment sizes (master_total_capacity_bytes) */
+	uint64_t segments;        /**< mounted segments, incl. those draining */
+	uint64_t clients;         /**< clients with a live TTL (master_active_clients) */
+	uint64_t ok_clients;      /**< of which remounted (Ping answers OK) */
+	uint64_t discarded_buffers; /**< buffers awaiting delayed release */
+	uint64_t eviction_rounds;   /**< eviction rounds that evicted something */
+	uint64_t evicted_keys;      /**< objects evicted */
+	uint64_t evicted_bytes;     /**< object bytes evicted */
+	uint64_t expired_clients;   /**< clients unmounted for missing Pings */
+	uint64_t reclaimed_puts;    /**< PROCESSING objects reclaimed (dead writer or timeout) */
+	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
+};
+
+/** One mounted segment, for /get_all_segments and similar listings. */
+struct tide_mc_table_segment_info {
+	struct tide_mc_uuid id;
+	struct tide_mc_uuid client_id;
+	struct tide_mc_str name;
+	struct tide_mc_str te_endpoint;
+	struct tide_mc_str protocol;
+	uint64_t base;
+	uint64_t size;  /**< bytes managed (size as mounted, rounded down to the granule) */
+	uint64_t used;  /**< bytes allocated in it */
+	int32_t status; /**< enum tide_mc_segment_status */
+};
+
+/**
+ * Caller-owned bump allocator for results. Zero-initialise it ({0}) before
+ * first use; the fields are private to the table.
+ */
+struct tide_mc_table_arena {
+	void *chunk; /**< newest chunk (private) */
+	size_t used; /**< bytes used in it (private) */
+	size_t cap;  /**< its capacity (private) */
+};
+
+/** The table; opaque. */
+struct tide_mc_table;
+
+/**
+ * Fill opts with the stock master's defaults (spec 4.1).
+ * \param opts       Options to fill.
+ * \param opts_size  sizeof(*opts) as the caller compiled it.
+ * Thread: any.
+ */
+void tide_mc_table_opts_init(struct tide_mc_table_opts *opts, size_t opts_size);
+
+/**
+ * Create an empty table.
+ * \param opts      Options (copied).
+ * \param[out] out  The table on success.
+ * \return 0; -EINVAL bad option (ratio outside [0,1], opts_size too small,
+ *         granule not a power of two in the allocator's range, soft-pin
+ *         default > max, release timeout <= discard timeout); -ENOMEM.
+ * Thread: any. Ownership: destroy with tide_mc_table_destroy().
+ */
+int tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table **out);
+
+/**
+ * Free the table, its objects and its segment allocators. NULL-safe.
+ * Thread: the owner, when no other call on the table runs or follows.
+ */
+void tide_mc_table_destroy(struct tide_mc_table *t);
+
+/**
+ * Drop every result carved from the arena but keep its newest chunk for reuse.
+ * Thread: the arena's owner.
+ */
+void tide_mc_table_arena_reset(struct tide_mc_table_arena *a);
+
+/** Free all of the arena's memory and zero it. NULL-safe. Thread: the arena's owner. */
+void tide_mc_table_arena_release(struct tide_mc_table_arena *a);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Segments and clients (spec 3.4, 4.2)                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * MountSegment: make [base, base+size) of a client allocatable. Refreshes
+ * the client's TTL but does not make it OK: its next Ping answers
+ * NEED_REMOUNT until it calls ReMountSegment.
+ * \param seg     Segment (strings copied). Its size is rounded down to the granule.
+ * \param client  Owner.
+ * \return 0 (also when seg->id is already mounted: idempotent);
+ *         INVALID_PARAMS base or size 0, size below one granule, NULL args;
+ *         INTERNAL_ERROR out of memory.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_mount_segment(struct tide_mc_table *t, const struct tide_mc_segment *seg,
+				const struct tide_mc_uuid *client, uint64_t now_ms);
+
+/**
+ * ReMountSegment: re-register all of a client's segments and mark it OK.
+ * Each segment either matches a mounted one exactly (same id, client, name,
+ * base, size, endpoint, protocol) or is new and is mounted. Checked for all
+ * before any is mounted.
+ * \return 0; INVALID_PARAMS a segment id is mounted with other attributes or
+ *         by another client, or an invalid new segment; INTERNAL_ERROR.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_remount_segments(struct tide_mc_table *t, const struct tide_mc_segment *segs,
+				   size_t n, const struct tide_mc_uuid *client, uint64_t now_ms);
+
+/**
+ * UnmountSegment: drop the segment's allocator now. Replicas in it are
+ * dropped; objects left without any replica disappear (PROCESSING ones too);
+ * delayed-release buffers in it are forgotten.
+ * \return 0, also for an unknown segment id (idempotent, as stock).
+ * Thread: any (internal lock). Cost: O(#objects) when the segment holds replicas.
+ */
+int tide_mc_table_unmount_segment(struct tide_mc_table *t, const struct tide_mc_uuid *segment_id,
+				  const struct tide_mc_uuid *client, uint64_t now_ms);
+
+/**
+ * GracefulUnmountSegment: stop allocating in the segment at once (status
+ * UNMOUNTING; its replicas stay readable) and unmount it at the first
+ * tide_mc_table_tick() at or after now_ms + grace_period_ms; a zero grace
+ * unmounts now.
+ * \return 0, also for an unknown segment id.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_graceful_unmount_segment(struct tide_mc_table *t,
+					   const struct tide_mc_uuid *segment_id,
+					   const struct tide_mc_uuid *client,
+					   uint64_t grace_period_ms, uint64_t now_ms);
+
+/**
+ * Ping: refresh the client's TTL (creating its record if unknown).
+ * \param[out] out  view_version_id 0; client_status OK if the client has
+ *                  remounted since it became known, else NEED_REMOUNT.
+ * \return 0; INVALID_PARAMS NULL args; INTERNAL_ERROR out of memory.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_ping(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_t now_ms,
+		       struct tide_mc_ping_info *out);
+
+/**
+ * BatchQueryIp: for each client that has mounted segments, the distinct
+ * hosts of their te_endpoints (text before the first ':'; empty endpoints
+ * skipped). Clients without segments are left out of the map.
+ * \param[out] out  Entries carved from `a`.
+ * \return 0; INVALID_PARAMS NULL args; INTERNAL_ERROR.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_batch_query_ip(struct tide_mc_table *t, const struct tide_mc_uuid *clients,
+				 size_t n, struct tide_mc_table_arena *a,
+				 struct tide_mc_ip_entry_vec *out);
+
+/**
+ * QuerySegmentStatus: status of the segment(s) with this name.
+ * \param[out] status  OK if any segment of that name is allocatable, else UNMOUNTING.
+ * \return 0; SEGMENT_NOT_FOUND no segment has that name.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_query_segment_status(struct tide_mc_table *t, const struct tide_mc_str *name,
+				       int32_t *status);
+
+/**
+ * List mounted segments (admin HTTP).
+ * \param[out] out  Array of *n entries carved from `a`.
+ * \return 0; INTERNAL_ERROR out of memory. Thread: any (internal lock).
+ */
+int tide_mc_table_segments_list(struct tide_mc_table *t, struct tide_mc_table_arena *a,
+				struct tide_mc_table_segment_info **out, size_t *n);
+
+/**
+ * Periodic work; the server calls it every 10-100 ms. In order:
+ * expire clients whose TTL passed (unmount all their segments, reclaim the
+ * PROCESSING objects they started); complete due graceful unmounts; free
+ * discarded buffers whose release time passed; reclaim PROCESSING objects
+ * older than put_start_release_timeout; run one eviction round if usage
+ * exceeds eviction_high_watermark_ratio or a PutStart failed for space
+ * since the last round (spec 4.3).
+ * Thread: any (internal lock).
+ */
+void tide_mc_table_tick(struct tide_mc_table *t, uint64_t now_ms);
+
+/** Copy the counters. Thread: any (internal lock). */
+void tide_mc_table_metrics_get(struct tide_mc_table *t, struct tide_mc_table_metrics *m);
+
+/** Name of an operation ("put_start", ...) for metric names; "unknown" if out of range. */
+const char *tide_mc_table_op_name(enum tide_mc_table_op op);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Writes (spec 3.3)                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * PutStart: allocate one contiguous buffer of `len` bytes per replica, each
+ * on a segment of a different name, preferred names first (preferred_segment
+ * if non-empty, else preferred_segments in order), then the others from a
+ * random start. Best effort: succeeds with fewer than replica_num replicas if
+ * at least one fits. The object is PROCESSING until PutEnd.
+ * \param cfg  ReplicateConfig of either layout. soft_pin_action ENABLE (HEAD)
+ *             or with_soft_pin (V0312) requests a soft pin, committed at
+ *             PutEnd; group_ids, if present, must have exactly 1 element;
+ *             tenant and host hints are ignored (single-tenant master).
+ * \param[out] out  PROCESSING memory descriptors: size = len, buffer_address
+ *                  = segment base + offset, protocol "tcp", transport_endpoint
+ *                  = the segment's te_endpoint; carved from `a`.
+ * \return 0; INVALID_PARAMS empty key, len 0, no replica requested, NoF or
+ *         DFS replicas requested, bad soft-pin settings, group_ids size != 1;
+ *         OBJECT_ALREADY_EXISTS the key has a COMPLETE replica, or is
+ *         PROCESSING and started less than put_start_discard_timeout ago (an
+ *         older one is taken over: its buffers are released later);
+ *         NO_AVAILABLE_HANDLE nothing fits (eviction runs at the next tick);
+ *         INTERNAL_ERROR.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_put_start(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			    const struct tide_mc_str *key, uint64_t len,
+			    const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
+			    struct tide_mc_table_arena *a, struct tide_mc_replica_desc_vec *out);
+
+/**
+ * PutEnd: mark the PROCESSING memory replicas COMPLETE, store the checksum,
+ * commit a requested soft pin, and grant a read lease of 0 ms.
+ * \param checksum     ObjectMeta.object_checksum, or NULL.
+ * \param replica_type enum tide_mc_replica_type; MEMORY and ALL target the
+ *                     memory replicas, other types target nothing.
+ * \return 0 (also when already COMPLETE: idempotent retry); OBJECT_NOT_FOUND;
+ *         ILLEGAL_CLIENT not the PutStart caller; INVALID_WRITE PROCESSING
+ *         but replica_type targets no PROCESSING replica.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_put_end(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			  const struct tide_mc_str *key, const struct tide_mc_opt_u64 *checksum,
+			  int32_t replica_type, uint64_t now_ms);
+
+/**
+ * PutRevoke: free the PROCESSING replicas now and erase the key.
+ * \return 0; OBJECT_NOT_FOUND; ILLEGAL_CLIENT; INVALID_WRITE not PROCESSING
+ *         or replica_type targets no PROCESSING replica.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_put_revoke(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			     const struct tide_mc_str *key, int32_t replica_type, uint64_t now_ms);
+
+/**
+ * UpsertStart: PutStart that replaces. Absent key: as PutStart. A PROCESSING
+ * key is taken over at once (its buffers released later); if it had no
+ * COMPLETE data it is then allocated afresh. A COMPLETE key of the same
+ * length is rewritten in place: its replicas turn PROCESSING with the same
+ * addresses and ids (unreadable until UpsertEnd). A COMPLETE key of another
+ * length gets new buffers (old ones released later), keeping its hard pin
+ * and a live soft pin. Leases do not block an upsert.
+ * \return as tide_mc_table_put_start() minus OBJECT_ALREADY_EXISTS.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_upsert_start(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			       const struct tide_mc_str *key, uint64_t len,
+			       const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
+			       struct tide_mc_table_arena *a, struct tide_mc_replica_desc_vec *out);
+
+/** UpsertEnd: same as tide_mc_table_put_end(). Thread: any (internal lock). */
+int tide_mc_table_upsert_end(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			     const struct tide_mc_str *key, const struct tide_mc_opt_u64 *checksum,
+			     int32_t replica_type, uint64_t now_ms);
+
+/** UpsertRevoke: same as tide_mc_table_put_revoke(). Thread: any (internal lock). */
+int tide_mc_table_upsert_revoke(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+				const struct tide_mc_str *key, int32_t replica_type,
+				uint64_t now_ms);
+
+/**
+ * BatchPutStart / BatchUpsertStart (`upsert`): one start per key with the
+ * same cfg, except that group_ids (if present) must have n_keys elements.
+ * \param n_keys, n_lens  Sizes of the two request vectors; if they differ
+ *                        (or group_ids does not match) every key gets INVALID_PARAMS.
+ * \param[out] out        n_keys results (descriptors carved from `a`).
+ * \return 0; INVALID_PARAMS NULL args.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_batch_put_start(struct tide_mc_table *t, bool upsert,
+				  const struct tide_mc_uuid *client, const struct tide_mc_str *keys,
+				  size_t n_keys, const uint64_t *lens, size_t n_lens,
+				  const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
+				  struct tide_mc_table_arena *a, struct tide_mc_exp_replicas *out);
+
+/**
+ * BatchPutEnd / BatchUpsertEnd (`upsert`; use replica_type ALL): per-key PutEnd.
+ * \param[out] out  n results.
+ * \return 0; INVALID_PARAMS NULL args. Thread: any (internal lock).
+ */
+int tide_mc_table_batch_put_end(struct tide_mc_table *t, bool upsert,
+				const struct tide_mc_uuid *client,
+				const struct tide_mc_object_meta *metas, size_t n,
+				int32_t replica_type, uint64_t now_ms,
+				struct tide_mc_exp_void *out);
+
+/**
+ * BatchPutRevoke / BatchUpsertRevoke (`upsert`; use replica_type ALL): per-key PutRevoke.
+ * \return 0; INVALID_PARAMS NULL args. Thread: any (internal lock).
+ */
+int tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
+				   const struct tide_mc_uuid *client,
+				   const struct tide_mc_str *keys, size_t n, int32_t replica_type,
+				   uint64_t now_ms, struct tide_mc_exp_void *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reads and removal (spec 3.3)                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * GetReplicaList: the COMPLETE replicas; grants a read lease
+ * (lease = max(lease, now + default_kv_lease_ttl)).
+ * \param[out] out  replicas carved from `a`, lease_ttl_ms = default_kv_lease_ttl,
+ *                  object_checksum as stored by PutEnd.
+ * \return 0; OBJECT_NOT_FOUND; REPLICA_IS_NOT_READY still PROCESSING.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_get_replica_list(struct tide_mc_table *t, const struct tide_mc_str *key,
+				   uint64_t now_ms, struct tide_mc_table_arena *a,
+				   struct tide_mc_replica_list *out);
+
+/**
+ * Same as tide_mc_table_get_replica_list() but grants no lease and counts in
+ * no metric: for the admin /query_key endpoint.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_query_key(struct tide_mc_table *t, const struct tide_mc_str *key, uint64_t now_ms,
+			    struct tide_mc_table_arena *a, struct tide_mc_replica_list *out);
+
+/**
+ * BatchGetReplicaList: per-key GetReplicaList.
+ * \return 0; INVALID_PARAMS NULL args. Thread: any (internal lock).
+ */
+int tide_mc_table_batch_get_replica_list(struct tide_mc_table *t, const struct tide_mc_str *keys,
+					 size_t n, uint64_t now_ms, struct tide_mc_table_arena *a,
+					 struct tide_mc_exp_replica_list *out);
+
+/**
+ * GetReplicaListByRegex: every readable (COMPLETE) object whose key matches
+ * the POSIX extended regular expression anywhere (regexec search); each
+ * gets a read lease.
+ * \param[out] out  Entries carved from `a` (keys copied), in table order.
+ * \return 0; INVALID_PARAMS the pattern does not compile or holds a NUL;
+ *         INTERNAL_ERROR. Thread: any (internal lock). Cost: O(#objects).
+ */
+int tide_mc_table_get_replica_list_by_regex(struct tide_mc_table *t, const struct tide_mc_str *re,
+					    uint64_t now_ms, struct tide_mc_table_arena *a,
+					    struct tide_mc_regex_entry_vec *out);
+
+/**
+ * ExistKey: true if the key has a readable replica (then a lease is granted).
+ * \param[out] exists  Result.
+ * \return 0; INVALID_PARAMS NULL args. Thread: any (internal lock).
+ */
+int tide_mc_table_exist_key(struct tide_mc_table *t, const struct tide_mc_str *key, uint64_t now_ms,
+			    bool *exists);
+
+/**
+ * BatchExistKey: per-key ExistKey.
+ * \return 0; INVALID_PARAMS NULL args. Thread: any (internal lock).
+ */
+int tide_mc_table_batch_exist_key(struct tide_mc_table *t, const struct tide_mc_str *keys, size_t n,
+				  uint64_t now_ms, struct tide_mc_exp_bool *out);
+
+/**
+ * Remove: erase the object and free its buffers.
+ * \return 0; OBJECT_NOT_FOUND; OBJECT_HAS_LEASE !force and now < lease;
+ *         REPLICA_IS_NOT_READY PROCESSING (even with force).
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_remove(struct tide_mc_table *t, const struct tide_mc_str *key, bool force,
+			 uint64_t now_ms);
+
+/**
+ * BatchRemove: per-key Remove.
+ * \return 0; INVALID_PARAMS NULL args. Thread: any (internal lock).
+ */
+int tide_mc_table_batch_remove(struct tide_mc_table *t, const struct tide_mc_str *keys, size_t n,
+			       bool force, uint64_t now_ms, struct tide_mc_exp_void *out);
+
+/**
+ * RemoveByRegex: Remove every COMPLETE object whose key matches (POSIX
+ * extended, search) and that is unleased or `force`; others are skipped.
+ * \param[out] count  Objects removed.
+ * \return 0; INVALID_PARAMS bad pattern. Thread: any (internal lock). Cost: O(#objects).
+ */
+int tide_mc_table_remove_by_regex(struct tide_mc_table *t, const struct tide_mc_str *re, bool force,
+				  uint64_t now_ms, int64_t *count);
+
+/**
+ * RemoveAll: remove every COMPLETE object that is unleased or `force`.
+ * \return Objects removed (the RPC returns this bare number).
+ * Thread: any (internal lock). Cost: O(#objects).
+ */
+int64_t tide_mc_table_remove_all(struct tide_mc_table *t, bool force, uint64_t now_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_MC_TABLE_H */

@@ -1,0 +1,1110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Unit tests of the master object table and segment manager
+ * (store/master/mc_table.c, mc_table_seg.c), driven by a fake clock.
+ */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tide_mc_table.h"
+#include "tide_ut.h"
+
+#define KIB 1024u
+#define MIB (1024u * 1024u)
+
+static struct tide_mc_table *T;
+static struct tide_mc_table_arena A;
+static const struct tide_mc_uuid C1 = {1, 1}, C2 = {2, 2}, C3 = {3, 3};
+
+static struct tide_mc_str
+S(const char *s) {
+	return (struct tide_mc_str){(char *)s, strlen(s)};
+}
+
+static struct tide_mc_segment
+SEG(uint64_t id, const char *name, uint64_t base, uint64_t size, const char *ep) {
+	struct tide_mc_segment g;
+
+	memset(&g, 0, sizeof(g));
+	g.id = (struct tide_mc_uuid){id, id};
+	g.name = S(name);
+	g.base = base;
+	g.size = size;
+	g.te_endpoint = S(ep);
+	g.protocol = S("tcp");
+	return g;
+}
+
+static struct tide_mc_replicate_config
+CFG(uint64_t replicas) {
+	struct tide_mc_replicate_config c;
+
+	memset(&c, 0, sizeof(c));
+	c.replica_num = replicas;
+	return c;
+}
+
+static void
+mk(uint64_t lease, uint32_t max_blocks)
+{
+	struct tide_mc_table_opts o;
+
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.seed = 42;
+	o.seg_max_blocks = max_blocks;
+	if (lease)
+		o.default_kv_lease_ttl_ms = lease;
+	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
+	memset(&A, 0, sizeof(A));
+}
+
+static void
+rm(void)
+{
+	tide_mc_table_destroy(T);
+	T = NULL;
+	tide_mc_table_arena_release(&A);
+}
+
+static void
+mount(uint64_t id, const char *name, uint64_t base, uint64_t size, const struct tide_mc_uuid *c)
+{
+	struct tide_mc_segment g = SEG(id, name, base, size, name);
+
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g, c, 0), 0);
+}
+
+/* PutStart + PutEnd of len bytes; returns the PutStart code. */
+static int
+put(const char *key, uint64_t len, uint64_t replicas, uint64_t now)
+{
+	struct tide_mc_replicate_config cfg = CFG(replicas);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k = S(key);
+	int rc = tide_mc_table_put_start(T, &C1, &k, len, &cfg, now, &A, &d);
+
+	if (rc == 0)
+		CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, now),
+				0);
+	return rc;
+}
+
+static int
+get(const char *key, uint64_t now, struct tide_mc_replica_list *rl)
+{
+	struct tide_mc_replica_list tmp;
+	struct tide_mc_str k = S(key);
+
+	return tide_mc_table_get_replica_list(T, &k, now, &A, rl ? rl : &tmp);
+}
+
+static int
+remove_key(const char *key, bool force, uint64_t now)
+{
+	struct tide_mc_str k = S(key);
+
+	return tide_mc_table_remove(T, &k, force, now);
+}
+
+/* Tick with the segment owner C1 kept alive (its Ping at the same time). */
+static void
+tick_alive(uint64_t now)
+{
+	struct tide_mc_ping_info pi;
+
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, now, &pi), 0);
+	tide_mc_table_tick(T, now);
+}
+
+static struct tide_mc_table_metrics
+metrics(void)
+{
+	struct tide_mc_table_metrics m;
+
+	tide_mc_table_metrics_get(T, &m);
+	return m;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+test_mount_remount_ping(void)
+{
+	struct tide_mc_segment g0 = SEG(7, "h1", 0, MIB, "h1:1"), gz = SEG(7, "h1", 4096, 0, "x");
+	struct tide_mc_segment g = SEG(7, "h1", 0x10000, MIB, "10.0.0.1:1234");
+	struct tide_mc_segment g2 = SEG(8, "h1b", 0x900000, MIB, "10.0.0.1:1235");
+	struct tide_mc_segment bad = g;
+	struct tide_mc_segment both[2];
+	struct tide_mc_ping_info pi;
+
+	mk(0, 1024);
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g0, &C1, 0), TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &gz, &C1, 0), TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g, &C1, 0), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g, &C1, 0), 0); /* idempotent */
+	CU_ASSERT_EQUAL(metrics().segments, 1);
+	CU_ASSERT_EQUAL(metrics().capacity_bytes, MIB);
+	/* First Ping after a mount: NEED_REMOUNT (capture), until ReMountSegment. */
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, 1000, &pi), 0);
+	CU_ASSERT_EQUAL(pi.client_status, TIDE_MC_CLIENT_NEED_REMOUNT);
+	CU_ASSERT_EQUAL(pi.view_version_id, 0);
+	bad.size = 2 * MIB; /* same id, other attributes */
+	CU_ASSERT_EQUAL(tide_mc_table_remount_segments(T, &bad, 1, &C1, 1000),
+			TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(tide_mc_table_remount_segments(T, &g, 1, &C2, 1000),
+			TIDE_MC_EC_INVALID_PARAMS); /* another client's segment */
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, 1000, &pi), 0);
+	CU_ASSERT_EQUAL(pi.client_status, TIDE_MC_CLIENT_NEED_REMOUNT);
+	both[0] = g;
+	both[1] = g2;
+	CU_ASSERT_EQUAL(tide_mc_table_remount_segments(T, both, 2, &C1, 1000), 0);
+	CU_ASSERT_EQUAL(metrics().segments, 2); /* the new one was mounted */
+	CU_ASSERT_EQUAL(tide_mc_table_remount_segments(T, both, 2, &C1, 1000), 0);
+	CU_ASSERT_EQUAL(metrics().segments, 2);
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, 1500, &pi), 0);
+	CU_ASSERT_EQUAL(pi.client_status, TIDE_MC_CLIENT_OK);
+	CU_ASSERT_EQUAL(metrics().ok_clients, 1);
+	/* An unknown client pinging is told to remount. */
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C3, 1500, &pi), 0);
+	CU_ASSERT_EQUAL(pi.client_status, TIDE_MC_CLIENT_NEED_REMOUNT);
+	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_PING], 4);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_MOUNT], 2);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_REMOUNT], 2);
+	rm();
+}
+
+static void
+test_put_get_basics(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_replica_list rl;
+	struct tide_mc_str k = S("k1");
+	struct tide_mc_opt_u64 cs = {true, 0xabcdef};
+	bool ex;
+
+	mk(0, 1024);
+	mount(1, "node1", 0x7f0000000000, MIB, &C1);
+	CU_ASSERT_EQUAL(get("k1", 0, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 1000, &cfg, 10, &A, &d), 0);
+	CU_ASSERT_EQUAL_FATAL(d.n, 1);
+	CU_ASSERT_EQUAL(d.v[0].kind, TIDE_MC_RK_MEMORY);
+	CU_ASSERT_EQUAL(d.v[0].status, TIDE_MC_RS_PROCESSING);
+	CU_ASSERT_EQUAL(d.v[0].u.memory.size, 1000);
+	CU_ASSERT(d.v[0].u.memory.buffer_address >= 0x7f0000000000);
+	CU_ASSERT(d.v[0].u.memory.buffer_address + 1000 <= 0x7f0000000000 + MIB);
+	CU_ASSERT_EQUAL(d.v[0].u.memory.protocol.len, 3);
+	CU_ASSERT(memcmp(d.v[0].u.memory.protocol.ptr, "tcp", 3) == 0);
+	CU_ASSERT_EQUAL(d.v[0].u.memory.transport_endpoint.len, 5);
+	CU_ASSERT(memcmp(d.v[0].u.memory.transport_endpoint.ptr, "node1", 5) == 0);
+	CU_ASSERT(d.v[0].id > 0);
+	/* Still being written: not readable, not existing. */
+	CU_ASSERT_EQUAL(get("k1", 20, NULL), TIDE_MC_EC_REPLICA_IS_NOT_READY);
+	CU_ASSERT_EQUAL(tide_mc_table_exist_key(T, &k, 20, &ex), 0);
+	CU_ASSERT_FALSE(ex);
+	CU_ASSERT_EQUAL(remove_key("k1", true, 20), TIDE_MC_EC_REPLICA_IS_NOT_READY);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &k, 1000, &cfg, 20, &A, &d),
+			TIDE_MC_EC_OBJECT_ALREADY_EXISTS);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 30),
+			TIDE_MC_EC_ILLEGAL_CLIENT);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, &cs, TIDE_MC_REPLICA_NOF_SSD, 30),
+			TIDE_MC_EC_INVALID_WRITE);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, &cs, TIDE_MC_REPLICA_MEMORY, 30), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, &cs, TIDE_MC_REPLICA_ALL, 31), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 31),
+			TIDE_MC_EC_ILLEGAL_CLIENT);
+	CU_ASSERT_EQUAL(get("k1", 40, &rl), 0);
+	CU_ASSERT_EQUAL_FATAL(rl.replicas.n, 1);
+	CU_ASSERT_EQUAL(rl.replicas.v[0].status, TIDE_MC_RS_COMPLETE);
+	CU_ASSERT_EQUAL(rl.lease_ttl_ms, 10000); /* stock default_kv_lease_ttl */
+	CU_ASSERT(rl.object_checksum.has);
+	CU_ASSERT_EQUAL(rl.object_checksum.val, 0xabcdef);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 10, &cfg, 50, &A, &d),
+			TIDE_MC_EC_OBJECT_ALREADY_EXISTS);
+	CU_ASSERT_EQUAL(tide_mc_table_put_revoke(T, &C1, &k, TIDE_MC_REPLICA_ALL, 50),
+			TIDE_MC_EC_INVALID_WRITE);
+	CU_ASSERT_EQUAL(tide_mc_table_put_revoke(T, &C2, &k, TIDE_MC_REPLICA_ALL, 50),
+			TIDE_MC_EC_ILLEGAL_CLIENT);
+	CU_ASSERT_EQUAL(metrics().keys, 1);
+	CU_ASSERT_EQUAL(metrics().value_bytes, 1000);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 1024);
+	/* Missing keys. */
+	k = S("nope");
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 60),
+			TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(tide_mc_table_put_revoke(T, &C1, &k, TIDE_MC_REPLICA_ALL, 60),
+			TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(remove_key("nope", false, 60), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	/* Revoke of a PROCESSING put frees at once. */
+	k = S("k2");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 5000, &cfg, 70, &A, &d), 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 1024 + 5056);
+	CU_ASSERT_EQUAL(metrics().processing_keys, 1);
+	CU_ASSERT_EQUAL(tide_mc_table_put_revoke(T, &C1, &k, TIDE_MC_REPLICA_ALL, 70), 0);
+	CU_ASSERT_EQUAL(get("k2", 70, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 1024);
+	CU_ASSERT_EQUAL(metrics().processing_keys, 0);
+	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_PUT_START], 4);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_PUT_START], 2);
+	rm();
+}
+
+static void
+test_put_validation(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k = S("k"), e = S(""), gid[2] = {S("g1"), S("g2")};
+
+	mk(0, 1024);
+	mount(1, "n", 4096, MIB, &C1);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &e, 10, &cfg, 0, &A, &d),
+			TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 0, &cfg, 0, &A, &d),
+			TIDE_MC_EC_INVALID_PARAMS);
+	cfg.replica_num = 0;
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 10, &cfg, 0, &A, &d),
+			TIDE_MC_EC_INVALID_PARAMS);
+	cfg = CFG(1);
+	cfg.nof_replica_num = 1;
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 10, &cfg, 0, &A, &d),
+			TIDE_MC_EC_INVALID_PARAMS);
+	cfg = CFG(1);
+	cfg.soft_pin_action = TIDE_MC_SOFT_PIN_ENABLE;
+	cfg.soft_pin_ttl_ms = (struct tide_mc_opt_u64){true, 25ull * 3600 * 1000}; /* > 24 h */
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 10, &cfg, 0, &A, &d),
+			TIDE_MC_EC_INVALID_PARAMS);
+	cfg.soft_pin_action = TIDE_MC_SOFT_PIN_PRESERVE;
+	cfg.soft_pin_ttl_ms = (struct tide_mc_opt_u64){true, 1000}; /* TTL without ENABLE */
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 10, &cfg, 0, &A, &d),
+			TIDE_MC_EC_INVALID_PARAMS);
+	cfg = CFG(1);
+	cfg.group_ids.has = true;
+	cfg.group_ids.val.v = gid;
+	cfg.group_ids.val.n = 2;
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 10, &cfg, 0, &A, &d),
+			TIDE_MC_EC_INVALID_PARAMS);
+	cfg.group_ids.val.n = 1; /* accepted */
+	cfg.host_id = S("somehost");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 10, &cfg, 0, &A, &d), 0);
+	/* Bigger than any segment. */
+	k = S("big");
+	cfg = CFG(1);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 2 * MIB, &cfg, 0, &A, &d),
+			TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	rm();
+}
+
+static void
+test_placement(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(3);
+	struct tide_mc_replica_desc_vec d;
+	char key[32];
+	struct tide_mc_str k, pref[2] = {S("B"), S("C")};
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	mount(2, "B", 0x200000, MIB, &C1);
+	mount(3, "B", 0x300000, MIB, &C2); /* same name: same target as 2 */
+	mount(4, "C", 0x400000, MIB, &C2);
+	for (int i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "p%d", i);
+		k = S(key);
+		cfg = CFG(5); /* more than there are names: best effort */
+		CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 100, &cfg, 0, &A, &d), 0);
+		CU_ASSERT_EQUAL_FATAL(d.n, 3);
+		/* Distinct names: the endpoint is the name here. */
+		for (unsigned a = 0; a < d.n; a++)
+			for (unsigned b = a + 1; b < d.n; b++)
+				CU_ASSERT(memcmp(d.v[a].u.memory.transport_endpoint.ptr,
+						 d.v[b].u.memory.transport_endpoint.ptr, 1) != 0);
+		CU_ASSERT(d.v[0].id != d.v[1].id && d.v[1].id != d.v[2].id);
+	}
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "q%d", i);
+		k = S(key);
+		cfg = CFG(1);
+		cfg.preferred_segment = S("C");
+		CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 100, &cfg, 0, &A, &d), 0);
+		CU_ASSERT_EQUAL_FATAL(d.n, 1);
+		CU_ASSERT(memcmp(d.v[0].u.memory.transport_endpoint.ptr, "C", 1) == 0);
+		CU_ASSERT(d.v[0].u.memory.buffer_address >= 0x400000);
+	}
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "r%d", i);
+		k = S(key);
+		cfg = CFG(2);
+		cfg.preferred_segments.v = pref;
+		cfg.preferred_segments.n = 2;
+		CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 100, &cfg, 0, &A, &d), 0);
+		CU_ASSERT_EQUAL_FATAL(d.n, 2);
+		CU_ASSERT(memcmp(d.v[0].u.memory.transport_endpoint.ptr, "B", 1) == 0);
+		CU_ASSERT(memcmp(d.v[1].u.memory.transport_endpoint.ptr, "C", 1) == 0);
+	}
+	rm();
+}
+
+static void
+test_capacity(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(2);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k;
+	char key[32];
+	int ok = 0;
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, 64 * KIB, &C1);
+	mount(2, "B", 0x200000, 32 * KIB, &C1);
+	for (int i = 0; i < 100; i++) {
+		snprintf(key, sizeof(key), "c%d", i);
+		k = S(key);
+		if (tide_mc_table_put_start(T, &C1, &k, 4 * KIB, &cfg, 0, &A, &d) == 0) {
+			ok++;
+			CU_ASSERT(d.n >= 1 && d.n <= 2);
+		}
+	}
+	/* 16 + 8 buffers of 4 KiB; objects take 2 while both have room, then 1. */
+	CU_ASSERT_EQUAL(ok, 16);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 96 * KIB);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_PUT_START], 84);
+	rm();
+}
+
+static void
+test_leases(void)
+{
+	struct tide_mc_str k = S("L");
+	bool ex;
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	CU_ASSERT_EQUAL(put("L", 100, 1, 1000), 0);
+	/* PutEnd grants a 0 ms lease: removable at once. */
+	CU_ASSERT_EQUAL(put("M", 100, 1, 1000), 0);
+	CU_ASSERT_EQUAL(remove_key("M", false, 1000), 0);
+	/* A get leases for 10 s (capture: remove right after get -> -706). */
+	CU_ASSERT_EQUAL(get("L", 2000, NULL), 0);
+	CU_ASSERT_EQUAL(remove_key("L", false, 2001), TIDE_MC_EC_OBJECT_HAS_LEASE);
+	CU_ASSERT_EQUAL(remove_key("L", false, 11999), TIDE_MC_EC_OBJECT_HAS_LEASE);
+	/* Each read extends it. */
+	CU_ASSERT_EQUAL(tide_mc_table_exist_key(T, &k, 5000, &ex), 0);
+	CU_ASSERT(ex);
+	CU_ASSERT_EQUAL(remove_key("L", false, 14999), TIDE_MC_EC_OBJECT_HAS_LEASE);
+	CU_ASSERT_EQUAL(remove_key("L", false, 15000), 0);
+	CU_ASSERT_EQUAL(put("L", 100, 1, 20000), 0);
+	CU_ASSERT_EQUAL(get("L", 20000, NULL), 0);
+	CU_ASSERT_EQUAL(remove_key("L", false, 20001), TIDE_MC_EC_OBJECT_HAS_LEASE);
+	CU_ASSERT_EQUAL(remove_key("L", true, 20001), 0); /* forced */
+	CU_ASSERT_EQUAL(get("L", 20002, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_REMOVE], 4);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	rm();
+}
+
+static void
+test_stale_put_takeover(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k = S("s");
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 1000, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &k, 1000, &cfg, 30000, &A, &d),
+			TIDE_MC_EC_OBJECT_ALREADY_EXISTS);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &k, 1000, &cfg, 30001, &A, &d), 0);
+	/* The old buffer waits for put_start_release_timeout (600 s). */
+	CU_ASSERT_EQUAL(metrics().discarded_buffers, 1);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 2048);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 30002),
+			TIDE_MC_EC_ILLEGAL_CLIENT);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 30002), 0);
+	tick_alive(30001 + 599999);
+	CU_ASSERT_EQUAL(metrics().discarded_buffers, 1);
+	tick_alive(30001 + 600000);
+	CU_ASSERT_EQUAL(metrics().discarded_buffers, 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 1024);
+	CU_ASSERT_EQUAL(get("s", 700000, NULL), 0);
+	rm();
+}
+
+static void
+test_upsert(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d1, d2;
+	struct tide_mc_replica_list rl;
+	struct tide_mc_str k = S("u");
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	/* Absent: as PutStart. */
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C1, &k, 1000, &cfg, 0, &A, &d1), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	/* Same length: in place, same addresses and ids, unreadable until the end. */
+	CU_ASSERT_EQUAL(get("u", 10, NULL), 0); /* a lease does not block upsert */
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C2, &k, 1000, &cfg, 20, &A, &d2), 0);
+	CU_ASSERT_EQUAL_FATAL(d2.n, 1);
+	CU_ASSERT_EQUAL(d2.v[0].u.memory.buffer_address, d1.v[0].u.memory.buffer_address);
+	CU_ASSERT_EQUAL(d2.v[0].id, d1.v[0].id);
+	CU_ASSERT_EQUAL(d2.v[0].status, TIDE_MC_RS_PROCESSING);
+	CU_ASSERT_EQUAL(get("u", 30, NULL), TIDE_MC_EC_REPLICA_IS_NOT_READY);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 40),
+			TIDE_MC_EC_ILLEGAL_CLIENT);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 40), 0);
+	CU_ASSERT_EQUAL(get("u", 50, &rl), 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 1024);
+	/* Another length: new buffer, the old one released later; hard pin kept. */
+	CU_ASSERT_EQUAL(tide_mc_table_remove(T, &k, true, 60), 0);
+	cfg.with_hard_pin = true;
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C1, &k, 1000, &cfg, 60, &A, &d1), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 60), 0);
+	CU_ASSERT_EQUAL(metrics().hard_pinned_keys, 1);
+	cfg.with_hard_pin = false;
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C1, &k, 3000, &cfg, 70, &A, &d2), 0);
+	CU_ASSERT_EQUAL_FATAL(d2.n, 1);
+	CU_ASSERT(d2.v[0].u.memory.buffer_address != d1.v[0].u.memory.buffer_address);
+	CU_ASSERT_EQUAL(d2.v[0].u.memory.size, 3000);
+	CU_ASSERT_EQUAL(metrics().discarded_buffers, 1);
+	CU_ASSERT_EQUAL(metrics().hard_pinned_keys, 1);
+	/* Upsert of a PROCESSING key preempts it at once. */
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C2, &k, 3000, &cfg, 80, &A, &d1), 0);
+	CU_ASSERT_EQUAL(metrics().discarded_buffers, 2);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 90),
+			TIDE_MC_EC_ILLEGAL_CLIENT);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 90), 0);
+	CU_ASSERT_EQUAL(metrics().hard_pinned_keys, 1);
+	/* Revoke of an in-place upsert drops the (overwritten) object. */
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C2, &k, 3000, &cfg, 100, &A, &d1), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_revoke(T, &C2, &k, TIDE_MC_REPLICA_ALL, 110), 0);
+	CU_ASSERT_EQUAL(get("u", 120, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(metrics().hard_pinned_keys, 0);
+	tick_alive(1000000);
+	CU_ASSERT_EQUAL(metrics().segments, 1);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	rm();
+}
+
+static void
+test_batches(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_str keys[3] = {S("b0"), S("b1"), S("b2")};
+	uint64_t lens[3] = {100, 200, 0};
+	struct tide_mc_exp_replicas sr[3];
+	struct tide_mc_exp_void vr[3];
+	struct tide_mc_exp_bool br[3];
+	struct tide_mc_exp_replica_list gr[3];
+	struct tide_mc_object_meta metas[3];
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	/* Vector sizes differ: every key INVALID_PARAMS. */
+	CU_ASSERT_EQUAL(
+		tide_mc_table_batch_put_start(T, false, &C1, keys, 3, lens, 2, &cfg, 0, &A, sr), 0);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT(!sr[i].ok && sr[i].err == TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(put("b1", 10, 1, 0), 0); /* b1 exists already */
+	CU_ASSERT_EQUAL(
+		tide_mc_table_batch_put_start(T, false, &C1, keys, 3, lens, 3, &cfg, 0, &A, sr), 0);
+	CU_ASSERT(sr[0].ok && sr[0].val.n == 1 && sr[0].val.v[0].u.memory.size == 100);
+	CU_ASSERT(!sr[1].ok && sr[1].err == TIDE_MC_EC_OBJECT_ALREADY_EXISTS);
+	CU_ASSERT(!sr[2].ok && sr[2].err == TIDE_MC_EC_INVALID_PARAMS);
+	for (int i = 0; i < 3; i++)
+		metas[i] = (struct tide_mc_object_meta){keys[i], {false, 0}};
+	CU_ASSERT_EQUAL(
+		tide_mc_table_batch_put_end(T, false, &C1, metas, 3, TIDE_MC_REPLICA_ALL, 0, vr),
+		0);
+	CU_ASSERT(vr[0].ok && vr[1].ok); /* b1: already COMPLETE, same writer */
+	CU_ASSERT(!vr[2].ok && vr[2].err == TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(tide_mc_table_batch_exist_key(T, keys, 3, 0, br), 0);
+	CU_ASSERT(br[0].ok && br[0].val && br[1].val && !br[2].val);
+	CU_ASSERT_EQUAL(tide_mc_table_batch_get_replica_list(T, keys, 3, 0, &A, gr), 0);
+	CU_ASSERT(gr[0].ok && gr[0].val.replicas.n == 1 && gr[1].ok);
+	CU_ASSERT(!gr[2].ok && gr[2].err == TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(tide_mc_table_batch_remove(T, keys, 3, false, 1, vr), 0);
+	CU_ASSERT(!vr[0].ok && vr[0].err == TIDE_MC_EC_OBJECT_HAS_LEASE);
+	CU_ASSERT(!vr[2].ok && vr[2].err == TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(tide_mc_table_batch_remove(T, keys, 2, true, 1, vr), 0);
+	CU_ASSERT(vr[0].ok && vr[1].ok);
+	/* Batch revoke and upsert batch with group_ids. */
+	lens[2] = 300;
+	cfg.group_ids.has = true;
+	cfg.group_ids.val.v = keys;
+	cfg.group_ids.val.n = 3;
+	CU_ASSERT_EQUAL(
+		tide_mc_table_batch_put_start(T, true, &C1, keys, 3, lens, 3, &cfg, 2, &A, sr), 0);
+	CU_ASSERT(sr[0].ok && sr[1].ok && sr[2].ok);
+	CU_ASSERT_EQUAL(
+		tide_mc_table_batch_put_revoke(T, true, &C2, keys, 3, TIDE_MC_REPLICA_ALL, 3, vr),
+		0);
+	CU_ASSERT(!vr[0].ok && vr[0].err == TIDE_MC_EC_ILLEGAL_CLIENT);
+	CU_ASSERT_EQUAL(
+		tide_mc_table_batch_put_revoke(T, true, &C1, keys, 3, TIDE_MC_REPLICA_ALL, 3, vr),
+		0);
+	CU_ASSERT(vr[0].ok && vr[1].ok && vr[2].ok);
+	CU_ASSERT_EQUAL(metrics().keys, 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_BATCH_PUT_START], 6);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_BATCH_PUT_START], 5);
+	rm();
+}
+
+static void
+test_regex_and_remove_all(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_regex_entry_vec rv;
+	struct tide_mc_str re = S("^user/[0-9]+$"), bad = S("(unclosed"), k = S("user/99");
+	char key[32];
+	int64_t cnt;
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	for (int i = 0; i < 10; i++) {
+		snprintf(key, sizeof(key), "user/%d", i);
+		CU_ASSERT_EQUAL(put(key, 64, 1, 0), 0);
+		snprintf(key, sizeof(key), "sys/%d", i);
+		CU_ASSERT_EQUAL(put(key, 64, 1, 0), 0);
+	}
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 64, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &bad, 0, &A, &rv),
+			TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 100, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 10); /* not the PROCESSING user/99 */
+	for (size_t i = 0; i < rv.n; i++) {
+		CU_ASSERT(rv.v[i].key.len >= 6 && memcmp(rv.v[i].key.ptr, "user/", 5) == 0);
+		CU_ASSERT_EQUAL(rv.v[i].replicas.n, 1);
+	}
+	/* They are leased now: non-forced removal skips them. */
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, false, 200, &cnt), 0);
+	CU_ASSERT_EQUAL(cnt, 0);
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &bad, false, 200, &cnt),
+			TIDE_MC_EC_INVALID_PARAMS);
+	re = S("/[0-4]$");
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, false, 200, &cnt), 0);
+	CU_ASSERT_EQUAL(cnt, 5); /* sys/0..4 */
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, true, 200, &cnt), 0);
+	CU_ASSERT_EQUAL(cnt, 5); /* user/0..4 */
+	/* RemoveAll: unleased COMPLETE only, unless forced (never PROCESSING). */
+	CU_ASSERT_EQUAL(tide_mc_table_remove_all(T, false, 300), 5); /* sys/5..9 */
+	CU_ASSERT_EQUAL(tide_mc_table_remove_all(T, true, 300), 5);  /* user/5..9 */
+	CU_ASSERT_EQUAL(metrics().keys, 1);
+	CU_ASSERT_EQUAL(tide_mc_table_remove_all(T, true, 300), 0);
+	rm();
+}
+
+static void
+test_unmount(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(2);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_replica_list rl;
+	struct tide_mc_str k = S("x"), p = S("proc"), na = S("A"), nz = S("Z");
+	struct tide_mc_uuid s1 = {1, 1}, s2 = {2, 2}, s9 = {9, 9};
+	int32_t st;
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	mount(2, "B", 0x200000, MIB, &C2);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 100, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(d.n, 2);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	cfg = CFG(1);
+	cfg.preferred_segment = S("A");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &p, 100, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_unmount_segment(T, &s9, &C1, 0), 0); /* unknown: OK */
+	CU_ASSERT_EQUAL(tide_mc_table_unmount_segment(T, &s1, &C1, 0), 0);
+	CU_ASSERT_EQUAL(metrics().segments, 1);
+	CU_ASSERT_EQUAL(get("x", 1, &rl), 0);
+	CU_ASSERT_EQUAL_FATAL(rl.replicas.n, 1);
+	CU_ASSERT(rl.replicas.v[0].u.memory.buffer_address >= 0x200000);
+	/* A PROCESSING object whose only buffer went with the segment disappears. */
+	CU_ASSERT_EQUAL(get("proc", 1, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(metrics().processing_keys, 0);
+	CU_ASSERT_EQUAL(metrics().value_bytes, 100);
+	CU_ASSERT_EQUAL(tide_mc_table_query_segment_status(T, &na, &st),
+			TIDE_MC_EC_SEGMENT_NOT_FOUND);
+	/* Graceful: no new allocation there, still readable, gone after the grace. */
+	CU_ASSERT_EQUAL(tide_mc_table_graceful_unmount_segment(T, &s2, &C2, 5000, 100), 0);
+	na = S("B");
+	CU_ASSERT_EQUAL(tide_mc_table_query_segment_status(T, &na, &st), 0);
+	CU_ASSERT_EQUAL(st, TIDE_MC_SEGMENT_UNMOUNTING);
+	CU_ASSERT_EQUAL(tide_mc_table_query_segment_status(T, &nz, &st),
+			TIDE_MC_EC_SEGMENT_NOT_FOUND);
+	k = S("y");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 100, &cfg, 200, &A, &d),
+			TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	CU_ASSERT_EQUAL(get("x", 200, NULL), 0);
+	tide_mc_table_tick(T, 5099);
+	CU_ASSERT_EQUAL(metrics().segments, 1);
+	tide_mc_table_tick(T, 5100);
+	CU_ASSERT_EQUAL(metrics().segments, 0);
+	CU_ASSERT_EQUAL(get("x", 5100, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(metrics().keys, 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	CU_ASSERT_EQUAL(metrics().capacity_bytes, 0);
+	CU_ASSERT_EQUAL(metrics().value_bytes, 0);
+	rm();
+}
+
+static void
+test_client_liveness(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_ping_info pi;
+	struct tide_mc_str k = S("orphan"), k2 = S("slow");
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1); /* C1 known at t=0 */
+	CU_ASSERT_EQUAL(put("kept", 100, 1, 0), 0);
+	/* C2 has no segment but writes into A, then dies. */
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C2, 0, &pi), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &k, 100, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k2, 100, &cfg, 0, &A, &d), 0);
+	for (uint64_t now = 1000; now <= 15000; now += 1000) {
+		CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, now, &pi), 0);
+		tide_mc_table_tick(T, now);
+	}
+	/* C2's TTL (10 s) passed: its in-flight put is reclaimed; C1 is alive. */
+	CU_ASSERT_EQUAL(get("orphan", 15000, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(get("slow", 15000, NULL), TIDE_MC_EC_REPLICA_IS_NOT_READY);
+	CU_ASSERT_EQUAL(metrics().segments, 1);
+	CU_ASSERT_EQUAL(metrics().clients, 1);
+	CU_ASSERT_EQUAL(metrics().expired_clients, 1);
+	CU_ASSERT_EQUAL(metrics().reclaimed_puts, 1);
+	/* A put PROCESSING for put_start_release_timeout is reclaimed too. */
+	for (uint64_t now = 16000; now <= 600000; now += 5000)
+		CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, now, &pi), 0);
+	tick_alive(599999);
+	CU_ASSERT_EQUAL(get("slow", 599999, NULL), TIDE_MC_EC_REPLICA_IS_NOT_READY);
+	tick_alive(600000);
+	CU_ASSERT_EQUAL(get("slow", 600000, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(metrics().reclaimed_puts, 2);
+	/* C1 stops pinging: after client_ttl its segment is unmounted, its data gone. */
+	tide_mc_table_tick(T, 600000 + 9999);
+	CU_ASSERT_EQUAL(metrics().segments, 1);
+	tide_mc_table_tick(T, 600000 + 10000);
+	CU_ASSERT_EQUAL(metrics().segments, 0);
+	CU_ASSERT_EQUAL(get("kept", 610000, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(metrics().clients, 0);
+	/* Coming back: a Ping says NEED_REMOUNT. */
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, 620000, &pi), 0);
+	CU_ASSERT_EQUAL(pi.client_status, TIDE_MC_CLIENT_NEED_REMOUNT);
+	rm();
+}
+
+/* 100 objects of 1 KiB fill a 100 KiB segment to the given count. */
+static void
+fill(int n, uint64_t now)
+{
+	char key[32];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "e%02d", i);
+		CU_ASSERT_EQUAL(put(key, KIB, 1, now), 0);
+	}
+}
+
+static bool
+present(int i)
+{
+	char key[32];
+	struct tide_mc_str k;
+
+	snprintf(key, sizeof(key), "e%02d", i);
+	k = S(key);
+	return tide_mc_table_query_key(T, &k, 0, &A, &(struct tide_mc_replica_list){0}) !=
+	       TIDE_MC_EC_OBJECT_NOT_FOUND;
+}
+
+static void
+test_eviction(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k;
+	char key[32];
+	int gone = 0;
+
+	mk(1000, 4096);
+	mount(1, "A", 0x100000, 100 * KIB, &C1);
+	fill(89, 0);
+	tide_mc_table_tick(T, 1);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 0); /* 0.89 <= 0.90 */
+	/* Hard-pin e89, soft-pin e90 and e91, processing e92, then 93..94. */
+	cfg.with_hard_pin = true;
+	k = S("e89");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, KIB, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	cfg = CFG(1);
+	cfg.soft_pin_action = TIDE_MC_SOFT_PIN_ENABLE;
+	for (int i = 90; i <= 91; i++) {
+		snprintf(key, sizeof(key), "e%02d", i);
+		k = S(key);
+		CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, KIB, &cfg, 0, &A, &d), 0);
+		CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	}
+	CU_ASSERT_EQUAL(metrics().soft_pinned_keys, 2);
+	cfg = CFG(1);
+	k = S("e92");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, KIB, &cfg, 0, &A, &d), 0);
+	/* Leases: e00..e09 read at t=100 (expire 1100), others read later in order, so the
+	   oldest leases are e10.. upward; e80..e88 are still leased at the tick. */
+	for (int i = 0; i < 89; i++) {
+		snprintf(key, sizeof(key), "e%02d", i);
+		k = S(key);
+		CU_ASSERT_EQUAL(tide_mc_table_get_replica_list(T, &k,
+							       i < 10 ? 100 : 10 + (uint64_t)i, &A,
+							       &(struct tide_mc_replica_list){0}),
+				0);
+	}
+	for (int i = 80; i < 89; i++) {
+		snprintf(key, sizeof(key), "e%02d", i);
+		k = S(key);
+		CU_ASSERT_EQUAL(tide_mc_table_get_replica_list(T, &k, 1050, &A,
+							       &(struct tide_mc_replica_list){0}),
+				0);
+	}
+	/* used = 93/100 > 0.9: target max(.05, .93-.9+.05) = .08 of the base. The base is
+	   the 91 unpinned COMPLETE objects (hard pin and PROCESSING excluded): ceil(7.28) =
+	   8 evicted, the oldest leases first: e10..e17. */
+	tide_mc_table_tick(T, 1060);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 8);
+	CU_ASSERT_EQUAL(metrics().eviction_rounds, 1);
+	for (int i = 0; i < 93; i++)
+		gone += !present(i);
+	CU_ASSERT_EQUAL(gone, 8);
+	for (int i = 10; i < 18; i++)
+		CU_ASSERT_FALSE(present(i));
+	CU_ASSERT(present(0) && present(18) && present(80) && present(89) && present(90) &&
+		  present(92));
+	/* 85/100 now: no round. */
+	tide_mc_table_tick(T, 1070);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 8);
+	rm();
+}
+
+static void
+test_eviction_soft_pin_last(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k;
+	char key[32];
+
+	mk(1000, 4096);
+	mount(1, "A", 0x100000, 100 * KIB, &C1);
+	/* 3 unpinned objects, 92 soft-pinned, 3 leased. used = .98: target .13, lower .08,
+	   base 98: pass 1 takes the 3 unpinned (ceil(12.74) = 13 > 3), pass 2 the oldest
+	   ceil(7.84) - 3 = 5 soft-pinned. */
+	fill(3, 0);
+	cfg.soft_pin_action = TIDE_MC_SOFT_PIN_ENABLE;
+	cfg.soft_pin_ttl_ms = (struct tide_mc_opt_u64){true, 3600 * 1000};
+	for (int i = 3; i < 98; i++) {
+		snprintf(key, sizeof(key), "e%02d", i);
+		k = S(key);
+		CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, KIB, &cfg, (uint64_t)i, &A, &d),
+				0);
+		CU_ASSERT_EQUAL(
+			tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, (uint64_t)i),
+			0);
+	}
+	for (int i = 95; i < 98; i++) {
+		snprintf(key, sizeof(key), "e%02d", i);
+		k = S(key);
+		CU_ASSERT_EQUAL(tide_mc_table_get_replica_list(T, &k, 500, &A,
+							       &(struct tide_mc_replica_list){0}),
+				0);
+	}
+	tide_mc_table_tick(T, 1000);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 8);
+	for (int i = 0; i < 8; i++)
+		CU_ASSERT_FALSE(present(i)); /* leases = PutEnd times: e03..e07 oldest */
+	for (int i = 8; i < 98; i++)
+		CU_ASSERT(present(i));
+	rm();
+}
+
+static void
+test_eviction_after_put_failure(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k = S("huge");
+
+	mk(1000, 4096);
+	mount(1, "A", 0x100000, 100 * KIB, &C1);
+	fill(50, 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 60 * KIB, &cfg, 10, &A, &d),
+			TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	/* Below the watermark, but the failure asks for a round: ceil(50 * .05) = 3. */
+	tide_mc_table_tick(T, 20);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 3);
+	tide_mc_table_tick(T, 30);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 3);
+	rm();
+}
+
+static void
+test_query_ip_and_segments(void)
+{
+	struct tide_mc_segment g1 = SEG(1, "h1", 0x100000, MIB, "10.0.0.1:1000");
+	struct tide_mc_segment g2 = SEG(2, "h1b", 0x200000, MIB, "10.0.0.1:1001");
+	struct tide_mc_segment g3 = SEG(3, "h1c", 0x300000, MIB, "10.0.0.2");
+	struct tide_mc_uuid ids[3] = {C1, C2, C1};
+	struct tide_mc_ip_entry_vec iv;
+	struct tide_mc_table_segment_info *si;
+	size_t n;
+
+	mk(0, 1024);
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g1, &C1, 0), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g2, &C1, 0), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g3, &C1, 0), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_batch_query_ip(T, ids, 3, &A, &iv), 0);
+	CU_ASSERT_EQUAL_FATAL(iv.n, 1); /* C2 has no segment; C1 once */
+	CU_ASSERT_EQUAL(iv.v[0].client_id.first, 1);
+	CU_ASSERT_EQUAL_FATAL(iv.v[0].ips.n, 2);
+	CU_ASSERT(iv.v[0].ips.v[0].len == 8 && memcmp(iv.v[0].ips.v[0].ptr, "10.0.0.1", 8) == 0);
+	CU_ASSERT(iv.v[0].ips.v[1].len == 8 && memcmp(iv.v[0].ips.v[1].ptr, "10.0.0.2", 8) == 0);
+	CU_ASSERT_EQUAL(put("k", 100, 1, 0), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_segments_list(T, &A, &si, &n), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	CU_ASSERT_EQUAL(si[0].used + si[1].used + si[2].used, 128);
+	CU_ASSERT_EQUAL(si[2].status, TIDE_MC_SEGMENT_OK);
+	CU_ASSERT_STRING_EQUAL(tide_mc_table_op_name(TIDE_MC_TABLE_OP_PUT_START), "put_start");
+	CU_ASSERT_STRING_EQUAL(tide_mc_table_op_name(TIDE_MC_TABLE_OP_COUNT), "unknown");
+	tide_mc_table_arena_reset(&A);
+	CU_ASSERT_EQUAL(tide_mc_table_segments_list(T, &A, &si, &n), 0);
+	CU_ASSERT_EQUAL(n, 3);
+	rm();
+}
+
+static void
+test_create_rejects(void)
+{
+	struct tide_mc_table_opts o;
+	struct tide_mc_table *t = NULL;
+
+	tide_mc_table_opts_init(&o, sizeof(o));
+	CU_ASSERT_EQUAL(o.default_kv_lease_ttl_ms, 10000);
+	CU_ASSERT_EQUAL(o.client_ttl_ms, 10000);
+	o.eviction_ratio = 1.5;
+	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.seg_granule = 100;
+	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.put_start_release_timeout_ms = o.put_start_discard_timeout_ms;
+	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
+	CU_ASSERT_PTR_NULL(t);
+	tide_mc_table_destroy(NULL);
+}
+
+/* Many keys through grow, shrink and backward-shift deletion, against a model. */
+static void
+test_hash_stress(void)
+{
+	enum { N = 20000 };
+	static bool live[N];
+	char key[32];
+	uint64_t x = 7;
+	size_t nlive = 0;
+
+	mk(0, 1u << 16);
+	mount(1, "A", 0x100000, 64ull * MIB, &C1);
+	memset(live, 0, sizeof(live));
+	for (int round = 0; round < 6 * N; round++) {
+		int i;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		i = (int)(x % N);
+		snprintf(key, sizeof(key), "stress-%d", i);
+		if (!live[i]) {
+			CU_ASSERT_EQUAL(put(key, 64, 1, 0), 0);
+			live[i] = true;
+			nlive++;
+		} else if (round % 3) {
+			CU_ASSERT_EQUAL(remove_key(key, true, 0), 0);
+			live[i] = false;
+			nlive--;
+		}
+		if (round % 997 == 0)
+			tide_mc_table_arena_reset(&A);
+	}
+	CU_ASSERT_EQUAL(metrics().keys, nlive);
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "stress-%d", i);
+		CU_ASSERT_EQUAL(get(key, 0, NULL) == 0, live[i]);
+	}
+	tide_mc_table_arena_reset(&A);
+	CU_ASSERT_EQUAL(tide_mc_table_remove_all(T, true, 100000), (int64_t)nlive);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	rm();
+}
+
+/* Threads hammering one table: the internal lock keeps the counters exact. */
+enum { THR = 4, THR_OPS = 5000 };
+
+static void *
+worker(void *arg)
+{
+	unsigned id = (unsigned)(uintptr_t)arg;
+	struct tide_mc_table_arena a = {0};
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_uuid c = {id + 10, id};
+	char key[32];
+	unsigned fails = 0;
+
+	for (unsigned i = 0; i < THR_OPS; i++) {
+		struct tide_mc_replica_desc_vec d;
+		struct tide_mc_replica_list rl;
+		struct tide_mc_str k;
+
+		snprintf(key, sizeof(key), "t%u-%u", id, i % 64);
+		k = S(key);
+		if (tide_mc_table_put_start(T, &c, &k, 256, &cfg, i, &a, &d) == 0) {
+			fails +=
+				tide_mc_table_put_end(T, &c, &k, NULL, TIDE_MC_REPLICA_ALL, i) != 0;
+			fails += tide_mc_table_get_replica_list(T, &k, i, &a, &rl) != 0;
+			fails += tide_mc_table_remove(T, &k, true, i) != 0;
+		} else {
+			fails++;
+		}
+		tide_mc_table_arena_reset(&a);
+	}
+	tide_mc_table_arena_release(&a);
+	return (void *)(uintptr_t)fails;
+}
+
+static void
+test_threads(void)
+{
+	pthread_t th[THR];
+
+	mk(0, 1u << 16);
+	mount(1, "A", 0x100000, 16ull * MIB, &C1);
+	for (unsigned i = 0; i < THR; i++)
+		CU_ASSERT_EQUAL_FATAL(pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i),
+				      0);
+	for (unsigned i = 0; i < THR; i++) {
+		void *r;
+
+		CU_ASSERT_EQUAL(pthread_join(th[i], &r), 0);
+		CU_ASSERT_PTR_NULL(r); /* no failed call */
+	}
+	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_PUT_START], THR * THR_OPS);
+	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_REMOVE], THR * THR_OPS);
+	CU_ASSERT_EQUAL(metrics().keys, 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	rm();
+}
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MCT_UT_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MCT_UT_SANITIZED 1
+#endif
+
+#if defined(MCT_UT_SANITIZED)
+#define MEM_OBJECTS 100000u
+#else
+#define MEM_OBJECTS 1000000u
+#endif
+
+static double
+rss_bytes(void)
+{
+	unsigned long size = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &rss) != 2)
+			rss = 0;
+		fclose(f);
+	}
+	return (double)rss * 4096.0;
+}
+
+/*
+ * Bytes per live object: keys "obj-%07u" (11 bytes), 64-byte values, 1 replica.
+ * "table heap" = malloc'd bytes of the table (objects + hash slots); "RSS" also counts
+ * the segment allocator's block node of each buffer (store/seg, 72 bytes). Set
+ * TIDE_MC_TABLE_MEM_N to change the count. Under a sanitizer the heap figures are not
+ * glibc's, so only the count is checked there.
+ */
+static void
+test_memory_per_object(void)
+{
+	const char *env = getenv("TIDE_MC_TABLE_MEM_N");
+	unsigned n = env ? (unsigned)strtoul(env, NULL, 10) : MEM_OBJECTS;
+	struct mallinfo2 before, after;
+	double rss0, rss1, per;
+	char key[32];
+
+	mk(0, 1u << 22);
+	mount(1, "A", 0x100000, 1ull << 32, &C1);
+	before = mallinfo2();
+	rss0 = rss_bytes();
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "obj-%07u", i);
+		CU_ASSERT_EQUAL_FATAL(put(key, 64, 1, 0), 0);
+		if ((i & 4095) == 0)
+			tide_mc_table_arena_reset(&A);
+	}
+	after = mallinfo2();
+	rss1 = rss_bytes();
+	CU_ASSERT_EQUAL(metrics().keys, n);
+	per = ((double)(after.uordblks + after.hblkhd) -
+	       (double)(before.uordblks + before.hblkhd)) /
+	      n;
+	printf("\n  mc_table: %u objects: table heap %.1f B/object, process RSS %.1f B/object\n", n,
+	       per, (rss1 - rss0) / n);
+#if !defined(MCT_UT_SANITIZED)
+	CU_ASSERT(per > 50 && per < 160);
+#endif
+	rm();
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("mc_table", NULL, NULL);
+
+	CU_add_test(s, "create_rejects", test_create_rejects);
+	CU_add_test(s, "mount_remount_ping", test_mount_remount_ping);
+	CU_add_test(s, "put_get_basics", test_put_get_basics);
+	CU_add_test(s, "put_validation", test_put_validation);
+	CU_add_test(s, "placement", test_placement);
+	CU_add_test(s, "capacity", test_capacity);
+	CU_add_test(s, "leases", test_leases);
+	CU_add_test(s, "stale_put_takeover", test_stale_put_takeover);
+	CU_add_test(s, "upsert", test_upsert);
+	CU_add_test(s, "batches", test_batches);
+	CU_add_test(s, "regex_and_remove_all", test_regex_and_remove_all);
+	CU_add_test(s, "unmount", test_unmount);
+	CU_add_test(s, "client_liveness", test_client_liveness);
+	CU_add_test(s, "eviction", test_eviction);
+	CU_add_test(s, "eviction_soft_pin_last", test_eviction_soft_pin_last);
+	CU_add_test(s, "eviction_after_put_failure", test_eviction_after_put_failure);
+	CU_add_test(s, "query_ip_and_segments", test_query_ip_and_segments);
+	CU_add_test(s, "hash_stress", test_hash_stress);
+	CU_add_test(s, "threads", test_threads);
+	CU_add_test(s, "memory_per_object", test_memory_per_object);
+}
+
+TIDE_UT_MAIN(register_tests)
