@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
@@ -29,6 +30,7 @@ struct tide_eth_port {
 	uint16_t nb_queues;
 	struct rte_mempool *pool;
 	struct rte_ring *rx_ring; /* net_ring pairs only: the ring this port receives from */
+	struct rte_ether_addr mac;
 	char name[RTE_ETH_NAME_MAX_LEN];
 };
 
@@ -112,6 +114,17 @@ port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 		return rc;
 	}
 	p->nb_queues = o->nb_queues;
+	/* Some virtual devices (net_ring) report an all-zero MAC, which no
+	 * stack may use as a source. Give such a port a locally administered
+	 * unicast address, unique per process and port. */
+	if (rte_eth_macaddr_get(p->port_id, &p->mac) != 0 || rte_is_zero_ether_addr(&p->mac)) {
+		uint32_t pid = (uint32_t)getpid();
+
+		p->mac = (struct rte_ether_addr){{0x02, (uint8_t)(pid >> 16), (uint8_t)(pid >> 8),
+						  (uint8_t)pid, (uint8_t)(p->port_id >> 8),
+						  (uint8_t)p->port_id}};
+		(void)rte_eth_dev_default_mac_addr_set(p->port_id, &p->mac);
+	}
 	return 0;
 }
 
@@ -253,11 +266,7 @@ tide_eth_port_id(const struct tide_eth_port *p)
 void
 tide_eth_port_mac(const struct tide_eth_port *p, uint8_t mac[6])
 {
-	struct rte_ether_addr ea;
-
-	if (rte_eth_macaddr_get(p->port_id, &ea) != 0)
-		memset(&ea, 0, sizeof(ea));
-	memcpy(mac, ea.addr_bytes, 6);
+	memcpy(mac, p->mac.addr_bytes, 6);
 }
 
 bool

@@ -1,0 +1,502 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal to engine/net: wire formats, the stack and connection bodies,
+ * and the functions the layers call on each other. Only the engine/net sources and
+ * their unit tests include this. TCP names follow Linux (tcp_v4_rcv,
+ * tcp_rcv_state_process, tcp_ack, tcp_data_queue, tcp_write_xmit, ...).
+ *
+ * Addresses and ports are host byte order everywhere except inside wire
+ * headers. Times are monotonic nanoseconds.
+ */
+#ifndef NET_INTERNAL_H
+#define NET_INTERNAL_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "tide_net.h"
+
+#define NET_PACKED __attribute__((packed))
+
+/* ---- wire formats ---------------------------------------------------- */
+
+#define ETH_ALEN       6
+#define ETH_HLEN       14
+#define ETH_ZLEN       60 /* minimum frame without FCS; shorter TX frames are padded */
+#define ETH_P_IP       0x0800
+#define ETH_P_ARP      0x0806
+#define ETH_P_IPV6     0x86dd
+#define IP_HLEN        20
+#define IPPROTO_ICMP_  1
+#define IPPROTO_TCP_   6
+#define IP_DF          0x4000
+#define IP_MF          0x2000
+#define IP_OFFMASK     0x1fff
+#define IP_TTL_DEFAULT 64
+#define TCP_HLEN       20
+#define TCP_MAX_OPTLEN 40
+#define NET_HDRS_LEN   (ETH_HLEN + IP_HLEN) /* L4 header offset in a built frame */
+
+struct net_eth_hdr {
+	uint8_t dst[ETH_ALEN];
+	uint8_t src[ETH_ALEN];
+	uint16_t type; /* ethertype, network order */
+} NET_PACKED;
+static_assert(sizeof(struct net_eth_hdr) == 14, "eth header");
+
+struct net_arp_hdr {
+	uint16_t htype; /* 1 = Ethernet */
+	uint16_t ptype; /* 0x0800 */
+	uint8_t hlen;   /* 6 */
+	uint8_t plen;   /* 4 */
+	uint16_t oper;  /* 1 request, 2 reply */
+	uint8_t sha[ETH_ALEN];
+	uint32_t spa; /* network order */
+	uint8_t tha[ETH_ALEN];
+	uint32_t tpa; /* network order */
+} NET_PACKED;
+static_assert(sizeof(struct net_arp_hdr) == 28, "arp header");
+
+struct net_ipv4_hdr {
+	uint8_t ver_ihl; /* version << 4 | header length in words */
+	uint8_t tos;
+	uint16_t tot_len;
+	uint16_t id;
+	uint16_t frag_off; /* flags (DF, MF) and fragment offset */
+	uint8_t ttl;
+	uint8_t proto;
+	uint16_t csum;
+	uint32_t saddr;
+	uint32_t daddr;
+} NET_PACKED;
+static_assert(sizeof(struct net_ipv4_hdr) == 20, "ipv4 header");
+
+struct net_icmp_hdr {
+	uint8_t type; /* 8 echo request, 0 echo reply */
+	uint8_t code;
+	uint16_t csum;
+	uint16_t id;
+	uint16_t seq;
+} NET_PACKED;
+static_assert(sizeof(struct net_icmp_hdr) == 8, "icmp header");
+
+struct net_tcp_hdr {
+	uint16_t sport;
+	uint16_t dport;
+	uint32_t seq;
+	uint32_t ack;
+	uint8_t doff;  /* data offset in words << 4; low nibble reserved */
+	uint8_t flags; /* TCPHDR_* */
+	uint16_t window;
+	uint16_t csum;
+	uint16_t urg;
+} NET_PACKED;
+static_assert(sizeof(struct net_tcp_hdr) == 20, "tcp header");
+
+#define TCPHDR_FIN 0x01
+#define TCPHDR_SYN 0x02
+#define TCPHDR_RST 0x04
+#define TCPHDR_PSH 0x08
+#define TCPHDR_ACK 0x10
+#define TCPHDR_URG 0x20
+
+#define TCPOPT_EOL       0
+#define TCPOPT_NOP       1
+#define TCPOPT_MSS       2
+#define TCPOPT_WINDOW    3
+#define TCPOPT_SACK_PERM 4
+#define TCPOPT_SACK      5
+#define TCPOPT_TIMESTAMP 8
+
+/* ---- checksums (cksum.c) --------------------------------------------- */
+
+/** One's-complement sum of buf[0..len) added to sum (not folded). */
+uint32_t net_cksum_add(uint32_t sum, const void *buf, size_t len);
+/** Fold a partial sum to 16 bits and complement: the value to store. */
+uint16_t net_cksum_fold(uint32_t sum);
+/** Internet checksum of buf (RFC 1071); 0 over a buffer that embeds a valid checksum. */
+uint16_t net_cksum(const void *buf, size_t len);
+/** Partial sum of the IPv4 pseudo-header; saddr/daddr in network order. */
+uint32_t net_cksum_pseudo(uint32_t saddr_be, uint32_t daddr_be, uint8_t proto, uint16_t l4len);
+
+/* ---- stack ----------------------------------------------------------- */
+
+#define NET_TX_BURST     32   /* frames queued before a tx_burst call */
+#define NET_ARP_SLOTS    64   /* ARP cache entries (linear scan; hit cache in front) */
+#define NET_ARP_PENDING  4    /* frames queued per unresolved next hop */
+#define NET_CONN_BUCKETS 1024 /* connection hash buckets (power of two) */
+
+enum arp_state { ARP_FREE = 0, ARP_INCOMPLETE, ARP_REACHABLE };
+
+struct net_arp_entry {
+	uint32_t ip;
+	uint8_t mac[ETH_ALEN];
+	uint8_t state;   /* enum arp_state */
+	uint8_t retries; /* requests sent while INCOMPLETE */
+	uint8_t npend;
+	uint64_t deadline; /* REACHABLE: expiry; INCOMPLETE: next retry */
+	struct tide_net_buf pend[NET_ARP_PENDING];
+};
+
+struct tide_net_listener {
+	struct tide_net_stack *stack;
+	LIST_ENTRY(tide_net_listener) link;
+	uint16_t port;
+	uint32_t backlog;
+	uint32_t pending; /* SYN_RECV children */
+	tide_net_accept_fn accept;
+	void *arg;
+};
+
+struct tcp_cc_ops;
+LIST_HEAD(tcp_conn_list, tide_net_conn);
+TAILQ_HEAD(tcp_conn_tailq, tide_net_conn);
+
+struct tide_net_stack {
+	struct tide_net_opts o;
+	const struct tide_net_dev_ops *ops;
+	void *dev;
+	struct tide_net_stats st;
+	uint16_t frame_cap; /* mtu + ETH_HLEN */
+	uint16_t ip_id;
+
+	/* Built frames waiting for tx_burst, and a cache of empty TX buffers. */
+	uint16_t txq_n, cache_n;
+	struct tide_net_buf txq[NET_TX_BURST];
+	struct tide_net_buf cache[NET_TX_BURST];
+
+	struct net_arp_entry arp[NET_ARP_SLOTS];
+	unsigned arp_hit; /* last slot that resolved */
+
+	struct tcp_conn_list conn_hash[NET_CONN_BUCKETS];
+	struct tcp_conn_tailq conns;     /* every live connection (timer scan) */
+	struct tcp_conn_tailq graveyard; /* freed at the end of the entry point */
+	LIST_HEAD(, tide_net_listener) listeners;
+	uint64_t timer_next; /* lower bound of every armed deadline */
+	unsigned busy;       /* public entry points in progress (callbacks re-enter) */
+	uint16_t next_eport;
+	uint64_t isn_secret;
+	uint64_t chack_second; /* start of the challenge-ACK rate window */
+	uint32_t chack_count;
+
+	/* Unit-test hook: when set, every new connection's ISN is isn_fixed. */
+	bool isn_fixed_on;
+	uint32_t isn_fixed;
+};
+
+/** A TX buffer able to hold frame_cap bytes. \return 0; -ENOBUFS (counted). */
+int net_txbuf_get(struct tide_net_stack *s, struct tide_net_buf *b);
+/** Give an unsent TX buffer back (cache or free_bufs). */
+void net_txbuf_put(struct tide_net_stack *s, struct tide_net_buf *b);
+/** Queue a complete frame for tx_burst (flushes when the burst is full). */
+void net_tx_enqueue(struct tide_net_stack *s, struct tide_net_buf *b);
+/** Hand queued frames to the device. */
+void net_tx_flush(struct tide_net_stack *s);
+/** Note a timer deadline so tide_net_timers_run() does not sleep past it. */
+static inline void
+net_timer_note(struct tide_net_stack *s, uint64_t deadline)
+{
+	if (deadline != 0 && deadline < s->timer_next) {
+		s->timer_next = deadline;
+	}
+}
+
+/* eth.c */
+void net_eth_input(struct tide_net_stack *s, const uint8_t *data, uint16_t len, uint16_t flags,
+		   uint64_t now);
+/** Fill the Ethernet header and queue the frame (len = whole frame length). */
+void net_eth_output(struct tide_net_stack *s, struct tide_net_buf *b, const uint8_t *dst,
+		    uint16_t type);
+
+/* arp.c */
+void net_arp_input(struct tide_net_stack *s, const uint8_t *data, uint16_t len, uint64_t now);
+/** Resolve next hop for IPv4 frame b (len set) and send it, or queue it while resolving. */
+void net_arp_output(struct tide_net_stack *s, struct tide_net_buf *b, uint32_t nexthop,
+		    uint64_t now);
+int net_arp_send(struct tide_net_stack *s, uint16_t oper, const uint8_t *tha, uint32_t tpa,
+		 const uint8_t *eth_dst);
+int net_arp_timers(struct tide_net_stack *s, uint64_t now);
+void net_arp_destroy(struct tide_net_stack *s);
+
+/* ipv4.c */
+void net_ipv4_input(struct tide_net_stack *s, const uint8_t *data, uint16_t len, uint16_t flags,
+		    uint64_t now);
+/**
+ * Fill the IPv4 header of frame b (L4 data of l4len bytes already at
+ * NET_HDRS_LEN) and send it toward dst. Returns -ENETUNREACH when dst is
+ * off-subnet with no gateway (frame freed, counted), else 0.
+ */
+int net_ipv4_output(struct tide_net_stack *s, struct tide_net_buf *b, uint32_t dst, uint8_t proto,
+		    uint16_t l4len, uint64_t now);
+/** Next hop for dst, 0 when unreachable. */
+uint32_t net_ipv4_nexthop(const struct tide_net_stack *s, uint32_t dst);
+
+/* icmp.c */
+void net_icmp_input(struct tide_net_stack *s, const struct net_ipv4_hdr *ip, const uint8_t *data,
+		    uint16_t len, uint16_t flags, uint64_t now);
+
+/* ---- TCP ------------------------------------------------------------- */
+
+#define TCP_ESTABLISHED TIDE_NET_TCP_ESTABLISHED
+#define TCP_SYN_SENT    TIDE_NET_TCP_SYN_SENT
+#define TCP_SYN_RECV    TIDE_NET_TCP_SYN_RECV
+#define TCP_FIN_WAIT1   TIDE_NET_TCP_FIN_WAIT1
+#define TCP_FIN_WAIT2   TIDE_NET_TCP_FIN_WAIT2
+#define TCP_TIME_WAIT   TIDE_NET_TCP_TIME_WAIT
+#define TCP_CLOSE       TIDE_NET_TCP_CLOSE
+#define TCP_CLOSE_WAIT  TIDE_NET_TCP_CLOSE_WAIT
+#define TCP_LAST_ACK    TIDE_NET_TCP_LAST_ACK
+#define TCP_LISTEN      TIDE_NET_TCP_LISTEN
+#define TCP_CLOSING     TIDE_NET_TCP_CLOSING
+
+#define TCPF_ESTABLISHED (1u << TCP_ESTABLISHED)
+#define TCPF_SYN_SENT    (1u << TCP_SYN_SENT)
+#define TCPF_SYN_RECV    (1u << TCP_SYN_RECV)
+#define TCPF_FIN_WAIT1   (1u << TCP_FIN_WAIT1)
+#define TCPF_FIN_WAIT2   (1u << TCP_FIN_WAIT2)
+#define TCPF_TIME_WAIT   (1u << TCP_TIME_WAIT)
+#define TCPF_CLOSE       (1u << TCP_CLOSE)
+#define TCPF_CLOSE_WAIT  (1u << TCP_CLOSE_WAIT)
+#define TCPF_LAST_ACK    (1u << TCP_LAST_ACK)
+#define TCPF_LISTEN      (1u << TCP_LISTEN)
+#define TCPF_CLOSING     (1u << TCP_CLOSING)
+
+/* States in which our side may still transmit data. */
+#define TCPF_CAN_SEND \
+	(TCPF_ESTABLISHED | TCPF_CLOSE_WAIT | TCPF_FIN_WAIT1 | TCPF_CLOSING | TCPF_LAST_ACK)
+/* States in which peer data is accepted (RFC 9293 3.10.7.4, seventh step). */
+#define TCPF_CAN_RECV (TCPF_ESTABLISHED | TCPF_FIN_WAIT1 | TCPF_FIN_WAIT2)
+
+/* Sequence arithmetic modulo 2^32 (RFC 9293 3.4), Linux names. */
+static inline bool
+before(uint32_t a, uint32_t b)
+{
+	return (int32_t)(a - b) < 0;
+}
+static inline bool
+after(uint32_t a, uint32_t b)
+{
+	return before(b, a);
+}
+/* lo <= x <= hi */
+static inline bool
+between(uint32_t x, uint32_t lo, uint32_t hi)
+{
+	return hi - lo >= x - lo;
+}
+
+/** Options of one segment, parsed once. */
+struct tcp_opts {
+	uint16_t mss;
+	uint8_t wscale;
+	bool has_mss, has_wscale, sack_ok, has_ts;
+	uint32_t tsval, tsecr;
+};
+
+/** One received segment, parsed once and shared by every state's handling. */
+struct tcp_seg {
+	uint32_t seq;
+	uint32_t ack;
+	uint32_t wnd; /* raw header window (unscaled) */
+	uint8_t flags;
+	const uint8_t *payload;
+	uint32_t len;     /* payload bytes */
+	uint32_t seg_len; /* len + SYN + FIN (sequence space used) */
+	struct tcp_opts opts;
+	uint32_t saddr, daddr; /* host order */
+	uint16_t sport, dport;
+};
+
+/** Out-of-order receive queue entry: [seq, seq + len), plus payload. */
+struct tcp_ooo {
+	struct tcp_ooo *next;
+	uint32_t seq;
+	uint32_t len;
+	uint8_t data[];
+};
+
+/** A byte ring (send or receive buffer). */
+struct tcp_ring {
+	uint8_t *buf;
+	uint32_t cap, head, len;
+};
+
+/** Congestion control. Loss recovery (NewReno) is common code in tcp_input.c. */
+struct tcp_cc_ops {
+	const char *name;
+	void (*init)(struct tide_net_conn *c);
+	/** New data acked outside recovery: grow cwnd (slow start / avoidance). */
+	void (*cong_avoid)(struct tide_net_conn *c, uint32_t acked, uint64_t now);
+	/** Loss detected: return the new ssthresh. */
+	uint32_t (*ssthresh)(struct tide_net_conn *c, uint64_t now);
+};
+extern const struct tcp_cc_ops tcp_newreno_ops;
+extern const struct tcp_cc_ops tcp_cubic_ops;
+
+/** CUBIC state (RFC 9438), in cc_priv. */
+struct tcp_cubic {
+	uint64_t epoch_start; /* ns; 0 = no epoch */
+	uint32_t w_max;       /* bytes */
+	uint32_t k_us;        /* time to reach w_max */
+	uint32_t w_est;       /* Reno-friendly estimate, bytes */
+	uint32_t ack_bytes;
+};
+
+struct tide_net_conn {
+	struct tide_net_stack *stack;
+	LIST_ENTRY(tide_net_conn) hash_link;
+	TAILQ_ENTRY(tide_net_conn) link;       /* stack->conns, until reaped */
+	TAILQ_ENTRY(tide_net_conn) grave_link; /* stack->graveyard once dead */
+	struct tide_net_listener *listener;    /* passive open still in SYN_RECV */
+
+	uint32_t lip, rip;
+	uint16_t lport, rport;
+	uint8_t state;
+	bool hashed;
+	bool app_owned;  /* the application holds the handle */
+	bool dead;       /* in the graveyard */
+	bool active;     /* we sent the first SYN */
+	bool fin_queued; /* application closed: FIN follows the data */
+	bool ts_ok, ws_ok, sack_ok;
+	bool ack_now;    /* send an ACK after this input */
+	bool want_write; /* send() accepted less than asked: WRITABLE due */
+	bool rcv_held;   /* on_recv consumed less than offered */
+	bool ooo_fin;    /* a FIN was seen past a hole, at ooo_fin_seq */
+	bool rtt_timing;
+	bool in_recovery;
+	bool closed_notified;
+
+	/* send sequence space (RFC 9293 3.3.1) */
+	uint32_t iss, snd_una, snd_nxt;
+	uint32_t snd_max; /* highest sequence sent + 1 (snd_nxt rewinds on RTO) */
+	uint32_t snd_wnd, max_snd_wnd, snd_wl1, snd_wl2;
+	uint32_t sbuf_seq; /* sequence of sbuf's first byte */
+	struct tcp_ring sbuf;
+	uint8_t snd_wscale, rcv_wscale;
+	uint16_t mss;      /* payload per segment, timestamp option deducted */
+	uint16_t peer_mss; /* from the peer's SYN (536 when absent) */
+
+	/* receive sequence space */
+	uint32_t irs, rcv_nxt;
+	uint32_t rcv_adv; /* right edge last advertised */
+	struct tcp_ring rbuf;
+	struct tcp_ooo *ooo;
+	uint32_t ooo_n;
+	uint32_t ooo_fin_seq;
+	uint8_t delack_segs;
+
+	/* RFC 7323 */
+	uint32_t ts_recent;
+
+	/* RFC 6298 */
+	uint64_t srtt, rttvar, rto; /* ns */
+	uint32_t rtt_seq;
+	uint64_t rtt_start;
+	uint8_t backoff;
+	uint8_t retries;
+	uint8_t probes;      /* zero-window probes since the window closed */
+	uint8_t keep_probes; /* unanswered keepalive probes */
+
+	/* congestion control */
+	uint32_t cwnd, ssthresh, recover, dupacks;
+	const struct tcp_cc_ops *cc;
+	union {
+		struct tcp_cubic cubic;
+		uint64_t raw[6];
+	} cc_priv;
+
+	/* timers: absolute ns deadlines, 0 = not armed */
+	uint64_t t_rto;     /* retransmission (SYN included) */
+	uint64_t t_persist; /* zero-window probe */
+	uint64_t t_delack;
+	uint64_t t_keep;
+	uint64_t t_wait; /* TIME_WAIT, orphaned FIN_WAIT_2 */
+
+	struct tide_net_conn_cbs cbs;
+	void *arg;
+};
+
+/* tcp_conn.c */
+struct tide_net_conn *tcp_lookup(struct tide_net_stack *s, uint32_t lip, uint16_t lport,
+				 uint32_t rip, uint16_t rport);
+struct tide_net_listener *tcp_lookup_listener(struct tide_net_stack *s, uint16_t port);
+/** Allocate a connection in CLOSE, hashed on its 4-tuple. NULL on ENOMEM (counted). */
+struct tide_net_conn *tcp_conn_alloc(struct tide_net_stack *s, uint32_t rip, uint16_t lport,
+				     uint16_t rport, uint64_t now);
+void tcp_set_state(struct tide_net_conn *c, int state);
+/** Enter CLOSE: stop timers, notify (reason) if the application owns it, free when not. */
+void tcp_done(struct tide_net_conn *c, int reason);
+void tcp_event(struct tide_net_conn *c, enum tide_net_event ev, int reason);
+void net_conns_reap(struct tide_net_stack *s);
+/* Entry/exit of public functions: the outermost exit reaps dead connections
+ * and flushes TX, so a callback that closes a connection never frees memory
+ * its caller is still using. */
+static inline void
+net_enter(struct tide_net_stack *s)
+{
+	s->busy++;
+}
+void net_leave(struct tide_net_stack *s);
+uint32_t tcp_new_isn(struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip,
+		     uint16_t rport, uint64_t now);
+uint32_t tcp_ring_free(const struct tcp_ring *r);
+void tcp_ring_write(struct tcp_ring *r, const uint8_t *src, uint32_t n);
+void tcp_ring_read(const struct tcp_ring *r, uint32_t off, uint8_t *dst, uint32_t n);
+void tcp_ring_drop(struct tcp_ring *r, uint32_t n);
+/** Offer rbuf to on_recv until it refuses or rbuf is empty. */
+void tcp_rcv_deliver_buffered(struct tide_net_conn *c);
+
+/* tcp_input.c */
+void tcp_v4_rcv(struct tide_net_stack *s, const struct net_ipv4_hdr *ip, const uint8_t *data,
+		uint16_t len, uint16_t flags, uint64_t now);
+/** Parse TCP options [opt, opt+len). Returns 0 or -EINVAL on a malformed option. */
+int tcp_parse_options(const uint8_t *opt, uint32_t len, bool syn, struct tcp_opts *o);
+/** Receive window we can accept right now (bytes). */
+uint32_t tcp_rcv_wnd(const struct tide_net_conn *c);
+
+/* tcp_output.c */
+/** Send one segment: [seq, seq+len) of sbuf, with flags; SYN gets options. */
+int tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags, uint64_t now);
+void tcp_write_xmit(struct tide_net_conn *c, uint64_t now);
+void tcp_send_ack(struct tide_net_conn *c, uint64_t now);
+/** RST for a segment with no connection (RFC 9293 3.10.7.1). */
+void tcp_send_reset(struct tide_net_stack *s, const struct tcp_seg *seg, uint64_t now);
+/** RST on a synchronized connection (abort, timeout). */
+void tcp_send_active_reset(struct tide_net_conn *c, uint64_t now);
+/** RFC 5961 challenge ACK, rate-limited per stack. */
+void tcp_send_challenge_ack(struct tide_net_conn *c, uint64_t now);
+/** Send a probe (window or keepalive): an ACK carrying snd_una - 1. */
+void tcp_send_probe(struct tide_net_conn *c, uint64_t now);
+void tcp_send_synack(struct tide_net_conn *c, uint64_t now);
+void tcp_send_syn(struct tide_net_conn *c, uint64_t now);
+/** Send a window update when the application freed enough receive space. */
+void tcp_window_update(struct tide_net_conn *c, uint64_t now);
+/** Bytes of data in sbuf not yet sent. */
+uint32_t tcp_unsent(const struct tide_net_conn *c);
+/** Sequence number of our FIN (valid when fin_queued). */
+static inline uint32_t
+tcp_fin_seq(const struct tide_net_conn *c)
+{
+	return c->sbuf_seq + c->sbuf.len;
+}
+
+/* tcp_timer.c */
+void tcp_rearm_rto(struct tide_net_conn *c, uint64_t now);
+void tcp_arm(struct tide_net_conn *c, uint64_t *timer, uint64_t deadline);
+void tcp_clear_timers(struct tide_net_conn *c);
+void tcp_rtt_sample(struct tide_net_conn *c, uint64_t rtt_ns);
+void tcp_keepalive_reset(struct tide_net_conn *c, uint64_t now);
+void tcp_time_wait(struct tide_net_conn *c, uint64_t now);
+/** Fire the due timers of c. Returns how many fired. */
+int tcp_conn_timers(struct tide_net_conn *c, uint64_t now);
+
+/* tcp_cc.c */
+const struct tcp_cc_ops *tcp_cc_get(enum tide_net_cc cc);
+
+#define NS_PER_US 1000ull
+#define NS_PER_MS 1000000ull
+
+#endif /* NET_INTERNAL_H */

@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Stack lifecycle, the RX burst entry, timer dispatch and TX batching.
+ *
+ * TX buffers come from the device in bulk (tx_alloc of NET_TX_BURST) and
+ * built frames leave in bulk (tx_burst of up to NET_TX_BURST), so the
+ * device sees one indirect call per burst in each direction.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net_internal.h"
+#include "tide_log.h"
+
+void
+tide_net_opts_init(struct tide_net_opts *o, size_t size)
+{
+	struct tide_net_opts d;
+
+	memset(&d, 0, sizeof(d));
+	d.opts_size = sizeof(d);
+	d.netmask = 0xffffff00u;
+	d.mtu = 1500;
+	d.arp_timeout_ms = 60000;
+	d.arp_retry_ms = 1000;
+	d.arp_retries = 3;
+	d.arp_gratuitous = true;
+	d.tcp_rto_init_us = 1000000;
+	d.tcp_rto_min_us = 1000;
+	d.tcp_rto_max_us = 60000000;
+	d.tcp_delack_us = 500;
+	d.tcp_time_wait_ms = 60000;
+	d.tcp_fin_wait2_ms = 60000;
+	d.tcp_sndbuf = 256 * 1024;
+	d.tcp_rcvbuf = 256 * 1024;
+	d.tcp_syn_retries = 6;
+	d.tcp_max_retries = 15;
+	d.tcp_nagle = false;
+	d.tcp_timestamps = true;
+	d.tcp_wscale = true;
+	d.tcp_sack = true;
+	d.tcp_keepalive = false;
+	d.tcp_keepalive_idle_ms = 7200000;
+	d.tcp_keepalive_intvl_ms = 75000;
+	d.tcp_keepalive_probes = 9;
+	d.tcp_challenge_ack_limit = 1000;
+	d.tcp_max_ooo_segs = 256;
+	d.tcp_cc = TIDE_NET_CC_NEWRENO;
+	if (size > sizeof(d)) {
+		memset(o, 0, size);
+		size = sizeof(d);
+	}
+	memcpy(o, &d, size);
+	o->opts_size = size;
+}
+
+static int
+opts_check(const struct tide_net_opts *o)
+{
+	static const uint8_t zero[ETH_ALEN];
+
+	if (o->opts_size != sizeof(*o) || o->dev_ops == NULL || o->dev_ops->tx_alloc == NULL ||
+	    o->dev_ops->tx_burst == NULL || o->dev_ops->free_bufs == NULL) {
+		return -EINVAL;
+	}
+	if (memcmp(o->mac, zero, ETH_ALEN) == 0 || (o->mac[0] & 1) || o->ip == 0) {
+		return -EINVAL;
+	}
+	if (o->mtu < 576 || o->mtu > 9000 || o->tcp_sndbuf < 4096 || o->tcp_rcvbuf < 4096 ||
+	    o->tcp_sndbuf > (1u << 30) || o->tcp_rcvbuf > (1u << 30)) {
+		return -EINVAL;
+	}
+	if (o->tcp_rto_min_us == 0 || o->tcp_rto_min_us > o->tcp_rto_max_us ||
+	    o->tcp_rto_init_us < o->tcp_rto_min_us || o->tcp_rto_init_us > o->tcp_rto_max_us) {
+		return -EINVAL;
+	}
+	if (o->arp_timeout_ms == 0 || o->arp_retry_ms == 0 || o->arp_retries == 0 ||
+	    o->tcp_max_ooo_segs == 0 ||
+	    (o->tcp_cc != TIDE_NET_CC_NEWRENO && o->tcp_cc != TIDE_NET_CC_CUBIC)) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int
+tide_net_stack_create(const struct tide_net_opts *opts, uint64_t now, struct tide_net_stack **out)
+{
+	struct tide_net_stack *s;
+	int rc;
+
+	if (opts == NULL || out == NULL) {
+		return -EINVAL;
+	}
+	rc = opts_check(opts);
+	if (rc != 0) {
+		TIDE_LOG(ERR, "stack create: invalid options");
+		return rc;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		return -ENOMEM;
+	}
+	s->o = *opts;
+	s->ops = opts->dev_ops;
+	s->dev = opts->dev;
+	s->frame_cap = (uint16_t)(opts->mtu + ETH_HLEN);
+	for (unsigned i = 0; i < NET_CONN_BUCKETS; i++) {
+		LIST_INIT(&s->conn_hash[i]);
+	}
+	TAILQ_INIT(&s->conns);
+	TAILQ_INIT(&s->graveyard);
+	LIST_INIT(&s->listeners);
+	s->timer_next = UINT64_MAX;
+	s->next_eport = 49152;
+	s->isn_secret = opts->isn_secret;
+	if (s->isn_secret == 0) {
+		for (unsigned i = 0; i < ETH_ALEN; i++) {
+			s->isn_secret = s->isn_secret * 131 + opts->mac[i];
+		}
+		s->isn_secret ^= (uint64_t)opts->ip << 17 ^ now;
+	}
+	if (opts->arp_gratuitous) {
+		static const uint8_t bcast[ETH_ALEN] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+		static const uint8_t zero[ETH_ALEN];
+
+		/* RFC 5227 announcement: request with sender = target = our address. */
+		if (net_arp_send(s, 1, zero, opts->ip, bcast) == 0) {
+			s->st.arp_tx_gratuitous++;
+		}
+		net_tx_flush(s);
+	}
+	*out = s;
+	return 0;
+}
+
+void
+tide_net_stack_destroy(struct tide_net_stack *s)
+{
+	struct tide_net_conn *c;
+	struct tide_net_listener *l;
+	void *h[NET_TX_BURST];
+
+	if (s == NULL) {
+		return;
+	}
+	TAILQ_FOREACH(c, &s->conns, link)
+	{
+		c->app_owned = false;
+		if (!c->dead) {
+			tcp_done(c, 0);
+		}
+	}
+	net_conns_reap(s);
+	while ((l = LIST_FIRST(&s->listeners)) != NULL) {
+		LIST_REMOVE(l, link);
+		free(l);
+	}
+	net_arp_destroy(s);
+	for (uint16_t i = 0; i < s->txq_n; i++) {
+		h[i] = s->txq[i].handle;
+	}
+	if (s->txq_n > 0) {
+		s->ops->free_bufs(s->dev, h, s->txq_n);
+	}
+	for (uint16_t i = 0; i < s->cache_n; i++) {
+		h[i] = s->cache[i].handle;
+	}
+	if (s->cache_n > 0) {
+		s->ops->free_bufs(s->dev, h, s->cache_n);
+	}
+	free(s);
+}
+
+int
+net_txbuf_get(struct tide_net_stack *s, struct tide_net_buf *b)
+{
+	if (s->cache_n == 0) {
+		uint16_t n = s->ops->tx_alloc(s->dev, s->cache, NET_TX_BURST, s->frame_cap);
+		s->cache_n = n > NET_TX_BURST ? NET_TX_BURST : n;
+		if (s->cache_n == 0) {
+			s->st.tx_nobufs++;
+			return -ENOBUFS;
+		}
+	}
+	*b = s->cache[--s->cache_n];
+	b->len = 0;
+	assert(b->cap >= s->frame_cap);
+	return 0;
+}
+
+void
+net_txbuf_put(struct tide_net_stack *s, struct tide_net_buf *b)
+{
+	if (s->cache_n < NET_TX_BURST) {
+		s->cache[s->cache_n++] = *b;
+		return;
+	}
+	s->ops->free_bufs(s->dev, &b->handle, 1);
+}
+
+void
+net_tx_flush(struct tide_net_stack *s)
+{
+	uint16_t n = s->txq_n, sent;
+
+	if (n == 0) {
+		return;
+	}
+	s->txq_n = 0;
+	sent = s->ops->tx_burst(s->dev, s->txq, n);
+	if (sent > n) {
+		sent = n;
+	}
+	for (uint16_t i = 0; i < sent; i++) {
+		s->st.tx_bytes += s->txq[i].len;
+	}
+	s->st.tx_frames += sent;
+	if (sent < n) {
+		void *h[NET_TX_BURST];
+
+		for (uint16_t i = sent; i < n; i++) {
+			h[i - sent] = s->txq[i].handle;
+		}
+		s->st.tx_dropped += n - sent;
+		s->ops->free_bufs(s->dev, h, (uint16_t)(n - sent));
+	}
+}
+
+void
+net_tx_enqueue(struct tide_net_stack *s, struct tide_net_buf *b)
+{
+	if (b->len < ETH_ZLEN) {
+		memset(b->data + b->len, 0, ETH_ZLEN - b->len);
+		b->len = ETH_ZLEN;
+	}
+	s->txq[s->txq_n++] = *b;
+	if (s->txq_n == NET_TX_BURST) {
+		net_tx_flush(s);
+	}
+}
+
+uint16_t
+tide_net_rx_burst(struct tide_net_stack *s, const struct tide_net_rx_pkt *pkts, uint16_t n,
+		  uint64_t now)
+{
+	void *h[NET_TX_BURST];
+	uint16_t nh = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		s->st.rx_frames++;
+		s->st.rx_bytes += pkts[i].len;
+		net_eth_input(s, pkts[i].data, pkts[i].len, pkts[i].flags, now);
+		if (pkts[i].handle != NULL) {
+			h[nh++] = pkts[i].handle;
+			if (nh == NET_TX_BURST) {
+				s->ops->free_bufs(s->dev, h, nh);
+				nh = 0;
+			}
+		}
+	}
+	if (nh > 0) {
+		s->ops->free_bufs(s->dev, h, nh);
+	}
+	net_conns_reap(s);
+	net_tx_flush(s);
+	return n;
+}
+
+int
+tide_net_timers_run(struct tide_net_stack *s, uint64_t now)
+{
+	struct tide_net_conn *c, *tmp;
+	int fired = 0;
+
+	if (now < s->timer_next) {
+		return 0;
+	}
+	/*
+	 * One pass over every connection and ARP slot, only when some deadline
+	 * is due: O(conns) per due instant. A timer wheel replaces this when
+	 * connection counts grow past a few thousand per lcore.
+	 */
+	s->timer_next = UINT64_MAX;
+	fired += net_arp_timers(s, now);
+	/* Dead connections stay on s->conns until the reap below, so a callback
+	 * that aborts another connection cannot break this walk. */
+	for (c = TAILQ_FIRST(&s->conns); c != NULL; c = tmp) {
+		tmp = TAILQ_NEXT(c, link);
+		if (!c->dead) {
+			fired += tcp_conn_timers(c, now);
+		}
+	}
+	net_conns_reap(s);
+	net_tx_flush(s);
+	return fired;
+}
+
+uint64_t
+tide_net_next_timer(const struct tide_net_stack *s)
+{
+	return s->timer_next;
+}
+
+const struct tide_net_stats *
+tide_net_stats(const struct tide_net_stack *s)
+{
+	return &s->st;
+}

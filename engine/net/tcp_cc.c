@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Congestion control behind struct tcp_cc_ops: NewReno (RFC 5681 window
+ * growth; the recovery itself is RFC 6582 in tcp_input.c) and CUBIC
+ * (RFC 9438). Windows are in bytes.
+ */
+#include <math.h>
+
+#include "net_internal.h"
+
+#define TCP_INIT_CWND_SEGS 10 /* RFC 6928 */
+#define TCP_CWND_MAX       (1u << 30)
+
+static void
+reno_init(struct tide_net_conn *c)
+{
+	c->cwnd = TCP_INIT_CWND_SEGS * (uint32_t)c->mss;
+	c->ssthresh = UINT32_MAX;
+	c->cc_priv.raw[0] = 0;
+}
+
+/* Slow start with appropriate byte counting (RFC 3465, L = 2). Returns leftover bytes. */
+static uint32_t
+slow_start(struct tide_net_conn *c, uint32_t acked)
+{
+	uint32_t inc = acked < 2u * c->mss ? acked : 2u * c->mss;
+
+	if (c->cwnd + inc > c->ssthresh) {
+		inc = c->ssthresh > c->cwnd ? c->ssthresh - c->cwnd : 0;
+	}
+	c->cwnd += inc;
+	return acked - inc;
+}
+
+static void
+reno_cong_avoid(struct tide_net_conn *c, uint32_t acked, uint64_t now)
+{
+	(void)now;
+	if (c->cwnd < c->ssthresh) {
+		acked = slow_start(c, acked);
+		if (acked == 0) {
+			return;
+		}
+	}
+	/* One MSS per cwnd of acknowledged bytes (RFC 5681 3.1, byte counting). */
+	c->cc_priv.raw[0] += acked;
+	if (c->cc_priv.raw[0] >= c->cwnd) {
+		c->cc_priv.raw[0] -= c->cwnd;
+		if (c->cwnd < TCP_CWND_MAX) {
+			c->cwnd += c->mss;
+		}
+	}
+}
+
+static uint32_t
+reno_ssthresh(struct tide_net_conn *c, uint64_t now)
+{
+	uint32_t flight = c->snd_max - c->snd_una;
+	uint32_t half = flight / 2;
+
+	(void)now;
+	c->cc_priv.raw[0] = 0;
+	return half > 2u * c->mss ? half : 2u * c->mss; /* RFC 5681 (4) */
+}
+
+const struct tcp_cc_ops tcp_newreno_ops = {
+	.name = "newreno",
+	.init = reno_init,
+	.cong_avoid = reno_cong_avoid,
+	.ssthresh = reno_ssthresh,
+};
+
+/* ---- CUBIC (RFC 9438) ---- */
+
+#define CUBIC_C    0.4
+#define CUBIC_BETA 0.7
+
+static void
+cubic_init(struct tide_net_conn *c)
+{
+	reno_init(c);
+	c->cc_priv.cubic = (struct tcp_cubic){0};
+}
+
+static void
+cubic_cong_avoid(struct tide_net_conn *c, uint32_t acked, uint64_t now)
+{
+	struct tcp_cubic *cb = &c->cc_priv.cubic;
+	double mss = c->mss, t, w_cubic, target;
+
+	if (c->cwnd < c->ssthresh) {
+		acked = slow_start(c, acked);
+		if (acked == 0) {
+			return;
+		}
+	}
+	if (cb->epoch_start == 0) {
+		cb->epoch_start = now ? now : 1;
+		cb->ack_bytes = 0;
+		if (cb->w_max < c->cwnd) {
+			cb->w_max = c->cwnd;
+			cb->k_us = 0;
+		} else {
+			/* RFC 9438 eq. 2: K = cbrt((W_max - cwnd_epoch) / C), in segments and
+			 * seconds. */
+			cb->k_us = (uint32_t)(cbrt((cb->w_max - c->cwnd) / mss / CUBIC_C) * 1e6);
+		}
+		cb->w_est = c->cwnd;
+	}
+	t = (double)(now - cb->epoch_start) / 1e9 + (c->srtt ? (double)c->srtt / 1e9 : 0);
+	t -= cb->k_us / 1e6;
+	w_cubic = (CUBIC_C * t * t * t) * mss + cb->w_max;
+	/* Reno-friendly region (RFC 9438 4.3): alpha = 3(1-beta)/(1+beta) per RTT. */
+	cb->ack_bytes += acked;
+	if (cb->ack_bytes >= c->cwnd) {
+		cb->ack_bytes -= c->cwnd;
+		cb->w_est += (uint32_t)(3.0 * (1 - CUBIC_BETA) / (1 + CUBIC_BETA) * mss);
+	}
+	target = w_cubic > 1.5 * c->cwnd ? 1.5 * c->cwnd : w_cubic;
+	if (cb->w_est > target) {
+		target = cb->w_est;
+	}
+	if (target > c->cwnd) {
+		/* Grow by (target - cwnd) / cwnd per MSS acked (RFC 9438 4.4). */
+		double inc = (target - c->cwnd) / c->cwnd * acked;
+
+		if (inc < 1) {
+			inc = 1;
+		}
+		if (c->cwnd + inc < TCP_CWND_MAX) {
+			c->cwnd += (uint32_t)inc;
+		}
+	}
+}
+
+static uint32_t
+cubic_ssthresh(struct tide_net_conn *c, uint64_t now)
+{
+	struct tcp_cubic *cb = &c->cc_priv.cubic;
+	uint32_t ss;
+
+	(void)now;
+	/* Fast convergence (RFC 9438 4.7). */
+	if (c->cwnd < cb->w_max) {
+		cb->w_max = (uint32_t)(c->cwnd * (1 + CUBIC_BETA) / 2);
+	} else {
+		cb->w_max = c->cwnd;
+	}
+	cb->epoch_start = 0;
+	ss = (uint32_t)(c->cwnd * CUBIC_BETA);
+	return ss > 2u * c->mss ? ss : 2u * c->mss;
+}
+
+const struct tcp_cc_ops tcp_cubic_ops = {
+	.name = "cubic",
+	.init = cubic_init,
+	.cong_avoid = cubic_cong_avoid,
+	.ssthresh = cubic_ssthresh,
+};
+
+const struct tcp_cc_ops *
+tcp_cc_get(enum tide_net_cc cc)
+{
+	return cc == TIDE_NET_CC_CUBIC ? &tcp_cubic_ops : &tcp_newreno_ops;
+}

@@ -1,0 +1,610 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * TCP connection table, lifecycle and the application API (listen,
+ * connect, send, receive, close, abort).
+ *
+ * Lifetime: a connection is freed only when it is CLOSE and the
+ * application does not hold it (never accepted, or closed/aborted). Freeing
+ * is deferred to the outermost public entry point (net_leave), so callbacks
+ * may close or abort any connection.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net_internal.h"
+#include "tide_log.h"
+
+static unsigned
+conn_hash(uint32_t rip, uint16_t lport, uint16_t rport)
+{
+	uint32_t h = rip ^ ((uint32_t)rport << 16 | lport);
+
+	h *= 0x9e3779b1u;
+	return (h >> 16) & (NET_CONN_BUCKETS - 1);
+}
+
+struct tide_net_conn *
+tcp_lookup(struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport)
+{
+	struct tide_net_conn *c;
+
+	LIST_FOREACH(c, &s->conn_hash[conn_hash(rip, lport, rport)], hash_link)
+	{
+		if (c->rip == rip && c->rport == rport && c->lport == lport && c->lip == lip) {
+			return c;
+		}
+	}
+	return NULL;
+}
+
+struct tide_net_listener *
+tcp_lookup_listener(struct tide_net_stack *s, uint16_t port)
+{
+	struct tide_net_listener *l;
+
+	LIST_FOREACH(l, &s->listeners, link)
+	{
+		if (l->port == port) {
+			return l;
+		}
+	}
+	return NULL;
+}
+
+/* splitmix64 finaliser: a keyed mix good enough for RFC 6528's F(). */
+static uint64_t
+mix64(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return x;
+}
+
+uint32_t
+tcp_new_isn(struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip, uint16_t rport,
+	    uint64_t now)
+{
+	uint64_t f;
+
+	if (s->isn_fixed_on) {
+		return s->isn_fixed;
+	}
+	/* RFC 6528: ISN = M + F(4-tuple, secret), M a 4 us clock. */
+	f = mix64(s->isn_secret ^
+		  mix64(((uint64_t)lip << 32 | rip) ^ ((uint64_t)lport << 16 | rport) << 7));
+	return (uint32_t)(now / 4000) + (uint32_t)f;
+}
+
+static uint8_t
+rcv_wscale_for(uint32_t rcvbuf)
+{
+	uint8_t ws = 0;
+
+	while (ws < 14 && (rcvbuf >> ws) > 65535) {
+		ws++;
+	}
+	return ws;
+}
+
+struct tide_net_conn *
+tcp_conn_alloc(struct tide_net_stack *s, uint32_t rip, uint16_t lport, uint16_t rport, uint64_t now)
+{
+	struct tide_net_conn *c = calloc(1, sizeof(*c));
+
+	if (c != NULL) {
+		c->sbuf.buf = malloc(s->o.tcp_sndbuf);
+		c->rbuf.buf = malloc(s->o.tcp_rcvbuf);
+	}
+	if (c == NULL || c->sbuf.buf == NULL || c->rbuf.buf == NULL) {
+		if (c != NULL) {
+			free(c->sbuf.buf);
+			free(c->rbuf.buf);
+		}
+		free(c);
+		s->st.tcp_conn_nomem++;
+		return NULL;
+	}
+	c->stack = s;
+	c->sbuf.cap = s->o.tcp_sndbuf;
+	c->rbuf.cap = s->o.tcp_rcvbuf;
+	c->lip = s->o.ip;
+	c->rip = rip;
+	c->lport = lport;
+	c->rport = rport;
+	c->state = TCP_CLOSE;
+	c->rto = s->o.tcp_rto_init_us * NS_PER_US;
+	c->peer_mss = 536;
+	c->mss = 536;
+	c->rcv_wscale = s->o.tcp_wscale ? rcv_wscale_for(s->o.tcp_rcvbuf) : 0;
+	c->cc = tcp_cc_get(s->o.tcp_cc);
+	c->iss = tcp_new_isn(s, c->lip, lport, rip, rport, now);
+	c->snd_una = c->iss;
+	c->snd_nxt = c->iss;
+	c->snd_max = c->iss;
+	c->sbuf_seq = c->iss + 1;
+	c->recover = c->iss;
+	LIST_INSERT_HEAD(&s->conn_hash[conn_hash(rip, lport, rport)], c, hash_link);
+	c->hashed = true;
+	TAILQ_INSERT_TAIL(&s->conns, c, link);
+	s->st.tcp_conns++;
+	return c;
+}
+
+static void
+tcp_unlink_listener(struct tide_net_conn *c)
+{
+	if (c->listener != NULL) {
+		c->listener->pending--;
+		c->listener = NULL;
+	}
+}
+
+void
+tcp_set_state(struct tide_net_conn *c, int state)
+{
+	if (c->state == TCP_SYN_RECV && state != TCP_SYN_RECV) {
+		tcp_unlink_listener(c);
+	}
+	c->state = (uint8_t)state;
+}
+
+static void
+tcp_ooo_purge(struct tide_net_conn *c)
+{
+	while (c->ooo != NULL) {
+		struct tcp_ooo *o = c->ooo;
+
+		c->ooo = o->next;
+		free(o);
+	}
+	c->ooo_n = 0;
+	c->ooo_fin = false;
+}
+
+static void
+tcp_kill(struct tide_net_conn *c)
+{
+	if (!c->dead) {
+		c->dead = true;
+		TAILQ_INSERT_TAIL(&c->stack->graveyard, c, grave_link);
+	}
+}
+
+void
+tcp_event(struct tide_net_conn *c, enum tide_net_event ev, int reason)
+{
+	if (c->app_owned && c->cbs.on_event != NULL) {
+		c->cbs.on_event(c, c->arg, ev, reason);
+	}
+}
+
+void
+tcp_done(struct tide_net_conn *c, int reason)
+{
+	if (c->state == TCP_CLOSE && !c->hashed) {
+		if (!c->app_owned) {
+			tcp_kill(c);
+		}
+		return;
+	}
+	tcp_set_state(c, TCP_CLOSE);
+	tcp_unlink_listener(c);
+	tcp_clear_timers(c);
+	tcp_ooo_purge(c);
+	if (c->hashed) {
+		LIST_REMOVE(c, hash_link);
+		c->hashed = false;
+	}
+	if (c->app_owned && !c->closed_notified) {
+		c->closed_notified = true;
+		tcp_event(c, TIDE_NET_EV_CLOSED, reason);
+	}
+	if (!c->app_owned) {
+		tcp_kill(c);
+	}
+}
+
+void
+net_conns_reap(struct tide_net_stack *s)
+{
+	struct tide_net_conn *c;
+
+	while ((c = TAILQ_FIRST(&s->graveyard)) != NULL) {
+		TAILQ_REMOVE(&s->graveyard, c, grave_link);
+		TAILQ_REMOVE(&s->conns, c, link);
+		free(c->sbuf.buf);
+		free(c->rbuf.buf);
+		free(c);
+		s->st.tcp_conns--;
+	}
+}
+
+void
+net_leave(struct tide_net_stack *s)
+{
+	assert(s->busy > 0);
+	if (--s->busy == 0) {
+		net_conns_reap(s);
+		net_tx_flush(s);
+	}
+}
+
+/* ---- byte rings ---- */
+
+uint32_t
+tcp_ring_free(const struct tcp_ring *r)
+{
+	return r->cap - r->len;
+}
+
+void
+tcp_ring_write(struct tcp_ring *r, const uint8_t *src, uint32_t n)
+{
+	uint32_t tail = (r->head + r->len) % r->cap;
+	uint32_t first = r->cap - tail < n ? r->cap - tail : n;
+
+	assert(n <= tcp_ring_free(r));
+	memcpy(r->buf + tail, src, first);
+	memcpy(r->buf, src + first, n - first);
+	r->len += n;
+}
+
+void
+tcp_ring_read(const struct tcp_ring *r, uint32_t off, uint8_t *dst, uint32_t n)
+{
+	uint32_t pos = (r->head + off) % r->cap;
+	uint32_t first = r->cap - pos < n ? r->cap - pos : n;
+
+	assert(off + n <= r->len);
+	memcpy(dst, r->buf + pos, first);
+	memcpy(dst + first, r->buf, n - first);
+}
+
+void
+tcp_ring_drop(struct tcp_ring *r, uint32_t n)
+{
+	assert(n <= r->len);
+	r->head = (r->head + n) % r->cap;
+	r->len -= n;
+	if (r->len == 0) {
+		r->head = 0;
+	}
+}
+
+void
+tcp_rcv_deliver_buffered(struct tide_net_conn *c)
+{
+	while (c->rbuf.len > 0 && !c->rcv_held && c->app_owned && c->cbs.on_recv != NULL) {
+		uint32_t chunk = c->rbuf.cap - c->rbuf.head;
+		size_t took;
+
+		if (chunk > c->rbuf.len) {
+			chunk = c->rbuf.len;
+		}
+		took = c->cbs.on_recv(c, c->arg, c->rbuf.buf + c->rbuf.head, chunk);
+		if (took > chunk) {
+			took = chunk;
+		}
+		if (!c->app_owned) {
+			/* Closed from the callback: what it left is discarded. */
+			tcp_ring_drop(&c->rbuf, c->rbuf.len);
+			return;
+		}
+		tcp_ring_drop(&c->rbuf, (uint32_t)took);
+		if (took < chunk) {
+			c->rcv_held = true;
+		}
+	}
+}
+
+/* ---- API ---- */
+
+int
+tide_net_listen(struct tide_net_stack *s, uint16_t port, uint32_t backlog,
+		tide_net_accept_fn accept, void *arg, struct tide_net_listener **out)
+{
+	struct tide_net_listener *l;
+
+	if (port == 0 || backlog == 0 || backlog > 65535 || accept == NULL || out == NULL) {
+		return -EINVAL;
+	}
+	if (tcp_lookup_listener(s, port) != NULL) {
+		return -EADDRINUSE;
+	}
+	l = calloc(1, sizeof(*l));
+	if (l == NULL) {
+		return -ENOMEM;
+	}
+	l->stack = s;
+	l->port = port;
+	l->backlog = backlog;
+	l->accept = accept;
+	l->arg = arg;
+	LIST_INSERT_HEAD(&s->listeners, l, link);
+	*out = l;
+	return 0;
+}
+
+void
+tide_net_listener_close(struct tide_net_listener *l, uint64_t now)
+{
+	struct tide_net_stack *s;
+	struct tide_net_conn *c;
+
+	if (l == NULL) {
+		return;
+	}
+	s = l->stack;
+	net_enter(s);
+	TAILQ_FOREACH(c, &s->conns, link)
+	{
+		if (c->listener == l && !c->dead) {
+			tcp_send_active_reset(c, now);
+			tcp_done(c, 0);
+		}
+	}
+	LIST_REMOVE(l, link);
+	free(l);
+	net_leave(s);
+}
+
+static int
+pick_port(struct tide_net_stack *s, uint32_t ip, uint16_t port, uint16_t *out)
+{
+	for (unsigned attempt = 0; attempt < 64; attempt++) {
+		uint16_t lport;
+
+		if (s->o.port_pick != NULL) {
+			int rc = s->o.port_pick(s->o.port_arg, ip, port, attempt, &lport);
+			if (rc != 0) {
+				return rc;
+			}
+			if (lport == 0) {
+				return -EINVAL;
+			}
+		} else {
+			lport = s->next_eport;
+			s->next_eport =
+				s->next_eport == 65535 ? 49152 : (uint16_t)(s->next_eport + 1);
+		}
+		if (tcp_lookup(s, s->o.ip, lport, ip, port) == NULL) {
+			*out = lport;
+			return 0;
+		}
+	}
+	return -EADDRNOTAVAIL;
+}
+
+int
+tide_net_connect(struct tide_net_stack *s, uint32_t ip, uint16_t port,
+		 const struct tide_net_conn_cbs *cbs, void *arg, uint64_t now,
+		 struct tide_net_conn **out)
+{
+	struct tide_net_conn *c;
+	uint16_t lport;
+	int rc;
+
+	if (ip == 0 || port == 0 || out == NULL) {
+		return -EINVAL;
+	}
+	if (net_ipv4_nexthop(s, ip) == 0) {
+		s->st.arp_unreachable++;
+		return -ENETUNREACH;
+	}
+	rc = pick_port(s, ip, port, &lport);
+	if (rc != 0) {
+		return rc;
+	}
+	net_enter(s);
+	c = tcp_conn_alloc(s, ip, lport, port, now);
+	if (c == NULL) {
+		net_leave(s);
+		return -ENOMEM;
+	}
+	if (cbs != NULL) {
+		c->cbs = *cbs;
+	}
+	c->arg = arg;
+	c->app_owned = true;
+	c->active = true;
+	c->ts_ok = s->o.tcp_timestamps; /* offered; settled by the SYN-ACK */
+	c->sack_ok = s->o.tcp_sack;
+	c->ws_ok = s->o.tcp_wscale;
+	tcp_set_state(c, TCP_SYN_SENT);
+	s->st.tcp_active_opens++;
+	tcp_send_syn(c, now);
+	*out = c;
+	net_leave(s);
+	return 0;
+}
+
+void
+tide_net_conn_set_cbs(struct tide_net_conn *c, const struct tide_net_conn_cbs *cbs, void *arg)
+{
+	if (cbs != NULL) {
+		c->cbs = *cbs;
+	} else {
+		memset(&c->cbs, 0, sizeof(c->cbs));
+	}
+	c->arg = arg;
+}
+
+ssize_t
+tide_net_send(struct tide_net_conn *c, const void *data, size_t len, uint64_t now)
+{
+	struct tide_net_stack *s = c->stack;
+	uint32_t n;
+
+	if (!c->app_owned || c->fin_queued ||
+	    !((1u << c->state) &
+	      (TCPF_SYN_SENT | TCPF_SYN_RECV | TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
+		return -EPIPE;
+	}
+	n = tcp_ring_free(&c->sbuf);
+	if (len < n) {
+		n = (uint32_t)len;
+	}
+	if (n < len) {
+		c->want_write = true;
+	}
+	if (n == 0) {
+		return 0;
+	}
+	net_enter(s);
+	tcp_ring_write(&c->sbuf, data, n);
+	tcp_write_xmit(c, now);
+	net_leave(s);
+	return n;
+}
+
+size_t
+tide_net_send_space(const struct tide_net_conn *c)
+{
+	if (!c->app_owned || c->fin_queued ||
+	    !((1u << c->state) &
+	      (TCPF_SYN_SENT | TCPF_SYN_RECV | TCPF_ESTABLISHED | TCPF_CLOSE_WAIT))) {
+		return 0;
+	}
+	return tcp_ring_free(&c->sbuf);
+}
+
+size_t
+tide_net_recv(struct tide_net_conn *c, void *buf, size_t len, uint64_t now)
+{
+	struct tide_net_stack *s = c->stack;
+	uint32_t n = c->rbuf.len;
+
+	if (len < n) {
+		n = (uint32_t)len;
+	}
+	if (n == 0) {
+		return 0;
+	}
+	net_enter(s);
+	tcp_ring_read(&c->rbuf, 0, buf, n);
+	tcp_ring_drop(&c->rbuf, n);
+	if ((1u << c->state) & TCPF_CAN_RECV) {
+		tcp_window_update(c, now);
+	}
+	net_leave(s);
+	return n;
+}
+
+void
+tide_net_recv_resume(struct tide_net_conn *c, uint64_t now)
+{
+	struct tide_net_stack *s = c->stack;
+
+	net_enter(s);
+	c->rcv_held = false;
+	tcp_rcv_deliver_buffered(c);
+	if ((1u << c->state) & TCPF_CAN_RECV) {
+		tcp_window_update(c, now);
+	}
+	net_leave(s);
+}
+
+void
+tide_net_close(struct tide_net_conn *c, uint64_t now)
+{
+	struct tide_net_stack *s = c->stack;
+
+	if (!c->app_owned) {
+		return;
+	}
+	net_enter(s);
+	c->app_owned = false;
+	memset(&c->cbs, 0, sizeof(c->cbs));
+	tcp_ring_drop(&c->rbuf, c->rbuf.len);
+	switch (c->state) {
+	case TCP_SYN_SENT:
+	case TCP_CLOSE:
+		tcp_done(c, 0);
+		break;
+	case TCP_SYN_RECV:
+		/* RFC 9293 3.10.4: the FIN waits for ESTABLISHED (tcp_rcv_state_process). */
+		c->fin_queued = true;
+		break;
+	case TCP_ESTABLISHED:
+		c->fin_queued = true;
+		tcp_set_state(c, TCP_FIN_WAIT1);
+		tcp_write_xmit(c, now);
+		break;
+	case TCP_CLOSE_WAIT:
+		c->fin_queued = true;
+		tcp_set_state(c, TCP_LAST_ACK);
+		tcp_write_xmit(c, now);
+		break;
+	default:
+		break;
+	}
+	net_leave(s);
+}
+
+void
+tide_net_abort(struct tide_net_conn *c, uint64_t now)
+{
+	struct tide_net_stack *s = c->stack;
+
+	if (!c->app_owned) {
+		return;
+	}
+	net_enter(s);
+	c->app_owned = false;
+	if ((1u << c->state) & (TCPF_SYN_RECV | TCPF_ESTABLISHED | TCPF_FIN_WAIT1 | TCPF_FIN_WAIT2 |
+				TCPF_CLOSE_WAIT | TCPF_CLOSING | TCPF_LAST_ACK)) {
+		tcp_send_active_reset(c, now);
+	}
+	tcp_done(c, 0);
+	net_leave(s);
+}
+
+void
+tide_net_conn_info(const struct tide_net_conn *c, struct tide_net_conn_info *i)
+{
+	memset(i, 0, sizeof(*i));
+	i->state = (enum tide_net_tcp_state)c->state;
+	i->lip = c->lip;
+	i->rip = c->rip;
+	i->lport = c->lport;
+	i->rport = c->rport;
+	i->mss = c->mss;
+	i->cwnd = c->cwnd;
+	i->ssthresh = c->ssthresh;
+	i->snd_wnd = c->snd_wnd;
+	i->rcv_wnd = tcp_rcv_wnd(c);
+	i->srtt_ns = c->srtt;
+	i->rto_ns = c->rto;
+	i->snd_queued = c->sbuf.len;
+	i->rcv_queued = c->rbuf.len;
+	i->ts_ok = c->ts_ok;
+	i->ws_ok = c->ws_ok;
+	i->sack_ok = c->sack_ok;
+}
+
+const char *
+tide_net_tcp_state_name(enum tide_net_tcp_state state)
+{
+	static const char *const names[] = {
+		[TCP_ESTABLISHED] = "ESTABLISHED",
+		[TCP_SYN_SENT] = "SYN_SENT",
+		[TCP_SYN_RECV] = "SYN_RECV",
+		[TCP_FIN_WAIT1] = "FIN_WAIT1",
+		[TCP_FIN_WAIT2] = "FIN_WAIT2",
+		[TCP_TIME_WAIT] = "TIME_WAIT",
+		[TCP_CLOSE] = "CLOSE",
+		[TCP_CLOSE_WAIT] = "CLOSE_WAIT",
+		[TCP_LAST_ACK] = "LAST_ACK",
+		[TCP_LISTEN] = "LISTEN",
+		[TCP_CLOSING] = "CLOSING",
+	};
+
+	if ((unsigned)state >= sizeof(names) / sizeof(names[0]) || names[state] == NULL) {
+		return "?";
+	}
+	return names[state];
+}

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * engine/net over an ethdev queue, with a fault injector in between.
+ *
+ * The injector models a lossy wire, so a "dropped" TX frame still counts as
+ * taken by the device (the stack must recover through retransmission, as it
+ * would on a real network), and every decision comes from one seeded PRNG so
+ * a failing run can be replayed.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+
+#include "tide_eth_net.h"
+#include "tide_log.h"
+
+#define RX_BURST   32
+#define DELAYQ_CAP 4096 /* frames; beyond it the delay queue drops (counted) */
+
+enum { DIR_RX = 0, DIR_TX = 1 };
+
+struct delayed {
+	uint64_t due;
+	struct rte_mbuf *m;
+	int dir;
+};
+
+struct tide_eth_delayq {
+	struct delayed ring[DELAYQ_CAP];
+	uint32_t head, len;
+};
+
+static uint64_t
+rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static bool
+chance(struct tide_eth_netdev *nd, double p)
+{
+	if (p <= 0.0)
+		return false;
+	return (double)(rng_next(&nd->rng) >> 11) * 0x1.0p-53 < p;
+}
+
+static bool
+fault_on(const struct tide_eth_netdev *nd, int dir)
+{
+	const struct tide_eth_fault_opts *f = &nd->fault;
+
+	if (!(dir == DIR_RX ? f->rx : f->tx))
+		return false;
+	return f->drop > 0 || f->dup > 0 || f->reorder > 0 || f->corrupt > 0 || f->delay_us > 0;
+}
+
+int
+tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port, uint16_t queue,
+		     const struct tide_eth_fault_opts *fault)
+{
+	memset(nd, 0, sizeof(*nd));
+	nd->port = port;
+	nd->queue = queue;
+	if (fault == NULL)
+		return 0;
+	if (fault->drop < 0 || fault->drop > 1 || fault->dup < 0 || fault->dup > 1 ||
+	    fault->reorder < 0 || fault->reorder > 1 || fault->corrupt < 0 || fault->corrupt > 1)
+		return -EINVAL;
+	nd->fault = *fault;
+	nd->rng = fault->seed;
+	if (fault->delay_us > 0) {
+		nd->dq = calloc(1, sizeof(*nd->dq));
+		if (nd->dq == NULL)
+			return -ENOMEM;
+	}
+	if (fault_on(nd, DIR_RX) || fault_on(nd, DIR_TX))
+		TIDE_LOG(NOTICE,
+			 "fault injection on port %u queue %u: drop %.4f dup %.4f reorder %.4f "
+			 "corrupt %.4f delay %u us seed %llu (%s%s)",
+			 tide_eth_port_id(port), queue, fault->drop, fault->dup, fault->reorder,
+			 fault->corrupt, fault->delay_us, (unsigned long long)fault->seed,
+			 fault->rx ? "rx" : "", fault->tx ? " tx" : "");
+	return 0;
+}
+
+void
+tide_eth_netdev_fini(struct tide_eth_netdev *nd)
+{
+	for (int d = 0; d < 2; d++) {
+		rte_pktmbuf_free(nd->held[d]);
+		nd->held[d] = NULL;
+	}
+	if (nd->dq != NULL) {
+		while (nd->dq->len > 0) {
+			rte_pktmbuf_free(nd->dq->ring[nd->dq->head].m);
+			nd->dq->head = (nd->dq->head + 1) % DELAYQ_CAP;
+			nd->dq->len--;
+		}
+		free(nd->dq);
+		nd->dq = NULL;
+	}
+}
+
+/*
+ * Run frames through the injector. in[0..n) is consumed; out receives what
+ * goes on now (at most 2n + 1 entries: duplicates and a released held frame).
+ */
+static uint16_t
+fault_apply(struct tide_eth_netdev *nd, int dir, struct rte_mbuf **in, uint16_t n,
+	    struct rte_mbuf **out)
+{
+	const struct tide_eth_fault_opts *f = &nd->fault;
+	uint16_t k = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		struct rte_mbuf *m = in[i];
+
+		if (chance(nd, f->drop)) {
+			rte_pktmbuf_free(m);
+			nd->fault_stats.dropped++;
+			continue;
+		}
+		if (chance(nd, f->corrupt) && rte_pktmbuf_data_len(m) > RTE_ETHER_HDR_LEN) {
+			uint16_t span = rte_pktmbuf_data_len(m) - RTE_ETHER_HDR_LEN;
+			uint64_t r = rng_next(&nd->rng);
+			uint8_t *p = rte_pktmbuf_mtod_offset(m, uint8_t *,
+							     RTE_ETHER_HDR_LEN + (r % span));
+
+			*p ^= (uint8_t)(1u << ((r >> 32) & 7));
+			nd->fault_stats.corrupted++;
+		}
+		if (f->delay_us > 0 && nd->dq != NULL) {
+			struct tide_eth_delayq *q = nd->dq;
+
+			if (q->len == DELAYQ_CAP) {
+				rte_pktmbuf_free(m);
+				nd->fault_stats.dropped++;
+				continue;
+			}
+			q->ring[(q->head + q->len) % DELAYQ_CAP] = (struct delayed){
+				.due = nd->now + (uint64_t)f->delay_us * 1000, .m = m, .dir = dir};
+			q->len++;
+			nd->fault_stats.delayed++;
+			continue;
+		}
+		if (chance(nd, f->dup)) {
+			struct rte_mbuf *c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
+
+			if (c != NULL) {
+				out[k++] = c;
+				nd->fault_stats.duplicated++;
+			}
+		}
+		if (nd->held[dir] == NULL && chance(nd, f->reorder)) {
+			nd->held[dir] = m; /* goes out behind the next frame */
+			nd->fault_stats.reordered++;
+			continue;
+		}
+		out[k++] = m;
+		if (nd->held[dir] != NULL) {
+			out[k++] = nd->held[dir];
+			nd->held[dir] = NULL;
+		}
+	}
+	return k;
+}
+
+static uint16_t
+glue_tx_alloc(void *dev, struct tide_net_buf *bufs, uint16_t n, uint16_t size)
+{
+	struct tide_eth_netdev *nd = dev;
+	struct rte_mbuf *m[RX_BURST];
+	uint16_t got = 0;
+
+	while (got < n) {
+		uint16_t want = n - got < RX_BURST ? n - got : RX_BURST;
+
+		if (rte_pktmbuf_alloc_bulk(tide_eth_port_pool(nd->port), m, want) != 0)
+			break;
+		for (uint16_t i = 0; i < want; i++) {
+			if (rte_pktmbuf_tailroom(m[i]) < size) {
+				/* The pool's data room is smaller than the frame:
+				 * a configuration error, not a transient one. */
+				rte_pktmbuf_free_bulk(m + i, want - i);
+				TIDE_LOG_RATELIMIT(ERR, 10,
+						   "port %u: %u-byte frame exceeds mbuf room %u",
+						   tide_eth_port_id(nd->port), size,
+						   rte_pktmbuf_tailroom(m[i]));
+				return got;
+			}
+			bufs[got].handle = m[i];
+			bufs[got].data = rte_pktmbuf_mtod(m[i], uint8_t *);
+			bufs[got].cap = rte_pktmbuf_tailroom(m[i]);
+			bufs[got].len = 0;
+			got++;
+		}
+	}
+	return got;
+}
+
+static uint16_t
+device_tx(struct tide_eth_netdev *nd, struct rte_mbuf **m, uint16_t n)
+{
+	uint16_t sent = 0;
+
+	/* A short burst from the device is retried once right away; what it
+	 * still refuses is the caller's to free. */
+	for (int tries = 0; tries < 2 && sent < n; tries++)
+		sent += tide_eth_tx(nd->port, nd->queue, m + sent, n - sent);
+	return sent;
+}
+
+static uint16_t
+glue_tx_burst(void *dev, struct tide_net_buf *bufs, uint16_t n)
+{
+	struct tide_eth_netdev *nd = dev;
+	struct rte_mbuf *m[RX_BURST], *out[2 * RX_BURST + 1];
+	uint16_t done = 0;
+
+	while (done < n) {
+		uint16_t k = n - done < RX_BURST ? n - done : RX_BURST, sent, nout;
+
+		for (uint16_t i = 0; i < k; i++) {
+			struct rte_mbuf *mb = bufs[done + i].handle;
+
+			mb->data_len = bufs[done + i].len;
+			mb->pkt_len = bufs[done + i].len;
+			m[i] = mb;
+		}
+		if (!fault_on(nd, DIR_TX)) {
+			sent = device_tx(nd, m, k);
+			done += sent;
+			if (sent < k)
+				return done; /* the stack frees the rest */
+			continue;
+		}
+		/* With faults the injector owns the frames: report all as taken
+		 * and free what the device refuses (wire loss). */
+		nout = fault_apply(nd, DIR_TX, m, k, out);
+		sent = device_tx(nd, out, nout);
+		if (sent < nout)
+			rte_pktmbuf_free_bulk(out + sent, nout - sent);
+		done += k;
+	}
+	return done;
+}
+
+static void
+glue_free_bufs(void *dev, void *const *handles, uint16_t n)
+{
+	(void)dev;
+	rte_pktmbuf_free_bulk((struct rte_mbuf **)(uintptr_t)handles, n);
+}
+
+const struct tide_net_dev_ops tide_eth_net_dev_ops = {
+	.tx_alloc = glue_tx_alloc,
+	.tx_burst = glue_tx_burst,
+	.free_bufs = glue_free_bufs,
+};
+
+static void
+to_stack(struct tide_net_stack *stack, struct rte_mbuf **m, uint16_t n, uint64_t now)
+{
+	struct tide_net_rx_pkt pkts[2 * RX_BURST + 1];
+	uint16_t k = 0;
+
+	for (uint16_t i = 0; i < n; i++) {
+		uint64_t f = m[i]->ol_flags;
+
+		if (m[i]->nb_segs > 1) {
+			/* The stack reads frames as one buffer; chained
+			 * frames only come from jumbo setups not configured. */
+			rte_pktmbuf_free(m[i]);
+			continue;
+		}
+		pkts[k].data = rte_pktmbuf_mtod(m[i], const uint8_t *);
+		pkts[k].len = rte_pktmbuf_data_len(m[i]);
+		pkts[k].flags = 0;
+		if ((f & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_GOOD)
+			pkts[k].flags |= TIDE_NET_RX_F_IP_CSUM_GOOD;
+		if ((f & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
+			pkts[k].flags |= TIDE_NET_RX_F_L4_CSUM_GOOD;
+		pkts[k].handle = m[i];
+		k++;
+	}
+	if (k > 0)
+		tide_net_rx_burst(stack, pkts, k, now);
+}
+
+/* Release delayed frames whose time came, in order. */
+static unsigned
+delayq_run(struct tide_eth_netdev *nd, struct tide_net_stack *stack, uint64_t now)
+{
+	struct tide_eth_delayq *q = nd->dq;
+	unsigned n = 0;
+
+	while (q->len > 0 && q->ring[q->head].due <= now) {
+		struct delayed d = q->ring[q->head];
+
+		q->head = (q->head + 1) % DELAYQ_CAP;
+		q->len--;
+		if (d.dir == DIR_RX) {
+			to_stack(stack, &d.m, 1, now);
+		} else if (device_tx(nd, &d.m, 1) != 1) {
+			rte_pktmbuf_free(d.m);
+		}
+		n++;
+	}
+	return n;
+}
+
+unsigned
+tide_eth_netdev_poll(struct tide_eth_netdev *nd, struct tide_net_stack *stack, uint64_t now)
+{
+	struct rte_mbuf *m[RX_BURST], *out[2 * RX_BURST + 1];
+	uint16_t n;
+	unsigned work = 0;
+
+	nd->now = now;
+	if (nd->dq != NULL)
+		work += delayq_run(nd, stack, now);
+	n = tide_eth_rx(nd->port, nd->queue, m, RX_BURST);
+	if (n == 0)
+		return work;
+	if (fault_on(nd, DIR_RX))
+		to_stack(stack, out, fault_apply(nd, DIR_RX, m, n, out), now);
+	else
+		to_stack(stack, m, n, now);
+	return work + n;
+}

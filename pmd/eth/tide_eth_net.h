@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * Glue between an ethdev queue and a user-space stack (engine/net): the
+ * stack's device callbacks implemented with mbufs, the RX poll that feeds it,
+ * and a seeded software fault injector between the two.
+ *
+ * One `struct tide_eth_netdev` binds one stack to one (port, queue). It is
+ * owned by the worker that owns the stack and the queue; nothing here locks.
+ */
+#ifndef TIDE_ETH_NET_H
+#define TIDE_ETH_NET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tide_eth.h"
+#include "tide_net.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Fault injection, per direction; all zero = off. */
+struct tide_eth_fault_opts {
+	double drop;       /**< probability a frame is lost */
+	double dup;        /**< probability a frame is delivered twice */
+	double reorder;    /**< probability a frame is held back behind the next one */
+	double corrupt;    /**< probability one bit of the frame (past the Ethernet header) flips */
+	uint32_t delay_us; /**< every frame is held this long before delivery */
+	uint64_t seed;     /**< PRNG seed; same seed, same decisions */
+	bool rx;           /**< apply to received frames */
+	bool tx;           /**< apply to transmitted frames */
+};
+
+/** What the injector did. */
+struct tide_eth_fault_stats {
+	uint64_t dropped, duplicated, reordered, corrupted, delayed;
+};
+
+/** A stack bound to one queue of one port. Zero-initialise, then tide_eth_netdev_init(). */
+struct tide_eth_netdev {
+	struct tide_eth_port *port;
+	uint16_t queue;
+	struct tide_eth_fault_opts fault;
+	struct tide_eth_fault_stats fault_stats;
+	/* Private to the glue. */
+	uint64_t rng;
+	struct rte_mbuf *held[2];   /* reorder slot per direction (0 rx, 1 tx) */
+	struct tide_eth_delayq *dq; /* delayed frames, when delay_us > 0 */
+	uint64_t now;               /* time of the last poll, for TX delays */
+};
+
+/** The engine/net device callbacks over mbufs; dev is a struct tide_eth_netdev *. */
+extern const struct tide_net_dev_ops tide_eth_net_dev_ops;
+
+/**
+ * Bind `nd` to (port, queue) with optional fault injection (NULL = none).
+ * \return 0; -EINVAL probabilities outside [0,1]; -ENOMEM delay queue.
+ * Thread: the owning worker, before the stack is created.
+ */
+int tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port, uint16_t queue,
+			 const struct tide_eth_fault_opts *fault);
+
+/** Release what the netdev holds (held and delayed frames). Thread: owner. */
+void tide_eth_netdev_fini(struct tide_eth_netdev *nd);
+
+/**
+ * Receive one burst from the queue and hand it to the stack; also releases
+ * delayed frames whose time came. \return frames handled (0 = idle).
+ * Thread: owner (the worker polling this queue).
+ */
+unsigned tide_eth_netdev_poll(struct tide_eth_netdev *nd, struct tide_net_stack *stack,
+			      uint64_t now);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_ETH_NET_H */

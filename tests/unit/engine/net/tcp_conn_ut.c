@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <string.h>
+
+#include "net_ut_common.h"
+#include "tide_ut.h"
+
+#define IN(e, ...) ut_tcp_in((e), &(struct ut_seg){__VA_ARGS__})
+#define P          1000u
+
+static void
+test_listen_errors_and_backlog(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l, *l2;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	CU_ASSERT_EQUAL(tide_net_listen(e.s, 0, 1, ut_app_accept, &a, &l), -EINVAL);
+	CU_ASSERT_EQUAL(tide_net_listen(e.s, 80, 0, ut_app_accept, &a, &l), -EINVAL);
+	CU_ASSERT_EQUAL(tide_net_listen(e.s, 80, 1, NULL, &a, &l), -EINVAL);
+	CU_ASSERT_EQUAL(tide_net_listen(e.s, 80, 2, ut_app_accept, &a, &l), 0);
+	CU_ASSERT_EQUAL(tide_net_listen(e.s, 80, 2, ut_app_accept, &a, &l2), -EADDRINUSE);
+	/* Two half-open connections fill the backlog; the third SYN is dropped. */
+	for (uint16_t p = 0; p < 3; p++) {
+		IN(&e, .seq = P, .flags = TCPHDR_SYN, .sport = (uint16_t)(6000 + p));
+	}
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 2);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_listen_overflow, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 2);
+	/* A RST from one peer frees its slot. */
+	IN(&e, .seq = P + 1, .flags = TCPHDR_RST, .sport = 6000);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 1);
+	IN(&e, .seq = P, .flags = TCPHDR_SYN, .sport = 6002);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 2);
+	ut_dev_drain(&e.dev);
+	/* Closing the listener resets the handshakes in progress. */
+	tide_net_listener_close(l, e.now);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 2);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	CU_ASSERT_EQUAL(a.accepted, NULL);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_accept_refused(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	a.accept_rc = -ECONNREFUSED;
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 4, ut_app_accept, &a, &l) == 0);
+	IN(&e, .seq = P, .flags = TCPHDR_SYN);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	IN(&e, .seq = P + 1, .ack = o.seq + 1, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT(o.flags & TCPHDR_RST);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_accept_refused, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static int
+pick_fixed(void *arg, uint32_t rip, uint16_t rport, unsigned attempt, uint16_t *lport)
+{
+	unsigned *calls = arg;
+
+	(void)rip;
+	(void)rport;
+	(*calls)++;
+	*lport = (uint16_t)(40000 + (attempt > 2 ? 2 : attempt));
+	return 0;
+}
+
+static unsigned pick_calls;
+
+static void
+pick_tweak(struct tide_net_opts *o)
+{
+	o->port_pick = pick_fixed;
+	o->port_arg = &pick_calls;
+}
+
+static void
+test_port_pick(void)
+{
+	struct ut_env e;
+	struct tide_net_conn *c[4];
+	struct tide_net_conn_info ci;
+
+	pick_calls = 0;
+	ut_env_init(&e, pick_tweak);
+	for (int i = 0; i < 3; i++) {
+		CU_ASSERT_EQUAL(tide_net_connect(e.s, UT_PEER_IP, 5000, NULL, NULL, e.now, &c[i]),
+				0);
+		tide_net_conn_info(c[i], &ci);
+		CU_ASSERT_EQUAL(ci.lport, 40000 + i);
+	}
+	/* Every candidate taken: the stack gives up after 64 attempts. */
+	CU_ASSERT_EQUAL(tide_net_connect(e.s, UT_PEER_IP, 5000, NULL, NULL, e.now, &c[3]),
+			-EADDRNOTAVAIL);
+	/* Same local port to another remote port is a different 4-tuple. */
+	CU_ASSERT_EQUAL(tide_net_connect(e.s, UT_PEER_IP, 5001, NULL, NULL, e.now, &c[3]), 0);
+	tide_net_conn_info(c[3], &ci);
+	CU_ASSERT_EQUAL(ci.lport, 40000);
+	CU_ASSERT_EQUAL(tide_net_connect(e.s, 0, 5001, NULL, NULL, e.now, &c[3]), -EINVAL);
+	for (int i = 0; i < 4; i++) {
+		tide_net_abort(c[i], e.now);
+	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	ut_env_fini(&e);
+}
+
+static void
+small_sndbuf(struct tide_net_opts *o)
+{
+	o->tcp_sndbuf = 4096;
+}
+
+static void
+test_send_bounds_and_writable(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t d[10000];
+	uint32_t I;
+
+	memset(d, 'x', sizeof(d));
+	ut_env_init(&e, small_sndbuf);
+	ut_app_init(&a);
+	struct tide_net_conn *c = ut_passive_open(&e, &a, P, &I, &l);
+	CU_ASSERT_EQUAL(tide_net_send_space(c), 4096);
+	CU_ASSERT_EQUAL(tide_net_send(c, d, sizeof(d), e.now), 4096);
+	CU_ASSERT_EQUAL(tide_net_send(c, d, 1, e.now), 0);
+	CU_ASSERT_FALSE(ut_app_has(&a, TIDE_NET_EV_WRITABLE, NULL));
+	ut_dev_drain(&e.dev);
+	IN(&e, .seq = P + 1, .ack = I + 1 + 1460, .flags = TCPHDR_ACK);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_WRITABLE, NULL));
+	CU_ASSERT_EQUAL(tide_net_send_space(c), 1460);
+	/* Pull-style receive when on_recv is absent. */
+	tide_net_conn_set_cbs(c, NULL, NULL);
+	IN(&e, .seq = P + 1, .ack = I + 1 + 1460, .flags = TCPHDR_ACK, .data = "pull", .len = 4);
+	uint8_t buf[8];
+	CU_ASSERT_EQUAL(tide_net_recv(c, buf, 2, e.now), 2);
+	CU_ASSERT_EQUAL(tide_net_recv(c, buf + 2, 8, e.now), 2);
+	CU_ASSERT_EQUAL(memcmp(buf, "pull", 4), 0);
+	CU_ASSERT_EQUAL(tide_net_recv(c, buf, 8, e.now), 0);
+	/* Abort sends RST at our highest sequence and releases the handle. */
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT(o.flags & TCPHDR_RST);
+	CU_ASSERT_EQUAL(o.ack, P + 5);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	(void)o;
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_send_before_connected_and_after_close(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_conn *c;
+	struct ut_tcp_out o;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_connect(e.s, UT_PEER_IP, 5000, &ut_app_cbs, &a, e.now, &c) == 0);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	/* Bytes queued during SYN_SENT leave right after the handshake. */
+	CU_ASSERT_EQUAL(tide_net_send(c, "early", 5, e.now), 5);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	IN(&e, .seq = P, .ack = o.seq + 1, .flags = TCPHDR_SYN | TCPHDR_ACK, .sport = 5000,
+	   .dport = o.sport);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.len, 5);
+	CU_ASSERT_EQUAL(memcmp(o.payload, "early", 5), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	tide_net_close(c, e.now);
+	CU_ASSERT_STRING_EQUAL(tide_net_tcp_state_name(c->state), "FIN_WAIT1");
+	CU_ASSERT_STRING_EQUAL(tide_net_tcp_state_name((enum tide_net_tcp_state)99), "?");
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("tcp_conn", NULL, NULL);
+	CU_add_test(s, "listen_errors_and_backlog", test_listen_errors_and_backlog);
+	CU_add_test(s, "accept_refused", test_accept_refused);
+	CU_add_test(s, "port_pick", test_port_pick);
+	CU_add_test(s, "send_bounds_and_writable", test_send_bounds_and_writable);
+	CU_add_test(s, "send_before_connected_and_after_close",
+		    test_send_before_connected_and_after_close);
+}
+
+TIDE_UT_MAIN(register_tests)

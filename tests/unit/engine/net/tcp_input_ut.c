@@ -1,0 +1,742 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <string.h>
+
+#include "net_ut_common.h"
+#include "tide_ut.h"
+
+#define IN(e, ...) ut_tcp_in((e), &(struct ut_seg){__VA_ARGS__})
+#define P          1000u /* peer ISN unless a test says otherwise */
+
+static struct tide_net_conn *
+peer_conn(struct ut_env *e)
+{
+	return tcp_lookup(e->s, UT_IP, 80, UT_PEER_IP, 5000);
+}
+
+static int
+state_of(struct ut_env *e)
+{
+	struct tide_net_conn *c = peer_conn(e);
+	return c ? c->state : TCP_CLOSE;
+}
+
+static void
+no_delack(struct tide_net_opts *o)
+{
+	o->tcp_delack_us = 0;
+}
+
+static void
+test_passive_open_and_delack(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct tide_net_conn_info ci;
+	struct ut_tcp_out o;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	struct tide_net_conn *c = ut_passive_open(&e, &a, P, &I, &l);
+	tide_net_conn_info(c, &ci);
+	CU_ASSERT_EQUAL(ci.state, TIDE_NET_TCP_ESTABLISHED);
+	CU_ASSERT_EQUAL(ci.mss, 1460);
+	CU_ASSERT_EQUAL(ci.lport, 80);
+	CU_ASSERT_EQUAL(ci.rport, 5000);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK | TCPHDR_PSH, .data = "hello",
+	   .len = 5);
+	CU_ASSERT_EQUAL(a.rxn, 5);
+	CU_ASSERT_EQUAL(memcmp(a.rx, "hello", 5), 0);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0); /* one segment: ACK delayed */
+	ut_advance(&e, 499 * NS_PER_US);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	ut_advance(&e, 1 * NS_PER_US);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.ack, P + 6);
+	CU_ASSERT_EQUAL(o.seq, I + 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_delayed_acks, 1);
+	/* Two segments: the second is acknowledged at once. */
+	IN(&e, .seq = P + 6, .ack = I + 1, .flags = TCPHDR_ACK, .data = "ab", .len = 2);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	IN(&e, .seq = P + 8, .ack = I + 1, .flags = TCPHDR_ACK, .data = "cd", .len = 2);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 10);
+	/* Data from us carries the ACK. */
+	CU_ASSERT_EQUAL(tide_net_send(c, "xyz", 3, e.now), 3);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK | TCPHDR_PSH);
+	CU_ASSERT_EQUAL(o.seq, I + 1);
+	CU_ASSERT_EQUAL(o.len, 3);
+	CU_ASSERT_EQUAL(memcmp(o.payload, "xyz", 3), 0);
+	CU_ASSERT(o.df);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_active_open(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_conn_info ci;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	struct tide_net_conn *c = ut_active_open(&e, &a, P, &I);
+	tide_net_conn_info(c, &ci);
+	CU_ASSERT_EQUAL(ci.state, TIDE_NET_TCP_ESTABLISHED);
+	CU_ASSERT(ci.lport >= 49152);
+	CU_ASSERT_EQUAL(ci.rip, UT_PEER_IP);
+	CU_ASSERT(ci.srtt_ns > 0 || ci.rto_ns > 0);
+	CU_ASSERT_FALSE(ci.ts_ok); /* the scripted peer offered only MSS */
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_active_opens, 1);
+	tide_net_close(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_simultaneous_open(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_conn *c;
+	struct ut_tcp_out o;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_connect(e.s, UT_PEER_IP, 5000, &ut_app_cbs, &a, e.now, &c) == 0);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	uint32_t I = o.seq;
+	uint16_t L = o.sport;
+	/* The peer's own SYN crosses ours. */
+	IN(&e, .seq = P, .flags = TCPHDR_SYN, .sport = 5000, .dport = L);
+	CU_ASSERT_EQUAL(c->state, TCP_SYN_RECV);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_SYN | TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.seq, I);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	/* Then its SYN-ACK (answer to our SYN) arrives. */
+	IN(&e, .seq = P, .ack = I + 1, .flags = TCPHDR_SYN | TCPHDR_ACK, .sport = 5000, .dport = L);
+	CU_ASSERT_EQUAL(c->state, TCP_ESTABLISHED);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_CONNECTED, NULL));
+	CU_ASSERT_EQUAL(c->snd_una, I + 1);
+	CU_ASSERT_EQUAL(c->rcv_nxt, P + 1);
+	/* Data flows. */
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = "q", .len = 1,
+	   .sport = 5000, .dport = L);
+	CU_ASSERT_EQUAL(a.rxn, 1);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static struct tide_net_conn *
+open_passive(struct ut_env *e, struct ut_app *a, uint32_t *I, struct tide_net_listener **l)
+{
+	ut_app_init(a);
+	a->now = &e->now;
+	return ut_passive_open(e, a, P, I, l);
+}
+
+static void
+test_active_close_path(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	tide_net_close(c, e.now);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_FIN_WAIT1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_FIN | TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.seq, I + 1);
+	IN(&e, .seq = P + 1, .ack = I + 2, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_FIN_WAIT2);
+	/* Half-closed: the peer may still send; bytes after close are discarded but ACKed. */
+	IN(&e, .seq = P + 1, .ack = I + 2, .flags = TCPHDR_ACK, .data = "late", .len = 4);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_orphan_bytes, 4);
+	CU_ASSERT_EQUAL(a.rxn, 0);
+	IN(&e, .seq = P + 5, .ack = I + 2, .flags = TCPHDR_FIN | TCPHDR_ACK);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_TIME_WAIT);
+	ut_dev_drain(&e.dev);
+	/* A retransmitted FIN in TIME_WAIT is ACKed again. */
+	IN(&e, .seq = P + 5, .ack = I + 2, .flags = TCPHDR_FIN | TCPHDR_ACK);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.ack, P + 6);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 1);
+	ut_advance(&e, 60000 * NS_PER_MS);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_CLOSE);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	CU_ASSERT_EQUAL(a.nev, 0); /* closed handles get no events */
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_fin_ack_together(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	tide_net_close(c, e.now);
+	ut_dev_drain(&e.dev);
+	IN(&e, .seq = P + 1, .ack = I + 2, .flags = TCPHDR_FIN | TCPHDR_ACK);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_TIME_WAIT);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_simultaneous_close(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	tide_net_close(c, e.now);
+	ut_dev_drain(&e.dev);
+	/* The peer's FIN crosses ours: it does not acknowledge our FIN. */
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_FIN | TCPHDR_ACK);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_CLOSING);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 2);
+	IN(&e, .seq = P + 2, .ack = I + 2, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_TIME_WAIT);
+	ut_advance(&e, 60000 * NS_PER_MS);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_passive_close_path(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_FIN | TCPHDR_ACK, .data = "bye",
+	   .len = 3);
+	CU_ASSERT_EQUAL(c->state, TCP_CLOSE_WAIT);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_PEER_CLOSED, NULL));
+	CU_ASSERT_EQUAL(a.rxn, 3);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 5);
+	/* Still allowed to send in CLOSE_WAIT. */
+	CU_ASSERT_EQUAL(tide_net_send(c, "ok", 2, e.now), 2);
+	ut_dev_drain(&e.dev);
+	tide_net_close(c, e.now);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_LAST_ACK);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT(o.flags & TCPHDR_FIN);
+	CU_ASSERT_EQUAL(o.seq, I + 3);
+	IN(&e, .seq = P + 5, .ack = I + 4, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL(state_of(&e), TCP_CLOSE);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_ooo_overlap(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t d[40];
+	uint32_t I;
+
+	for (unsigned i = 0; i < 40; i++) {
+		d[i] = (uint8_t)('A' + i);
+	}
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	/* [10,20) and [30,40) out of order: each answered with a duplicate ACK at once. */
+	IN(&e, .seq = P + 1 + 10, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 10, .len = 10);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	IN(&e, .seq = P + 1 + 30, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 30, .len = 10);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	/* [15,35) overlaps both queued segments: only [20,30) is new. */
+	IN(&e, .seq = P + 1 + 15, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 15, .len = 20);
+	/* [12,38) is entirely queued already. */
+	IN(&e, .seq = P + 1 + 12, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 12, .len = 26);
+	CU_ASSERT_EQUAL(c->ooo_n, 3);
+	CU_ASSERT_EQUAL(a.rxn, 0);
+	ut_dev_drain(&e.dev);
+	/* [0,12) fills the hole and overlaps the first queued segment. */
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 12);
+	CU_ASSERT_EQUAL(a.rxn, 40);
+	CU_ASSERT_EQUAL(memcmp(a.rx, d, 40), 0);
+	CU_ASSERT_EQUAL(c->ooo_n, 0);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 41); /* hole filled: immediate ACK */
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_ooo_segs, 3);
+	CU_ASSERT(tide_net_stats(e.s)->tcp_rx_dup_bytes >= 10 + 26 + 2);
+	/* A stale retransmission is dropped and ACKed. */
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 40);
+	CU_ASSERT_EQUAL(a.rxn, 40);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 41);
+	/* Partly new: [30,50) delivers only [40,50). */
+	uint8_t more[20];
+	memcpy(more, d + 30, 10);
+	memset(more + 10, 'z', 10);
+	IN(&e, .seq = P + 31, .ack = I + 1, .flags = TCPHDR_ACK, .data = more, .len = 20);
+	CU_ASSERT_EQUAL(a.rxn, 50);
+	CU_ASSERT_EQUAL(a.rx[49], 'z');
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_ooo_fin(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	IN(&e, .seq = P + 4, .ack = I + 1, .flags = TCPHDR_ACK | TCPHDR_FIN, .data = "def",
+	   .len = 3);
+	CU_ASSERT_EQUAL(c->state, TCP_ESTABLISHED);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = "abc", .len = 3);
+	CU_ASSERT_EQUAL(c->state, TCP_CLOSE_WAIT);
+	CU_ASSERT_EQUAL(a.rxn, 6);
+	CU_ASSERT_EQUAL(memcmp(a.rx, "abcdef", 6), 0);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_PEER_CLOSED, NULL));
+	CU_ASSERT_EQUAL(c->rcv_nxt, P + 8);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+fixed_isn(struct ut_env *e, uint32_t isn)
+{
+	e->s->isn_fixed_on = true;
+	e->s->isn_fixed = isn;
+}
+
+static void
+test_wraparound(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I, Q = 0xffffffe0u;
+	uint8_t d[200];
+
+	for (unsigned i = 0; i < sizeof(d); i++) {
+		d[i] = (uint8_t)(i * 7);
+	}
+	ut_env_init(&e, no_delack);
+	fixed_isn(&e, 0xffffff80u);
+	ut_app_init(&a);
+	struct tide_net_conn *c = ut_passive_open(&e, &a, Q, &I, &l);
+	CU_ASSERT_EQUAL(I, 0xffffff80u);
+	ut_dev_drain(&e.dev);
+	/* Peer data crossing 2^32, out of order first. */
+	IN(&e, .seq = Q + 1 + 100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 100, .len = 100);
+	IN(&e, .seq = Q + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	CU_ASSERT_EQUAL(a.rxn, 200);
+	CU_ASSERT_EQUAL(memcmp(a.rx, d, 200), 0);
+	CU_ASSERT_EQUAL(c->rcv_nxt, Q + 201);
+	CU_ASSERT(c->rcv_nxt < 0x1000);
+	ut_dev_drain(&e.dev);
+	/* Our data crossing 2^32, acknowledged in two steps. */
+	CU_ASSERT_EQUAL(tide_net_send(c, d, 200, e.now), 200);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, I + 1);
+	CU_ASSERT_EQUAL(o.len, 200);
+	IN(&e, .seq = Q + 201, .ack = I + 1 + 150, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL(c->snd_una, I + 151);
+	CU_ASSERT_EQUAL(c->sbuf.len, 50);
+	IN(&e, .seq = Q + 201, .ack = I + 201, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL(c->sbuf.len, 0);
+	CU_ASSERT_EQUAL(c->t_rto, 0);
+	/* An ACK "before" snd_una across the wrap is old, not new. */
+	IN(&e, .seq = Q + 201, .ack = I + 100, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL(c->snd_una, I + 201);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_rst_rfc5961(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I;
+	int reason = 0;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	/* Out of window: silently dropped. */
+	IN(&e, .seq = P + 1 + 10000000, .flags = TCPHDR_RST);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	CU_ASSERT_EQUAL(c->state, TCP_ESTABLISHED);
+	/* In window but not at rcv_nxt: challenge ACK. */
+	IN(&e, .seq = P + 100, .flags = TCPHDR_RST);
+	CU_ASSERT_EQUAL(c->state, TCP_ESTABLISHED);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	CU_ASSERT_EQUAL(o.seq, I + 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_challenge_acks, 1);
+	/* SYN in window (or anywhere) on a synchronized connection: challenge ACK. */
+	IN(&e, .seq = P + 50, .flags = TCPHDR_SYN);
+	CU_ASSERT_EQUAL(c->state, TCP_ESTABLISHED);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_challenge_acks, 2);
+	/* Exactly rcv_nxt: reset. */
+	IN(&e, .seq = P + 1, .flags = TCPHDR_RST);
+	CU_ASSERT_EQUAL(c->state, TCP_CLOSE);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_CLOSED, &reason));
+	CU_ASSERT_EQUAL(reason, -ECONNRESET);
+	CU_ASSERT_EQUAL(tide_net_send(c, "x", 1, e.now), -EPIPE);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	tide_net_close(c, e.now); /* the application still releases the handle */
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+chack_limit(struct tide_net_opts *o)
+{
+	o->tcp_challenge_ack_limit = 2;
+}
+
+static void
+test_challenge_ack_rate_limit(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	uint32_t I;
+
+	ut_env_init(&e, chack_limit);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	for (int i = 0; i < 5; i++) {
+		IN(&e, .seq = P + 100 + (uint32_t)i, .flags = TCPHDR_RST);
+	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_challenge_acks, 2);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_challenge_limited, 3);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 2);
+	ut_dev_drain(&e.dev);
+	ut_advance(&e, 1000 * NS_PER_MS);
+	IN(&e, .seq = P + 100, .flags = TCPHDR_RST);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_challenge_acks, 3);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_bad_ack_and_out_of_window(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	/* Acknowledges data we never sent: dropped, and the payload with it, ACK returned. */
+	IN(&e, .seq = P + 1, .ack = I + 1000, .flags = TCPHDR_ACK, .data = "zz", .len = 2);
+	CU_ASSERT_EQUAL(a.rxn, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_bad_ack, 1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	/* Data entirely beyond the window: ACK, nothing delivered. */
+	IN(&e, .seq = P + 1 + 300000, .ack = I + 1, .flags = TCPHDR_ACK, .data = "zz", .len = 2);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_out_of_window, 1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 1);
+	/* Segment without ACK on a synchronized connection: dropped. */
+	IN(&e, .seq = P + 1, .flags = TCPHDR_PSH, .data = "zz", .len = 2);
+	CU_ASSERT_EQUAL(a.rxn, 0);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_malformed_segments(void)
+{
+	struct ut_env e;
+	uint8_t f[256];
+	uint16_t n;
+	const struct tide_net_stats *st;
+	const uint8_t badopt[4] = {TCPOPT_MSS, 9, 0, 0}; /* length beyond the header */
+
+	ut_env_init(&e, NULL);
+	st = tide_net_stats(e.s);
+	n = ut_build_tcp(f, &(struct ut_seg){.seq = 1, .flags = TCPHDR_SYN});
+	f[NET_HDRS_LEN + 20 - 3] ^= 0x40; /* corrupt the checksum */
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(st->tcp_rx_bad_csum, 1);
+	/* Truncated: a 12-byte TCP header (valid IP length). */
+	n = ut_build_ipv4(f, UT_PEER_IP, UT_IP, IPPROTO_TCP_, 12);
+	ut_rx(&e, f, n);
+	/* Data offset 4 words, and 15 words in a 20-byte segment. */
+	n = ut_build_tcp(f, &(struct ut_seg){.seq = 1, .flags = TCPHDR_SYN});
+	f[NET_HDRS_LEN + 12] = 0x40;
+	ut_rx(&e, f, n);
+	f[NET_HDRS_LEN + 12] = 0xf0;
+	ut_rx(&e, f, n);
+	n = ut_build_tcp(
+		f, &(struct ut_seg){.seq = 1, .flags = TCPHDR_SYN, .opts = badopt, .optlen = 4});
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(st->tcp_rx_bad_hdr, 4);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	ut_env_fini(&e);
+}
+
+static void
+test_closed_port_and_listen_ack(void)
+{
+	struct ut_env e;
+	struct ut_tcp_out o;
+	struct tide_net_listener *l;
+	struct ut_app a;
+
+	ut_env_init(&e, NULL);
+	IN(&e, .seq = 77, .flags = TCPHDR_SYN, .dport = 81);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_RST | TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.seq, 0);
+	CU_ASSERT_EQUAL(o.ack, 78);
+	CU_ASSERT_EQUAL(o.sport, 81);
+	CU_ASSERT_EQUAL(o.dport, 5000);
+	IN(&e, .seq = 77, .ack = 555, .flags = TCPHDR_ACK, .data = "abc", .len = 3, .dport = 81);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_RST);
+	CU_ASSERT_EQUAL(o.seq, 555);
+	IN(&e, .seq = 77, .flags = TCPHDR_RST, .dport = 81);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_no_conn, 3);
+	/* A stray ACK to a listener is answered with RST; a stray RST is ignored. */
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 4, ut_app_accept, &a, &l) == 0);
+	IN(&e, .seq = 5, .ack = 999, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_RST);
+	CU_ASSERT_EQUAL(o.seq, 999);
+	IN(&e, .seq = 5, .flags = TCPHDR_RST);
+	IN(&e, .seq = 5, .flags = TCPHDR_SYN | TCPHDR_FIN);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 0);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_syn_sent_rst_and_bad_ack(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_conn *c;
+	struct ut_tcp_out o;
+	int reason = 0;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_connect(e.s, UT_PEER_IP, 5000, &ut_app_cbs, &a, e.now, &c) == 0);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	uint32_t I = o.seq;
+	uint16_t L = o.sport;
+	/* Unacceptable ACK: RST with its sequence, connection stays. */
+	IN(&e, .seq = 9, .ack = I + 50, .flags = TCPHDR_SYN | TCPHDR_ACK, .sport = 5000,
+	   .dport = L);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_RST);
+	CU_ASSERT_EQUAL(o.seq, I + 50);
+	CU_ASSERT_EQUAL(c->state, TCP_SYN_SENT);
+	/* RST without an acceptable ACK: ignored. */
+	IN(&e, .seq = 9, .flags = TCPHDR_RST, .sport = 5000, .dport = L);
+	CU_ASSERT_EQUAL(c->state, TCP_SYN_SENT);
+	/* RST acknowledging our SYN: refused. */
+	IN(&e, .seq = 0, .ack = I + 1, .flags = TCPHDR_RST | TCPHDR_ACK, .sport = 5000, .dport = L);
+	CU_ASSERT_EQUAL(c->state, TCP_CLOSE);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_CLOSED, &reason));
+	CU_ASSERT_EQUAL(reason, -ECONNREFUSED);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conn_refused, 1);
+	tide_net_close(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_paws(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t syn[16] = {TCPOPT_MSS, 4, 0x05, 0xb4};
+	uint8_t ts[12];
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 4, ut_app_accept, &a, &l) == 0);
+	ut_ts_opt(syn + 4, 100, 0);
+	IN(&e, .seq = P, .flags = TCPHDR_SYN, .opts = syn, .optlen = 16);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT(o.opts.has_ts);
+	CU_ASSERT_EQUAL(o.opts.tsecr, 100);
+	uint32_t I = o.seq, our_ts = o.opts.tsval;
+	ut_ts_opt(ts, 101, our_ts);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .opts = ts, .optlen = 12);
+	struct tide_net_conn *c = a.accepted;
+	CU_ASSERT_FATAL(c != NULL);
+	CU_ASSERT(c->ts_ok);
+	CU_ASSERT_EQUAL(c->mss, 1460 - 12);
+	ut_ts_opt(ts, 200, our_ts);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = "a", .len = 1, .opts = ts,
+	   .optlen = 12);
+	CU_ASSERT_EQUAL(a.rxn, 1);
+	CU_ASSERT_EQUAL(c->ts_recent, 200);
+	ut_dev_drain(&e.dev);
+	ut_ts_opt(ts, 150, our_ts); /* older than ts_recent: an old duplicate */
+	IN(&e, .seq = P + 2, .ack = I + 1, .flags = TCPHDR_ACK, .data = "b", .len = 1, .opts = ts,
+	   .optlen = 12);
+	CU_ASSERT_EQUAL(a.rxn, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_paws, 1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 2);
+	CU_ASSERT_EQUAL(o.opts.tsecr, 200);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+small_rcvbuf(struct tide_net_opts *o)
+{
+	o->tcp_rcvbuf = 4096;
+}
+
+static void
+test_zero_window_receive(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t d[4096];
+	uint32_t I;
+
+	for (unsigned i = 0; i < sizeof(d); i++) {
+		d[i] = (uint8_t)(i * 13);
+	}
+	ut_env_init(&e, small_rcvbuf);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	a.consume_max = 0; /* the application stops reading */
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 1460);
+	IN(&e, .seq = P + 1461, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 1460, .len = 1460);
+	IN(&e, .seq = P + 2921, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 2920, .len = 1176);
+	ut_advance(&e, NS_PER_MS);
+	struct ut_tcp_out last = {0};
+	while (ut_pop_tcp(&e, &o) == 0) {
+		last = o;
+	}
+	CU_ASSERT_EQUAL(last.ack, P + 4097);
+	CU_ASSERT_EQUAL(last.wnd, 0);
+	/* One more byte: not acceptable, answered with a zero-window ACK. */
+	IN(&e, .seq = P + 4097, .ack = I + 1, .flags = TCPHDR_ACK, .data = "!", .len = 1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, P + 4097);
+	CU_ASSERT_EQUAL(o.wnd, 0);
+	/* A zero-window probe (old sequence) gets the same answer. */
+	IN(&e, .seq = P + 4096, .ack = I + 1, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.wnd, 0);
+	/* The application reads again: everything arrives and the window reopens. */
+	a.consume_max = SIZE_MAX;
+	tide_net_recv_resume(c, e.now);
+	CU_ASSERT_EQUAL(a.rxn, 4096);
+	CU_ASSERT_EQUAL(memcmp(a.rx, d, 4096), 0);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.wnd, 4096);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("tcp_input", NULL, NULL);
+	CU_add_test(s, "passive_open_and_delack", test_passive_open_and_delack);
+	CU_add_test(s, "active_open", test_active_open);
+	CU_add_test(s, "simultaneous_open", test_simultaneous_open);
+	CU_add_test(s, "active_close_path", test_active_close_path);
+	CU_add_test(s, "fin_ack_together", test_fin_ack_together);
+	CU_add_test(s, "simultaneous_close", test_simultaneous_close);
+	CU_add_test(s, "passive_close_path", test_passive_close_path);
+	CU_add_test(s, "ooo_overlap", test_ooo_overlap);
+	CU_add_test(s, "ooo_fin", test_ooo_fin);
+	CU_add_test(s, "wraparound", test_wraparound);
+	CU_add_test(s, "rst_rfc5961", test_rst_rfc5961);
+	CU_add_test(s, "challenge_ack_rate_limit", test_challenge_ack_rate_limit);
+	CU_add_test(s, "bad_ack_and_out_of_window", test_bad_ack_and_out_of_window);
+	CU_add_test(s, "malformed_segments", test_malformed_segments);
+	CU_add_test(s, "closed_port_and_listen_ack", test_closed_port_and_listen_ack);
+	CU_add_test(s, "syn_sent_rst_and_bad_ack", test_syn_sent_rst_and_bad_ack);
+	CU_add_test(s, "paws", test_paws);
+	CU_add_test(s, "zero_window_receive", test_zero_window_receive);
+}
+
+TIDE_UT_MAIN(register_tests)
