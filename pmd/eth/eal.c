@@ -282,3 +282,16 @@ tide_eal_fini(void)
 	eal_up = false;
 	return rte_eal_cleanup();
 }
+
+int
+tide_eal_thread_register(void *arg, unsigned worker)
+{
+	(void)arg;
+	if (!eal_up)
+		return -EINVAL;
+	if (rte_thread_register() != 0) {
+		TIDE_LOG(ERR, "worker %u: no free lcore id: %s", worker, rte_strerror(rte_errno));
+		return -rte_errno;
+	}
+	return 0;
+}

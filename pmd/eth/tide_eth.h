@@ -83,6 +83,15 @@ int tide_eal_init(const struct tide_eal_opts *opts, struct tide_eal_info *info);
  */
 int tide_eal_fini(void);
 
+/**
+ * Give the calling non-EAL thread an lcore id (rte_thread_register), so
+ * per-lcore mempool caches serve its allocations. For engine/lcore workers'
+ * thread_init hook (its signature matches).
+ * \return 0; -ENOSPC no free lcore id (raise RTE_MAX_LCORE); -EINVAL EAL not up.
+ * Thread: the thread to register, once.
+ */
+int tide_eal_thread_register(void *arg, unsigned worker);
+
 /** Port configuration; zero-initialise, then set what you need. */
 struct tide_eth_port_opts {
 	uint16_t nb_queues;     /**< RX/TX queue pairs; 0 = 1 */
