@@ -12,7 +12,7 @@ PKGS=(
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec
 	clang-format git
 	python3 python3-numpy python3-msgpack
-	iproute2 procps
+	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth)
 )
 
 missing=()

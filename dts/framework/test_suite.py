@@ -9,6 +9,7 @@ Only the Python standard library is used (Debian python3, no PyPI).
 import os
 import subprocess
 import tempfile
+import time
 import unittest
 
 
@@ -63,10 +64,53 @@ class TestSuite(unittest.TestCase):
     @classmethod
     def run_tool(cls, name, *args, env=None, timeout=120):
         """Run a built tool; returns CompletedProcess with text stdout/stderr."""
+        return subprocess.run([cls.tool(name), *args], capture_output=True, text=True,
+                              env=cls.tool_env(env), timeout=timeout)
+
+    @classmethod
+    def tool_env(cls, env=None):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "MOONCAKE_", "MC_"))}
         full_env.update(env or {})
-        return subprocess.run([cls.tool(name), *args], capture_output=True, text=True,
-                              env=full_env, timeout=timeout)
+        return full_env
+
+    @classmethod
+    def start_tool(cls, name, *args, env=None, ready="ready", timeout=30, prefix=None):
+        """Start a built tool in the background (optionally under `prefix`, e.g.
+        ["ip", "netns", "exec", ns]) and wait until it prints a line containing
+        `ready`. Returns the Popen; its stdout lines read so far are in .lines."""
+        p = subprocess.Popen([*(prefix or []), cls.tool(name), *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=cls.tool_env(env))
+        p.lines = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = p.stdout.readline()
+            if not line:
+                break
+            p.lines.append(line)
+            if ready in line:
+                return p
+        p.kill()
+        rest, _ = p.communicate()
+        raise AssertionError(f"{name} did not become ready: {''.join(p.lines)}{rest}")
+
+    @staticmethod
+    def finish(p, timeout=60, signal_first=None):
+        """Wait for a started tool (after sending `signal_first` if given);
+        returns (exit code, all output)."""
+        if signal_first is not None:
+            p.send_signal(signal_first)
+        try:
+            rest, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rest, _ = p.communicate()
+        return p.returncode, "".join(p.lines) + (rest or "")
+
+    @staticmethod
+    def sh(*cmd, check=True, timeout=60):
+        """Run a host command; returns CompletedProcess (text)."""
+        return subprocess.run(list(cmd), capture_output=True, text=True, check=check,
+                              timeout=timeout)
 
     @classmethod
     def write(cls, name, text):
