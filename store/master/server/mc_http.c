@@ -1,0 +1,779 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Minimal HTTP/1.1 on the control thread: the admin port (/health,
+ * /metrics, /get_all_segments, /query_key) and the transfer-engine metadata
+ * server (/metadata?key=, spec 6.2). One request per connection, answered
+ * with "Connection: close": the clients (curl in the transfer engine,
+ * Prometheus, scripts) all handle that, and it keeps the state machine to
+ * read -> answer -> close.
+ *
+ * Bounds: request head <= MC_HTTP_MAX_HEAD, body <= MC_HTTP_MAX_BODY (413
+ * beyond), at most MC_HTTP_MAX_CONNS connections (extra ones are closed at
+ * accept). Query values are used exactly as sent, still percent-encoded, as
+ * the stock server matches keys.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mc_server_int.h"
+#include "tide_log.h"
+
+#define MC_HTTP_MAX_HEAD  (16u << 10)
+#define MC_HTTP_MAX_BODY  (16u << 20)
+#define MC_HTTP_MAX_CONNS 256u
+
+struct mc_http_conn {
+	struct mc_ctl_tag tag; /* first: the control thread's epoll tag */
+	struct mc_http_conn *prev, *next;
+	int fd;
+	enum mc_ctl_kind port; /* MC_CTL_METRICS_LISTEN or MC_CTL_META_LISTEN */
+	char *rbuf;
+	size_t rlen, rcap;
+	bool continued; /* "100 Continue" sent */
+	bool answered;
+	struct tide_mc_buf out;
+	size_t woff;
+};
+
+struct http_req {
+	char method[8];
+	const char *path; /* NUL-terminated copies inside rbuf */
+	size_t path_len;
+	const char *query;
+	size_t query_len;
+	const char *body;
+	size_t body_len;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* Output                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+static int
+buf_put(struct tide_mc_buf *b, const void *p, size_t n)
+{
+	size_t cap;
+	uint8_t *d;
+
+	if (n == 0) {
+		return 0;
+	}
+	if (b->len + n > b->cap) {
+		cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n) {
+			cap *= 2;
+		}
+		d = realloc(b->data, cap);
+		if (d == NULL) {
+			return -ENOMEM;
+		}
+		b->data = d;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+static int __attribute__((format(printf, 2, 3)))
+buf_printf(struct tide_mc_buf *b, const char *fmt, ...)
+{
+	char tmp[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		return -EINVAL;
+	}
+	if ((size_t)n < sizeof(tmp)) {
+		return buf_put(b, tmp, (size_t)n);
+	}
+	/* Long lines (segment names, keys) are rare: format twice. */
+	{
+		char *big = malloc((size_t)n + 1);
+		int rc;
+
+		if (big == NULL) {
+			return -ENOMEM;
+		}
+		va_start(ap, fmt);
+		vsnprintf(big, (size_t)n + 1, fmt, ap);
+		va_end(ap);
+		rc = buf_put(b, big, (size_t)n);
+		free(big);
+		return rc;
+	}
+}
+
+static const char *
+status_text(int code)
+{
+	switch (code) {
+	case 100:
+		return "Continue";
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 411:
+		return "Length Required";
+	case 413:
+		return "Payload Too Large";
+	case 500:
+		return "Internal Server Error";
+	default:
+		return "Error";
+	}
+}
+
+static void
+respond(struct mc_http_conn *hc, int code, const char *ctype, const void *body, size_t len)
+{
+	hc->out.len = 0;
+	hc->woff = 0;
+	if (buf_printf(&hc->out,
+		       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+		       "Connection: close\r\n\r\n",
+		       code, status_text(code), ctype, len) != 0 ||
+	    buf_put(&hc->out, body, len) != 0) {
+		hc->out.len = 0;
+	}
+	hc->answered = true;
+}
+
+static void
+respond_text(struct mc_http_conn *hc, int code, const char *text)
+{
+	respond(hc, code, "text/plain", text, strlen(text));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Admin endpoints                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+metric(struct tide_mc_buf *b, const char *name, const char *type, const char *help, uint64_t v)
+{
+	buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %" PRIu64 "\n", name, help, name, type, name,
+		   v);
+}
+
+static void
+render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
+{
+	struct tide_mc_table_metrics m;
+	struct tide_mc_server_stats *st;
+	const struct tide_mc_fn_info *fi;
+	uint64_t cum;
+	unsigned op, f, k;
+
+	tide_mc_table_metrics_get(s->table, &m);
+	metric(b, "master_key_count", "gauge", "Objects in the table.", m.keys);
+	metric(b, "master_processing_key_count", "gauge", "Objects still being written.",
+	       m.processing_keys);
+	metric(b, "master_soft_pin_key_count", "gauge", "Soft-pinned objects.", m.soft_pinned_keys);
+	metric(b, "master_hard_pin_key_count", "gauge", "Hard-pinned objects.", m.hard_pinned_keys);
+	metric(b, "master_value_size_bytes", "gauge", "Object bytes times replicas.",
+	       m.value_bytes);
+	metric(b, "master_allocated_bytes", "gauge", "Bytes allocated in segments.",
+	       m.allocated_bytes);
+	metric(b, "master_total_capacity_bytes", "gauge", "Mounted segment bytes.",
+	       m.capacity_bytes);
+	metric(b, "master_segment_count", "gauge", "Mounted segments.", m.segments);
+	metric(b, "master_active_clients", "gauge", "Clients with a live TTL.", m.clients);
+	metric(b, "master_discarded_buffers", "gauge", "Buffers awaiting delayed release.",
+	       m.discarded_buffers);
+	metric(b, "master_eviction_rounds_total", "counter", "Eviction rounds that evicted.",
+	       m.eviction_rounds);
+	metric(b, "master_evicted_keys_total", "counter", "Objects evicted.", m.evicted_keys);
+	metric(b, "master_evicted_bytes_total", "counter", "Object bytes evicted.",
+	       m.evicted_bytes);
+	metric(b, "master_expired_clients_total", "counter", "Clients expired for missing pings.",
+	       m.expired_clients);
+	metric(b, "master_reclaimed_puts_total", "counter", "Abandoned puts reclaimed.",
+	       m.reclaimed_puts);
+	metric(b, "master_uptime_seconds", "gauge", "Seconds since start.",
+	       (tide_mc_server_now_ms() - s->start_ms) / 1000u);
+	for (op = 0; op < TIDE_MC_TABLE_OP_COUNT; op++) {
+		const char *n = tide_mc_table_op_name(op);
+
+		buf_printf(b, "# TYPE master_%s_requests_total counter\n", n);
+		buf_printf(b, "master_%s_requests_total %" PRIu64 "\n", n, m.requests[op]);
+		buf_printf(b, "# TYPE master_%s_failures_total counter\n", n);
+		buf_printf(b, "master_%s_failures_total %" PRIu64 "\n", n, m.failures[op]);
+	}
+
+	st = malloc(sizeof(*st));
+	if (st == NULL) {
+		return;
+	}
+	tide_mc_server_stats_get(s, st);
+	metric(b, "master_rpc_connections_accepted_total", "counter", "RPC connections accepted.",
+	       st->accepted);
+	metric(b, "master_rpc_connections", "gauge", "RPC connections open.", st->open);
+	buf_printf(b, "# TYPE master_rpc_refused_frames_total counter\n");
+	buf_printf(b, "master_rpc_refused_frames_total{reason=\"bad_header\"} %" PRIu64 "\n",
+		   st->closed_proto);
+	buf_printf(b, "master_rpc_refused_frames_total{reason=\"too_large\"} %" PRIu64 "\n",
+		   st->refused_large);
+	buf_printf(b, "master_rpc_refused_frames_total{reason=\"bad_body\"} %" PRIu64 "\n",
+		   st->bad_body);
+	buf_printf(b, "master_rpc_refused_frames_total{reason=\"not_registered\"} %" PRIu64 "\n",
+		   st->unknown_fn);
+	buf_printf(b, "# HELP master_rpc_latency_microseconds Server time per RPC.\n"
+		      "# TYPE master_rpc_latency_microseconds histogram\n");
+	for (f = 0; f < TIDE_MC_FN_CODEC_COUNT; f++) {
+		fi = tide_mc_fn_info(f);
+		if (fi == NULL) {
+			continue;
+		}
+		cum = 0;
+		for (k = 0; k < 12; k++) {
+			cum += st->fn[f].lat_bucket[k];
+			if (k < 11) {
+				buf_printf(b,
+					   "master_rpc_latency_microseconds_bucket{rpc=\"%s\","
+					   "le=\"%u\"} %" PRIu64 "\n",
+					   fi->name, TIDE_MC_SERVER_LAT_BOUNDS_US[k], cum);
+			} else {
+				buf_printf(b,
+					   "master_rpc_latency_microseconds_bucket{rpc=\"%s\","
+					   "le=\"+Inf\"} %" PRIu64 "\n",
+					   fi->name, cum);
+			}
+		}
+		buf_printf(b, "master_rpc_latency_microseconds_sum{rpc=\"%s\"} %" PRIu64 "\n",
+			   fi->name, st->fn[f].lat_sum_us);
+		buf_printf(b, "master_rpc_latency_microseconds_count{rpc=\"%s\"} %" PRIu64 "\n",
+			   fi->name, st->fn[f].calls);
+	}
+	buf_printf(b, "# TYPE master_rpc_failures_total counter\n");
+	for (f = 0; f < TIDE_MC_FN_CODEC_COUNT; f++) {
+		fi = tide_mc_fn_info(f);
+		if (fi != NULL) {
+			buf_printf(b, "master_rpc_failures_total{rpc=\"%s\"} %" PRIu64 "\n",
+				   fi->name, st->fn[f].failures);
+		}
+	}
+	free(st);
+}
+
+static void
+render_segments(struct tide_mc_server *s, struct tide_mc_buf *b)
+{
+	struct tide_mc_table_segment_info *v;
+	size_t n, i;
+
+	if (tide_mc_table_segments_list(s->table, &s->http_arena, &v, &n) != 0) {
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		buf_printf(b, "%.*s\n", (int)v[i].name.len, v[i].name.ptr);
+	}
+}
+
+/* Value of query parameter `name`, exactly as sent (not percent-decoded). */
+static bool
+query_value(const struct http_req *r, const char *name, const char **val, size_t *len)
+{
+	size_t nl = strlen(name), i = 0, j;
+
+	while (i < r->query_len) {
+		j = i;
+		while (j < r->query_len && r->query[j] != '&') {
+			j++;
+		}
+		if (j - i > nl && memcmp(r->query + i, name, nl) == 0 && r->query[i + nl] == '=') {
+			*val = r->query + i + nl + 1;
+			*len = j - i - nl - 1;
+			return true;
+		}
+		i = j + 1;
+	}
+	return false;
+}
+
+static void
+render_key(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_req *r)
+{
+	struct tide_mc_replica_list rl;
+	struct tide_mc_buf b = {0};
+	struct tide_mc_str key;
+	const char *kp;
+	size_t i;
+	int rc;
+
+	if (!query_value(r, "key", &kp, &key.len) || key.len == 0) {
+		respond_text(hc, 400, "Missing key parameter");
+		return;
+	}
+	key.ptr = (char *)kp;
+	rc = tide_mc_table_query_key(s->table, &key, tide_mc_server_now_ms(), &s->http_arena, &rl);
+	if (rc != 0) {
+		buf_printf(&b, "key %.*s: error %d\n", (int)key.len, key.ptr, rc);
+		respond(hc, 404, "text/plain", b.data, b.len);
+		tide_mc_buf_release(&b);
+		return;
+	}
+	for (i = 0; i < rl.replicas.n; i++) {
+		const struct tide_mc_replica_desc *d = &rl.replicas.v[i];
+
+		if (d->kind == TIDE_MC_RK_MEMORY) {
+			buf_printf(&b,
+				   "replica %" PRIu64 " memory %.*s 0x%" PRIx64 " size %" PRIu64
+				   " status %d\n",
+				   d->id, (int)d->u.memory.transport_endpoint.len,
+				   d->u.memory.transport_endpoint.ptr, d->u.memory.buffer_address,
+				   d->u.memory.size, d->status);
+		} else {
+			buf_printf(&b, "replica %" PRIu64 " kind %u status %d\n", d->id, d->kind,
+				   d->status);
+		}
+	}
+	respond(hc, 200, "text/plain", b.data, b.len);
+	tide_mc_buf_release(&b);
+}
+
+static void
+serve_admin(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_req *r)
+{
+	struct tide_mc_buf b = {0};
+
+	if (strcmp(r->method, "GET") != 0) {
+		respond_text(hc, 405, "method not allowed");
+		return;
+	}
+	if (strcmp(r->path, "/health") == 0) {
+		respond_text(hc, 200, "OK");
+	} else if (strcmp(r->path, "/metrics") == 0) {
+		render_metrics(s, &b);
+		respond(hc, 200, "text/plain; version=0.0.4", b.data, b.len);
+	} else if (strcmp(r->path, "/get_all_segments") == 0) {
+		render_segments(s, &b);
+		respond(hc, 200, "text/plain", b.data, b.len);
+	} else if (strcmp(r->path, "/query_key") == 0) {
+		render_key(s, hc, r);
+	} else {
+		respond_text(hc, 404, "not found");
+	}
+	tide_mc_buf_release(&b);
+	tide_mc_table_arena_reset(&s->http_arena);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Metadata server                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+static unsigned
+meta_bucket(const char *k, size_t n)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		h = (h ^ (uint8_t)k[i]) * 16777619u;
+	}
+	return h % MC_META_BUCKETS;
+}
+
+static struct mc_meta_ent **
+meta_find(struct tide_mc_server *s, const char *k, size_t n)
+{
+	struct mc_meta_ent **pp = &s->meta[meta_bucket(k, n)];
+
+	while (*pp != NULL && !((*pp)->key_len == n && memcmp((*pp)->key, k, n) == 0)) {
+		pp = &(*pp)->next;
+	}
+	return pp;
+}
+
+static void
+meta_free(struct mc_meta_ent *e)
+{
+	free(e->key);
+	free(e->val);
+	free(e);
+}
+
+void
+mc_meta_clear(struct tide_mc_server *s)
+{
+	struct mc_meta_ent *e;
+	unsigned i;
+
+	for (i = 0; i < MC_META_BUCKETS; i++) {
+		while ((e = s->meta[i]) != NULL) {
+			s->meta[i] = e->next;
+			meta_free(e);
+		}
+	}
+	s->meta_n = 0;
+}
+
+static char *
+memdup0(const char *p, size_t n)
+{
+	char *d = malloc(n + 1);
+
+	if (d != NULL) {
+		memcpy(d, p, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+static void
+serve_meta(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_req *r)
+{
+	struct mc_meta_ent **pp, *e;
+	const char *key;
+	size_t klen;
+	char *v;
+
+	if (strcmp(r->path, "/health") == 0 && strcmp(r->method, "GET") == 0) {
+		respond_text(hc, 200, "OK");
+		return;
+	}
+	if (strcmp(r->path, "/metadata") != 0) {
+		respond_text(hc, 404, "not found");
+		return;
+	}
+	if (!query_value(r, "key", &key, &klen) || klen == 0) {
+		respond_text(hc, 400, "Missing key parameter");
+		return;
+	}
+	pp = meta_find(s, key, klen);
+	if (strcmp(r->method, "GET") == 0) {
+		if (*pp == NULL) {
+			respond_text(hc, 404, "metadata not found");
+		} else {
+			respond(hc, 200, "application/json", (*pp)->val, (*pp)->val_len);
+		}
+	} else if (strcmp(r->method, "PUT") == 0) {
+		/* The stock server refuses to overwrite a handshake address with another one. */
+		if (*pp != NULL && memmem(key, klen, "rpc_meta", 8) != NULL &&
+		    !((*pp)->val_len == r->body_len &&
+		      memcmp((*pp)->val, r->body, r->body_len) == 0)) {
+			respond_text(hc, 400, "Duplicate rpc_meta key not allowed");
+			return;
+		}
+		v = memdup0(r->body, r->body_len);
+		if (v == NULL) {
+			respond_text(hc, 500, "out of memory");
+			return;
+		}
+		if (*pp != NULL) {
+			free((*pp)->val);
+			(*pp)->val = v;
+			(*pp)->val_len = r->body_len;
+		} else {
+			e = calloc(1, sizeof(*e));
+			if (e == NULL || (e->key = memdup0(key, klen)) == NULL) {
+				free(e);
+				free(v);
+				respond_text(hc, 500, "out of memory");
+				return;
+			}
+			e->key_len = klen;
+			e->val = v;
+			e->val_len = r->body_len;
+			*pp = e;
+			s->meta_n++;
+		}
+		respond_text(hc, 200, "metadata updated");
+	} else if (strcmp(r->method, "DELETE") == 0) {
+		if (*pp == NULL) {
+			respond_text(hc, 404, "metadata not found");
+		} else {
+			e = *pp;
+			*pp = e->next;
+			meta_free(e);
+			s->meta_n--;
+			respond_text(hc, 200, "metadata deleted");
+		}
+	} else {
+		respond_text(hc, 405, "method not allowed");
+	}
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Connections                                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+http_close(struct tide_mc_server *s, struct mc_http_conn *hc)
+{
+	epoll_ctl(s->ctl_epfd, EPOLL_CTL_DEL, hc->fd, NULL);
+	close(hc->fd);
+	if (hc->prev != NULL) {
+		hc->prev->next = hc->next;
+	} else {
+		s->http = hc->next;
+	}
+	if (hc->next != NULL) {
+		hc->next->prev = hc->prev;
+	}
+	free(hc->rbuf);
+	tide_mc_buf_release(&hc->out);
+	free(hc);
+	s->n_http--;
+}
+
+void
+mc_http_close_all(struct tide_mc_server *s)
+{
+	while (s->http != NULL) {
+		http_close(s, s->http);
+	}
+}
+
+void
+mc_http_accept(struct tide_mc_server *s, int lfd, enum mc_ctl_kind which)
+{
+	struct epoll_event e;
+	struct mc_http_conn *hc;
+	int fd;
+
+	for (;;) {
+		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED) {
+				continue;
+			}
+			return;
+		}
+		if (s->n_http >= MC_HTTP_MAX_CONNS || (hc = calloc(1, sizeof(*hc))) == NULL) {
+			TIDE_LOG_RATELIMIT(WARN, 10, "HTTP: too many connections, refusing one");
+			close(fd);
+			continue;
+		}
+		hc->tag.kind = MC_CTL_HTTP;
+		hc->fd = fd;
+		hc->port = which;
+		e.events = EPOLLIN | EPOLLRDHUP;
+		e.data.ptr = hc;
+		if (epoll_ctl(s->ctl_epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
+			close(fd);
+			free(hc);
+			continue;
+		}
+		hc->next = s->http;
+		if (s->http != NULL) {
+			s->http->prev = hc;
+		}
+		s->http = hc;
+		s->n_http++;
+	}
+}
+
+/* Header value (trimmed) of `name` within head[0..len), or NULL. */
+static const char *
+header(const char *head, size_t len, const char *name, size_t *vlen)
+{
+	size_t nl = strlen(name);
+	const char *p = memchr(head, '\n', len), *end = head + len, *eol, *v;
+
+	while (p != NULL && p + 1 < end) {
+		p++;
+		eol = memchr(p, '\n', (size_t)(end - p));
+		if (eol == NULL) {
+			break;
+		}
+		if ((size_t)(eol - p) > nl && strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
+			v = p + nl + 1;
+			while (v < eol && (*v == ' ' || *v == '\t')) {
+				v++;
+			}
+			*vlen = (size_t)(eol - v);
+			while (*vlen > 0 && (v[*vlen - 1] == '\r' || v[*vlen - 1] == ' ')) {
+				(*vlen)--;
+			}
+			return v;
+		}
+		p = eol;
+	}
+	return NULL;
+}
+
+/*
+ * Try to parse a complete request from rbuf. 1 parsed (r filled), 0 need
+ * more, or an HTTP status to answer with.
+ */
+static int
+parse(struct mc_http_conn *hc, struct http_req *r, bool *want_continue)
+{
+	char *head_end, *sp1, *sp2, *q, *eol;
+	size_t head_len, vlen;
+	unsigned long long clen = 0;
+	const char *v;
+
+	head_end = memmem(hc->rbuf, hc->rlen, "\r\n\r\n", 4);
+	if (head_end == NULL) {
+		return hc->rlen > MC_HTTP_MAX_HEAD ? 413 : 0;
+	}
+	head_len = (size_t)(head_end - hc->rbuf) + 4;
+	v = header(hc->rbuf, head_len, "Content-Length", &vlen);
+	if (v != NULL) {
+		char num[24];
+
+		if (vlen == 0 || vlen >= sizeof(num)) {
+			return 400;
+		}
+		memcpy(num, v, vlen);
+		num[vlen] = '\0';
+		if (strspn(num, "0123456789") != vlen) {
+			return 400;
+		}
+		clen = strtoull(num, NULL, 10);
+		if (clen > MC_HTTP_MAX_BODY) {
+			return 413;
+		}
+	} else if (header(hc->rbuf, head_len, "Transfer-Encoding", &vlen) != NULL) {
+		return 411;
+	}
+	if (hc->rlen < head_len + clen) {
+		v = header(hc->rbuf, head_len, "Expect", &vlen);
+		*want_continue = v != NULL && vlen == 12 && strncasecmp(v, "100-continue", 12) == 0;
+		return 0;
+	}
+
+	/* Request line: METHOD SP target SP version. */
+	eol = memchr(hc->rbuf, '\r', head_len);
+	*eol = '\0';
+	sp1 = strchr(hc->rbuf, ' ');
+	if (sp1 == NULL || (size_t)(sp1 - hc->rbuf) >= sizeof(r->method)) {
+		return 400;
+	}
+	sp2 = strchr(sp1 + 1, ' ');
+	if (sp2 == NULL) {
+		return 400;
+	}
+	memcpy(r->method, hc->rbuf, (size_t)(sp1 - hc->rbuf));
+	r->method[sp1 - hc->rbuf] = '\0';
+	*sp2 = '\0';
+	r->path = sp1 + 1;
+	q = strchr(sp1 + 1, '?');
+	if (q != NULL) {
+		*q = '\0';
+		r->query = q + 1;
+		r->query_len = strlen(q + 1);
+	} else {
+		r->query = "";
+		r->query_len = 0;
+	}
+	r->path_len = strlen(r->path);
+	r->body = hc->rbuf + head_len;
+	r->body_len = (size_t)clen;
+	return 1;
+}
+
+static int
+http_read(struct mc_http_conn *hc)
+{
+	size_t need;
+	ssize_t n;
+	char *p;
+
+	for (;;) {
+		need = hc->rlen + 4096;
+		if (need > hc->rcap) {
+			p = realloc(hc->rbuf, need * 2);
+			if (p == NULL) {
+				return -ENOMEM;
+			}
+			hc->rbuf = p;
+			hc->rcap = need * 2;
+		}
+		n = recv(hc->fd, hc->rbuf + hc->rlen, hc->rcap - hc->rlen - 1, 0);
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+		}
+		if (n == 0) {
+			return -ECONNRESET;
+		}
+		hc->rlen += (size_t)n;
+		hc->rbuf[hc->rlen] = '\0';
+		if (hc->rlen > MC_HTTP_MAX_HEAD + MC_HTTP_MAX_BODY) {
+			return 0;
+		}
+	}
+}
+
+void
+mc_http_event(struct tide_mc_server *s, struct mc_http_conn *hc, uint32_t events)
+{
+	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	struct epoll_event e;
+	struct http_req r;
+	bool want_continue = false;
+	ssize_t n;
+	int rc;
+
+	if (!hc->answered && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
+		rc = http_read(hc);
+		memset(&r, 0, sizeof(r));
+		if (hc->rlen > 0) {
+			int st = parse(hc, &r, &want_continue);
+
+			if (st == 1) {
+				if (hc->port == MC_CTL_META_LISTEN) {
+					serve_meta(s, hc, &r);
+				} else {
+					serve_admin(s, hc, &r);
+				}
+			} else if (st > 1) {
+				respond_text(hc, st, status_text(st));
+			} else if (want_continue && !hc->continued) {
+				hc->continued = true;
+				(void)send(hc->fd, cont, sizeof(cont) - 1, MSG_NOSIGNAL);
+			}
+		}
+		if (!hc->answered && rc != 0) {
+			http_close(s, hc);
+			return;
+		}
+		if (hc->answered) {
+			e.events = EPOLLOUT;
+			e.data.ptr = hc;
+			if (epoll_ctl(s->ctl_epfd, EPOLL_CTL_MOD, hc->fd, &e) != 0) {
+				http_close(s, hc);
+				return;
+			}
+		}
+	}
+	if (hc->answered) {
+		while (hc->woff < hc->out.len) {
+			n = send(hc->fd, hc->out.data + hc->woff, hc->out.len - hc->woff,
+				 MSG_NOSIGNAL);
+			if (n < 0) {
+				if (errno == EINTR) {
+					continue;
+				}
+				if (errno == EAGAIN || errno == EWOULDBLOCK) {
+					return;
+				}
+				break;
+			}
+			hc->woff += (size_t)n;
+		}
+		http_close(s, hc);
+	}
+}

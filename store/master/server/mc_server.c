@@ -1,0 +1,977 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Master server: listening sockets, the control thread (accept, HTTP, tick)
+ * and the RPC workers (framing, pipelining, backpressure).
+ *
+ * Bounds: a connection buffers at most one frame of input beyond what it
+ * has parsed (header + max_frame_body) and stops reading while more than
+ * MC_WBUF_HIGH bytes of answers wait to be sent, so a client that pipelines
+ * without reading cannot grow the server's memory without bound.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mc_server_int.h"
+#include "tide_log.h"
+
+#define MC_RCHUNK    (64u << 10) /* bytes read per read() */
+#define MC_WBUF_HIGH (4u << 20)  /* stop reading above this many unsent bytes */
+#define MC_DRAIN_MAX (1u << 20)  /* input discarded after a refusal before closing */
+#define MC_EPOLL_EVS 64
+#define MC_BACKLOG   1024
+
+const uint32_t TIDE_MC_SERVER_LAT_BOUNDS_US[11] = {5,   10,   25,    50,     100,    250,
+						   500, 1000, 10000, 100000, 1000000};
+
+struct mc_conn {
+	struct mc_conn *prev, *next;
+	int fd;
+	uint32_t evmask; /* currently registered epoll events */
+	bool draining;   /* refused: flush answers, discard input, then close */
+	size_t drained;
+	uint8_t *rbuf;
+	size_t rlen, rcap;
+	struct tide_mc_buf wbuf;
+	size_t woff; /* bytes of wbuf already sent */
+};
+
+uint64_t
+tide_mc_server_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t
+now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+void
+tide_mc_server_opts_init(struct tide_mc_server_opts *opts, size_t opts_size)
+{
+	struct tide_mc_server_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.opts_size = sizeof(o);
+	o.rpc_address = "0.0.0.0";
+	o.rpc_port = 50051;
+	o.rpc_thread_num = 2;
+	o.enable_metrics = true;
+	o.metrics_host = "0.0.0.0";
+	o.metrics_port = 9003;
+	o.enable_http_metadata = false;
+	o.http_metadata_host = "0.0.0.0";
+	o.http_metadata_port = 8080;
+	o.max_frame_body = TIDE_MC_SERVER_MAX_FRAME_BODY;
+	o.tick_ms = 100;
+	o.fsdir = "";
+	o.enable_disk_eviction = true;
+	o.quota_bytes = 0;
+	tide_mc_table_opts_init(&o.table, sizeof(o.table));
+	if (opts == NULL) {
+		return;
+	}
+	memcpy(opts, &o, opts_size < sizeof(o) ? opts_size : sizeof(o));
+	if (opts_size >= sizeof(size_t)) {
+		opts->opts_size = opts_size;
+	}
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sockets                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+static int
+listen_on(const char *host, uint16_t port, int *fd_out, uint16_t *port_out)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa);
+	int fd, one = 1, rc;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(port);
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+		TIDE_LOG(ERR, "'%s' is not an IPv4 address", host);
+		return -EINVAL;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		return -errno;
+	}
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, MC_BACKLOG) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
+		rc = -errno;
+		TIDE_LOG(ERR, "cannot listen on %s:%u: %s", host, port, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	*fd_out = fd;
+	*port_out = ntohs(sa.sin_port);
+	return 0;
+}
+
+static int
+epoll_add(int epfd, int fd, uint32_t ev, void *ptr)
+{
+	struct epoll_event e = {.events = ev, .data.ptr = ptr};
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &e) == 0 ? 0 : -errno;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* RPC connections (worker threads)                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+conn_close(struct mc_worker *w, struct mc_conn *c)
+{
+	epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	if (c->prev != NULL) {
+		c->prev->next = c->next;
+	} else {
+		w->conns = c->next;
+	}
+	if (c->next != NULL) {
+		c->next->prev = c->prev;
+	}
+	free(c->rbuf);
+	tide_mc_buf_release(&c->wbuf);
+	free(c);
+	mc_stat_add(&w->st.closed, 1);
+}
+
+static size_t
+wpending(const struct mc_conn *c)
+{
+	return c->wbuf.len - c->woff;
+}
+
+/* Register the events the connection's state calls for. */
+static int
+conn_rearm(struct mc_worker *w, struct mc_conn *c)
+{
+	uint32_t ev = EPOLLRDHUP;
+	struct epoll_event e;
+
+	if (wpending(c) > 0) {
+		ev |= EPOLLOUT;
+	}
+	if (c->draining ? wpending(c) == 0 : wpending(c) <= MC_WBUF_HIGH) {
+		ev |= EPOLLIN;
+	}
+	if (ev == c->evmask) {
+		return 0;
+	}
+	e.events = ev;
+	e.data.ptr = c;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_MOD, c->fd, &e) != 0) {
+		return -errno;
+	}
+	c->evmask = ev;
+	return 0;
+}
+
+/* Send what is pending. 0 ok (maybe partial), -errno the connection is dead. */
+static int
+conn_flush(struct mc_conn *c)
+{
+	ssize_t n;
+
+	while (wpending(c) > 0) {
+		n = send(c->fd, c->wbuf.data + c->woff, wpending(c), MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				break;
+			}
+			return -errno;
+		}
+		c->woff += (size_t)n;
+	}
+	if (c->woff == c->wbuf.len) {
+		c->wbuf.len = 0;
+		c->woff = 0;
+		/* A burst's large answer buffer is not kept by an idle connection. */
+		if (c->wbuf.cap > (1u << 20)) {
+			tide_mc_buf_release(&c->wbuf);
+		}
+	}
+	return 0;
+}
+
+static void
+account(struct mc_worker *w, enum tide_mc_fn fn, bool failed, uint64_t us)
+{
+	struct tide_mc_server_fn_stats *f = &w->st.fn[fn];
+	unsigned b = 0;
+
+	while (b < 11 && us > TIDE_MC_SERVER_LAT_BOUNDS_US[b]) {
+		b++;
+	}
+	mc_stat_add(&f->calls, 1);
+	if (failed) {
+		mc_stat_add(&f->failures, 1);
+	}
+	mc_stat_add(&f->lat_sum_us, us);
+	mc_stat_add(&f->lat_bucket[b], 1);
+}
+
+/*
+ * Answer one complete frame at rbuf[off..off+len). Returns 0, or -errno when
+ * the connection must close at once (answer could not be built).
+ */
+static int
+serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len)
+{
+	struct tide_mc_req_hdr hdr;
+	struct tide_mc_req req;
+	struct tide_mc_resp resp;
+	struct tide_mc_err err;
+	size_t consumed = 0;
+	uint64_t t0 = now_us();
+	int rc;
+
+	rc = tide_mc_req_frame_decode(p, len, &hdr, &req, &consumed, &err);
+	switch (rc) {
+	case 0:
+		break;
+	case -ENOENT:
+	case -ENOTSUP:
+		/* Unknown id, or a registered optional feature this master does not have. */
+		mc_stat_add(&w->st.unknown_fn, 1);
+		TIDE_LOG_RATELIMIT(INFO, 10, "function id 0x%08x: %s", hdr.function_id, err.msg);
+		return tide_mc_err_frame_encode(hdr.seq_num, TIDE_MC_ERRC_FUNCTION_NOT_REGISTERED,
+						"the rpc function not registered",
+						TIDE_MC_ENC_STOCK, &c->wbuf);
+	case -EBADMSG:
+		mc_stat_add(&w->st.bad_body, 1);
+		TIDE_LOG_RATELIMIT(INFO, 10, "bad request body: %s", err.msg);
+		return tide_mc_err_frame_encode(hdr.seq_num, TIDE_MC_ERRC_INVALID_RPC_ARGUMENTS,
+						"invalid rpc arg", TIDE_MC_ENC_STOCK, &c->wbuf);
+	default:
+		return rc < 0 ? rc : -EPROTO;
+	}
+
+	mc_dispatch(w, &req, &resp, tide_mc_server_now_ms());
+	rc = tide_mc_resp_frame_encode(&resp, hdr.seq_num, TIDE_MC_ENC_STOCK, &c->wbuf);
+	if (rc != 0) {
+		/* A result the codec refuses is a server bug; say so like a throwing handler. */
+		TIDE_LOG_RATELIMIT(ERR, 10, "cannot encode the %s result: %d",
+				   tide_mc_fn_info(req.fn)->name, rc);
+		rc = tide_mc_err_frame_encode(hdr.seq_num, TIDE_MC_ERRC_RPC_THROW_EXCEPTION,
+					      "result encoding failed", TIDE_MC_ENC_STOCK,
+					      &c->wbuf);
+	}
+	account(w, req.fn, mc_resp_failed(&resp), now_us() - t0);
+	tide_mc_req_free(&req);
+	tide_mc_table_arena_reset(&w->arena);
+	return rc;
+}
+
+/*
+ * Parse and answer every complete frame buffered, stopping early under
+ * backpressure. Returns 0, or -errno to close now.
+ */
+static int
+conn_process(struct mc_worker *w, struct mc_conn *c)
+{
+	struct tide_mc_req_hdr hdr;
+	size_t off = 0, avail;
+	uint64_t body;
+	int rc = 0;
+
+	while (!c->draining && wpending(c) <= MC_WBUF_HIGH) {
+		avail = c->rlen - off;
+		rc = tide_mc_req_hdr_parse(c->rbuf + off, avail, &hdr, NULL);
+		if (rc == -EAGAIN) {
+			rc = 0;
+			break;
+		}
+		if (rc != 0) {
+			mc_stat_add(&w->st.closed_proto, 1);
+			TIDE_LOG_RATELIMIT(INFO, 10,
+					   "bad request header (magic 0x%02x version %u "
+					   "serialize %u): closing",
+					   hdr.magic, hdr.version, hdr.serialize_type);
+			return -EPROTO;
+		}
+		body = (uint64_t)hdr.length + hdr.attach_length;
+		if (body > w->s->o.max_frame_body) {
+			mc_stat_add(&w->st.refused_large, 1);
+			TIDE_LOG_RATELIMIT(WARN, 10,
+					   "request of %llu body bytes exceeds %u: refused",
+					   (unsigned long long)body, w->s->o.max_frame_body);
+			rc = tide_mc_err_frame_encode(hdr.seq_num, TIDE_MC_ERRC_MESSAGE_TOO_LARGE,
+						      "message too large", TIDE_MC_ENC_STOCK,
+						      &c->wbuf);
+			c->draining = true;
+			off = c->rlen;
+			break;
+		}
+		if (avail < TIDE_MC_REQ_HDR_LEN + body) {
+			break;
+		}
+		rc = serve_frame(w, c, c->rbuf + off, TIDE_MC_REQ_HDR_LEN + (size_t)body);
+		if (rc != 0) {
+			return rc;
+		}
+		off += TIDE_MC_REQ_HDR_LEN + (size_t)body;
+	}
+	if (off > 0) {
+		memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+		c->rlen -= off;
+	}
+	return rc;
+}
+
+/* Room for the next read: the current frame whole, or at least one chunk. */
+static int
+conn_reserve(struct mc_worker *w, struct mc_conn *c)
+{
+	struct tide_mc_req_hdr hdr;
+	size_t need = c->rlen + MC_RCHUNK, frame;
+	uint8_t *p;
+
+	if (tide_mc_req_hdr_parse(c->rbuf, c->rlen, &hdr, NULL) == 0) {
+		frame = TIDE_MC_REQ_HDR_LEN + (size_t)hdr.length + hdr.attach_length;
+		if (frame <= TIDE_MC_REQ_HDR_LEN + (size_t)w->s->o.max_frame_body && frame > need) {
+			need = frame;
+		}
+	}
+	if (need <= c->rcap) {
+		return 0;
+	}
+	p = realloc(c->rbuf, need);
+	if (p == NULL) {
+		return -ENOMEM;
+	}
+	c->rbuf = p;
+	c->rcap = need;
+	return 0;
+}
+
+/* Read what is available (bounded per event for fairness). 0 ok, -errno / -ECONNRESET to close. */
+static int
+conn_read(struct mc_worker *w, struct mc_conn *c)
+{
+	char sink[4096];
+	size_t budget = 4 * MC_RCHUNK;
+	ssize_t n;
+	int rc;
+
+	if (c->draining) {
+		n = recv(c->fd, sink, sizeof(sink), 0);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+			return -ECONNRESET;
+		}
+		if (n > 0) {
+			c->drained += (size_t)n;
+		}
+		return c->drained > MC_DRAIN_MAX ? -EMSGSIZE : 0;
+	}
+	while (budget > 0 && wpending(c) <= MC_WBUF_HIGH) {
+		rc = conn_reserve(w, c);
+		if (rc != 0) {
+			return rc;
+		}
+		n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				return 0;
+			}
+			return -errno;
+		}
+		if (n == 0) {
+			return -ECONNRESET;
+		}
+		c->rlen += (size_t)n;
+		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+		rc = conn_process(w, c);
+		if (rc != 0 || c->draining) {
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static void
+conn_event(struct mc_worker *w, struct mc_conn *c, uint32_t ev)
+{
+	int rc = 0;
+
+	if (ev & EPOLLOUT) {
+		rc = conn_flush(c);
+		/* Backpressure released: answer what was left buffered. */
+		if (rc == 0 && !c->draining && c->rlen > 0) {
+			rc = conn_process(w, c);
+		}
+	}
+	if (rc == 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
+		rc = conn_read(w, c);
+		/* A peer that half-closed still gets the answers it asked for. */
+		if (rc == -ECONNRESET && !c->draining && wpending(c) > 0) {
+			(void)conn_flush(c);
+		}
+	}
+	if (rc == 0) {
+		rc = conn_flush(c);
+	}
+	if (rc == 0 && c->draining && wpending(c) == 0) {
+		shutdown(c->fd, SHUT_WR);
+	}
+	if (rc == 0) {
+		rc = conn_rearm(w, c);
+	}
+	if (rc != 0) {
+		conn_close(w, c);
+	}
+}
+
+static void
+worker_adopt(struct mc_worker *w)
+{
+	struct mc_conn *c;
+	int one = 1;
+	size_t i, n;
+	int *q;
+
+	pthread_mutex_lock(&w->q_lock);
+	q = w->q;
+	n = w->q_n;
+	w->q = NULL;
+	w->q_n = 0;
+	w->q_cap = 0;
+	pthread_mutex_unlock(&w->q_lock);
+
+	for (i = 0; i < n; i++) {
+		c = calloc(1, sizeof(*c));
+		if (c == NULL) {
+			close(q[i]);
+			continue;
+		}
+		c->fd = q[i];
+		(void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		c->evmask = EPOLLIN | EPOLLRDHUP;
+		if (epoll_add(w->epfd, c->fd, c->evmask, c) != 0) {
+			close(c->fd);
+			free(c);
+			continue;
+		}
+		c->next = w->conns;
+		if (w->conns != NULL) {
+			w->conns->prev = c;
+		}
+		w->conns = c;
+	}
+	free(q);
+}
+
+static void *
+worker_main(void *arg)
+{
+	struct mc_worker *w = arg;
+	struct epoll_event evs[MC_EPOLL_EVS];
+	uint64_t v;
+	int n, i;
+
+	while (!atomic_load(&w->s->stopping)) {
+		n = epoll_wait(w->epfd, evs, MC_EPOLL_EVS, -1);
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			TIDE_LOG(ERR, "worker %u: epoll_wait: %s", w->idx, strerror(errno));
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			if (evs[i].data.ptr == NULL) {
+				if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+					TIDE_LOG(ERR, "worker %u: eventfd: %s", w->idx,
+						 strerror(errno));
+				}
+				worker_adopt(w);
+				continue;
+			}
+			conn_event(w, evs[i].data.ptr, evs[i].events);
+		}
+	}
+	while (w->conns != NULL) {
+		conn_close(w, w->conns);
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Control thread                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+handoff(struct tide_mc_server *s, int fd)
+{
+	struct mc_worker *w = &s->w[s->next_w];
+	uint64_t one = 1;
+	int *q;
+
+	s->next_w = (s->next_w + 1) % s->nw;
+	pthread_mutex_lock(&w->q_lock);
+	if (w->q_n == w->q_cap) {
+		q = realloc(w->q, (w->q_cap ? w->q_cap * 2 : 16) * sizeof(*q));
+		if (q == NULL) {
+			pthread_mutex_unlock(&w->q_lock);
+			close(fd);
+			return;
+		}
+		w->q = q;
+		w->q_cap = w->q_cap ? w->q_cap * 2 : 16;
+	}
+	w->q[w->q_n++] = fd;
+	pthread_mutex_unlock(&w->q_lock);
+	if (write(w->evfd, &one, sizeof(one)) < 0) {
+		TIDE_LOG_RATELIMIT(ERR, 10, "cannot wake worker %u: %s", w->idx, strerror(errno));
+	}
+}
+
+static void
+accept_rpc(struct tide_mc_server *s)
+{
+	int fd;
+
+	for (;;) {
+		fd = accept4(s->rpc_lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			atomic_fetch_add(&s->accepted, 1);
+			handoff(s, fd);
+			continue;
+		}
+		if (errno == EINTR || errno == ECONNABORTED) {
+			continue;
+		}
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+			/* Level-triggered: pause the listener until the next tick instead of
+			 * spinning. */
+			TIDE_LOG_RATELIMIT(WARN, 10, "accept: %s; pausing the RPC listener",
+					   strerror(errno));
+			epoll_ctl(s->ctl_epfd, EPOLL_CTL_DEL, s->rpc_lfd, NULL);
+			s->rpc_listen_paused = true;
+		}
+		return;
+	}
+}
+
+static void
+on_tick(struct tide_mc_server *s)
+{
+	uint64_t v;
+
+	if (read(s->timerfd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+		TIDE_LOG_RATELIMIT(ERR, 10, "timerfd: %s", strerror(errno));
+	}
+	tide_mc_table_tick(s->table, tide_mc_server_now_ms());
+	if (s->rpc_listen_paused && epoll_add(s->ctl_epfd, s->rpc_lfd, EPOLLIN, &s->t_rpc) == 0) {
+		s->rpc_listen_paused = false;
+	}
+}
+
+static void *
+ctl_main(void *arg)
+{
+	struct tide_mc_server *s = arg;
+	struct epoll_event evs[MC_EPOLL_EVS];
+	struct mc_ctl_tag *tag;
+	int n, i;
+
+	while (!atomic_load(&s->stopping)) {
+		n = epoll_wait(s->ctl_epfd, evs, MC_EPOLL_EVS, -1);
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			TIDE_LOG(ERR, "control: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (i = 0; i < n; i++) {
+			tag = evs[i].data.ptr;
+			switch (tag->kind) {
+			case MC_CTL_RPC_LISTEN:
+				accept_rpc(s);
+				break;
+			case MC_CTL_METRICS_LISTEN:
+				mc_http_accept(s, s->metrics_lfd, MC_CTL_METRICS_LISTEN);
+				break;
+			case MC_CTL_META_LISTEN:
+				mc_http_accept(s, s->meta_lfd, MC_CTL_META_LISTEN);
+				break;
+			case MC_CTL_TIMER:
+				on_tick(s);
+				break;
+			case MC_CTL_STOP:
+				break;
+			case MC_CTL_HTTP:
+				mc_http_event(s, (struct mc_http_conn *)tag, evs[i].events);
+				break;
+			}
+		}
+	}
+	mc_http_close_all(s);
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Life cycle                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+static int
+check_opts(const struct tide_mc_server_opts *o)
+{
+	if (o->opts_size < sizeof(*o)) {
+		TIDE_LOG(ERR, "server options: opts_size %zu < %zu", o->opts_size, sizeof(*o));
+		return -EINVAL;
+	}
+	if (o->rpc_thread_num < 1 || o->rpc_thread_num > TIDE_MC_SERVER_MAX_THREADS) {
+		TIDE_LOG(ERR, "rpc_thread_num %u outside 1..%u", o->rpc_thread_num,
+			 TIDE_MC_SERVER_MAX_THREADS);
+		return -EINVAL;
+	}
+	if (o->tick_ms < 1 || o->tick_ms > 1000) {
+		TIDE_LOG(ERR, "tick_ms %u outside 1..1000", o->tick_ms);
+		return -EINVAL;
+	}
+	if (o->max_frame_body < 1024) {
+		TIDE_LOG(ERR, "max_frame_body %u below 1024", o->max_frame_body);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static char *
+dup_or(const char *s, const char *dflt)
+{
+	return strdup(s != NULL ? s : dflt);
+}
+
+static void
+close_fd(int *fd)
+{
+	if (*fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+static void
+wake(int evfd)
+{
+	uint64_t one = 1;
+
+	if (evfd >= 0 && write(evfd, &one, sizeof(one)) < 0) {
+		TIDE_LOG(ERR, "eventfd write: %s", strerror(errno));
+	}
+}
+
+void
+tide_mc_server_stop(struct tide_mc_server *s)
+{
+	unsigned i;
+
+	if (s == NULL || s->stopped) {
+		return;
+	}
+	atomic_store(&s->stopping, true);
+	wake(s->stop_evfd);
+	if (s->ctl_started) {
+		pthread_join(s->ctl_th, NULL);
+	}
+	close_fd(&s->rpc_lfd);
+	close_fd(&s->metrics_lfd);
+	close_fd(&s->meta_lfd);
+	for (i = 0; i < s->nw; i++) {
+		wake(s->w[i].evfd);
+	}
+	for (i = 0; i < s->nw; i++) {
+		if (s->w[i].started) {
+			pthread_join(s->w[i].th, NULL);
+		}
+	}
+	/* Connections accepted but never adopted. */
+	for (i = 0; i < s->nw; i++) {
+		while (s->w[i].q_n > 0) {
+			close(s->w[i].q[--s->w[i].q_n]);
+		}
+	}
+	s->stopped = true;
+}
+
+void
+tide_mc_server_destroy(struct tide_mc_server *s)
+{
+	unsigned i;
+
+	if (s == NULL) {
+		return;
+	}
+	tide_mc_server_stop(s);
+	for (i = 0; i < s->nw; i++) {
+		close_fd(&s->w[i].epfd);
+		close_fd(&s->w[i].evfd);
+		free(s->w[i].q);
+		free(s->w[i].scratch);
+		tide_mc_table_arena_release(&s->w[i].arena);
+		pthread_mutex_destroy(&s->w[i].q_lock);
+	}
+	free(s->w);
+	close_fd(&s->ctl_epfd);
+	close_fd(&s->stop_evfd);
+	close_fd(&s->timerfd);
+	mc_meta_clear(s);
+	tide_mc_table_arena_release(&s->http_arena);
+	tide_mc_table_destroy(s->table);
+	free(s->rpc_address);
+	free(s->metrics_host);
+	free(s->meta_host);
+	free(s->fsdir);
+	free(s);
+}
+
+static int
+setup_ctl(struct tide_mc_server *s)
+{
+	struct itimerspec its;
+	int rc;
+
+	s->ctl_epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->stop_evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (s->ctl_epfd < 0 || s->stop_evfd < 0 || s->timerfd < 0) {
+		return -errno;
+	}
+	memset(&its, 0, sizeof(its));
+	its.it_interval.tv_sec = s->o.tick_ms / 1000;
+	its.it_interval.tv_nsec = (long)(s->o.tick_ms % 1000) * 1000000L;
+	its.it_value = its.it_interval;
+	if (timerfd_settime(s->timerfd, 0, &its, NULL) != 0) {
+		return -errno;
+	}
+	rc = epoll_add(s->ctl_epfd, s->rpc_lfd, EPOLLIN, &s->t_rpc);
+	if (rc == 0) {
+		rc = epoll_add(s->ctl_epfd, s->timerfd, EPOLLIN, &s->t_timer);
+	}
+	if (rc == 0) {
+		rc = epoll_add(s->ctl_epfd, s->stop_evfd, EPOLLIN, &s->t_stop);
+	}
+	if (rc == 0 && s->metrics_lfd >= 0) {
+		rc = epoll_add(s->ctl_epfd, s->metrics_lfd, EPOLLIN, &s->t_metrics);
+	}
+	if (rc == 0 && s->meta_lfd >= 0) {
+		rc = epoll_add(s->ctl_epfd, s->meta_lfd, EPOLLIN, &s->t_meta);
+	}
+	return rc;
+}
+
+static int
+setup_workers(struct tide_mc_server *s)
+{
+	struct mc_worker *w;
+	unsigned i;
+	int rc;
+
+	s->w = calloc(s->o.rpc_thread_num, sizeof(*s->w));
+	if (s->w == NULL) {
+		return -ENOMEM;
+	}
+	for (i = 0; i < s->o.rpc_thread_num; i++) {
+		w = &s->w[i];
+		w->s = s;
+		w->idx = i;
+		w->epfd = -1;
+		w->evfd = -1;
+		pthread_mutex_init(&w->q_lock, NULL);
+		s->nw++;
+		w->epfd = epoll_create1(EPOLL_CLOEXEC);
+		w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (w->epfd < 0 || w->evfd < 0) {
+			return -errno;
+		}
+		rc = epoll_add(w->epfd, w->evfd, EPOLLIN, NULL);
+		if (rc != 0) {
+			return rc;
+		}
+	}
+	for (i = 0; i < s->nw; i++) {
+		rc = pthread_create(&s->w[i].th, NULL, worker_main, &s->w[i]);
+		if (rc != 0) {
+			return -rc;
+		}
+		s->w[i].started = true;
+	}
+	return 0;
+}
+
+int
+tide_mc_server_create(const struct tide_mc_server_opts *opts, struct tide_mc_server **out)
+{
+	struct tide_mc_server *s;
+	int rc;
+
+	if (opts == NULL || out == NULL) {
+		return -EINVAL;
+	}
+	rc = check_opts(opts);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = tide_mc_codec_init();
+	if (rc != 0) {
+		TIDE_LOG(ERR, "codec init failed: %d", rc);
+		return rc;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL) {
+		return -ENOMEM;
+	}
+	s->o = *opts;
+	s->ctl_epfd = s->stop_evfd = s->timerfd = -1;
+	s->rpc_lfd = s->metrics_lfd = s->meta_lfd = -1;
+	s->t_rpc.kind = MC_CTL_RPC_LISTEN;
+	s->t_metrics.kind = MC_CTL_METRICS_LISTEN;
+	s->t_meta.kind = MC_CTL_META_LISTEN;
+	s->t_timer.kind = MC_CTL_TIMER;
+	s->t_stop.kind = MC_CTL_STOP;
+	s->start_ms = tide_mc_server_now_ms();
+	s->rpc_address = dup_or(opts->rpc_address, "0.0.0.0");
+	s->metrics_host = dup_or(opts->metrics_host, "0.0.0.0");
+	s->meta_host = dup_or(opts->http_metadata_host, "0.0.0.0");
+	s->fsdir = dup_or(opts->fsdir, "");
+	if (s->rpc_address == NULL || s->metrics_host == NULL || s->meta_host == NULL ||
+	    s->fsdir == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	s->o.rpc_address = s->rpc_address;
+	s->o.metrics_host = s->metrics_host;
+	s->o.http_metadata_host = s->meta_host;
+	s->o.fsdir = s->fsdir;
+
+	rc = tide_mc_table_create(&opts->table, &s->table);
+	if (rc != 0) {
+		TIDE_LOG(ERR, "object table: invalid options (%d)", rc);
+		goto fail;
+	}
+	rc = listen_on(s->rpc_address, opts->rpc_port, &s->rpc_lfd, &s->rpc_port);
+	if (rc != 0) {
+		goto fail;
+	}
+	if (opts->enable_metrics) {
+		rc = listen_on(s->metrics_host, opts->metrics_port, &s->metrics_lfd,
+			       &s->metrics_port);
+		if (rc != 0) {
+			goto fail;
+		}
+	}
+	if (opts->enable_http_metadata) {
+		rc = listen_on(s->meta_host, opts->http_metadata_port, &s->meta_lfd, &s->meta_port);
+		if (rc != 0) {
+			goto fail;
+		}
+	}
+	rc = setup_ctl(s);
+	if (rc == 0) {
+		rc = setup_workers(s);
+	}
+	if (rc == 0) {
+		rc = -pthread_create(&s->ctl_th, NULL, ctl_main, s);
+		s->ctl_started = rc == 0;
+	}
+	if (rc != 0) {
+		goto fail;
+	}
+	*out = s;
+	return 0;
+fail:
+	tide_mc_server_destroy(s);
+	return rc;
+}
+
+uint16_t
+tide_mc_server_rpc_port(const struct tide_mc_server *s)
+{
+	return s->rpc_port;
+}
+
+uint16_t
+tide_mc_server_metrics_port(const struct tide_mc_server *s)
+{
+	return s->metrics_port;
+}
+
+uint16_t
+tide_mc_server_metadata_port(const struct tide_mc_server *s)
+{
+	return s->meta_port;
+}
+
+struct tide_mc_table *
+tide_mc_server_table(struct tide_mc_server *s)
+{
+	return s->table;
+}
+
+static uint64_t
+ld(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+void
+tide_mc_server_stats_get(struct tide_mc_server *s, struct tide_mc_server_stats *out)
+{
+	uint64_t closed = 0;
+	unsigned i, f, b;
+
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < s->nw; i++) {
+		const struct mc_wstats *st = &s->w[i].st;
+
+		closed += ld(&st->closed);
+		out->closed_proto += ld(&st->closed_proto);
+		out->refused_large += ld(&st->refused_large);
+		out->bad_body += ld(&st->bad_body);
+		out->unknown_fn += ld(&st->unknown_fn);
+		for (f = 0; f < TIDE_MC_FN_COUNT; f++) {
+			out->fn[f].calls += ld(&st->fn[f].calls);
+			out->fn[f].failures += ld(&st->fn[f].failures);
+			out->fn[f].lat_sum_us += ld(&st->fn[f].lat_sum_us);
+			for (b = 0; b < 12; b++) {
+				out->fn[f].lat_bucket[b] += ld(&st->fn[f].lat_bucket[b]);
+			}
+		}
+	}
+	out->accepted = atomic_load(&s->accepted);
+	out->open = out->accepted >= closed ? out->accepted - closed : 0;
+}

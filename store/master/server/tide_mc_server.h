@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * Network server of the Mooncake-compatible master (spec:
+ * /work/shared/spec/mooncake-master.md, sections 1, 4, 6.2).
+ *
+ * Kernel TCP sockets and epoll. One control thread accepts RPC connections
+ * (handing each to a worker round-robin), serves the admin HTTP port
+ * (/health, /metrics, /get_all_segments, /query_key) and the optional
+ * transfer-engine HTTP metadata server, and ticks the object table every
+ * `tick_ms`. `rpc_thread_num` worker threads each own an epoll set of RPC
+ * connections: non-blocking reads into a per-connection buffer, every
+ * complete frame (pipelined ones too) decoded with the codec, executed on the
+ * table (which locks internally; no lock is held across I/O) and answered in
+ * arrival order, echoing the request's seq_num.
+ *
+ * Hostile input: a bad header (magic, version, serialize type) closes the
+ * connection without an answer, as coro_rpc does; a body that does not
+ * decode is answered with errc 4 and the connection keeps going; an
+ * unregistered function id, or a registered one this master has no codec
+ * for, with errc 11. A frame whose body + attachment exceeds
+ * `max_frame_body` is refused from its header alone (errc 14 then close),
+ * before anything of its body is buffered.
+ *
+ * Life cycle: tide_mc_server_create() binds every listening socket (so the
+ * chosen ports are known at once; readiness = the RPC port accepts), starts
+ * the threads and returns. tide_mc_server_stop() stops accepting, closes
+ * every connection and joins the threads; tide_mc_server_destroy() frees.
+ */
+#ifndef TIDE_MC_SERVER_H
+#define TIDE_MC_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tide_mc_table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Store version string ServiceReady answers; clients refuse any other (spec 5.2). */
+#define TIDE_MC_SERVER_VERSION "2.0.0"
+/** Default bound on a request body + attachment (64 MiB). */
+#define TIDE_MC_SERVER_MAX_FRAME_BODY (64u << 20)
+/** Most RPC worker threads. */
+#define TIDE_MC_SERVER_MAX_THREADS 64u
+
+/** Server options; fill with tide_mc_server_opts_init() first. */
+struct tide_mc_server_opts {
+	size_t opts_size;                /**< sizeof(struct tide_mc_server_opts) */
+	const char *rpc_address;         /**< IPv4 address to bind; default "0.0.0.0" */
+	uint16_t rpc_port;               /**< 0 = ephemeral; default 50051 */
+	unsigned rpc_thread_num;         /**< workers, 1..TIDE_MC_SERVER_MAX_THREADS; default 2 */
+	bool enable_metrics;             /**< serve the admin HTTP port; default true */
+	const char *metrics_host;        /**< default "0.0.0.0" */
+	uint16_t metrics_port;           /**< 0 = ephemeral; default 9003 */
+	bool enable_http_metadata;       /**< built-in TE metadata server; default false */
+	const char *http_metadata_host;  /**< default "0.0.0.0" */
+	uint16_t http_metadata_port;     /**< 0 = ephemeral; default 8080 */
+	uint32_t max_frame_body;         /**< request body + attachment bound; default 64 MiB */
+	uint32_t tick_ms;                /**< table tick period, 1..1000; default 100 */
+	const char *fsdir;               /**< GetFsdir / GetStorageConfig fsdir; default "" */
+	bool enable_disk_eviction;       /**< GetStorageConfig; default true */
+	uint64_t quota_bytes;            /**< GetStorageConfig; default 0 */
+	struct tide_mc_table_opts table; /**< object table options (stock defaults) */
+};
+
+/** Per-RPC statistics summed over the workers, for /metrics and tests. */
+struct tide_mc_server_fn_stats {
+	uint64_t calls;    /**< frames of this function answered */
+	uint64_t failures; /**< of which answered with a non-ok result (any element for batches) */
+	uint64_t lat_sum_us;
+	/** Latency histogram: bucket i counts calls <= TIDE_MC_SERVER_LAT_BOUNDS_US[i] microseconds
+	    (not cumulative); the last bucket is +Inf. */
+	uint64_t lat_bucket[12];
+};
+
+/** Upper bounds (us) of the first 11 latency buckets. */
+extern const uint32_t TIDE_MC_SERVER_LAT_BOUNDS_US[11];
+
+/** Connection-level counters. */
+struct tide_mc_server_stats {
+	uint64_t accepted;      /**< RPC connections accepted */
+	uint64_t open;          /**< RPC connections open now */
+	uint64_t closed_proto;  /**< closed for a bad header */
+	uint64_t refused_large; /**< frames refused for size */
+	uint64_t bad_body;      /**< errc 4 answers */
+	uint64_t unknown_fn;    /**< errc 11 answers */
+	struct tide_mc_server_fn_stats fn[TIDE_MC_FN_COUNT];
+};
+
+/** The server; opaque. */
+struct tide_mc_server;
+
+/**
+ * Fill opts with the stock master's defaults (and the table's).
+ * \param opts_size  sizeof(*opts) as the caller compiled it.
+ * Thread: any.
+ */
+void tide_mc_server_opts_init(struct tide_mc_server_opts *opts, size_t opts_size);
+
+/**
+ * Create the table, bind and listen on every enabled port, start the
+ * control thread and the workers.
+ * \param opts      Options; strings are copied.
+ * \param[out] out  The running server.
+ * \return 0; -EINVAL bad option (thread count, tick, address not IPv4,
+ *         opts_size too small, bad table option); -EADDRINUSE / other
+ *         -errno from socket/bind/listen; -ENOMEM; -EAGAIN thread creation.
+ *         Nothing is left running on failure.
+ * Thread: any. Ownership: stop and destroy with tide_mc_server_destroy().
+ */
+int tide_mc_server_create(const struct tide_mc_server_opts *opts, struct tide_mc_server **out);
+
+/**
+ * Stop accepting, close every connection (pending answers are dropped),
+ * join every thread. Idempotent.
+ * Thread: any thread but the server's own; not concurrently with destroy.
+ */
+void tide_mc_server_stop(struct tide_mc_server *s);
+
+/**
+ * Stop (if running) and free the server and its table. NULL-safe.
+ * Thread: the owner, once.
+ */
+void tide_mc_server_destroy(struct tide_mc_server *s);
+
+/** Bound RPC port (the ephemeral one if 0 was asked). Thread: any. */
+uint16_t tide_mc_server_rpc_port(const struct tide_mc_server *s);
+
+/** Bound admin HTTP port; 0 when disabled. Thread: any. */
+uint16_t tide_mc_server_metrics_port(const struct tide_mc_server *s);
+
+/** Bound metadata HTTP port; 0 when disabled. Thread: any. */
+uint16_t tide_mc_server_metadata_port(const struct tide_mc_server *s);
+
+/**
+ * The object table the server serves (for in-process inspection by tests).
+ * Owned by the server; valid until destroy. Thread: any (internal lock).
+ */
+struct tide_mc_table *tide_mc_server_table(struct tide_mc_server *s);
+
+/**
+ * Sum the workers' counters (relaxed reads: consistent per counter, not
+ * across counters).
+ * Thread: any.
+ */
+void tide_mc_server_stats_get(struct tide_mc_server *s, struct tide_mc_server_stats *out);
+
+/**
+ * Milliseconds of the monotonic clock the server passes to the table.
+ * Thread: any.
+ */
+uint64_t tide_mc_server_now_ms(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_MC_SERVER_H */

@@ -1,0 +1,785 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The master server over real loopback sockets, driven by the client
+ * library: the reference capture's client sequence (semantics, then a
+ * byte-level replay of the captured request frames compared with the
+ * captured answers), pipelining, many connections, hostile frames, the
+ * admin HTTP port and the HTTP metadata server.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tide_mc_client.h"
+#include "tide_mc_server.h"
+#include "tide_ut.h"
+
+#ifndef MC_VECTORS_DIR
+#error "MC_VECTORS_DIR must name tests/unit/store/master/vectors"
+#endif
+
+static const struct tide_mc_uuid client_a = {0x1111, 0x2222};
+static const struct tide_mc_uuid seg_a = {0xaaaa, 0xbbbb};
+#define SEG_BASE 0x7f0000000000ull
+#define SEG_SIZE (512ull << 20)
+
+static struct tide_mc_server *
+start_server(void)
+{
+	struct tide_mc_server_opts o;
+	struct tide_mc_server *s = NULL;
+
+	tide_mc_server_opts_init(&o, sizeof(o));
+	o.rpc_address = "127.0.0.1";
+	o.rpc_port = 0;
+	o.metrics_host = "127.0.0.1";
+	o.metrics_port = 0;
+	o.enable_http_metadata = true;
+	o.http_metadata_host = "127.0.0.1";
+	o.http_metadata_port = 0;
+	o.rpc_thread_num = 2;
+	o.tick_ms = 10;
+	o.max_frame_body = 1u << 20;
+	CU_ASSERT_EQUAL_FATAL(tide_mc_server_create(&o, &s), 0);
+	CU_ASSERT_NOT_EQUAL(tide_mc_server_rpc_port(s), 0);
+	CU_ASSERT_NOT_EQUAL(tide_mc_server_metrics_port(s), 0);
+	CU_ASSERT_NOT_EQUAL(tide_mc_server_metadata_port(s), 0);
+	return s;
+}
+
+static struct tide_mc_client *
+connect_to(struct tide_mc_server *s)
+{
+	struct tide_mc_client *c = NULL;
+
+	CU_ASSERT_EQUAL_FATAL(
+		tide_mc_client_connect("127.0.0.1", tide_mc_server_rpc_port(s), 5000, &c), 0);
+	return c;
+}
+
+static struct tide_mc_segment
+segment(void)
+{
+	struct tide_mc_segment g;
+
+	memset(&g, 0, sizeof(g));
+	g.id = seg_a;
+	g.name.ptr = (char *)"127.0.0.1:13333";
+	g.name.len = strlen(g.name.ptr);
+	g.base = SEG_BASE;
+	g.size = SEG_SIZE;
+	g.te_endpoint.ptr = (char *)"127.0.0.1:15366";
+	g.te_endpoint.len = strlen(g.te_endpoint.ptr);
+	g.protocol.ptr = (char *)"tcp";
+	g.protocol.len = 3;
+	return g;
+}
+
+static void
+mount_ok(struct tide_mc_client *c)
+{
+	struct tide_mc_segment g = segment();
+	int32_t ec = 1, st = 0;
+
+	TIDE_UT_OK(tide_mc_client_mount(c, &g, &client_a, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	TIDE_UT_OK(tide_mc_client_remount(c, &g, 1, &client_a, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	TIDE_UT_OK(tide_mc_client_ping(c, &client_a, &st, &ec));
+	CU_ASSERT_EQUAL(st, TIDE_MC_CLIENT_OK);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+test_client_sequence(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c = connect_to(s);
+	struct tide_mc_segment g = segment();
+	struct tide_mc_resp resp;
+	struct tide_mc_req req;
+	const struct tide_mc_replica_desc *d;
+	char ver[16];
+	int32_t ec = 1, st = 0;
+	bool ex = false;
+
+	TIDE_UT_OK(tide_mc_client_service_ready(c, ver, sizeof(ver), &ec));
+	CU_ASSERT_STRING_EQUAL(ver, "2.0.0");
+
+	memset(&req, 0, sizeof(req));
+	req.fn = TIDE_MC_FN_GET_STORAGE_CONFIG;
+	TIDE_UT_OK(tide_mc_client_call(c, &req, &resp, NULL));
+	CU_ASSERT(resp.u.storage_config.ok);
+	CU_ASSERT_EQUAL(resp.u.storage_config.val.fsdir.len, 0);
+	CU_ASSERT(resp.u.storage_config.val.enable_disk_eviction);
+	tide_mc_resp_free(&resp);
+
+	TIDE_UT_OK(tide_mc_client_mount(c, &g, &client_a, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	TIDE_UT_OK(tide_mc_client_ping(c, &client_a, &st, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	CU_ASSERT_EQUAL(st, TIDE_MC_CLIENT_NEED_REMOUNT);
+	TIDE_UT_OK(tide_mc_client_remount(c, &g, 1, &client_a, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	TIDE_UT_OK(tide_mc_client_ping(c, &client_a, &st, &ec));
+	CU_ASSERT_EQUAL(st, TIDE_MC_CLIENT_OK);
+
+	/* FetchTasks with the task manager off: ok, empty. */
+	memset(&req, 0, sizeof(req));
+	req.fn = TIDE_MC_FN_FETCH_TASKS;
+	req.u.fetch_tasks.client_id = client_a;
+	req.u.fetch_tasks.batch_size = 16;
+	TIDE_UT_OK(tide_mc_client_call(c, &req, &resp, NULL));
+	CU_ASSERT(resp.u.tasks.ok);
+	CU_ASSERT_EQUAL(resp.u.tasks.val.n, 0);
+	tide_mc_resp_free(&resp);
+
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "smoke_key", 140, 1, &resp, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	CU_ASSERT_EQUAL_FATAL(resp.u.put_start.val.n, 1);
+	d = &resp.u.put_start.val.v[0];
+	CU_ASSERT_EQUAL(d->kind, TIDE_MC_RK_MEMORY);
+	CU_ASSERT_EQUAL(d->status, TIDE_MC_RS_PROCESSING);
+	CU_ASSERT_EQUAL(d->u.memory.size, 140);
+	CU_ASSERT(d->u.memory.buffer_address >= SEG_BASE &&
+		  d->u.memory.buffer_address + 140 <= SEG_BASE + SEG_SIZE);
+	CU_ASSERT_EQUAL(d->u.memory.transport_endpoint.len, strlen("127.0.0.1:15366"));
+	CU_ASSERT_NSTRING_EQUAL(d->u.memory.transport_endpoint.ptr, "127.0.0.1:15366", 15);
+	tide_mc_resp_free(&resp);
+
+	/* Not readable until PutEnd. */
+	TIDE_UT_OK(tide_mc_client_get_replica_list(c, "smoke_key", NULL, &ec));
+	CU_ASSERT_EQUAL(ec, TIDE_MC_EC_REPLICA_IS_NOT_READY);
+	TIDE_UT_OK(tide_mc_client_put_end(c, &client_a, "smoke_key", &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	/* A duplicate put is refused. */
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "smoke_key", 140, 1, NULL, &ec));
+	CU_ASSERT_EQUAL(ec, TIDE_MC_EC_OBJECT_ALREADY_EXISTS);
+
+	TIDE_UT_OK(tide_mc_client_get_replica_list(c, "smoke_key", &resp, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	CU_ASSERT_EQUAL_FATAL(resp.u.replica_list.val.replicas.n, 1);
+	CU_ASSERT_EQUAL(resp.u.replica_list.val.replicas.v[0].status, TIDE_MC_RS_COMPLETE);
+	CU_ASSERT_EQUAL(resp.u.replica_list.val.lease_ttl_ms, 10000);
+	tide_mc_resp_free(&resp);
+
+	TIDE_UT_OK(tide_mc_client_exist_key(c, "smoke_key", &ex, &ec));
+	CU_ASSERT(ex);
+	TIDE_UT_OK(tide_mc_client_remove(c, "smoke_key", false, &ec));
+	CU_ASSERT_EQUAL(ec, TIDE_MC_EC_OBJECT_HAS_LEASE);
+	TIDE_UT_OK(tide_mc_client_remove(c, "smoke_key", true, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	TIDE_UT_OK(tide_mc_client_exist_key(c, "smoke_key", &ex, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	CU_ASSERT(!ex);
+	TIDE_UT_OK(tide_mc_client_remove(c, "smoke_key", true, &ec));
+	CU_ASSERT_EQUAL(ec, TIDE_MC_EC_OBJECT_NOT_FOUND);
+
+	/* Revoke path. */
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "k2", 64, 1, NULL, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	TIDE_UT_OK(tide_mc_client_put_revoke(c, &client_a, "k2", &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	TIDE_UT_OK(tide_mc_client_exist_key(c, "k2", &ex, &ec));
+	CU_ASSERT(!ex);
+
+	TIDE_UT_OK(tide_mc_client_unmount(c, &seg_a, &client_a, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	/* Nothing left to allocate in. */
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "k3", 64, 1, NULL, &ec));
+	CU_ASSERT_NOT_EQUAL(ec, 0);
+
+	tide_mc_client_close(c);
+	tide_mc_server_destroy(s);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Byte-level replay of the capture                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+static uint8_t *
+read_vec(const char *name, size_t *len)
+{
+	char path[512];
+	uint8_t *buf;
+	long n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", MC_VECTORS_DIR, name);
+	f = fopen(path, "rb");
+	if (f == NULL) {
+		return NULL;
+	}
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+/* Decoded comparison for the results carrying a replica id (assigned by the master). */
+static void
+same_replicas(const struct tide_mc_replica_desc_vec *a, const struct tide_mc_replica_desc_vec *b)
+{
+	size_t i;
+
+	CU_ASSERT_EQUAL_FATAL(a->n, b->n);
+	for (i = 0; i < a->n; i++) {
+		CU_ASSERT_EQUAL(a->v[i].kind, b->v[i].kind);
+		CU_ASSERT_EQUAL(a->v[i].status, b->v[i].status);
+		CU_ASSERT_EQUAL(a->v[i].u.memory.size, b->v[i].u.memory.size);
+		CU_ASSERT_EQUAL(a->v[i].u.memory.buffer_address, b->v[i].u.memory.buffer_address);
+		CU_ASSERT_EQUAL(a->v[i].u.memory.protocol.len, b->v[i].u.memory.protocol.len);
+		CU_ASSERT_EQUAL(a->v[i].u.memory.transport_endpoint.len,
+				b->v[i].u.memory.transport_endpoint.len);
+		CU_ASSERT(memcmp(a->v[i].u.memory.transport_endpoint.ptr,
+				 b->v[i].u.memory.transport_endpoint.ptr,
+				 a->v[i].u.memory.transport_endpoint.len) == 0);
+	}
+}
+
+static void
+test_capture_replay(void)
+{
+	/* Chronological order of the capture (three client connections A, B, C). */
+	static const struct {
+		char conn;
+		const char *req, *resp;
+		enum tide_mc_fn fn;
+	} steps[] = {
+		{'A', "00_req_38228_s0_ServiceReady.bin", "09_resp_38228_s0_ServiceReady.bin",
+		 TIDE_MC_FN_SERVICE_READY},
+		{'A', "01_req_38228_s1_GetStorageConfig.bin",
+		 "10_resp_38228_s1_GetStorageConfig.bin", TIDE_MC_FN_GET_STORAGE_CONFIG},
+		{'A', "02_req_38228_s2_MountSegment.bin", "11_resp_38228_s2_MountSegment.bin",
+		 TIDE_MC_FN_MOUNT_SEGMENT},
+		{'A', "03_req_38228_s3_Ping.bin", "12_resp_38228_s3_Ping.bin", TIDE_MC_FN_PING},
+		{'C', "20_req_38244_s0_FetchTasks.bin", "25_resp_38244_s0_FetchTasks.bin",
+		 TIDE_MC_FN_FETCH_TASKS},
+		{'B', "18_req_38238_s0_PutStart.bin", "19_resp_38238_s0_PutStart.bin",
+		 TIDE_MC_FN_PUT_START},
+		{'A', "04_req_38228_s4_ReMountSegment.bin", "13_resp_38228_s4_ReMountSegment.bin",
+		 TIDE_MC_FN_REMOUNT_SEGMENT},
+		{'C', "21_req_38244_s1_PutEnd.bin", "26_resp_38244_s1_PutEnd.bin",
+		 TIDE_MC_FN_PUT_END},
+		{'A', "05_req_38228_s5_GetReplicaList.bin", "14_resp_38228_s5_GetReplicaList.bin",
+		 TIDE_MC_FN_GET_REPLICA_LIST},
+		{'C', "22_req_38244_s2_ExistKey.bin", "27_resp_38244_s2_ExistKey.bin",
+		 TIDE_MC_FN_EXIST_KEY},
+		{'A', "06_req_38228_s6_Remove.bin", "15_resp_38228_s6_Remove.bin",
+		 TIDE_MC_FN_REMOVE},
+		{'C', "23_req_38244_s3_Remove.bin", "28_resp_38244_s3_Remove.bin",
+		 TIDE_MC_FN_REMOVE},
+		{'A', "07_req_38228_s7_ExistKey.bin", "16_resp_38228_s7_ExistKey.bin",
+		 TIDE_MC_FN_EXIST_KEY},
+		{'C', "24_req_38244_s4_Ping.bin", "29_resp_38244_s4_Ping.bin", TIDE_MC_FN_PING},
+		{'A', "08_req_38228_s8_UnmountSegment.bin", "17_resp_38228_s8_UnmountSegment.bin",
+		 TIDE_MC_FN_UNMOUNT_SEGMENT},
+	};
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *conn[3];
+	unsigned i, identical = 0;
+
+	for (i = 0; i < 3; i++) {
+		conn[i] = connect_to(s);
+	}
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		struct tide_mc_client *c = conn[steps[i].conn - 'A'];
+		struct tide_mc_buf got = {0};
+		size_t qlen, alen;
+		uint8_t *q = read_vec(steps[i].req, &qlen);
+		uint8_t *a = read_vec(steps[i].resp, &alen);
+
+		CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+		TIDE_UT_OK(tide_mc_client_send_raw(c, q, qlen));
+		TIDE_UT_OK(tide_mc_client_recv_raw(c, &got));
+		if (got.len == alen && memcmp(got.data, a, alen) == 0) {
+			identical++;
+		} else {
+			/*
+			 * Only the replica id may differ: the stock master numbers replicas
+			 * from a global counter (1 in the capture), ours from its own. Same
+			 * framing, same header, same result otherwise (decoded compare).
+			 */
+			struct tide_mc_resp_hdr h1, h2;
+			struct tide_mc_resp r1, r2;
+			size_t u1, u2;
+
+			CU_ASSERT(steps[i].fn == TIDE_MC_FN_PUT_START ||
+				  steps[i].fn == TIDE_MC_FN_GET_REPLICA_LIST);
+			CU_ASSERT_EQUAL(got.len, alen);
+			CU_ASSERT(memcmp(got.data, a, TIDE_MC_RESP_HDR_LEN) == 0);
+			TIDE_UT_OK(tide_mc_resp_frame_decode(steps[i].fn, got.data, got.len, &h1,
+							     &r1, &u1, NULL));
+			TIDE_UT_OK(tide_mc_resp_frame_decode(steps[i].fn, a, alen, &h2, &r2, &u2,
+							     NULL));
+			if (steps[i].fn == TIDE_MC_FN_PUT_START) {
+				CU_ASSERT(r1.u.put_start.ok && r2.u.put_start.ok);
+				same_replicas(&r1.u.put_start.val, &r2.u.put_start.val);
+			} else if (steps[i].fn == TIDE_MC_FN_GET_REPLICA_LIST) {
+				CU_ASSERT(r1.u.replica_list.ok && r2.u.replica_list.ok);
+				same_replicas(&r1.u.replica_list.val.replicas,
+					      &r2.u.replica_list.val.replicas);
+				CU_ASSERT_EQUAL(r1.u.replica_list.val.lease_ttl_ms,
+						r2.u.replica_list.val.lease_ttl_ms);
+			}
+			tide_mc_resp_free(&r1);
+			tide_mc_resp_free(&r2);
+		}
+		tide_mc_buf_release(&got);
+		free(q);
+		free(a);
+	}
+	fprintf(stderr, "capture replay: %u of %zu answers byte-identical\n", identical,
+		sizeof(steps) / sizeof(steps[0]));
+	/* Everything but (at most) the two replica-carrying answers is byte-identical. */
+	CU_ASSERT(identical >= sizeof(steps) / sizeof(steps[0]) - 2);
+	for (i = 0; i < 3; i++) {
+		tide_mc_client_close(conn[i]);
+	}
+	tide_mc_server_destroy(s);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pipelining and many connections                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+#define PIPE_N 200
+
+static void
+test_pipelined(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c = connect_to(s);
+	static struct tide_mc_req reqs[PIPE_N];
+	static struct tide_mc_resp resps[PIPE_N];
+	static char keys[PIPE_N][32];
+	static int rcs[PIPE_N];
+	unsigned i;
+
+	mount_ok(c);
+	/* PutStart, PutEnd, ExistKey for each key, all in one write. */
+	memset(reqs, 0, sizeof(reqs));
+	for (i = 0; i < PIPE_N; i += 3) {
+		snprintf(keys[i], sizeof(keys[i]), "pipe-%u", i);
+		reqs[i].fn = TIDE_MC_FN_PUT_START;
+		reqs[i].u.put_start.client_id = client_a;
+		reqs[i].u.put_start.key.ptr = keys[i];
+		reqs[i].u.put_start.key.len = strlen(keys[i]);
+		reqs[i].u.put_start.slice_length = 100 + i;
+		reqs[i].u.put_start.config.replica_num = 1;
+		if (i + 1 < PIPE_N) {
+			reqs[i + 1].fn = TIDE_MC_FN_PUT_END;
+			reqs[i + 1].u.put_end.client_id = client_a;
+			reqs[i + 1].u.put_end.meta.key = reqs[i].u.put_start.key;
+			reqs[i + 1].u.put_end.replica_type = TIDE_MC_REPLICA_ALL;
+		}
+		if (i + 2 < PIPE_N) {
+			reqs[i + 2].fn = TIDE_MC_FN_EXIST_KEY;
+			reqs[i + 2].u.key.key = reqs[i].u.put_start.key;
+		}
+	}
+	TIDE_UT_OK(tide_mc_client_call_batch(c, reqs, PIPE_N, resps, rcs));
+	for (i = 0; i < PIPE_N; i++) {
+		CU_ASSERT_EQUAL(rcs[i], 0);
+		if (rcs[i] != 0) {
+			continue;
+		}
+		CU_ASSERT_EQUAL(resps[i].fn, reqs[i].fn);
+		switch (i % 3) {
+		case 0:
+			CU_ASSERT(resps[i].u.put_start.ok);
+			CU_ASSERT_EQUAL(resps[i].u.put_start.val.n, 1);
+			if (resps[i].u.put_start.val.n == 1) {
+				CU_ASSERT_EQUAL(resps[i].u.put_start.val.v[0].u.memory.size,
+						100 + i);
+			}
+			break;
+		case 1:
+			CU_ASSERT(resps[i].u.status.ok);
+			break;
+		default:
+			/* Answered in order: the PutEnd before it has completed the key. */
+			CU_ASSERT(resps[i].u.exist.ok && resps[i].u.exist.val);
+			break;
+		}
+		tide_mc_resp_free(&resps[i]);
+	}
+	CU_ASSERT(tide_mc_client_connected(c));
+	tide_mc_client_close(c);
+	tide_mc_server_destroy(s);
+}
+
+#define FLOOD_N 40000
+
+/*
+ * More answers than the server buffers per connection (4 MiB): it stops
+ * reading until the client drains, and the client sends and receives at once.
+ */
+static void
+test_pipelined_backpressure(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c = connect_to(s);
+	struct tide_mc_req *reqs = calloc(FLOOD_N, sizeof(*reqs));
+	struct tide_mc_resp *resps = calloc(FLOOD_N, sizeof(*resps));
+	int *rcs = calloc(FLOOD_N, sizeof(*rcs));
+	unsigned i, ok = 0;
+	int32_t ec;
+
+	CU_ASSERT_FATAL(reqs != NULL && resps != NULL && rcs != NULL);
+	mount_ok(c);
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "flood", 1000, 1, NULL, &ec));
+	TIDE_UT_OK(tide_mc_client_put_end(c, &client_a, "flood", &ec));
+	for (i = 0; i < FLOOD_N; i++) {
+		reqs[i].fn = TIDE_MC_FN_GET_REPLICA_LIST;
+		reqs[i].u.key.key.ptr = (char *)"flood";
+		reqs[i].u.key.key.len = 5;
+	}
+	TIDE_UT_OK(tide_mc_client_call_batch(c, reqs, FLOOD_N, resps, rcs));
+	for (i = 0; i < FLOOD_N; i++) {
+		if (rcs[i] == 0 && resps[i].u.replica_list.ok &&
+		    resps[i].u.replica_list.val.replicas.n == 1) {
+			ok++;
+		}
+		if (rcs[i] == 0) {
+			tide_mc_resp_free(&resps[i]);
+		}
+	}
+	CU_ASSERT_EQUAL(ok, FLOOD_N);
+	/* The connection is still in sync afterwards. */
+	TIDE_UT_OK(tide_mc_client_remove(c, "flood", true, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	free(reqs);
+	free(resps);
+	free(rcs);
+	tide_mc_client_close(c);
+	tide_mc_server_destroy(s);
+}
+
+#define MANY 64
+
+static void
+test_many_connections(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c[MANY];
+	struct tide_mc_server_stats *st = calloc(1, sizeof(*st));
+	char ver[16];
+	int32_t ec;
+	unsigned i, round;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+	for (i = 0; i < MANY; i++) {
+		c[i] = connect_to(s);
+	}
+	for (round = 0; round < 3; round++) {
+		for (i = 0; i < MANY; i++) {
+			ver[0] = '\0';
+			TIDE_UT_OK(tide_mc_client_service_ready(c[i], ver, sizeof(ver), &ec));
+			CU_ASSERT_STRING_EQUAL(ver, "2.0.0");
+		}
+	}
+	tide_mc_server_stats_get(s, st);
+	CU_ASSERT_EQUAL(st->accepted, MANY);
+	CU_ASSERT_EQUAL(st->open, MANY);
+	CU_ASSERT_EQUAL(st->fn[TIDE_MC_FN_SERVICE_READY].calls, 3 * MANY);
+	for (i = 0; i < MANY / 2; i++) {
+		tide_mc_client_close(c[i]);
+	}
+	/* The rest still work after half the connections went away. */
+	for (i = MANY / 2; i < MANY; i++) {
+		TIDE_UT_OK(tide_mc_client_service_ready(c[i], NULL, 0, &ec));
+		CU_ASSERT_EQUAL(ec, 0);
+	}
+	/* Destroy with live connections: everything is closed and freed. */
+	tide_mc_server_destroy(s);
+	for (i = MANY / 2; i < MANY; i++) {
+		CU_ASSERT_NOT_EQUAL(tide_mc_client_service_ready(c[i], NULL, 0, &ec), 0);
+		tide_mc_client_close(c[i]);
+	}
+	free(st);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Hostile frames                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+static void
+hdr_bytes(uint8_t out[TIDE_MC_REQ_HDR_LEN], uint8_t magic, uint32_t seq, uint32_t fn_id,
+	  uint32_t len)
+{
+	struct tide_mc_req_hdr h = {
+		.magic = magic, .seq_num = seq, .function_id = fn_id, .length = len};
+
+	tide_mc_req_hdr_build(&h, out);
+}
+
+/* Read one answer; expect a transport error errc with the same seq. */
+static void
+expect_err(struct tide_mc_client *c, uint32_t seq, uint8_t errc)
+{
+	struct tide_mc_buf got = {0};
+	struct tide_mc_resp_hdr h;
+
+	TIDE_UT_OK(tide_mc_client_recv_raw(c, &got));
+	if (got.len >= TIDE_MC_RESP_HDR_LEN) {
+		TIDE_UT_OK(tide_mc_resp_hdr_parse(got.data, got.len, &h, NULL));
+		CU_ASSERT_EQUAL(h.err_code, errc);
+		CU_ASSERT_EQUAL(h.seq_num, seq);
+	}
+	tide_mc_buf_release(&got);
+}
+
+static void
+test_malformed(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c;
+	struct tide_mc_server_stats *st = calloc(1, sizeof(*st));
+	struct tide_mc_buf got = {0};
+	uint8_t frame[TIDE_MC_REQ_HDR_LEN + 8];
+	uint32_t exist_id, copy_id;
+	int32_t ec = 1;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+	TIDE_UT_OK(tide_mc_fn_id_of_name("ExistKey", &exist_id));
+	TIDE_UT_OK(tide_mc_fn_id_of_name("CopyStart", &copy_id));
+
+	/* Bad body: errc 4 "invalid rpc arg", and the connection keeps working. */
+	c = connect_to(s);
+	hdr_bytes(frame, TIDE_MC_MAGIC, 7, exist_id, 8);
+	memcpy(frame + TIDE_MC_REQ_HDR_LEN, "\x01\x02\x03\x04garb", 8);
+	TIDE_UT_OK(tide_mc_client_send_raw(c, frame, sizeof(frame)));
+	expect_err(c, 7, TIDE_MC_ERRC_INVALID_RPC_ARGUMENTS);
+	TIDE_UT_OK(tide_mc_client_service_ready(c, NULL, 0, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+
+	/* Unknown function id: errc 11; a registered one without a codec: errc 11 too. */
+	hdr_bytes(frame, TIDE_MC_MAGIC, 8, 0xdeadbeef, 0);
+	TIDE_UT_OK(tide_mc_client_send_raw(c, frame, TIDE_MC_REQ_HDR_LEN));
+	expect_err(c, 8, TIDE_MC_ERRC_FUNCTION_NOT_REGISTERED);
+	hdr_bytes(frame, TIDE_MC_MAGIC, 9, copy_id, 0);
+	TIDE_UT_OK(tide_mc_client_send_raw(c, frame, TIDE_MC_REQ_HDR_LEN));
+	expect_err(c, 9, TIDE_MC_ERRC_FUNCTION_NOT_REGISTERED);
+	TIDE_UT_OK(tide_mc_client_service_ready(c, NULL, 0, &ec));
+	tide_mc_client_close(c);
+
+	/* Bad magic: closed without an answer. */
+	c = connect_to(s);
+	hdr_bytes(frame, 0x16, 1, exist_id, 0);
+	TIDE_UT_OK(tide_mc_client_send_raw(c, frame, TIDE_MC_REQ_HDR_LEN));
+	CU_ASSERT_EQUAL(tide_mc_client_recv_raw(c, &got), -ECONNRESET);
+	tide_mc_client_close(c);
+
+	/* Oversized (limit 1 MiB here): refused from the header, errc 14, then closed. */
+	c = connect_to(s);
+	hdr_bytes(frame, TIDE_MC_MAGIC, 3, exist_id, 100u << 20);
+	TIDE_UT_OK(tide_mc_client_send_raw(c, frame, TIDE_MC_REQ_HDR_LEN));
+	expect_err(c, 3, TIDE_MC_ERRC_MESSAGE_TOO_LARGE);
+	CU_ASSERT_EQUAL(tide_mc_client_recv_raw(c, &got), -ECONNRESET);
+	tide_mc_client_close(c);
+
+	/* Other connections were never disturbed. */
+	c = connect_to(s);
+	TIDE_UT_OK(tide_mc_client_service_ready(c, NULL, 0, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	tide_mc_client_close(c);
+
+	tide_mc_server_stats_get(s, st);
+	CU_ASSERT_EQUAL(st->bad_body, 1);
+	CU_ASSERT_EQUAL(st->unknown_fn, 2);
+	CU_ASSERT_EQUAL(st->closed_proto, 1);
+	CU_ASSERT_EQUAL(st->refused_large, 1);
+	tide_mc_buf_release(&got);
+	free(st);
+	tide_mc_server_destroy(s);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* HTTP                                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* One HTTP request; returns the status code and the body (malloc'd, NUL-terminated). */
+static int
+http(uint16_t port, const char *method, const char *target, const char *body, char **out)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	char req[1024], *buf = NULL, *p;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+	int fd, code = -1;
+
+	*out = NULL;
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+		 method, target, body != NULL ? strlen(body) : 0, body != NULL ? body : "");
+	if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+		close(fd);
+		return -1;
+	}
+	for (;;) {
+		if (len + 4096 > cap) {
+			cap = (cap + 4096) * 2;
+			buf = realloc(buf, cap);
+			if (buf == NULL) {
+				close(fd);
+				return -1;
+			}
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n <= 0) {
+			break;
+		}
+		len += (size_t)n;
+	}
+	close(fd);
+	if (buf == NULL) {
+		return -1;
+	}
+	buf[len] = '\0';
+	if (sscanf(buf, "HTTP/1.1 %d", &code) != 1) {
+		code = -1;
+	}
+	p = strstr(buf, "\r\n\r\n");
+	*out = strdup(p != NULL ? p + 4 : "");
+	free(buf);
+	return code;
+}
+
+static void
+test_http_admin(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c = connect_to(s);
+	uint16_t port = tide_mc_server_metrics_port(s);
+	char *body;
+	int32_t ec;
+
+	CU_ASSERT_EQUAL(http(port, "GET", "/health", NULL, &body), 200);
+	CU_ASSERT_STRING_EQUAL(body, "OK");
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/get_all_segments", NULL, &body), 200);
+	CU_ASSERT_STRING_EQUAL(body, "");
+	free(body);
+
+	mount_ok(c);
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "hkey", 4096, 1, NULL, &ec));
+	TIDE_UT_OK(tide_mc_client_put_end(c, &client_a, "hkey", &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+
+	CU_ASSERT_EQUAL(http(port, "GET", "/get_all_segments", NULL, &body), 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "127.0.0.1:13333"));
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/metrics", NULL, &body), 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_key_count 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_total_capacity_bytes 536870912\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_segment_count 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "master_put_start_requests_total 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(
+		strstr(body, "master_rpc_latency_microseconds_count{rpc=\"PutStart\"} 1\n"));
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/query_key?key=hkey", NULL, &body), 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "127.0.0.1:15366"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "size 4096"));
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/query_key?key=nope", NULL, &body), 404);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/query_key", NULL, &body), 400);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/nothing", NULL, &body), 404);
+	free(body);
+	/* /query_key grants no lease: a plain remove succeeds. */
+	TIDE_UT_OK(tide_mc_client_remove(c, "hkey", false, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+
+	tide_mc_client_close(c);
+	tide_mc_server_destroy(s);
+}
+
+static void
+test_http_metadata(void)
+{
+	struct tide_mc_server *s = start_server();
+	uint16_t port = tide_mc_server_metadata_port(s);
+	const char *json = "{\"name\":\"seg\",\"protocol\":\"tcp\"}";
+	char *body;
+
+	CU_ASSERT_EQUAL(http(port, "GET", "/metadata?key=mooncake%2Fram%2Fseg", NULL, &body), 404);
+	CU_ASSERT_STRING_EQUAL(body, "metadata not found");
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "PUT", "/metadata?key=mooncake%2Fram%2Fseg", json, &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/metadata?key=mooncake%2Fram%2Fseg", NULL, &body), 200);
+	CU_ASSERT_STRING_EQUAL(body, json);
+	free(body);
+	/* Exact match on the key as sent: the decoded spelling is another key. */
+	CU_ASSERT_EQUAL(http(port, "GET", "/metadata?key=mooncake/ram/seg", NULL, &body), 404);
+	free(body);
+	/* Overwrite of a segment descriptor is fine. */
+	CU_ASSERT_EQUAL(http(port, "PUT", "/metadata?key=mooncake%2Fram%2Fseg", "{}", &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/metadata?key=mooncake%2Fram%2Fseg", NULL, &body), 200);
+	CU_ASSERT_STRING_EQUAL(body, "{}");
+	free(body);
+	/* A different rpc_meta for the same key is refused; the same one is accepted. */
+	CU_ASSERT_EQUAL(
+		http(port, "PUT", "/metadata?key=mooncake/rpc_meta/seg", "{\"a\":1}", &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(
+		http(port, "PUT", "/metadata?key=mooncake/rpc_meta/seg", "{\"a\":1}", &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(
+		http(port, "PUT", "/metadata?key=mooncake/rpc_meta/seg", "{\"a\":2}", &body), 400);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "DELETE", "/metadata?key=mooncake%2Fram%2Fseg", NULL, &body),
+			200);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "DELETE", "/metadata?key=mooncake%2Fram%2Fseg", NULL, &body),
+			404);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/metadata?key=mooncake%2Fram%2Fseg", NULL, &body), 404);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/metadata", NULL, &body), 400);
+	free(body);
+	CU_ASSERT_EQUAL(http(port, "GET", "/health", NULL, &body), 200);
+	free(body);
+	tide_mc_server_destroy(s);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("master_server", NULL, NULL);
+
+	CU_add_test(s, "client_sequence", test_client_sequence);
+	CU_add_test(s, "capture_replay", test_capture_replay);
+	CU_add_test(s, "pipelined", test_pipelined);
+	CU_add_test(s, "pipelined_backpressure", test_pipelined_backpressure);
+	CU_add_test(s, "many_connections", test_many_connections);
+	CU_add_test(s, "malformed", test_malformed);
+	CU_add_test(s, "http_admin", test_http_admin);
+	CU_add_test(s, "http_metadata", test_http_metadata);
+}
+
+TIDE_UT_MAIN(register_tests)

@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * mooncake_master: the Mooncake-compatible master as a program. Flags follow
+ * the stock binary (gflags syntax: --flag=v, --flag v, --flag / --noflag for
+ * booleans; a JSON --config_path file sets the same keys, the command line
+ * wins). Unknown flags warn and are ignored so launchers written for the stock
+ * master keep working; a bad value of a known flag is refused (exit 1).
+ * Foreground, logs on stderr, exits 0 on SIGTERM/SIGINT after a clean stop.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "tide_log.h"
+#include "tide_mc_server.h"
+
+enum ftype {
+	F_BOOL,
+	F_INT,    /* int64 within [min, max] */
+	F_DOUBLE, /* within [min, max] */
+	F_STR,
+	F_DUR_MS, /* milliseconds; accepts ms/s/m/h suffixes */
+	F_IGNORED_BOOL,
+	F_IGNORED_VAL,
+};
+
+struct flag {
+	const char *name;
+	enum ftype type;
+	const char *help;
+	double min, max;
+	/* value */
+	bool b;
+	int64_t i;
+	double d;
+	const char *s;
+	uint64_t ms;
+	bool set; /* given on the command line (beats the config file) */
+};
+
+static char empty[] = "";
+
+/* Indexes into flags[] (keep in order). */
+enum {
+	FL_RPC_PORT,
+	FL_PORT,
+	FL_RPC_ADDRESS,
+	FL_RPC_THREAD_NUM,
+	FL_MAX_THREADS,
+	FL_METRICS_PORT,
+	FL_METRICS_HOST,
+	FL_LEASE_TTL,
+	FL_SOFT_PIN_TTL,
+	FL_MAX_SOFT_PIN_TTL,
+	FL_ALLOW_EVICT_SOFT,
+	FL_EVICTION_RATIO,
+	FL_EVICTION_HWM,
+	FL_CLIENT_TTL,
+	FL_DISCARD_TIMEOUT,
+	FL_RELEASE_TIMEOUT,
+	FL_HTTP_META,
+	FL_HTTP_META_PORT,
+	FL_HTTP_META_HOST,
+	FL_ROOT_FS_DIR,
+	FL_CLUSTER_ID,
+	FL_DISK_EVICTION,
+	FL_QUOTA_BYTES,
+	FL_CONFIG_PATH,
+	FL_LOG_LEVEL,
+	FL_MAX_FRAME_MB,
+	FL_HELP,
+	FL_FIRST_IGNORED,
+};
+
+static struct flag flags[] = {
+	[FL_RPC_PORT] = {"rpc_port", F_INT, "RPC port (wins over --port when > 0)", 0, 65535},
+	[FL_PORT] = {"port", F_INT, "deprecated RPC port", 0, 65535, .i = 50051},
+	[FL_RPC_ADDRESS] = {"rpc_address", F_STR, "IPv4 address to bind", .s = "0.0.0.0"},
+	[FL_RPC_THREAD_NUM] = {"rpc_thread_num", F_INT,
+			       "RPC worker threads; 0 = min(max_threads, CPUs)", 0,
+			       TIDE_MC_SERVER_MAX_THREADS},
+	[FL_MAX_THREADS] = {"max_threads", F_INT, "bound for rpc_thread_num 0", 1, 1024, .i = 16},
+	[FL_METRICS_PORT] = {"metrics_port", F_INT, "admin HTTP port (0 = ephemeral)", 0, 65535,
+			     .i = 9003},
+	[FL_METRICS_HOST] = {"metrics_host", F_STR, "admin HTTP address", .s = "0.0.0.0"},
+	[FL_LEASE_TTL] = {"default_kv_lease_ttl", F_DUR_MS, "read lease (ms, or 10s, 1m...)", 0, 0,
+			  .ms = 10000},
+	[FL_SOFT_PIN_TTL] = {"default_kv_soft_pin_ttl", F_DUR_MS, "soft pin TTL (ms)", 0, 0,
+			     .ms = 30 * 60 * 1000},
+	[FL_MAX_SOFT_PIN_TTL] = {"max_kv_soft_pin_ttl", F_DUR_MS, "max soft pin TTL (ms)", 0, 0,
+				 .ms = 24 * 3600 * 1000},
+	[FL_ALLOW_EVICT_SOFT] = {"allow_evict_soft_pinned_objects", F_BOOL,
+				 "evict soft-pinned objects when needed", .b = true},
+	[FL_EVICTION_RATIO] = {"eviction_ratio", F_DOUBLE, "fraction evicted per round", 0, 1,
+			       .d = 0.05},
+	[FL_EVICTION_HWM] = {"eviction_high_watermark_ratio", F_DOUBLE,
+			     "usage that triggers eviction", 0, 1, .d = 0.90},
+	[FL_CLIENT_TTL] = {"client_ttl", F_INT, "client liveness TTL (s)", 1, 86400 * 365, .i = 10},
+	[FL_DISCARD_TIMEOUT] = {"put_start_discard_timeout_sec", F_INT,
+				"a stale PutStart may be taken over after (s)", 1, 86400 * 365,
+				.i = 30},
+	[FL_RELEASE_TIMEOUT] = {"put_start_release_timeout_sec", F_INT,
+				"stale PutStart buffers freed after (s)", 1, 86400 * 365, .i = 600},
+	[FL_HTTP_META] = {"enable_http_metadata_server", F_BOOL,
+			  "serve the transfer-engine HTTP metadata store"},
+	[FL_HTTP_META_PORT] = {"http_metadata_server_port", F_INT,
+			       "metadata server port (0 = ephemeral)", 0, 65535, .i = 8080},
+	[FL_HTTP_META_HOST] = {"http_metadata_server_host", F_STR, "metadata server address",
+			       .s = "0.0.0.0"},
+	[FL_ROOT_FS_DIR] = {"root_fs_dir", F_STR, "storage tier root (GetFsdir)", .s = empty},
+	[FL_CLUSTER_ID] = {"cluster_id", F_STR, "cluster id (GetFsdir)", .s = "mooncake_cluster"},
+	[FL_DISK_EVICTION] = {"enable_disk_eviction", F_BOOL, "GetStorageConfig value", .b = true},
+	[FL_QUOTA_BYTES] = {"quota_bytes", F_INT, "GetStorageConfig value", 0, 9.2e18},
+	[FL_CONFIG_PATH] = {"config_path", F_STR, "JSON file with the same keys", .s = empty},
+	[FL_LOG_LEVEL] = {"log_level", F_STR, "error|warn|notice|info|debug", .s = "notice"},
+	[FL_MAX_FRAME_MB] = {"max_request_mb", F_INT, "largest request body accepted (MiB)", 1,
+			     4095, .i = TIDE_MC_SERVER_MAX_FRAME_BODY >> 20},
+	[FL_HELP] = {"help", F_BOOL, "print the flags and exit"},
+	/* Stock flags of features this master does not implement: accepted, warned, ignored. */
+	[FL_FIRST_IGNORED] = {"rpc_interface", F_IGNORED_VAL},
+	{"rpc_conn_timeout_seconds", F_IGNORED_VAL},
+	{"rpc_enable_tcp_no_delay", F_IGNORED_BOOL},
+	{"enable_metric_reporting", F_IGNORED_BOOL},
+	{"memory_allocator", F_IGNORED_VAL},
+	{"allocation_strategy", F_IGNORED_VAL},
+	{"enable_metadata_cleanup_on_timeout", F_IGNORED_BOOL},
+	{"enable_ha", F_IGNORED_BOOL},
+	{"ha_backend_type", F_IGNORED_VAL},
+	{"ha_backend_connstring", F_IGNORED_VAL},
+	{"etcd_endpoints", F_IGNORED_VAL},
+	{"enable_offload", F_IGNORED_BOOL},
+	{"offload_on_evict", F_IGNORED_BOOL},
+	{"promotion_on_hit", F_IGNORED_BOOL},
+	{"enable_multi_tenants", F_IGNORED_BOOL},
+	{"enable_snapshot", F_IGNORED_BOOL},
+	{"enable_snapshot_restore", F_IGNORED_BOOL},
+	{"enable_oplog", F_IGNORED_BOOL},
+	{"enable_cxl", F_IGNORED_BOOL},
+	{"enable_kv_events", F_IGNORED_BOOL},
+	{"dynamic_replication_mode", F_IGNORED_VAL},
+	{"cluster_ns", F_IGNORED_VAL},
+};
+
+#define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
+
+static struct flag *
+find_flag(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < N_FLAGS; i++) {
+		if (strlen(flags[i].name) == len && strncmp(flags[i].name, name, len) == 0) {
+			return &flags[i];
+		}
+	}
+	return NULL;
+}
+
+static bool
+parse_bool(const char *v, bool *out)
+{
+	static const char *const t[] = {"true", "1", "yes", "t", "y"};
+	static const char *const f[] = {"false", "0", "no", "f", "n"};
+	size_t i;
+
+	for (i = 0; i < 5; i++) {
+		if (strcasecmp(v, t[i]) == 0) {
+			*out = true;
+			return true;
+		}
+		if (strcasecmp(v, f[i]) == 0) {
+			*out = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool
+parse_dur_ms(const char *v, uint64_t *out)
+{
+	unsigned long long n;
+	uint64_t mul = 1;
+	char *end;
+
+	if (*v < '0' || *v > '9') {
+		return false;
+	}
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno != 0) {
+		return false;
+	}
+	if (strcmp(end, "") == 0 || strcmp(end, "ms") == 0) {
+		mul = 1;
+	} else if (strcmp(end, "s") == 0) {
+		mul = 1000;
+	} else if (strcmp(end, "m") == 0) {
+		mul = 60000;
+	} else if (strcmp(end, "h") == 0) {
+		mul = 3600000;
+	} else {
+		return false;
+	}
+	if (n > UINT64_MAX / mul) {
+		return false;
+	}
+	*out = (uint64_t)n * mul;
+	return true;
+}
+
+/* Set a flag from text. 0, or -EINVAL after printing why. */
+static int
+set_flag(struct flag *f, const char *v, const char *origin)
+{
+	char *end;
+	double d;
+	long long i;
+
+	switch (f->type) {
+	case F_BOOL:
+		if (!parse_bool(v, &f->b)) {
+			fprintf(stderr,
+				"ERROR: illegal value '%s' specified for bool flag '%s'%s "
+				"(expected true/false, 1/0 or yes/no)\n",
+				v, f->name, origin);
+			return -EINVAL;
+		}
+		return 0;
+	case F_INT:
+		errno = 0;
+		i = strtoll(v, &end, 10);
+		if (*v == '\0' || *end != '\0' || errno != 0 || (double)i < f->min ||
+		    (double)i > f->max) {
+			fprintf(stderr,
+				"ERROR: illegal value '%s' specified for integer flag '%s'%s "
+				"(expected an integer in %.0f..%.0f)\n",
+				v, f->name, origin, f->min, f->max);
+			return -EINVAL;
+		}
+		f->i = i;
+		return 0;
+	case F_DOUBLE:
+		errno = 0;
+		d = strtod(v, &end);
+		if (*v == '\0' || *end != '\0' || errno != 0 || !isfinite(d) || d < f->min ||
+		    d > f->max) {
+			fprintf(stderr,
+				"ERROR: illegal value '%s' specified for double flag '%s'%s "
+				"(expected a number in [%g, %g])\n",
+				v, f->name, origin, f->min, f->max);
+			return -EINVAL;
+		}
+		f->d = d;
+		return 0;
+	case F_DUR_MS:
+		if (!parse_dur_ms(v, &f->ms)) {
+			fprintf(stderr,
+				"ERROR: illegal value '%s' specified for duration flag '%s'%s "
+				"(expected milliseconds, or a number with ms/s/m/h)\n",
+				v, f->name, origin);
+			return -EINVAL;
+		}
+		return 0;
+	case F_STR:
+		f->s = v;
+		return 0;
+	case F_IGNORED_BOOL:
+	case F_IGNORED_VAL:
+		TIDE_LOG(WARN, "--%s=%s: this Mooncake feature is not implemented here; ignored",
+			 f->name, v);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static bool
+takes_value(const struct flag *f)
+{
+	return f->type != F_BOOL && f->type != F_IGNORED_BOOL;
+}
+
+static int
+parse_args(int argc, char **argv)
+{
+	const char *a, *name, *eq, *val;
+	struct flag *f;
+	size_t nlen;
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		a = argv[i];
+		if (a[0] != '-' || a[1] == '\0') {
+			TIDE_LOG(WARN, "ignoring positional argument '%s'", a);
+			continue;
+		}
+		name = a + 1 + (a[1] == '-');
+		eq = strchr(name, '=');
+		nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
+		val = eq != NULL ? eq + 1 : NULL;
+		f = find_flag(name, nlen);
+		if (f == NULL && val == NULL && nlen > 2 && strncmp(name, "no", 2) == 0) {
+			f = find_flag(name + 2, nlen - 2);
+			if (f != NULL && takes_value(f)) {
+				f = NULL;
+			} else if (f != NULL) {
+				val = "false";
+			}
+		}
+		if (f == NULL) {
+			/* gflags would stop here; launchers for the stock master must not. */
+			if (val == NULL && i + 1 < argc && argv[i + 1][0] != '-') {
+				val = argv[++i];
+			}
+			TIDE_LOG(WARN, "unknown flag --%.*s%s%s ignored", (int)nlen, name,
+				 val != NULL ? "=" : "", val != NULL ? val : "");
+			continue;
+		}
+		if (val == NULL) {
+			if (!takes_value(f)) {
+				val = "true";
+			} else if (i + 1 < argc) {
+				val = argv[++i];
+			} else {
+				fprintf(stderr, "ERROR: flag '--%s' is missing its argument\n",
+					f->name);
+				return -EINVAL;
+			}
+		}
+		if (set_flag(f, val, "") != 0) {
+			return -EINVAL;
+		}
+		f->set = true;
+	}
+	return 0;
+}
+
+/* Apply the config file's keys for flags not given on the command line. */
+static int
+load_config(const char *path)
+{
+	char num[64], origin[512];
+	cJSON *root, *it;
+	struct flag *f;
+	const char *key, *v;
+	FILE *fp;
+	long sz;
+	char *text;
+	int rc = 0;
+
+	fp = fopen(path, "rb");
+	if (fp == NULL) {
+		fprintf(stderr, "ERROR: --config_path %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	fseek(fp, 0, SEEK_END);
+	sz = ftell(fp);
+	fseek(fp, 0, SEEK_SET);
+	text = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+	if (text == NULL || fread(text, 1, (size_t)sz, fp) != (size_t)sz) {
+		fprintf(stderr, "ERROR: --config_path %s: cannot read\n", path);
+		free(text);
+		fclose(fp);
+		return -EIO;
+	}
+	fclose(fp);
+	text[sz] = '\0';
+	root = cJSON_Parse(text);
+	if (root == NULL || !cJSON_IsObject(root)) {
+		fprintf(stderr, "ERROR: --config_path %s: not a JSON object\n", path);
+		cJSON_Delete(root);
+		free(text);
+		return -EINVAL;
+	}
+	free(text);
+	snprintf(origin, sizeof(origin), " in %s", path);
+	cJSON_ArrayForEach(it, root)
+	{
+		key = it->string;
+		if (strcmp(key, "client_live_ttl_sec") == 0) {
+			key = "client_ttl";
+		}
+		f = find_flag(key, strlen(key));
+		if (f == NULL) {
+			TIDE_LOG(WARN, "%s: unknown key '%s' ignored", path, it->string);
+			continue;
+		}
+		if (f->set || f == &flags[FL_CONFIG_PATH]) {
+			continue;
+		}
+		if (cJSON_IsBool(it)) {
+			v = cJSON_IsTrue(it) ? "true" : "false";
+		} else if (cJSON_IsNumber(it)) {
+			if (it->valuedouble == floor(it->valuedouble) &&
+			    fabs(it->valuedouble) < 9e15) {
+				snprintf(num, sizeof(num), "%.0f", it->valuedouble);
+			} else {
+				snprintf(num, sizeof(num), "%.17g", it->valuedouble);
+			}
+			v = num;
+		} else if (cJSON_IsString(it)) {
+			v = it->valuestring;
+		} else {
+			fprintf(stderr, "ERROR: %s: key '%s' must be a string, number or bool\n",
+				path, it->string);
+			rc = -EINVAL;
+			break;
+		}
+		if (f->type == F_STR) {
+			/* Strings must outlive the JSON tree. */
+			v = strdup(v);
+			if (v == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+		}
+		rc = set_flag(f, v, origin);
+		if (rc != 0) {
+			break;
+		}
+	}
+	cJSON_Delete(root);
+	return rc;
+}
+
+static void
+usage(void)
+{
+	size_t i;
+
+	fprintf(stderr, "usage: mooncake_master [--flag=value ...]\n\nflags:\n");
+	for (i = 0; i < FL_FIRST_IGNORED; i++) {
+		fprintf(stderr, "  --%-36s %s\n", flags[i].name, flags[i].help);
+	}
+	fprintf(stderr, "\naccepted and ignored (features not implemented):");
+	for (i = FL_FIRST_IGNORED; i < N_FLAGS; i++) {
+		fprintf(stderr, "%s --%s", i == FL_FIRST_IGNORED ? "" : ",", flags[i].name);
+	}
+	fprintf(stderr, "\n");
+}
+
+int
+main(int argc, char **argv)
+{
+	struct tide_mc_server_opts o;
+	struct tide_mc_server *s = NULL;
+	enum tide_log_level lvl;
+	char fsdir[4096] = "";
+	sigset_t set;
+	long ncpu;
+	int sig, rc;
+
+	if (parse_args(argc, argv) != 0) {
+		fprintf(stderr, "mooncake_master: see --help\n");
+		return 1;
+	}
+	if (flags[FL_HELP].b) {
+		usage();
+		return 0;
+	}
+	if (flags[FL_CONFIG_PATH].s[0] != '\0' && load_config(flags[FL_CONFIG_PATH].s) != 0) {
+		return 1;
+	}
+	if (tide_log_level_parse(flags[FL_LOG_LEVEL].s, &lvl) != 0) {
+		fprintf(stderr,
+			"ERROR: illegal value '%s' specified for flag 'log_level' "
+			"(expected error, warn, notice, info or debug)\n",
+			flags[FL_LOG_LEVEL].s);
+		return 1;
+	}
+	tide_log_set_level(lvl);
+
+	tide_mc_server_opts_init(&o, sizeof(o));
+	o.rpc_port = (uint16_t)(flags[FL_RPC_PORT].i > 0 ? flags[FL_RPC_PORT].i : flags[FL_PORT].i);
+	o.rpc_address = flags[FL_RPC_ADDRESS].s;
+	if (flags[FL_RPC_THREAD_NUM].i > 0) {
+		o.rpc_thread_num = (unsigned)flags[FL_RPC_THREAD_NUM].i;
+	} else {
+		ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		ncpu = ncpu < 1 ? 1 : ncpu;
+		ncpu = ncpu < flags[FL_MAX_THREADS].i ? ncpu : flags[FL_MAX_THREADS].i;
+		o.rpc_thread_num = (unsigned)(ncpu < (long)TIDE_MC_SERVER_MAX_THREADS
+						      ? ncpu
+						      : (long)TIDE_MC_SERVER_MAX_THREADS);
+	}
+	o.metrics_port = (uint16_t)flags[FL_METRICS_PORT].i;
+	o.metrics_host = flags[FL_METRICS_HOST].s;
+	o.enable_http_metadata = flags[FL_HTTP_META].b;
+	o.http_metadata_port = (uint16_t)flags[FL_HTTP_META_PORT].i;
+	o.http_metadata_host = flags[FL_HTTP_META_HOST].s;
+	o.max_frame_body = (uint32_t)flags[FL_MAX_FRAME_MB].i << 20;
+	if (flags[FL_ROOT_FS_DIR].s[0] != '\0') {
+		snprintf(fsdir, sizeof(fsdir), "%s/%s", flags[FL_ROOT_FS_DIR].s,
+			 flags[FL_CLUSTER_ID].s);
+	}
+	o.fsdir = fsdir;
+	o.enable_disk_eviction = flags[FL_DISK_EVICTION].b;
+	o.quota_bytes = (uint64_t)flags[FL_QUOTA_BYTES].i;
+	o.table.default_kv_lease_ttl_ms = flags[FL_LEASE_TTL].ms;
+	o.table.default_kv_soft_pin_ttl_ms = flags[FL_SOFT_PIN_TTL].ms;
+	o.table.max_kv_soft_pin_ttl_ms = flags[FL_MAX_SOFT_PIN_TTL].ms;
+	o.table.allow_evict_soft_pinned_objects = flags[FL_ALLOW_EVICT_SOFT].b;
+	o.table.eviction_ratio = flags[FL_EVICTION_RATIO].d;
+	o.table.eviction_high_watermark_ratio = flags[FL_EVICTION_HWM].d;
+	o.table.client_ttl_ms = (uint64_t)flags[FL_CLIENT_TTL].i * 1000u;
+	o.table.put_start_discard_timeout_ms = (uint64_t)flags[FL_DISCARD_TIMEOUT].i * 1000u;
+	o.table.put_start_release_timeout_ms = (uint64_t)flags[FL_RELEASE_TIMEOUT].i * 1000u;
+
+	/* Many client connections (a pool per client): use the hard fd limit. */
+	{
+		struct rlimit rl;
+
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			(void)setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+
+	/* Threads inherit the mask: only this thread receives the stop signals. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = tide_mc_server_create(&o, &s);
+	if (rc != 0) {
+		fprintf(stderr, "mooncake_master: cannot start: %s\n", strerror(-rc));
+		return 1;
+	}
+	TIDE_LOG(NOTICE, "mooncake_master (tide) serving RPC on %s:%u with %u threads",
+		 o.rpc_address, tide_mc_server_rpc_port(s), o.rpc_thread_num);
+	TIDE_LOG(NOTICE, "metrics HTTP on %s:%u", o.metrics_host, tide_mc_server_metrics_port(s));
+	if (o.enable_http_metadata) {
+		TIDE_LOG(NOTICE, "HTTP metadata server on %s:%u", o.http_metadata_host,
+			 tide_mc_server_metadata_port(s));
+	}
+	TIDE_LOG(NOTICE,
+		 "lease %" PRIu64 " ms, client ttl %" PRId64
+		 " s, eviction ratio %g, high watermark %g",
+		 o.table.default_kv_lease_ttl_ms, flags[FL_CLIENT_TTL].i, o.table.eviction_ratio,
+		 o.table.eviction_high_watermark_ratio);
+
+	do {
+		sig = sigwaitinfo(&set, NULL);
+	} while (sig < 0 && errno == EINTR);
+	TIDE_LOG(NOTICE, "%s received: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	tide_mc_server_destroy(s);
+	TIDE_LOG(NOTICE, "stopped");
+	return 0;
+}
