@@ -288,12 +288,31 @@ between(uint32_t x, uint32_t lo, uint32_t hi)
 	return hi - lo >= x - lo;
 }
 
+#define TCP_SACK_WIRE_MAX 4  /* blocks one SACK option can carry (40 bytes of options) */
+#define TCP_SB_MAX        32 /* SACKed ranges a sender remembers per connection */
+#define TCP_RTX_LOG_MAX   64 /* recovery retransmissions watched for a second loss */
+#define TCP_DUPTHRESH     3  /* RFC 6675 DupThresh */
+
+/** A SACK block, [start, end) in sequence space. */
+struct tcp_sack_blk {
+	uint32_t start, end;
+};
+
 /** Options of one segment, parsed once. */
 struct tcp_opts {
 	uint16_t mss;
 	uint8_t wscale;
 	bool has_mss, has_wscale, sack_ok, has_ts;
+	uint8_t num_sacks; /* SACK blocks, as sent (not validated) */
 	uint32_t tsval, tsecr;
+	struct tcp_sack_blk sacks[TCP_SACK_WIRE_MAX];
+};
+
+/** A retransmission made during SACK recovery: [start, end) sent when snd_max was mark. */
+struct tcp_rtx_ent {
+	uint32_t start, end, mark;
+	bool relost;   /* detected lost again; waiting to be sent once more */
+	uint64_t sent; /* ns */
 };
 
 /** One received segment, parsed once and shared by every state's handling. */
@@ -408,12 +427,37 @@ struct tide_net_conn {
 		uint64_t raw[6];
 	} cc_priv;
 
+	/*
+	 * SACK sender (tcp_sack.c): SACKed ranges above snd_una, sorted and
+	 * disjoint (never adjacent), with RFC 6675 HighRxt. loss_state is the
+	 * recovery that follows an RTO: every unSACKed byte below recover is lost.
+	 */
+	struct tcp_sack_blk sb[TCP_SB_MAX];
+	uint8_t sb_n;
+	bool loss_state;
+	uint32_t high_rxt;
+	uint32_t rtx_high; /* end of the latest retransmission (spurious-retransmit check) */
+	struct tcp_rtx_ent rtx[TCP_RTX_LOG_MAX];
+	uint8_t rtx_n;
+
+	/*
+	 * SACK receiver: sequence numbers of the latest out-of-order arrivals,
+	 * newest first (the first block reports the newest, RFC 2018 4), and a
+	 * D-SACK (RFC 2883) owed to the next ACK.
+	 */
+	uint32_t sack_anchor[TCP_SACK_WIRE_MAX];
+	uint8_t sack_anchor_n;
+	bool dsack_pending;
+	struct tcp_sack_blk dsack;
+
 	/* timers: absolute ns deadlines, 0 = not armed */
 	uint64_t t_rto;     /* retransmission (SYN included) */
 	uint64_t t_persist; /* zero-window probe */
 	uint64_t t_delack;
 	uint64_t t_keep;
 	uint64_t t_wait; /* TIME_WAIT, orphaned FIN_WAIT_2 */
+	uint64_t t_tlp;  /* tail loss probe (SACK connections) */
+	bool tlp_out;    /* a probe is out; no other until snd_una moves */
 
 	struct tide_net_conn_cbs cbs;
 	void *arg;
@@ -474,6 +518,8 @@ void tcp_send_synack(struct tide_net_conn *c, uint64_t now);
 void tcp_send_syn(struct tide_net_conn *c, uint64_t now);
 /** Send a window update when the application freed enough receive space. */
 void tcp_window_update(struct tide_net_conn *c, uint64_t now);
+/** Send one new segment regardless of cwnd (a probe). Returns 0, or -1 when none may go. */
+int tcp_xmit_one_new(struct tide_net_conn *c, uint64_t now);
 /** Bytes of data in sbuf not yet sent. */
 uint32_t tcp_unsent(const struct tide_net_conn *c);
 /** Sequence number of our FIN (valid when fin_queued). */
@@ -481,6 +527,58 @@ static inline uint32_t
 tcp_fin_seq(const struct tide_net_conn *c)
 {
 	return c->sbuf_seq + c->sbuf.len;
+}
+
+/* tcp_sack.c */
+/** Receiver: remember an out-of-order arrival at seq (queued or duplicate). */
+void tcp_sack_rcv_note(struct tide_net_conn *c, uint32_t seq);
+/** Receiver: duplicate data [start, end) arrived; the next ACK reports it as a D-SACK. */
+void tcp_sack_rcv_dsack(struct tide_net_conn *c, uint32_t start, uint32_t end);
+/**
+ * Receiver: the blocks the next ACK carries, at most max (<= TCP_SACK_WIRE_MAX):
+ * the pending D-SACK first, then out-of-order runs, newest arrival first, then the
+ * others in sequence order. Consumes nothing. Returns the block count.
+ */
+uint8_t tcp_sack_rcv_blocks(struct tide_net_conn *c, struct tcp_sack_blk *out, uint8_t max);
+/** Receiver: option bytes a data segment must leave free for SACK blocks (0 when none). */
+uint32_t tcp_sack_rcv_optlen(const struct tide_net_conn *c);
+/**
+ * Sender: merge the segment's SACK blocks into the scoreboard, with ack the
+ * segment's cumulative ACK (already validated). Returns bytes newly SACKed.
+ */
+uint32_t tcp_sack_update(struct tide_net_conn *c, const struct tcp_opts *o, uint32_t ack);
+/** Sender: forget ranges at or below snd_una. */
+void tcp_sack_clean(struct tide_net_conn *c);
+/** Sender: drop the scoreboard and recovery state. */
+void tcp_sack_reset(struct tide_net_conn *c);
+/** Sender: bytes SACKed inside [from, to). */
+uint32_t tcp_sack_sacked_in(const struct tide_net_conn *c, uint32_t from, uint32_t to);
+/** Sender: unSACKed bytes below the returned sequence are lost (RFC 6675 IsLost). */
+uint32_t tcp_sack_lost_edge(const struct tide_net_conn *c);
+/** Sender: RFC 6675 pipe, bytes estimated in flight. */
+uint32_t tcp_sack_pipe(const struct tide_net_conn *c);
+/**
+ * Sender: RFC 6675 NextSeg rule 1 (and lost retransmissions first): the next
+ * retransmission of at most smss bytes. Returns false when nothing is lost.
+ */
+bool tcp_sack_next_rtx(const struct tide_net_conn *c, uint32_t smss, uint32_t *seq, uint32_t *len,
+		       uint8_t *flags, int *relost);
+/** Sender: send what tcp_sack_next_rtx chose and account for it. */
+int tcp_sack_retransmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
+			int relost, uint64_t now);
+/** Sender: after an ACK, enter SACK recovery if IsLost(snd_una), or find lost retransmissions. */
+void tcp_sack_check_loss(struct tide_net_conn *c, uint64_t now);
+/** Sender: the retransmission timer fired (RFC 6675 5.1); SACKed data is kept. */
+void tcp_sack_on_rto(struct tide_net_conn *c);
+/** Sender: (re)arm the tail loss probe when data is out (RFC 8985 7.2). */
+void tcp_tlp_arm(struct tide_net_conn *c, uint64_t now);
+/** Sender: the probe timer fired: one new segment, else the last unSACKed one. */
+void tcp_tlp_fire(struct tide_net_conn *c, uint64_t now);
+/** Sender: SACK recovery (fast or after RTO) is running. */
+static inline bool
+tcp_sack_recovering(const struct tide_net_conn *c)
+{
+	return c->sack_ok && (c->in_recovery || c->loss_state);
 }
 
 /* tcp_timer.c */

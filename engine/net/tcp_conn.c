@@ -127,6 +127,8 @@ tcp_conn_alloc(struct tide_net_stack *s, uint32_t rip, uint16_t lport, uint16_t 
 	c->snd_max = c->iss;
 	c->sbuf_seq = c->iss + 1;
 	c->recover = c->iss;
+	c->high_rxt = c->iss;
+	c->rtx_high = c->iss;
 	LIST_INSERT_HEAD(&s->conn_hash[conn_hash(rip, lport, rport)], c, hash_link);
 	c->hashed = true;
 	TAILQ_INSERT_TAIL(&s->conns, c, link);

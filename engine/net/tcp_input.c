@@ -5,7 +5,8 @@
  * other state goes through tcp_rcv_state_process, which shares tcp_ack()
  * and tcp_data_queue() and distinguishes states with TCPF_* masks.
  * Hardened per RFC 5961 (RST/SYN challenge ACKs, ACK range check) and
- * RFC 7323 (PAWS). Loss recovery is NewReno (RFC 6582).
+ * RFC 7323 (PAWS). Loss recovery is SACK-based (RFC 6675, tcp_sack.c) when
+ * both sides permit SACK, NewReno (RFC 6582) otherwise.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -52,6 +53,22 @@ tcp_parse_options(const uint8_t *p, uint32_t len, bool syn, struct tcp_opts *o)
 		case TCPOPT_SACK_PERM:
 			if (olen == 2 && syn) {
 				o->sack_ok = true;
+			}
+			break;
+		case TCPOPT_SACK:
+			/* Lengths other than 2 + 8n (n = 1..4) are ignored, as Linux does. */
+			if (!syn && olen >= 10 && (olen - 2) % 8 == 0) {
+				o->num_sacks = (uint8_t)((olen - 2) / 8);
+				for (uint8_t i = 0; i < o->num_sacks; i++) {
+					const uint8_t *b = p + 2 + 8 * i;
+
+					o->sacks[i].start = (uint32_t)b[0] << 24 |
+							    (uint32_t)b[1] << 16 |
+							    (uint32_t)b[2] << 8 | b[3];
+					o->sacks[i].end = (uint32_t)b[4] << 24 |
+							  (uint32_t)b[5] << 16 |
+							  (uint32_t)b[6] << 8 | b[7];
+				}
 			}
 			break;
 		case TCPOPT_TIMESTAMP:
@@ -139,7 +156,7 @@ tcp_ofo_queue(struct tide_net_conn *c, uint32_t seq, const uint8_t *data, uint32
 {
 	struct tide_net_stack *s = c->stack;
 	struct tcp_ooo **pp = &c->ooo, *o;
-	uint32_t end = seq + len;
+	uint32_t end = seq + len, seq0 = seq;
 
 	while (*pp != NULL && !after((*pp)->seq + (*pp)->len, seq)) {
 		pp = &(*pp)->next;
@@ -150,6 +167,8 @@ tcp_ofo_queue(struct tide_net_conn *c, uint32_t seq, const uint8_t *data, uint32
 
 		if (!before(pend, end)) {
 			s->st.tcp_rx_dup_bytes += end - seq;
+			tcp_sack_rcv_dsack(c, seq0, end);
+			tcp_sack_rcv_note(c, seq0);
 			return;
 		}
 		s->st.tcp_rx_dup_bytes += pend - seq;
@@ -169,9 +188,15 @@ tcp_ofo_queue(struct tide_net_conn *c, uint32_t seq, const uint8_t *data, uint32
 		end = (*pp)->seq;
 	}
 	if (end == seq) {
+		tcp_sack_rcv_note(c, seq0);
 		return;
 	}
-	if (c->ooo_n >= s->o.tcp_max_ooo_segs) {
+	/*
+	 * The window bounds the bytes; this bounds the entries (a peer sending tiny
+	 * segments). Allow a full window of ordinary segments, or SACKed data gets
+	 * dropped and the sender must resend it.
+	 */
+	if (c->ooo_n >= s->o.tcp_max_ooo_segs && c->ooo_n >= c->rbuf.cap / 1024) {
 		s->st.tcp_rx_ooo_dropped++;
 		return;
 	}
@@ -187,6 +212,7 @@ tcp_ofo_queue(struct tide_net_conn *c, uint32_t seq, const uint8_t *data, uint32
 	*pp = o;
 	c->ooo_n++;
 	s->st.tcp_rx_ooo_segs++;
+	tcp_sack_rcv_note(c, seq0);
 }
 
 /* Move queued segments that became in order to the receiver. */
@@ -227,9 +253,11 @@ tcp_data_queue(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		c->ack_now = true;
 		if (d >= len) {
 			s->st.tcp_rx_dup_bytes += len;
+			tcp_sack_rcv_dsack(c, seq, seq + len);
 			return;
 		}
 		s->st.tcp_rx_dup_bytes += d;
+		tcp_sack_rcv_dsack(c, seq, c->rcv_nxt);
 		data += d;
 		len -= d;
 		seq = c->rcv_nxt;
@@ -294,7 +322,7 @@ static int
 tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 {
 	struct tide_net_stack *s = c->stack;
-	uint32_t ack = seg->ack, acked, wnd, flight;
+	uint32_t ack = seg->ack, acked, wnd, flight, newly = 0;
 	bool win_changed = false;
 
 	if (after(ack, c->snd_max) || before(ack, c->snd_una - c->max_snd_wnd)) {
@@ -322,11 +350,26 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		return 0;
 	}
 	acked = ack - c->snd_una;
+	if (c->sack_ok && seg->opts.num_sacks > 0) {
+		newly = tcp_sack_update(c, &seg->opts, ack);
+	}
 	if (acked == 0) {
 		/* Duplicate ACK as RFC 5681 2 defines it. */
 		if (seg->len == 0 && !(seg->flags & (TCPHDR_SYN | TCPHDR_FIN)) && !win_changed &&
 		    c->snd_max != c->snd_una) {
 			s->st.tcp_dup_acks++;
+			if (c->sack_ok) {
+				/* RFC 6675 2: only ACKs that SACK new data count. */
+				if (newly > 0 || seg->opts.num_sacks == 0) {
+					c->dupacks++;
+				}
+				if (newly > 0) {
+					c->tlp_out = false; /* the probe was answered */
+				}
+				tcp_sack_check_loss(c, now);
+				tcp_tlp_arm(c, now);
+				return 0;
+			}
 			c->dupacks++;
 			if (c->in_recovery) {
 				c->cwnd += c->mss;
@@ -339,6 +382,10 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 				s->st.tcp_fast_retrans++;
 				tcp_retransmit_head(c, now);
 			}
+		} else if (c->sack_ok && newly > 0) {
+			c->tlp_out = false; /* the probe was answered */
+			tcp_sack_check_loss(c, now);
+			tcp_tlp_arm(c, now);
 		}
 		return 0;
 	}
@@ -362,7 +409,31 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	}
 	c->backoff = 0;
 	c->retries = 0;
-	if (c->in_recovery) {
+	if (c->sack_ok) {
+		c->tlp_out = false;
+		tcp_sack_clean(c);
+		if (c->in_recovery || c->loss_state) {
+			if (!before(ack, c->recover)) {
+				/* RFC 6675 5 (C): RecoveryPoint acknowledged. */
+				if (c->in_recovery) {
+					c->cwnd = c->ssthresh < flight + c->mss ? c->ssthresh
+										: flight + c->mss;
+				}
+				c->in_recovery = false;
+				c->loss_state = false;
+				c->rtx_n = 0;
+				c->dupacks = 0;
+			} else if (c->loss_state) {
+				c->cc->cong_avoid(c, acked, now); /* slow start after the RTO */
+			}
+		} else {
+			c->dupacks = 0;
+			if ((1u << c->state) & ~(TCPF_SYN_RECV | TCPF_SYN_SENT)) {
+				c->cc->cong_avoid(c, acked, now);
+			}
+		}
+		tcp_sack_check_loss(c, now);
+	} else if (c->in_recovery) {
 		if (!before(ack, c->recover)) {
 			/* Full ACK (RFC 6582 3.2 step 3): deflate. */
 			c->in_recovery = false;
@@ -385,6 +456,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	} else {
 		tcp_rearm_rto(c, now);
 	}
+	tcp_tlp_arm(c, now);
 	if (c->want_write && tcp_ring_free(&c->sbuf) > 0 && !c->fin_queued) {
 		c->want_write = false;
 		tcp_event(c, TIDE_NET_EV_WRITABLE, 0);
@@ -554,6 +626,10 @@ tcp_rcv_state_process(struct tide_net_conn *c, struct tcp_seg *seg, uint64_t now
 	}
 	if (!simopen_synack && !tcp_sequence_ok(c, seg)) {
 		s->st.tcp_rx_out_of_window++;
+		if (seg->len > 0 && !after(seg->seq + seg->len, c->rcv_nxt)) {
+			/* Old data again: tell the sender it was a spurious resend (RFC 2883). */
+			tcp_sack_rcv_dsack(c, seg->seq, seg->seq + seg->len);
+		}
 		if (!(seg->flags & TCPHDR_RST)) {
 			tcp_send_ack(c, now);
 			if (c->state == TCP_TIME_WAIT && (seg->flags & TCPHDR_FIN)) {

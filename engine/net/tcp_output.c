@@ -45,8 +45,49 @@ tcp_select_window(struct tide_net_conn *c, bool syn)
 	return (uint16_t)wnd;
 }
 
+/*
+ * SACK blocks (RFC 2018 3) after the other options, as many as fit beside len
+ * bytes of payload: 3 with timestamps, 4 without.
+ */
 static uint8_t
-tcp_build_options(const struct tide_net_conn *c, uint8_t flags, uint8_t *p, uint64_t now)
+tcp_build_sack(struct tide_net_conn *c, uint8_t n, uint32_t len, uint8_t *p)
+{
+	struct tcp_sack_blk blk[TCP_SACK_WIRE_MAX];
+	uint32_t limit = c->mss + (c->ts_ok ? TCPOLEN_TS_ALIGNED : 0u), used = n + len, max;
+	uint8_t k;
+
+	if (limit < used + 4 + 8 || TCP_MAX_OPTLEN < n + 4 + 8) {
+		return n;
+	}
+	max = (limit - used - 4) / 8;
+	if (max > (TCP_MAX_OPTLEN - n - 4u) / 8) {
+		max = (TCP_MAX_OPTLEN - n - 4u) / 8;
+	}
+	k = tcp_sack_rcv_blocks(c, blk, (uint8_t)max);
+	if (k == 0) {
+		return n;
+	}
+	p[n++] = TCPOPT_NOP;
+	p[n++] = TCPOPT_NOP;
+	p[n++] = TCPOPT_SACK;
+	p[n++] = (uint8_t)(2 + 8 * k);
+	for (uint8_t i = 0; i < k; i++) {
+		uint32_t v[2] = {htonl(blk[i].start), htonl(blk[i].end)};
+
+		memcpy(p + n, v, 8);
+		n += 8;
+	}
+	c->stack->st.tcp_sack_blocks_tx += k;
+	if (c->dsack_pending) {
+		/* Reported once (RFC 2883 4); the D-SACK is always the first block. */
+		c->dsack_pending = false;
+		c->stack->st.tcp_dsack_tx++;
+	}
+	return n;
+}
+
+static uint8_t
+tcp_build_options(struct tide_net_conn *c, uint8_t flags, uint32_t len, uint8_t *p, uint64_t now)
 {
 	uint8_t n = 0;
 	const struct tide_net_stack *s = c->stack;
@@ -93,6 +134,10 @@ tcp_build_options(const struct tide_net_conn *c, uint8_t flags, uint8_t *p, uint
 		p[n++] = 3;
 		p[n++] = c->rcv_wscale;
 	}
+	if (c->sack_ok && (flags & (TCPHDR_SYN | TCPHDR_RST | TCPHDR_ACK)) == TCPHDR_ACK &&
+	    (c->ooo != NULL || c->dsack_pending)) {
+		n = tcp_build_sack(c, n, len, p);
+	}
 	return n;
 }
 
@@ -109,7 +154,7 @@ tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
 		return -ENOBUFS;
 	}
 	th = (struct net_tcp_hdr *)(b.data + NET_HDRS_LEN);
-	optlen = tcp_build_options(c, flags, (uint8_t *)(th + 1), now);
+	optlen = tcp_build_options(c, flags, len, (uint8_t *)(th + 1), now);
 	th->sport = htons(c->lport);
 	th->dport = htons(c->rport);
 	th->seq = htonl(seq);
@@ -150,29 +195,72 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 {
 	struct tide_net_stack *s = c->stack;
 	uint32_t data_end = c->sbuf_seq + c->sbuf.len;
+	bool sackrec = tcp_sack_recovering(c);
+	/* Leave room for the SACK blocks the segment carries while we hold a hole. */
+	uint32_t smss = c->mss - tcp_sack_rcv_optlen(c);
+	bool sent_new = false;
 
 	if (!((1u << c->state) & TCPF_CAN_SEND)) {
 		return;
 	}
 	for (;;) {
-		uint32_t inflight = c->snd_nxt - c->snd_una;
-		uint32_t wnd = c->cwnd < c->snd_wnd ? c->cwnd : c->snd_wnd;
-		uint32_t seq = c->snd_nxt, len;
+		uint32_t seq = c->snd_nxt, len, room;
 		uint8_t flags = TCPHDR_ACK;
 
+		if (sackrec) {
+			/* RFC 6675 5 (C): while pipe < cwnd, NextSeg: a lost hole, else new data.
+			 */
+			uint32_t rlen;
+			uint8_t rflags;
+			int relost;
+
+			if (tcp_sack_pipe(c) >= c->cwnd) {
+				break;
+			}
+			if (tcp_sack_next_rtx(c, smss, &seq, &rlen, &rflags, &relost)) {
+				if (tcp_sack_retransmit(c, seq, rlen, rflags, relost, now) != 0) {
+					break;
+				}
+				continue;
+			}
+			seq = c->snd_nxt;
+			room = after(c->snd_una + c->snd_wnd, seq) ? c->snd_una + c->snd_wnd - seq
+								   : 0;
+		} else {
+			uint32_t inflight = seq - c->snd_una;
+			uint32_t wnd = c->cwnd < c->snd_wnd ? c->cwnd : c->snd_wnd;
+
+			room = inflight < wnd ? wnd - inflight : 0;
+			if (c->sb_n > 0 && c->sack_ok) {
+				/*
+				 * SACKed bytes have left the network: sending for them is
+				 * limited transmit (RFC 3042) without the two-segment cap,
+				 * and it produces the SACKs that let IsLost fire.
+				 */
+				uint32_t cw_in = inflight - tcp_sack_sacked_in(c, c->snd_una, seq);
+				uint32_t rw = after(c->snd_una + c->snd_wnd, seq)
+						      ? c->snd_una + c->snd_wnd - seq
+						      : 0;
+
+				room = cw_in < c->cwnd ? c->cwnd - cw_in : 0;
+				if (room > rw) {
+					room = rw;
+				}
+			}
+		}
 		if (before(seq, data_end)) {
-			if (inflight >= wnd) {
+			if (room == 0) {
 				break;
 			}
 			len = data_end - seq;
-			if (len > c->mss) {
-				len = c->mss;
+			if (len > smss) {
+				len = smss;
 			}
-			if (len > wnd - inflight) {
-				len = wnd - inflight;
+			if (len > room) {
+				len = room;
 			}
 			/* RFC 9293 3.7.4 (Nagle), off by default. */
-			if (s->o.tcp_nagle && len < c->mss && c->snd_una != c->snd_max &&
+			if (s->o.tcp_nagle && len < smss && c->snd_una != c->snd_max &&
 			    !c->fin_queued) {
 				break;
 			}
@@ -191,11 +279,16 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		}
 		if (before(seq, c->snd_max)) {
 			s->st.tcp_retrans_segs++;
-		} else if (!c->rtt_timing) {
+			if (after(seq + len, c->rtx_high)) {
+				c->rtx_high = seq + len;
+			}
+		} else if (!c->rtt_timing && !sackrec) {
+			/* Not during recovery: the ACK would wait for the holes below. */
 			c->rtt_timing = true;
 			c->rtt_seq = seq;
 			c->rtt_start = now;
 		}
+		sent_new = true;
 		c->snd_nxt = seq + len + ((flags & TCPHDR_FIN) ? 1 : 0);
 		if (after(c->snd_nxt, c->snd_max)) {
 			c->snd_max = c->snd_nxt;
@@ -207,6 +300,9 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 			break;
 		}
 	}
+	if (sent_new) {
+		tcp_tlp_arm(c, now);
+	}
 	/* Data waits, the peer's window is shut and nothing is in flight: probe (RFC 9293 3.8.6.1).
 	 */
 	if (c->snd_wnd == 0 && c->snd_nxt == c->snd_una && before(c->snd_nxt, data_end) &&
@@ -214,6 +310,35 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		c->t_rto = 0;
 		tcp_arm(c, &c->t_persist, now + c->rto);
 	}
+}
+
+int
+tcp_xmit_one_new(struct tide_net_conn *c, uint64_t now)
+{
+	uint32_t data_end = c->sbuf_seq + c->sbuf.len, seq = c->snd_nxt, len;
+	uint32_t smss = c->mss - tcp_sack_rcv_optlen(c);
+	uint32_t rw = after(c->snd_una + c->snd_wnd, seq) ? c->snd_una + c->snd_wnd - seq : 0;
+	uint8_t flags = TCPHDR_ACK | TCPHDR_PSH;
+
+	if (seq != c->snd_max || !before(seq, data_end) || rw == 0) {
+		return -1;
+	}
+	len = data_end - seq;
+	if (len > smss) {
+		len = smss;
+	}
+	if (len > rw) {
+		len = rw;
+	}
+	if (c->fin_queued && seq + len == data_end) {
+		flags |= TCPHDR_FIN;
+	}
+	if (tcp_transmit(c, seq, len, flags, now) != 0) {
+		return -1;
+	}
+	c->snd_nxt = seq + len + ((flags & TCPHDR_FIN) ? 1 : 0);
+	c->snd_max = c->snd_nxt;
+	return 0;
 }
 
 void

@@ -25,6 +25,7 @@ tcp_clear_timers(struct tide_net_conn *c)
 	c->t_delack = 0;
 	c->t_keep = 0;
 	c->t_wait = 0;
+	c->t_tlp = 0;
 }
 
 /* Current RTO with exponential backoff (RFC 6298 5.5), capped at rto_max. */
@@ -141,15 +142,21 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 		c->ssthresh = c->cc->ssthresh(c, now);
 	}
 	c->cwnd = c->mss;
-	c->in_recovery = false;
-	c->dupacks = 0;
-	c->recover = c->snd_max;
 	c->rtt_timing = false;
 	c->retries++;
 	c->backoff++;
-	/* Go back N: resend from snd_una as the (now one-segment) window allows. */
-	c->snd_nxt = c->snd_una;
 	c->t_rto = 0;
+	c->t_tlp = 0;
+	if (c->sack_ok) {
+		/* RFC 6675 5.1: resend the unSACKed bytes only, as slow start allows. */
+		tcp_sack_on_rto(c);
+	} else {
+		/* Go back N: resend from snd_una as the (now one-segment) window allows. */
+		c->in_recovery = false;
+		c->dupacks = 0;
+		c->recover = c->snd_max;
+		c->snd_nxt = c->snd_una;
+	}
 	tcp_write_xmit(c, now);
 	if (c->t_rto == 0 && c->t_persist == 0) {
 		tcp_rearm_rto(c, now);
@@ -220,6 +227,10 @@ tcp_conn_timers(struct tide_net_conn *c, uint64_t now)
 		fired++;
 		tcp_retransmit_timer(c, now);
 	}
+	if (c->state != TCP_CLOSE && due(&c->t_tlp, now)) {
+		fired++;
+		tcp_tlp_fire(c, now);
+	}
 	if (c->state != TCP_CLOSE && due(&c->t_persist, now)) {
 		fired++;
 		tcp_persist_timer(c, now);
@@ -239,6 +250,7 @@ tcp_conn_timers(struct tide_net_conn *c, uint64_t now)
 		net_timer_note(c->stack, c->t_delack);
 		net_timer_note(c->stack, c->t_keep);
 		net_timer_note(c->stack, c->t_wait);
+		net_timer_note(c->stack, c->t_tlp);
 	}
 	return fired;
 }

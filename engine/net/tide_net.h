@@ -2,7 +2,8 @@
 /**
  * \file
  * Tide's user-space TCP/IP stack: Ethernet, ARP, IPv4, ICMP echo and TCP
- * (RFC 9293 with RFC 5961, 6298, 6582, 7323), with no device code.
+ * (RFC 9293 with RFC 5961, 6298, 6582, 7323, and SACK: RFC 2018, 2883, 6675),
+ * with no device code.
  *
  * The stack is pure protocol. Frames come in as (data, len, opaque handle)
  * through tide_net_rx_burst(); frames go out through a `struct
@@ -137,15 +138,17 @@ struct tide_net_opts {
 	bool tcp_nagle;            /**< Nagle's algorithm; default false (off) */
 	bool tcp_timestamps;       /**< offer RFC 7323 timestamps; default true */
 	bool tcp_wscale;           /**< offer RFC 7323 window scaling; default true */
-	bool tcp_sack;      /**< offer SACK-permitted (parsed; blocks not sent yet); default true */
+	bool tcp_sack;      /**< offer SACK-permitted; when both sides agree, send SACK blocks and
+			       recover      from losses with them (RFC 2018, 6675); default true */
 	bool tcp_keepalive; /**< keepalive; default false */
 	uint32_t tcp_keepalive_idle_ms;   /**< idle before the first probe; default 7200000 */
 	uint32_t tcp_keepalive_intvl_ms;  /**< between probes; default 75000 */
 	uint8_t tcp_keepalive_probes;     /**< unanswered probes before ETIMEDOUT; default 9 */
 	uint32_t tcp_challenge_ack_limit; /**< challenge ACKs per second per stack; default 1000 */
-	uint16_t tcp_max_ooo_segs; /**< out-of-order segments held per connection; default 256 */
-	enum tide_net_cc tcp_cc;   /**< congestion control; default NEWRENO */
-	uint64_t isn_secret;       /**< RFC 6528 ISN key; 0 = derived from the MAC and address */
+	uint16_t tcp_max_ooo_segs;        /**< out-of-order segments held per connection, at least
+					     tcp_rcvbuf / 1024; default 256 */
+	enum tide_net_cc tcp_cc;          /**< congestion control; default NEWRENO */
+	uint64_t isn_secret; /**< RFC 6528 ISN key; 0 = derived from the MAC and address */
 
 	tide_net_port_pick_fn port_pick; /**< NULL = sequential ephemeral ports 49152..65535 */
 	void *port_arg;                  /**< passed to port_pick */
@@ -199,6 +202,18 @@ struct tide_net_stats {
 	uint64_t tcp_conn_resets;     /**< connections reset by the peer */
 	uint64_t tcp_conn_nomem;      /**< connections not created: allocation failed */
 	uint64_t tcp_active_opens, tcp_passive_opens, tcp_conns;
+	/* SACK (RFC 2018, 2883, 6675); appended after the fields above, whose offsets stay put. */
+	uint64_t tcp_sack_blocks_tx;  /**< SACK blocks sent (D-SACK blocks included) */
+	uint64_t tcp_sack_blocks_rx;  /**< valid SACK blocks received (D-SACK excluded) */
+	uint64_t tcp_dsack_tx;        /**< D-SACK blocks sent: duplicate data received */
+	uint64_t tcp_dsack_rx;        /**< D-SACK blocks received */
+	uint64_t tcp_sack_rejected;   /**< SACK blocks ignored: inverted, beyond snd_max, too old */
+	uint64_t tcp_sack_recoveries; /**< SACK loss recovery episodes (RFC 6675) entered */
+	uint64_t tcp_sack_retrans_segs; /**< segments retransmitted from the SACK scoreboard */
+	uint64_t tcp_lost_retrans;      /**< retransmissions detected lost again (SACK) */
+	uint64_t tcp_spurious_retrans;  /**< D-SACKs for data we had retransmitted */
+	uint64_t tcp_sack_sb_overflow;  /**< SACK ranges forgotten: scoreboard full */
+	uint64_t tcp_tlp_probes;        /**< tail loss probes sent (RFC 8985 7, SACK only) */
 };
 
 /** TCP states, numbered as Linux include/net/tcp_states.h. */

@@ -19,6 +19,15 @@ struct link_cfg {
 	uint64_t seed;
 	enum tide_net_cc cc;
 	bool wrap_isn;
+	bool no_sack;        /* neither side offers SACK: NewReno + go-back-N */
+	uint32_t rto_min_us; /* 0 = stack default */
+};
+
+/* What a run measured, for comparisons between configurations. */
+struct xfer_result {
+	uint64_t sim_ns;
+	uint64_t dropped, retrans, rto, sack_retrans, lost_retrans, spurious;
+	uint64_t sack_tx, sack_rx;
 };
 
 struct side {
@@ -190,6 +199,13 @@ side_init(struct side *sd, uint8_t id, const struct link_cfg *cfg, uint64_t now)
 	o.ip = id == 0 ? UT_IP : UT_PEER_IP;
 	o.tcp_time_wait_ms = 10;
 	o.tcp_cc = cfg->cc;
+	o.tcp_sack = !cfg->no_sack;
+	if (cfg->rto_min_us != 0) {
+		o.tcp_rto_min_us = cfg->rto_min_us;
+		if (o.tcp_rto_init_us < o.tcp_rto_min_us) {
+			o.tcp_rto_init_us = o.tcp_rto_min_us;
+		}
+	}
 	o.isn_secret = cfg->seed + id;
 	CU_ASSERT_FATAL(tide_net_stack_create(&o, now, &sd->s) == 0);
 	if (cfg->wrap_isn) {
@@ -200,7 +216,7 @@ side_init(struct side *sd, uint8_t id, const struct link_cfg *cfg, uint64_t now)
 }
 
 static void
-run_transfer(const struct link_cfg *cfg)
+run_transfer_r(const struct link_cfg *cfg, struct xfer_result *res)
 {
 	struct side a, b;
 	struct wire wab = {0}, wba = {0};
@@ -214,8 +230,8 @@ run_transfer(const struct link_cfg *cfg)
 	start = now;
 	CU_ASSERT_FATAL(tide_net_listen(b.s, 7000, 16, side_accept, &b, &l) == 0);
 	CU_ASSERT_FATAL(tide_net_connect(a.s, UT_PEER_IP, 7000, &side_cbs, &a, now, &a.c) == 0);
-	/* 10 us per step; generous cap of 60 simulated seconds. */
-	while (steps++ < 6000000) {
+	/* 10 us per step; generous cap of 120 simulated seconds. */
+	while (steps++ < 12000000) {
 		now += 10 * NS_PER_US;
 		side_push(&a, now);
 		side_push(&b, now);
@@ -267,6 +283,30 @@ run_transfer(const struct link_cfg *cfg)
 		CU_ASSERT(tide_net_stats(a.s)->tcp_retrans_segs > 0);
 		CU_ASSERT(tide_net_stats(b.s)->tcp_retrans_segs > 0);
 	}
+	{
+		const struct tide_net_stats *sa = tide_net_stats(a.s), *sb = tide_net_stats(b.s);
+
+		*res = (struct xfer_result){
+			.sim_ns = now - start,
+			.dropped = wab.dropped + wba.dropped,
+			.retrans = sa->tcp_retrans_segs + sb->tcp_retrans_segs,
+			.rto = sa->tcp_rto_fired + sb->tcp_rto_fired,
+			.sack_retrans = sa->tcp_sack_retrans_segs + sb->tcp_sack_retrans_segs,
+			.lost_retrans = sa->tcp_lost_retrans + sb->tcp_lost_retrans,
+			.spurious = sa->tcp_spurious_retrans + sb->tcp_spurious_retrans,
+			.sack_tx = sa->tcp_sack_blocks_tx + sb->tcp_sack_blocks_tx,
+			.sack_rx = sa->tcp_sack_blocks_rx + sb->tcp_sack_blocks_rx,
+		};
+		if (cfg->no_sack) {
+			CU_ASSERT_EQUAL(res->sack_tx + res->sack_rx + res->sack_retrans, 0);
+		}
+		printf("\n    sack %s: blocks tx %lu rx %lu, sack retrans %lu, lost retrans %lu, "
+		       "spurious %lu, dsack rx %lu",
+		       cfg->no_sack ? "off" : "on", (unsigned long)res->sack_tx,
+		       (unsigned long)res->sack_rx, (unsigned long)res->sack_retrans,
+		       (unsigned long)res->lost_retrans, (unsigned long)res->spurious,
+		       (unsigned long)(sa->tcp_dsack_rx + sb->tcp_dsack_rx));
+	}
 	printf("\n    loss %u/1000 dup %u reorder %u cc %s: %.3f simulated s, %lu steps, "
 	       "dropped %lu+%lu duped %lu+%lu reordered %lu+%lu, retrans %lu+%lu "
 	       "(fast %lu+%lu, rto %lu+%lu)\n",
@@ -297,6 +337,14 @@ run_transfer(const struct link_cfg *cfg)
 }
 
 static void
+run_transfer(const struct link_cfg *cfg)
+{
+	struct xfer_result r;
+
+	run_transfer_r(cfg, &r);
+}
+
+static void
 test_clean_link(void)
 {
 	run_transfer(&(struct link_cfg){.seed = 1});
@@ -322,6 +370,53 @@ test_wrapping_isn_with_loss(void)
 		&(struct link_cfg){.drop_pm = 20, .reorder_pm = 20, .seed = 4, .wrap_isn = true});
 }
 
+/*
+ * The same seeded link with and without SACK: SACK must deliver every byte,
+ * resend no more than twice what the link dropped (frames carry data both
+ * ways, so nearly every drop is a data segment) and not take longer than
+ * NewReno with go-back-N.
+ */
+static void
+sack_vs_baseline(unsigned drop_pm, unsigned reorder_pm, uint64_t seed, enum tide_net_cc cc)
+{
+	struct link_cfg cfg = {
+		.drop_pm = drop_pm, .reorder_pm = reorder_pm, .seed = seed, .cc = cc};
+	struct xfer_result with, without;
+
+	run_transfer_r(&cfg, &with);
+	cfg.no_sack = true;
+	run_transfer_r(&cfg, &without);
+	printf("\n    => %u/1000 loss: sack %.3f s %lu retrans %lu rto, no sack %.3f s %lu retrans "
+	       "%lu rto\n",
+	       drop_pm, (double)with.sim_ns / 1e9, (unsigned long)with.retrans,
+	       (unsigned long)with.rto, (double)without.sim_ns / 1e9,
+	       (unsigned long)without.retrans, (unsigned long)without.rto);
+	CU_ASSERT(with.sack_tx > 0);
+	CU_ASSERT(with.sack_rx > 0);
+	CU_ASSERT(with.sack_retrans > 0);
+	CU_ASSERT(with.retrans <= 2 * with.dropped);
+	CU_ASSERT(with.sim_ns <= without.sim_ns);
+	CU_ASSERT(with.rto <= without.rto);
+}
+
+static void
+test_sack_1pct_reorder(void)
+{
+	sack_vs_baseline(10, 10, 11, TIDE_NET_CC_NEWRENO);
+}
+
+static void
+test_sack_5pct_reorder(void)
+{
+	sack_vs_baseline(50, 10, 12, TIDE_NET_CC_NEWRENO);
+}
+
+static void
+test_sack_5pct_reorder_cubic(void)
+{
+	sack_vs_baseline(50, 10, 13, TIDE_NET_CC_CUBIC);
+}
+
 static void
 register_tests(void)
 {
@@ -330,6 +425,9 @@ register_tests(void)
 	CU_add_test(s, "loss_dup_reorder", test_loss_dup_reorder);
 	CU_add_test(s, "heavy_loss_cubic", test_heavy_loss_cubic);
 	CU_add_test(s, "wrapping_isn_with_loss", test_wrapping_isn_with_loss);
+	CU_add_test(s, "sack_1pct_reorder", test_sack_1pct_reorder);
+	CU_add_test(s, "sack_5pct_reorder", test_sack_5pct_reorder);
+	CU_add_test(s, "sack_5pct_reorder_cubic", test_sack_5pct_reorder_cubic);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -1,0 +1,672 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Selective acknowledgment.
+ *
+ * Receiver (RFC 2018, RFC 2883): SACK blocks are derived from the
+ * out-of-order queue on every ACK; the first block covers the newest arrival
+ * and a D-SACK for duplicate data goes before it once.
+ *
+ * Sender (RFC 6675): a bounded scoreboard of SACKed ranges, IsLost by
+ * DupThresh segments or blocks SACKed above, pipe, and NextSeg rule 1/2
+ * (holes first, then new data) driven by tcp_write_xmit. After an RTO the
+ * scoreboard is kept (unless the receiver reneged) and every unSACKed byte
+ * below the recovery point counts as lost, so only holes are resent.
+ * Retransmissions are remembered with the snd_max they were sent at: when
+ * DupThresh of data sent after one is SACKed while it is not, it was lost
+ * again and goes out once more instead of waiting for the RTO.
+ */
+#include <string.h>
+
+#include "net_internal.h"
+
+/* ---- receiver ---- */
+
+/* Walks the out-of-order queue as maximal contiguous runs (entries never overlap). */
+struct ooo_runs {
+	const struct tcp_ooo *o;
+};
+
+static bool
+run_next(struct ooo_runs *it, struct tcp_sack_blk *r)
+{
+	if (it->o == NULL) {
+		return false;
+	}
+	r->start = it->o->seq;
+	r->end = it->o->seq + it->o->len;
+	it->o = it->o->next;
+	while (it->o != NULL && it->o->seq == r->end) {
+		r->end += it->o->len;
+		it->o = it->o->next;
+	}
+	return true;
+}
+
+static bool
+ooo_run_of(const struct tide_net_conn *c, uint32_t seq, struct tcp_sack_blk *out)
+{
+	struct ooo_runs it = {c->ooo};
+	struct tcp_sack_blk r;
+
+	while (run_next(&it, &r)) {
+		if (!before(seq, r.start) && before(seq, r.end)) {
+			*out = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+void
+tcp_sack_rcv_note(struct tide_net_conn *c, uint32_t seq)
+{
+	struct tcp_sack_blk run;
+	bool have;
+	uint8_t n = 0;
+
+	if (!c->sack_ok) {
+		return;
+	}
+	have = ooo_run_of(c, seq, &run);
+	/* Keep older anchors only when they still name a different run (bounded by 4). */
+	for (uint8_t i = 0; i < c->sack_anchor_n; i++) {
+		uint32_t a = c->sack_anchor[i];
+
+		if (before(a, c->rcv_nxt)) {
+			continue;
+		}
+		if (have && !before(a, run.start) && before(a, run.end)) {
+			continue;
+		}
+		c->sack_anchor[n++] = a;
+	}
+	if (n == TCP_SACK_WIRE_MAX) {
+		n--;
+	}
+	memmove(c->sack_anchor + 1, c->sack_anchor, n * sizeof(c->sack_anchor[0]));
+	c->sack_anchor[0] = seq;
+	c->sack_anchor_n = (uint8_t)(n + 1);
+}
+
+void
+tcp_sack_rcv_dsack(struct tide_net_conn *c, uint32_t start, uint32_t end)
+{
+	if (!c->sack_ok || !before(start, end)) {
+		return;
+	}
+	c->dsack.start = start;
+	c->dsack.end = end;
+	c->dsack_pending = true;
+}
+
+static bool
+blk_listed(const struct tcp_sack_blk *v, uint8_t from, uint8_t n, const struct tcp_sack_blk *b)
+{
+	for (uint8_t i = from; i < n; i++) {
+		if (v[i].start == b->start) {
+			return true;
+		}
+	}
+	return false;
+}
+
+uint8_t
+tcp_sack_rcv_blocks(struct tide_net_conn *c, struct tcp_sack_blk *out, uint8_t max)
+{
+	struct ooo_runs it = {c->ooo};
+	struct tcp_sack_blk r;
+	uint8_t n = 0, first;
+
+	if (!c->sack_ok || max == 0) {
+		return 0;
+	}
+	if (max > TCP_SACK_WIRE_MAX) {
+		max = TCP_SACK_WIRE_MAX;
+	}
+	if (c->dsack_pending) {
+		out[n++] = c->dsack;
+	}
+	first = n;
+	for (uint8_t i = 0; i < c->sack_anchor_n && n < max; i++) {
+		uint32_t a = c->sack_anchor[i];
+
+		if (before(a, c->rcv_nxt) || !ooo_run_of(c, a, &r) ||
+		    blk_listed(out, first, n, &r)) {
+			continue;
+		}
+		out[n++] = r;
+	}
+	while (n < max && run_next(&it, &r)) {
+		if (!blk_listed(out, first, n, &r)) {
+			out[n++] = r;
+		}
+	}
+	return n;
+}
+
+uint32_t
+tcp_sack_rcv_optlen(const struct tide_net_conn *c)
+{
+	if (!c->sack_ok || (c->ooo == NULL && !c->dsack_pending)) {
+		return 0;
+	}
+	/* NOP NOP kind len + blocks; 3 fit beside timestamps, 4 without. */
+	return 4u + 8u * (c->ts_ok ? 3u : 4u);
+}
+
+/* ---- sender scoreboard ---- */
+
+static uint32_t
+seq_max(uint32_t a, uint32_t b)
+{
+	return after(a, b) ? a : b;
+}
+
+static uint32_t
+seq_min(uint32_t a, uint32_t b)
+{
+	return before(a, b) ? a : b;
+}
+
+uint32_t
+tcp_sack_sacked_in(const struct tide_net_conn *c, uint32_t from, uint32_t to)
+{
+	uint32_t sum = 0;
+
+	for (uint8_t i = 0; i < c->sb_n; i++) {
+		uint32_t lo = seq_max(c->sb[i].start, from), hi = seq_min(c->sb[i].end, to);
+
+		if (before(lo, hi)) {
+			sum += hi - lo;
+		}
+	}
+	return sum;
+}
+
+static uint32_t
+unsacked_in(const struct tide_net_conn *c, uint32_t from, uint32_t to)
+{
+	if (!before(from, to)) {
+		return 0;
+	}
+	return (to - from) - tcp_sack_sacked_in(c, from, to);
+}
+
+/* Merge [s, e) into the scoreboard. Returns the bytes it newly covers. */
+static uint32_t
+sb_insert(struct tide_net_conn *c, uint32_t s, uint32_t e)
+{
+	uint32_t newly = unsacked_in(c, s, e);
+	uint8_t i = 0, j;
+
+	while (i < c->sb_n && before(c->sb[i].end, s)) {
+		i++;
+	}
+	j = i;
+	while (j < c->sb_n && !after(c->sb[j].start, e)) {
+		s = seq_min(s, c->sb[j].start);
+		e = seq_max(e, c->sb[j].end);
+		j++;
+	}
+	if (j > i) {
+		c->sb[i] = (struct tcp_sack_blk){s, e};
+		memmove(c->sb + i + 1, c->sb + j, (size_t)(c->sb_n - j) * sizeof(c->sb[0]));
+		c->sb_n = (uint8_t)(c->sb_n - (j - i - 1));
+		return newly;
+	}
+	if (c->sb_n == TCP_SB_MAX) {
+		/*
+		 * Full: forget the highest range. Ranges near snd_una decide what is
+		 * resent first; a forgotten one only costs a needless retransmission.
+		 */
+		c->stack->st.tcp_sack_sb_overflow++;
+		if (i == c->sb_n) {
+			return 0;
+		}
+		c->sb_n--;
+	}
+	memmove(c->sb + i + 1, c->sb + i, (size_t)(c->sb_n - i) * sizeof(c->sb[0]));
+	c->sb[i] = (struct tcp_sack_blk){s, e};
+	c->sb_n++;
+	return newly;
+}
+
+uint32_t
+tcp_sack_update(struct tide_net_conn *c, const struct tcp_opts *o, uint32_t ack)
+{
+	struct tide_net_stack *st = c->stack;
+	uint32_t newly = 0;
+
+	for (uint8_t i = 0; i < o->num_sacks && i < TCP_SACK_WIRE_MAX; i++) {
+		uint32_t s = o->sacks[i].start, e = o->sacks[i].end;
+
+		if (!before(s, e)) {
+			st->st.tcp_sack_rejected++;
+			continue;
+		}
+		/* RFC 2883 4: below the cumulative ACK, or inside the second block. */
+		if (i == 0 &&
+		    (!after(e, ack) || (o->num_sacks > 1 && !before(s, o->sacks[1].start) &&
+					!after(e, o->sacks[1].end)))) {
+			st->st.tcp_dsack_rx++;
+			if (before(s, c->rtx_high) &&
+			    c->rtx_high - s <= c->sbuf.cap + c->max_snd_wnd) {
+				st->st.tcp_spurious_retrans++;
+			}
+			continue;
+		}
+		/*
+		 * RFC 5961 spirit: a block must lie in data we sent and the receiver
+		 * could hold; blocks beyond snd_max are forged or corrupt.
+		 */
+		if (after(e, c->snd_max) || e - s > c->snd_max - c->snd_una) {
+			st->st.tcp_sack_rejected++;
+			continue;
+		}
+		if (!after(e, ack)) {
+			continue; /* stale: cumulatively acknowledged meanwhile */
+		}
+		if (before(s, ack)) {
+			s = ack;
+		}
+		st->st.tcp_sack_blocks_rx++;
+		newly += sb_insert(c, s, e);
+	}
+	return newly;
+}
+
+void
+tcp_sack_clean(struct tide_net_conn *c)
+{
+	uint32_t una = c->snd_una;
+	uint8_t k = 0;
+
+	for (uint8_t i = 0; i < c->sb_n; i++) {
+		struct tcp_sack_blk b = c->sb[i];
+
+		if (!after(b.end, una)) {
+			continue;
+		}
+		if (before(b.start, una)) {
+			b.start = una;
+		}
+		c->sb[k++] = b;
+	}
+	c->sb_n = k;
+	k = 0;
+	for (uint8_t i = 0; i < c->rtx_n; i++) {
+		if (after(c->rtx[i].end, una)) {
+			c->rtx[k++] = c->rtx[i];
+		}
+	}
+	c->rtx_n = k;
+}
+
+void
+tcp_sack_reset(struct tide_net_conn *c)
+{
+	c->sb_n = 0;
+	c->rtx_n = 0;
+	c->loss_state = false;
+	c->high_rxt = c->snd_una;
+}
+
+/* IsLost boundary from SACK information alone (RFC 6675 4, IsLost()). */
+static uint32_t
+lost_edge_sacked(const struct tide_net_conn *c)
+{
+	uint32_t acc = 0;
+
+	for (int i = c->sb_n - 1, cnt = 1; i >= 0; i--, cnt++) {
+		acc += c->sb[i].end - c->sb[i].start;
+		if (acc > (TCP_DUPTHRESH - 1u) * c->mss || cnt >= TCP_DUPTHRESH) {
+			return c->sb[i].start;
+		}
+	}
+	return c->snd_una;
+}
+
+uint32_t
+tcp_sack_lost_edge(const struct tide_net_conn *c)
+{
+	uint32_t edge = lost_edge_sacked(c);
+
+	if (c->loss_state && after(c->recover, edge)) {
+		edge = c->recover;
+	}
+	if (after(edge, c->snd_max)) {
+		edge = c->snd_max;
+	}
+	return edge;
+}
+
+uint32_t
+tcp_sack_pipe(const struct tide_net_conn *c)
+{
+	uint32_t una = c->snd_una, max = c->snd_max;
+	uint32_t edge = tcp_sack_lost_edge(c), hr = c->high_rxt;
+	uint32_t pipe, relost = 0;
+
+	if (before(edge, una)) {
+		edge = una;
+	}
+	hr = seq_min(seq_max(hr, una), max);
+	/* Unlost, unSACKed originals plus retransmissions of lost bytes. */
+	pipe = unsacked_in(c, edge, max) + unsacked_in(c, una, hr);
+	for (uint8_t i = 0; i < c->rtx_n; i++) {
+		if (c->rtx[i].relost) {
+			relost += unsacked_in(c, seq_max(c->rtx[i].start, una), c->rtx[i].end);
+		}
+	}
+	return pipe > relost ? pipe - relost : 0;
+}
+
+/* First unSACKed sequence at or above s. */
+static uint32_t
+skip_sacked(const struct tide_net_conn *c, uint32_t s)
+{
+	for (uint8_t i = 0; i < c->sb_n; i++) {
+		if (!after(c->sb[i].start, s) && after(c->sb[i].end, s)) {
+			s = c->sb[i].end;
+		}
+	}
+	return s;
+}
+
+/* Start of the first SACKed range above s, or snd_max. */
+static uint32_t
+next_sacked(const struct tide_net_conn *c, uint32_t s)
+{
+	for (uint8_t i = 0; i < c->sb_n; i++) {
+		if (after(c->sb[i].start, s)) {
+			return c->sb[i].start;
+		}
+	}
+	return c->snd_max;
+}
+
+/* One segment of the unSACKed range [s, e): data (and our FIN when it lies inside). */
+static bool
+hole_seg(const struct tide_net_conn *c, uint32_t s, uint32_t e, uint32_t smss, uint32_t *seq,
+	 uint32_t *len, uint8_t *flags)
+{
+	uint32_t data_end = c->sbuf_seq + c->sbuf.len;
+	bool fin_sent = c->fin_queued && after(c->snd_max, data_end);
+	uint32_t n;
+
+	if (!before(s, e)) {
+		return false;
+	}
+	*seq = s;
+	*flags = TCPHDR_ACK;
+	if (!before(s, data_end)) {
+		if (s != data_end || !fin_sent) {
+			return false;
+		}
+		*len = 0;
+		*flags |= TCPHDR_FIN;
+		return true;
+	}
+	n = seq_min(e, data_end) - s;
+	if (n > smss) {
+		n = smss;
+	}
+	*len = n;
+	*flags |= TCPHDR_PSH;
+	if (fin_sent && s + n == data_end && after(e, data_end)) {
+		*flags |= TCPHDR_FIN;
+	}
+	return true;
+}
+
+bool
+tcp_sack_next_rtx(const struct tide_net_conn *c, uint32_t smss, uint32_t *seq, uint32_t *len,
+		  uint8_t *flags, int *relost)
+{
+	uint32_t s, edge;
+
+	for (uint8_t i = 0; i < c->rtx_n; i++) {
+		const struct tcp_rtx_ent *r = &c->rtx[i];
+
+		if (!r->relost) {
+			continue;
+		}
+		s = skip_sacked(c, seq_max(r->start, c->snd_una));
+		if (before(s, r->end) &&
+		    hole_seg(c, s, seq_min(r->end, next_sacked(c, s)), smss, seq, len, flags)) {
+			*relost = i;
+			return true;
+		}
+	}
+	*relost = -1;
+	edge = tcp_sack_lost_edge(c);
+	s = skip_sacked(c, seq_max(c->high_rxt, c->snd_una));
+	if (!before(s, edge)) {
+		return false;
+	}
+	return hole_seg(c, s, seq_min(next_sacked(c, s), edge), smss, seq, len, flags);
+}
+
+int
+tcp_sack_retransmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags, int relost,
+		    uint64_t now)
+{
+	struct tide_net_stack *s = c->stack;
+	uint32_t end = seq + len + ((flags & TCPHDR_FIN) ? 1 : 0);
+	int rc = tcp_transmit(c, seq, len, flags, now);
+
+	if (rc != 0) {
+		return rc;
+	}
+	s->st.tcp_retrans_segs++;
+	s->st.tcp_sack_retrans_segs++;
+	if (c->rtt_timing && !before(c->rtt_seq, seq) && before(c->rtt_seq, end)) {
+		c->rtt_timing = false; /* Karn */
+	}
+	if (after(end, c->rtx_high)) {
+		c->rtx_high = end;
+	}
+	if (relost >= 0 && relost < c->rtx_n && !before(end, c->rtx[relost].end)) {
+		struct tcp_rtx_ent *r = &c->rtx[relost];
+
+		r->start = seq;
+		r->end = end;
+		r->mark = c->snd_max;
+		r->relost = false;
+		r->sent = now;
+	} else {
+		if (relost >= 0 && relost < c->rtx_n) {
+			/* Sent part of it (a smaller segment now): the rest stays owed. */
+			c->rtx[relost].start = end;
+		}
+		if (relost < 0 && after(end, c->high_rxt)) {
+			c->high_rxt = end;
+		}
+		if (c->rtx_n == TCP_RTX_LOG_MAX) {
+			/* Oldest falls out of watch; a second loss of it waits for the RTO. */
+			memmove(c->rtx, c->rtx + 1, (TCP_RTX_LOG_MAX - 1) * sizeof(c->rtx[0]));
+			c->rtx_n--;
+		}
+		c->rtx[c->rtx_n++] = (struct tcp_rtx_ent){seq, end, c->snd_max, false, now};
+	}
+	if (c->t_rto == 0) {
+		tcp_rearm_rto(c, now);
+	}
+	return 0;
+}
+
+/*
+ * A retransmission is lost when it is not SACKed while DupThresh of data sent
+ * after it is, or (RACK, RFC 8985 6.2) while anything sent after it is and
+ * it has been out for more than an RTT plus a quarter for reordering.
+ */
+static void
+detect_lost_rtx(struct tide_net_conn *c, uint64_t now)
+{
+	uint32_t edge = lost_edge_sacked(c);
+	uint64_t wait = c->srtt + c->srtt / 4;
+
+	for (uint8_t i = 0; i < c->rtx_n; i++) {
+		struct tcp_rtx_ent *r = &c->rtx[i];
+
+		if (r->relost) {
+			continue;
+		}
+		if (!before(r->mark, edge) && (c->srtt == 0 || now - r->sent < wait ||
+					       tcp_sack_sacked_in(c, r->mark, c->snd_max) == 0)) {
+			continue;
+		}
+		if (unsacked_in(c, seq_max(r->start, c->snd_una), r->end) > 0) {
+			r->relost = true;
+			c->stack->st.tcp_lost_retrans++;
+		}
+	}
+}
+
+/*
+ * RFC 5827 early retransmit: with fewer than four segments out and nothing
+ * more allowed out, DupThresh SACKs can never arrive; one less than the
+ * segments out will do.
+ */
+static bool
+early_retransmit(const struct tide_net_conn *c)
+{
+	uint32_t out = c->snd_max - c->snd_una, data_end = c->sbuf_seq + c->sbuf.len;
+	uint32_t segs = (out + c->mss - 1) / c->mss, sacked;
+
+	if (c->sb_n == 0 || segs >= 4 || segs < 2) {
+		return false;
+	}
+	if (before(c->snd_max, data_end) &&
+	    out - tcp_sack_sacked_in(c, c->snd_una, c->snd_max) < c->cwnd) {
+		return false; /* limited transmit can still send and draw more SACKs */
+	}
+	sacked = tcp_sack_sacked_in(c, c->snd_una, c->snd_max);
+	return sacked >= (segs - 1) * (uint32_t)c->mss || (c->sb_n >= segs - 1 && sacked > 0);
+}
+
+void
+tcp_sack_check_loss(struct tide_net_conn *c, uint64_t now)
+{
+	uint32_t seq, len, smss;
+	uint8_t flags;
+
+	if (!c->sack_ok || c->snd_una == c->snd_max) {
+		return;
+	}
+	if (c->in_recovery || c->loss_state) {
+		detect_lost_rtx(c, now);
+		return;
+	}
+	if (c->dupacks < TCP_DUPTHRESH && !after(lost_edge_sacked(c), c->snd_una) &&
+	    !early_retransmit(c)) {
+		return;
+	}
+	/* RFC 6675 5 (4): enter recovery; RecoveryPoint = HighData. */
+	c->ssthresh = c->cc->ssthresh(c, now);
+	c->cwnd = c->ssthresh;
+	c->recover = c->snd_max;
+	c->high_rxt = c->snd_una;
+	c->rtx_n = 0;
+	c->in_recovery = true;
+	c->dupacks = 0;
+	c->rtt_timing = false;
+	c->stack->st.tcp_fast_retrans++;
+	c->stack->st.tcp_sack_recoveries++;
+	/* (4.3): the first unSACKed segment goes now, even if IsLost does not say so yet. */
+	smss = c->mss - tcp_sack_rcv_optlen(c);
+	seq = skip_sacked(c, c->snd_una);
+	if (hole_seg(c, seq, next_sacked(c, seq), smss, &seq, &len, &flags)) {
+		tcp_sack_retransmit(c, seq, len, flags, -1, now);
+	}
+}
+
+void
+tcp_sack_on_rto(struct tide_net_conn *c)
+{
+	/*
+	 * SACKed data starting right at snd_una means the receiver dropped what it
+	 * SACKed (RFC 2018 8 reneging): trust nothing it said.
+	 */
+	if (c->sb_n > 0 && !after(c->sb[0].start, c->snd_una)) {
+		c->sb_n = 0;
+	}
+	c->in_recovery = false;
+	c->loss_state = true;
+	c->dupacks = 0;
+	c->recover = c->snd_max;
+	c->high_rxt = c->snd_una;
+	c->rtx_n = 0;
+}
+
+/* ---- tail loss probe (RFC 8985 7) ---- */
+
+#define TLP_PTO_MIN_NS (500 * NS_PER_US)
+
+void
+tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
+{
+	uint64_t pto;
+
+	if (!c->sack_ok || c->tlp_out || c->loss_state || c->snd_una == c->snd_max ||
+	    c->srtt == 0 || !((1u << c->state) & TCPF_CAN_SEND)) {
+		c->t_tlp = 0;
+		return;
+	}
+	/*
+	 * PTO = 2 SRTT, floored so a peer's ordinary ACK pacing does not draw
+	 * probes. Useless unless it beats the RTO.
+	 */
+	pto = 2 * c->srtt;
+	if (pto < TLP_PTO_MIN_NS) {
+		pto = TLP_PTO_MIN_NS;
+	}
+	if (c->t_rto != 0 && now + pto >= c->t_rto) {
+		c->t_tlp = 0;
+		return;
+	}
+	tcp_arm(c, &c->t_tlp, now + pto);
+}
+
+void
+tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
+{
+	uint32_t smss = c->mss - tcp_sack_rcv_optlen(c), e, s, seq, len;
+	uint8_t flags;
+
+	if (!c->sack_ok || c->tlp_out || c->loss_state || c->snd_una == c->snd_max ||
+	    !((1u << c->state) & TCPF_CAN_SEND)) {
+		return;
+	}
+	/* New data when the window allows (7.3), else the last unSACKed segment. */
+	if (tcp_xmit_one_new(c, now) == 0) {
+		c->tlp_out = true;
+		c->stack->st.tcp_tlp_probes++;
+		return;
+	}
+	e = c->snd_max;
+	if (c->sb_n > 0 && c->sb[c->sb_n - 1].end == e) {
+		e = c->sb[c->sb_n - 1].start;
+	}
+	s = e - c->snd_una > smss ? e - smss : c->snd_una;
+	for (uint8_t i = 0; i < c->sb_n; i++) {
+		if (before(c->sb[i].start, e) && after(c->sb[i].end, s)) {
+			s = c->sb[i].end;
+		}
+	}
+	if (hole_seg(c, s, e, smss, &seq, &len, &flags)) {
+		c->tlp_out = true;
+		c->stack->st.tcp_tlp_probes++;
+		/* Not a scoreboard retransmission: high_rxt and the watch list stay put. */
+		if (tcp_transmit(c, seq, len, flags, now) == 0) {
+			c->stack->st.tcp_retrans_segs++;
+			if (c->rtt_timing && !before(c->rtt_seq, seq) &&
+			    before(c->rtt_seq, seq + len + 1)) {
+				c->rtt_timing = false;
+			}
+			if (after(seq + len, c->rtx_high)) {
+				c->rtx_high = seq + len;
+			}
+		}
+	}
+}

@@ -1,0 +1,446 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tcp_sack.c: SACK option parsing, receiver block generation from the
+ * out-of-order queue (order, merging, limits, D-SACK), the sender scoreboard
+ * (merging, stale and forged blocks), hole retransmission order and the RTO
+ * keeping SACKed data.
+ */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "net_ut_common.h"
+#include "tide_ut.h"
+
+#define IN(e, ...) ut_tcp_in((e), &(struct ut_seg){__VA_ARGS__})
+#define P          1000u
+#define MSS        1460u
+
+static uint8_t data[64 * 1024];
+
+/* NOP NOP SACK with n blocks; returns the option length. */
+static uint8_t
+sack_opt(uint8_t *p, const struct tcp_sack_blk *b, uint8_t n)
+{
+	p[0] = TCPOPT_NOP;
+	p[1] = TCPOPT_NOP;
+	p[2] = TCPOPT_SACK;
+	p[3] = (uint8_t)(2 + 8 * n);
+	for (uint8_t i = 0; i < n; i++) {
+		uint32_t v[2] = {htonl(b[i].start), htonl(b[i].end)};
+
+		memcpy(p + 4 + 8 * i, v, 8);
+	}
+	return (uint8_t)(4 + 8 * n);
+}
+
+static void
+test_parse_blocks(void)
+{
+	struct tcp_sack_blk b[4] = {{10, 20}, {30, 40}, {50, 60}, {0xfffffff0u, 5}};
+	uint8_t p[40];
+	struct tcp_opts o;
+
+	for (uint8_t n = 1; n <= 4; n++) {
+		uint8_t len = sack_opt(p, b, n);
+
+		CU_ASSERT_EQUAL(tcp_parse_options(p, len, false, &o), 0);
+		CU_ASSERT_EQUAL(o.num_sacks, n);
+		for (uint8_t i = 0; i < n; i++) {
+			CU_ASSERT_EQUAL(o.sacks[i].start, b[i].start);
+			CU_ASSERT_EQUAL(o.sacks[i].end, b[i].end);
+		}
+	}
+	/* With timestamps in front: 3 blocks fill the 40 bytes. */
+	ut_ts_opt(p, 77, 88);
+	CU_ASSERT_EQUAL(sack_opt(p + 12, b, 3), 28);
+	CU_ASSERT_EQUAL(tcp_parse_options(p, 40, false, &o), 0);
+	CU_ASSERT(o.has_ts);
+	CU_ASSERT_EQUAL(o.tsval, 77);
+	CU_ASSERT_EQUAL(o.num_sacks, 3);
+	CU_ASSERT_EQUAL(o.sacks[2].end, 60);
+	/* A SYN's SACK blocks mean nothing. */
+	CU_ASSERT_EQUAL(tcp_parse_options(p + 12, 28, true, &o), 0);
+	CU_ASSERT_EQUAL(o.num_sacks, 0);
+	/* Lengths other than 2 + 8n are ignored, the rest of the options still parse. */
+	sack_opt(p, b, 1);
+	p[3] = 8; /* too short for one block; the next bytes read as EOL */
+	CU_ASSERT_EQUAL(tcp_parse_options(p, 12, false, &o), 0);
+	CU_ASSERT_EQUAL(o.num_sacks, 0);
+	p[3] = 2;
+	ut_ts_opt(p + 4, 5, 6);
+	CU_ASSERT_EQUAL(tcp_parse_options(p, 16, false, &o), 0);
+	CU_ASSERT_EQUAL(o.num_sacks, 0);
+	CU_ASSERT(o.has_ts);
+	/* Longer than what is left: the header is malformed. */
+	sack_opt(p, b, 2);
+	CU_ASSERT_EQUAL(tcp_parse_options(p, 12, false, &o), -EINVAL);
+}
+
+/* Passive open, then pretend SACK was negotiated (the scripted SYN offers only MSS). */
+static struct tide_net_conn *
+sack_conn(struct ut_env *e, struct ut_app *a, uint32_t *iss, struct tide_net_listener **l)
+{
+	struct tide_net_conn *c;
+
+	ut_env_init(e, NULL);
+	ut_app_init(a);
+	c = ut_passive_open(e, a, P, iss, l);
+	c->sack_ok = true;
+	return c;
+}
+
+/* Last ACK the stack sent. */
+static void
+last_ack(struct ut_env *e, struct ut_tcp_out *o)
+{
+	struct ut_tcp_out t;
+	bool got = false;
+
+	while (ut_pop_tcp(e, &t) == 0) {
+		*o = t;
+		got = true;
+	}
+	CU_ASSERT_FATAL(got);
+}
+
+static void
+test_receiver_blocks(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I, R = P + 1;
+
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+	/* Holes at R, R+200, R+400...: segments of 100 bytes at R+100, R+300, ... */
+	IN(&e, .seq = R + 100, .ack = I + 1, .flags = TCPHDR_ACK, .data = data, .len = 100);
+	last_ack(&e, &o);
+	CU_ASSERT_EQUAL(o.ack, R);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 1);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 100);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 200);
+	IN(&e, .seq = R + 500, .ack = I + 1, .flags = TCPHDR_ACK, .data = data, .len = 100);
+	IN(&e, .seq = R + 300, .ack = I + 1, .flags = TCPHDR_ACK, .data = data, .len = 100);
+	last_ack(&e, &o);
+	/* Newest first, then the others in the order they were reported. */
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 3);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 300);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].start, R + 500);
+	CU_ASSERT_EQUAL(o.opts.sacks[2].start, R + 100);
+	/* Filling between two runs merges them into one block. */
+	IN(&e, .seq = R + 200, .ack = I + 1, .flags = TCPHDR_ACK, .data = data, .len = 100);
+	last_ack(&e, &o);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 2);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 100);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 400);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].start, R + 500);
+	/* Six runs: without timestamps 4 blocks fit, the newest first. */
+	for (uint32_t k = 0; k < 4; k++) {
+		IN(&e, .seq = R + 700 + 200 * k, .ack = I + 1, .flags = TCPHDR_ACK, .data = data,
+		   .len = 100);
+	}
+	last_ack(&e, &o);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 4);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1300);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].start, R + 1100);
+	CU_ASSERT_EQUAL(o.opts.sacks[2].start, R + 900);
+	CU_ASSERT_EQUAL(o.opts.sacks[3].start, R + 700);
+	/* A duplicate of queued data: D-SACK first, then the block holding it (RFC 2883). */
+	IN(&e, .seq = R + 500, .ack = I + 1, .flags = TCPHDR_ACK, .data = data, .len = 100);
+	last_ack(&e, &o);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 4);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 500);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 600);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].start, R + 500);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_dsack_tx, 1);
+	/* Filling the first hole delivers up to the next one; blocks below rcv_nxt vanish. */
+	IN(&e, .seq = R, .ack = I + 1, .flags = TCPHDR_ACK, .data = data, .len = 100);
+	last_ack(&e, &o);
+	CU_ASSERT_EQUAL(o.ack, R + 400);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 4);
+	for (int i = 0; i < 4; i++) {
+		CU_ASSERT(after(o.opts.sacks[i].start, R + 400));
+	}
+	/* Old data again: a D-SACK below the cumulative ACK. */
+	IN(&e, .seq = R, .ack = I + 1, .flags = TCPHDR_ACK, .data = data, .len = 100);
+	last_ack(&e, &o);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 100);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_dsack_tx, 2);
+	/* Everything in: no blocks any more. */
+	for (uint32_t k = 0; k < 5; k++) {
+		IN(&e, .seq = R + 400 + 200 * k, .ack = I + 1, .flags = TCPHDR_ACK, .data = data,
+		   .len = 100);
+	}
+	last_ack(&e, &o);
+	CU_ASSERT_EQUAL(o.ack, R + 1400);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 0);
+	CU_ASSERT_EQUAL(a.rxn, 1400);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_receiver_blocks_with_ts_fit(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I, R = P + 1;
+
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+	c->ts_ok = true;
+	c->mss = MSS - 12;
+	for (uint32_t k = 0; k < 5; k++) {
+		IN(&e, .seq = R + 100 + 200 * k, .ack = I + 1, .flags = TCPHDR_ACK, .data = data,
+		   .len = 100);
+	}
+	last_ack(&e, &o);
+	CU_ASSERT(o.opts.has_ts);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 3);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 900);
+	/* Data segments shrink so that the blocks still fit in the MSS. */
+	c->snd_wnd = 65535;
+	tide_net_send(c, data, 3000, e.now);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 3);
+	CU_ASSERT_EQUAL(o.len, MSS - 12 - 28);
+	CU_ASSERT(o.frame_len <= 14 + 1500);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_scoreboard(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct tcp_opts o;
+	uint32_t I;
+
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+	uint32_t U = I + 1;
+	/* Pretend 20000 bytes are out. */
+	c->snd_una = U;
+	c->snd_max = c->snd_nxt = U + 20000;
+	memset(&o, 0, sizeof(o));
+	o.num_sacks = 2;
+	o.sacks[0] = (struct tcp_sack_blk){U + 3000, U + 4000};
+	o.sacks[1] = (struct tcp_sack_blk){U + 1000, U + 2000};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U), 2000);
+	CU_ASSERT_EQUAL(c->sb_n, 2);
+	CU_ASSERT_EQUAL(c->sb[0].start, U + 1000); /* kept sorted */
+	/* Overlapping both and bridging the gap: one range, only new bytes count. */
+	o.num_sacks = 1;
+	o.sacks[0] = (struct tcp_sack_blk){U + 1500, U + 3500};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U), 1000);
+	CU_ASSERT_EQUAL(c->sb_n, 1);
+	CU_ASSERT_EQUAL(c->sb[0].start, U + 1000);
+	CU_ASSERT_EQUAL(c->sb[0].end, U + 4000);
+	/* Adjacent ranges merge too. */
+	o.sacks[0] = (struct tcp_sack_blk){U + 4000, U + 5000};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U), 1000);
+	CU_ASSERT_EQUAL(c->sb_n, 1);
+	CU_ASSERT_EQUAL(c->sb[0].end, U + 5000);
+	/* Beyond snd_max, inverted: rejected and counted. */
+	o.num_sacks = 2;
+	o.sacks[0] = (struct tcp_sack_blk){U + 19000, U + 21000};
+	o.sacks[1] = (struct tcp_sack_blk){U + 9000, U + 8000};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U), 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_rejected, 2);
+	CU_ASSERT_EQUAL(c->sb_n, 1);
+	/* Stale (second block below the ACK) is ignored; a first one is a D-SACK. */
+	o.sacks[0] = (struct tcp_sack_blk){U + 10000, U + 11000};
+	o.sacks[1] = (struct tcp_sack_blk){U - 500, U};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U), 1000);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_rejected, 2);
+	o.sacks[0] = (struct tcp_sack_blk){U - 500, U};
+	o.sacks[1] = (struct tcp_sack_blk){U + 10000, U + 11000};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U), 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_dsack_rx, 1);
+	/* D-SACK inside the second block (RFC 2883 4.2). */
+	o.sacks[0] = (struct tcp_sack_blk){U + 10200, U + 10400};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U), 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_dsack_rx, 2);
+	CU_ASSERT_EQUAL(c->sb_n, 2);
+	/* IsLost: the 5000 SACKed bytes above the first hole exceed 2 * MSS. */
+	CU_ASSERT_EQUAL(tcp_sack_lost_edge(c), U + 1000);
+	CU_ASSERT_EQUAL(tcp_sack_sacked_in(c, U, U + 20000), 5000);
+	/* The cumulative ACK passes the first range: it is forgotten, the second kept. */
+	c->snd_una = U + 6000;
+	tcp_sack_clean(c);
+	CU_ASSERT_EQUAL(c->sb_n, 1);
+	CU_ASSERT_EQUAL(c->sb[0].start, U + 10000);
+	/* A block straddling the ACK is clipped to it. */
+	o.num_sacks = 1;
+	o.sacks[0] = (struct tcp_sack_blk){U + 5000, U + 7000};
+	CU_ASSERT_EQUAL(tcp_sack_update(c, &o, U + 6000), 1000);
+	CU_ASSERT_EQUAL(c->sb[0].start, U + 6000);
+	/* Bounded memory: many disjoint ranges never exceed TCP_SB_MAX, the lowest are kept. */
+	tcp_sack_reset(c);
+	c->snd_una = U;
+	for (uint32_t k = 0; k < TCP_SB_MAX + 8; k++) {
+		o.sacks[0] = (struct tcp_sack_blk){U + 100 + 200 * k, U + 200 + 200 * k};
+		tcp_sack_update(c, &o, U);
+	}
+	CU_ASSERT_EQUAL(c->sb_n, TCP_SB_MAX);
+	CU_ASSERT_EQUAL(c->sb[0].start, U + 100);
+	CU_ASSERT(tide_net_stats(e.s)->tcp_sack_sb_overflow > 0);
+	tcp_sack_reset(c);
+	c->snd_una = c->snd_max = c->snd_nxt = U;
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/* Ten segments out; the peer SACKs everything but segments 0 and 5. */
+static struct tide_net_conn *
+ten_out(struct ut_env *e, struct ut_app *a, struct tide_net_listener **l, uint32_t *U)
+{
+	struct ut_tcp_out o;
+	uint32_t I;
+	struct tide_net_conn *c = sack_conn(e, a, &I, l);
+
+	*U = I + 1;
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 10 * MSS, e->now), 10 * MSS);
+	for (int i = 0; i < 10; i++) {
+		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(e, &o), 0);
+		CU_ASSERT_EQUAL(o.seq, *U + i * MSS);
+	}
+	return c;
+}
+
+static void
+sack_ack(struct ut_env *e, struct tide_net_conn *c, uint32_t ack, const struct tcp_sack_blk *b,
+	 uint8_t n)
+{
+	uint8_t opt[40];
+	uint8_t len = sack_opt(opt, b, n);
+
+	IN(e, .seq = P + 1, .ack = ack, .flags = TCPHDR_ACK, .opts = opt, .optlen = len,
+	   .dport = 80, .sport = 5000);
+	(void)c;
+}
+
+static void
+test_hole_retransmission_order(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t U;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	/* Segments 1-2 arrive: one block, not enough for IsLost, no retransmission. */
+	struct tcp_sack_blk b[2] = {{U + MSS, U + 3 * MSS}};
+	sack_ack(&e, c, U, b, 1);
+	CU_ASSERT_FALSE(c->in_recovery);
+	while (ut_pop_tcp(&e, &o) == 0) {
+		CU_ASSERT(!before(o.seq, U + 10 * MSS)); /* limited transmit: new data only */
+	}
+	/* 1-4 and 6-9: IsLost(0) (and 5, with three segments SACKed above it). */
+	b[0] = (struct tcp_sack_blk){U + 6 * MSS, U + 10 * MSS};
+	b[1] = (struct tcp_sack_blk){U + MSS, U + 5 * MSS};
+	sack_ack(&e, c, U, b, 2);
+	CU_ASSERT(c->in_recovery);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_recoveries, 1);
+	uint32_t seen[8], n = 0;
+	while (ut_pop_tcp(&e, &o) == 0 && n < 8) {
+		if (before(o.seq, U + 10 * MSS)) {
+			seen[n++] = o.seq;
+			CU_ASSERT_EQUAL(o.len, MSS);
+		}
+	}
+	/* Exactly the two holes, lowest first; nothing SACKed went again. */
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_EQUAL(seen[0], U);
+	CU_ASSERT_EQUAL(seen[1], U + 5 * MSS);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_retrans_segs, 2);
+	/* The holes are filled: recovery ends on the ACK that covers the recovery point. */
+	IN(&e, .seq = P + 1, .ack = c->snd_max, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(c->sb_n, 0);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_rto_keeps_sacked(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t U;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	/* Only segments 6-7 are SACKed: too little for IsLost, and no new data may go. */
+	struct tcp_sack_blk b[1] = {{U + 6 * MSS, U + 8 * MSS}};
+	c->snd_wnd = 10 * MSS; /* no room for new data: nothing but the RTO can help */
+	sack_ack(&e, c, U, b, 1);
+	ut_dev_drain(&e.dev);
+	CU_ASSERT_FALSE(c->in_recovery);
+	/* RTO: snd_una's segment first, with a one-segment window. */
+	ut_advance(&e, c->rto + NS_PER_MS);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 1);
+	CU_ASSERT(c->loss_state);
+	CU_ASSERT_EQUAL(c->sb_n, 1); /* SACKed data kept */
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, U);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	/* Each ACK opens the window; resent segments skip 6-7 (SACKed). */
+	uint32_t ack = U + MSS;
+	uint32_t sent[16], n = 0;
+	while (before(ack, U + 10 * MSS) && n < 16) {
+		IN(&e, .seq = P + 1, .ack = ack, .flags = TCPHDR_ACK,
+		   .opts = (uint8_t[12]){TCPOPT_NOP, TCPOPT_NOP, TCPOPT_SACK, 10,
+					 (uint8_t)((U + 6 * MSS) >> 24),
+					 (uint8_t)((U + 6 * MSS) >> 16),
+					 (uint8_t)((U + 6 * MSS) >> 8), (uint8_t)(U + 6 * MSS),
+					 (uint8_t)((U + 8 * MSS) >> 24),
+					 (uint8_t)((U + 8 * MSS) >> 16),
+					 (uint8_t)((U + 8 * MSS) >> 8), (uint8_t)(U + 8 * MSS)},
+		   .optlen = before(ack, U + 6 * MSS) ? 12 : 0);
+		while (ut_pop_tcp(&e, &o) == 0 && n < 16) {
+			if (before(o.seq, U + 10 * MSS)) {
+				sent[n++] = o.seq;
+			}
+		}
+		ack = ack == U + 5 * MSS ? U + 6 * MSS : ack + MSS;
+		if (ack == U + 6 * MSS) {
+			ack = U + 8 * MSS; /* the receiver holds 6-7 */
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		CU_ASSERT(!between(sent[i], U + 6 * MSS, U + 8 * MSS - 1));
+	}
+	/* 1..5 and 8, 9 were resent, each once. */
+	CU_ASSERT_EQUAL(n, 7);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_retrans_segs, 8);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("tcp_sack", NULL, NULL);
+	CU_add_test(s, "parse_blocks", test_parse_blocks);
+	CU_add_test(s, "receiver_blocks", test_receiver_blocks);
+	CU_add_test(s, "receiver_blocks_with_ts_fit", test_receiver_blocks_with_ts_fit);
+	CU_add_test(s, "scoreboard", test_scoreboard);
+	CU_add_test(s, "hole_retransmission_order", test_hole_retransmission_order);
+	CU_add_test(s, "rto_keeps_sacked", test_rto_keeps_sacked);
+}
+
+TIDE_UT_MAIN(register_tests)
