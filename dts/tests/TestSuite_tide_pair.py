@@ -49,4 +49,4 @@ class TestTidePair(TestSuite):
                                                  {"TIDE_FAULT": spec})
         self.verify(src_rc == 0, src_out)
         self.verify(rc == 0 and f"{8 << 20} bytes in, 0 out, 0 mismatched" in out, out)
-        self.verify("retrans 0," not in src_out, src_out)
+        self.verify(" tcp_retrans_segs=0 " not in src_out, src_out)
