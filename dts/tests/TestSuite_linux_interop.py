@@ -124,11 +124,16 @@ class TestLinuxInterop(TestSuite):
         return p.stdout
 
     def test_linux_ping_gets_replies(self):
-        """Steps: tide-net serves; Linux pings its data IP 5 times.
-        Verify: 0% loss; tide-net counts 5 echo requests and exits 0 on SIGTERM."""
+        """Steps: tide-net serves; Linux pings its data IP 5 times; tools/tide-stats.py reads
+        the live counters over DPDK telemetry.
+        Verify: 0% loss; the running process reports 5 echo requests; exit 0 on SIGTERM."""
         srv = self.serve()
         r = self.in_ns("ping", "-c", "5", "-i", "0.2", "-W", "2", f"{self.subnet}.1")
+        live = self.sh("/usr/bin/python3", os.path.join(self.source_root, "tools", "tide-stats.py"),
+                       "--file-prefix", self.tide_env()["TIDE_FILE_PREFIX"], check=False)
         rc, out = self.finish(srv, signal_first=signal.SIGTERM)
+        self.verify(live.returncode == 0 and "icmp_rx_echo 5" in live.stdout,
+                    live.stdout + live.stderr)
         self.verify(r.returncode == 0 and " 0% packet loss" in r.stdout, r.stdout + r.stderr)
         self.verify(rc == 0, out)
         self.verify(counters(out).get("icmp_rx_echo") == 5, out)

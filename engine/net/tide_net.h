@@ -326,6 +326,13 @@ int tide_net_timers_run(struct tide_net_stack *stack, uint64_t now);
 /** Earliest time tide_net_timers_run() may have work (UINT64_MAX: none). Thread: owner. */
 uint64_t tide_net_next_timer(const struct tide_net_stack *stack);
 
+/**
+ * Names of the counters of struct tide_net_stats in declaration order (the
+ * struct is n consecutive uint64_t), for exporting them generically.
+ * \param[out] n  number of names. Thread: any.
+ */
+const char *const *tide_net_stats_names(size_t *n);
+
 /** Counters; the pointer is valid for the stack's lifetime. Thread: any (racy reads). */
 const struct tide_net_stats *tide_net_stats(const struct tide_net_stack *stack);
 

@@ -300,6 +300,15 @@ static const struct key_def keys[] = {
 	 .valid = "200..1000000 (microseconds)",
 	 .doc = "Floor of the user-space TCP retransmission timeout; 1000 suits a datacenter "
 		"of Tide peers, use 200000 when peers are Linux hosts (delayed ACKs)."},
+	{.name = "TIDE_TCP_MAX_RETRIES",
+	 .type = T_U32,
+	 FLD(tcp_max_retries),
+	 .def = "15",
+	 .min = 3,
+	 .max = 30,
+	 .valid = "3..30",
+	 .doc = "Retransmissions of one segment (with exponential backoff) before a connection "
+		"to a silent peer fails with a timeout."},
 	{.name = "TIDE_IDLE",
 	 .type = T_ENUM,
 	 FLD(idle),

@@ -143,6 +143,7 @@ struct tide_nodeenv {
 	uint32_t txd;                              /**< TIDE_TXD, power of two */
 	uint32_t mtu;                              /**< TIDE_MTU */
 	uint32_t tcp_rto_min_us;                   /**< TIDE_TCP_RTO_MIN_US */
+	uint32_t tcp_max_retries;                  /**< TIDE_TCP_MAX_RETRIES */
 	enum tide_nodeenv_idle idle;               /**< TIDE_IDLE */
 	uint32_t idle_sleep_us;                    /**< TIDE_IDLE_SLEEP_US */
 	struct tide_nodeenv_fault fault;           /**< TIDE_FAULT, parsed */

@@ -228,14 +228,14 @@ tide_eth_ring_pair(const char *name_a, const char *name_b, const struct tide_eth
 	return 0;
 }
 
-void
+unsigned
 tide_eth_port_close(struct tide_eth_port *p)
 {
 	struct rte_mbuf *pkts[64];
-	unsigned in_use;
+	unsigned in_use = 0;
 
 	if (p == NULL)
-		return;
+		return 0;
 	/* Drain what the device still holds so the pool can be freed whole. */
 	for (uint16_t q = 0; q < p->nb_queues; q++) {
 		uint16_t n;
@@ -255,6 +255,7 @@ tide_eth_port_close(struct tide_eth_port *p)
 		rte_mempool_free(p->pool);
 	}
 	free(p);
+	return in_use;
 }
 
 uint16_t

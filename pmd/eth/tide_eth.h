@@ -132,10 +132,13 @@ int tide_eth_ring_pair(const char *name_a, const char *name_b,
 		       struct tide_eth_port **b);
 
 /**
- * Stop and close a port, freeing its mempool once the device released every mbuf.
- * NULL is ignored. Thread: main thread, after its pollers stopped.
+ * Stop and close a port and free its mempool.
+ * \return packet buffers that were still held by callers (not returned to
+ *         the pool) when the device had released its own: 0 unless something
+ *         leaked them. NULL is ignored (returns 0).
+ * Thread: main thread, after its pollers stopped.
  */
-void tide_eth_port_close(struct tide_eth_port *port);
+unsigned tide_eth_port_close(struct tide_eth_port *port);
 
 /** ethdev port id. Thread: any. */
 uint16_t tide_eth_port_id(const struct tide_eth_port *port);

@@ -73,6 +73,20 @@ void tide_eth_netdev_fini(struct tide_eth_netdev *nd);
 unsigned tide_eth_netdev_poll(struct tide_eth_netdev *nd, struct tide_net_stack *stack,
 			      uint64_t now);
 
+/**
+ * Publish a stack's counters (every tide_net_stats field, the injector's and
+ * the port's) through DPDK telemetry, so they can be read while it runs:
+ * command "/tide/net/stats" with the returned index as parameter, on the
+ * socket /var/run/dpdk/<file-prefix>/dpdk_telemetry.v2 (tools/tide-stats.py).
+ * Values are racy snapshots taken by the telemetry thread.
+ * \param[out] index  the parameter to pass (0 for the first stack).
+ * \return 0; -ENOSPC more than 16 stacks published; -errno from telemetry.
+ * Thread: the owner, after the stack was created. Call tide_eth_netdev_fini()
+ * (which unpublishes) before destroying the stack.
+ */
+int tide_eth_netdev_publish(struct tide_eth_netdev *nd, const struct tide_net_stack *stack,
+			    unsigned *index);
+
 #ifdef __cplusplus
 }
 #endif

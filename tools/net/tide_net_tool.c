@@ -543,6 +543,15 @@ main(int argc, char **argv)
 		fprintf(stderr, "tide-net: stack setup failed: %s\n", strerror(-rc));
 		goto out_group;
 	}
+	{
+		unsigned idx;
+
+		if (tide_eth_netdev_publish(&a.nd, a.stack, &idx) == 0)
+			printf("tide-net: live counters: tools/tide-stats.py --file-prefix %s "
+			       "--index "
+			       "%u\n",
+			       ne.file_prefix, idx);
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	printf("tide-net: %s on %s, %u.%u.%u.%u/%u, worker on CPU %d, %s; %s port %u\n",
@@ -586,6 +595,8 @@ main(int argc, char **argv)
 				" bytes: %s\n",
 				a.sent, a.bytes, a.result != 0 ? strerror(-a.result) : "stopped");
 	}
+	/* Unpublish (fini) before the stack it points to goes away. */
+	tide_eth_netdev_fini(&a.nd);
 	tide_net_stack_destroy(a.stack);
 	a.stack = NULL;
 out_group:
