@@ -9,4 +9,4 @@ bash tools/install-deps.sh
 [ -d build/meson-private ] || meson setup build --buildtype=release
 ninja -C build
 bash tools/hugepages.sh 512
-exec ./build/tools/cluster/tide-cluster --node-env tools/node.env.sample "$@"
+exec bash tools/local_cluster.sh build

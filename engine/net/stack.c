@@ -247,6 +247,11 @@ tide_net_rx_burst(struct tide_net_stack *s, const struct tide_net_rx_pkt *pkts, 
 	void *h[NET_TX_BURST];
 	uint16_t nh = 0;
 
+	/* Entered like every public call, so a callback that closes a
+	 * connection (its own, in its CLOSED event) only marks it dead: it is
+	 * freed at the matching net_leave, after the segment that triggered
+	 * the callback is done with it. */
+	net_enter(s);
 	for (uint16_t i = 0; i < n; i++) {
 		s->st.rx_frames++;
 		s->st.rx_bytes += pkts[i].len;
@@ -262,8 +267,7 @@ tide_net_rx_burst(struct tide_net_stack *s, const struct tide_net_rx_pkt *pkts, 
 	if (nh > 0) {
 		s->ops->free_bufs(s->dev, h, nh);
 	}
-	net_conns_reap(s);
-	net_tx_flush(s);
+	net_leave(s); /* reaps dead connections and flushes TX */
 	return n;
 }
 
@@ -282,6 +286,7 @@ tide_net_timers_run(struct tide_net_stack *s, uint64_t now)
 	 * connection counts grow past a few thousand per lcore.
 	 */
 	s->timer_next = UINT64_MAX;
+	net_enter(s);
 	fired += net_arp_timers(s, now);
 	/* Dead connections stay on s->conns until the reap below, so a callback
 	 * that aborts another connection cannot break this walk. */
@@ -291,8 +296,7 @@ tide_net_timers_run(struct tide_net_stack *s, uint64_t now)
 			fired += tcp_conn_timers(c, now);
 		}
 	}
-	net_conns_reap(s);
-	net_tx_flush(s);
+	net_leave(s); /* reaps dead connections and flushes TX */
 	return fired;
 }
 

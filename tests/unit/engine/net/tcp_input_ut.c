@@ -402,6 +402,53 @@ test_wraparound(void)
 	ut_env_fini(&e);
 }
 
+static uint64_t close_in_cb_now;
+
+static void
+close_on_closed(struct tide_net_conn *c, void *arg, enum tide_net_event ev, int reason)
+{
+	int *seen = arg;
+
+	if (ev == TIDE_NET_EV_CLOSED) {
+		*seen = reason;
+		tide_net_close(c, close_in_cb_now); /* released from inside the callback */
+	}
+}
+
+/* A reset delivered while the stack processes the RST segment: the
+ * application closes the handle in its CLOSED callback, as tide-net does.
+ * The stack must not touch the connection after the callback (ASan checks). */
+static void
+test_close_inside_closed_callback_on_rst(void)
+{
+	static const struct tide_net_conn_cbs cbs = {.on_event = close_on_closed};
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	uint32_t I;
+	int seen = 0;
+
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	tide_net_conn_set_cbs(c, &cbs, &seen);
+	close_in_cb_now = e.now;
+	IN(&e, .seq = P + 1, .flags = TCPHDR_RST);
+	CU_ASSERT_EQUAL(seen, -ECONNRESET);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conn_resets, 1);
+	/* The connection is gone: a later segment for it is answered with a RST. */
+	ut_dev_drain(&e.dev);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK);
+	{
+		struct ut_tcp_out o;
+
+		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+		CU_ASSERT_TRUE((o.flags & TCPHDR_RST) != 0);
+	}
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 test_rst_rfc5961(void)
 {
@@ -730,6 +777,8 @@ register_tests(void)
 	CU_add_test(s, "ooo_fin", test_ooo_fin);
 	CU_add_test(s, "wraparound", test_wraparound);
 	CU_add_test(s, "rst_rfc5961", test_rst_rfc5961);
+	CU_add_test(s, "close_inside_closed_callback_on_rst",
+		    test_close_inside_closed_callback_on_rst);
 	CU_add_test(s, "challenge_ack_rate_limit", test_challenge_ack_rate_limit);
 	CU_add_test(s, "bad_ack_and_out_of_window", test_bad_ack_and_out_of_window);
 	CU_add_test(s, "malformed_segments", test_malformed_segments);
