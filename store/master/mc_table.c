@@ -585,11 +585,13 @@ count(struct tide_mc_table *t, enum tide_mc_table_op op, int rc)
 	return rc;
 }
 
-int
-tide_mc_table_put_start(struct tide_mc_table *t, const struct tide_mc_uuid *client,
-			const struct tide_mc_str *key, uint64_t len,
-			const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
-			struct tide_mc_table_arena *a, struct tide_mc_replica_desc_vec *out)
+/* PutStart and UpsertStart differ only in what start_locked does with an
+ * existing key; one body keeps their checks and accounting identical. */
+static int
+single_start(struct tide_mc_table *t, bool upsert, const struct tide_mc_uuid *client,
+	     const struct tide_mc_str *key, uint64_t len,
+	     const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
+	     struct tide_mc_table_arena *a, struct tide_mc_replica_desc_vec *out)
 {
 	int rc = TIDE_MC_EC_INVALID_PARAMS;
 
@@ -599,10 +601,19 @@ tide_mc_table_put_start(struct tide_mc_table *t, const struct tide_mc_uuid *clie
 	out->n = 0;
 	mct_lock(t);
 	if (!(cfg && cfg->group_ids.has && cfg->group_ids.val.n != 1))
-		rc = start_locked(t, false, client, key, len, cfg, now_ms, a, out);
-	count(t, TIDE_MC_TABLE_OP_PUT_START, rc);
+		rc = start_locked(t, upsert, client, key, len, cfg, now_ms, a, out);
+	count(t, upsert ? TIDE_MC_TABLE_OP_UPSERT_START : TIDE_MC_TABLE_OP_PUT_START, rc);
 	mct_unlock(t);
 	return rc;
+}
+
+int
+tide_mc_table_put_start(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			const struct tide_mc_str *key, uint64_t len,
+			const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
+			struct tide_mc_table_arena *a, struct tide_mc_replica_desc_vec *out)
+{
+	return single_start(t, false, client, key, len, cfg, now_ms, a, out);
 }
 
 int
@@ -611,18 +622,7 @@ tide_mc_table_upsert_start(struct tide_mc_table *t, const struct tide_mc_uuid *c
 			   const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
 			   struct tide_mc_table_arena *a, struct tide_mc_replica_desc_vec *out)
 {
-	int rc = TIDE_MC_EC_INVALID_PARAMS;
-
-	if (!t || !client || !a || !out)
-		return TIDE_MC_EC_INVALID_PARAMS;
-	out->v = NULL;
-	out->n = 0;
-	mct_lock(t);
-	if (!(cfg && cfg->group_ids.has && cfg->group_ids.val.n != 1))
-		rc = start_locked(t, true, client, key, len, cfg, now_ms, a, out);
-	count(t, TIDE_MC_TABLE_OP_UPSERT_START, rc);
-	mct_unlock(t);
-	return rc;
+	return single_start(t, true, client, key, len, cfg, now_ms, a, out);
 }
 
 int
