@@ -64,6 +64,8 @@ struct conn_state {
 	uint64_t rx, bad, tx;
 	uint8_t pend[4096]; /* echo bytes the send buffer had no room for */
 	size_t pend_len;
+	bool held;        /* on_recv took less than offered: the stack waits for recv_resume */
+	bool peer_closed; /* echo: FIN seen; close once everything is echoed */
 	bool done;
 };
 
@@ -108,15 +110,23 @@ serve_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
 
 	(void)c;
 	if (cs->app->echo) {
-		/* Take only what can be echoed: backpressure flows to the peer. */
+		/* Take only what can be echoed: backpressure flows to the peer.
+		 * Taking less than offered makes the stack hold the rest until
+		 * tide_net_recv_resume(), which echo_progress() calls once the
+		 * backlog is sent, even if it drained right here. */
+		size_t offered = n;
+
 		conn_flush(cs, now_ns());
-		if (cs->pend_len > 0)
+		if (cs->pend_len > 0) {
+			cs->held = true;
 			return 0;
+		}
 		if (n > sizeof(cs->pend))
 			n = sizeof(cs->pend);
 		memcpy(cs->pend, d, n);
 		cs->pend_len = n;
 		cs->rx += n;
+		cs->held = n < offered;
 		conn_flush(cs, now_ns());
 		return n;
 	}
@@ -127,31 +137,39 @@ serve_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
 	return n;
 }
 
+/* The connection is finished: report it and release the handle. */
+static void
+conn_finish(struct conn_state *cs, const char *how)
+{
+	struct app *a = cs->app;
+
+	printf("tide-net: connection %u %s: %" PRIu64 " bytes in, %" PRIu64 " out, %" PRIu64
+	       " mismatched\n",
+	       (unsigned)(cs - a->conns), how, cs->rx, cs->tx, cs->bad);
+	fflush(stdout);
+	cs->done = true;
+	tide_net_close(cs->conn, now_ns());
+	if (++a->closed_conns == a->want_conns) {
+		a->result = 0;
+		atomic_store(&a->finished, true);
+	}
+}
+
 static void
 serve_event(struct tide_net_conn *c, void *arg, enum tide_net_event ev, int reason)
 {
 	struct conn_state *cs = arg;
-	struct app *a = cs->app;
 
+	(void)c;
 	if (ev == TIDE_NET_EV_WRITABLE) {
-		conn_flush(cs, now_ns());
-		if (cs->pend_len == 0)
-			tide_net_recv_resume(c, now_ns());
-		return;
-	}
-	if (ev != TIDE_NET_EV_PEER_CLOSED && ev != TIDE_NET_EV_CLOSED)
-		return;
-	printf("tide-net: connection %u %s: %" PRIu64 " bytes in, %" PRIu64 " out, %" PRIu64
-	       " mismatched\n",
-	       (unsigned)(cs - a->conns),
-	       ev == TIDE_NET_EV_CLOSED ? strerror(-reason) : "closed by peer", cs->rx, cs->tx,
-	       cs->bad);
-	fflush(stdout);
-	cs->done = true;
-	tide_net_close(c, now_ns());
-	if (++a->closed_conns == a->want_conns) {
-		a->result = 0;
-		atomic_store(&a->finished, true);
+		conn_flush(cs, now_ns()); /* echo_progress() resumes receiving */
+	} else if (ev == TIDE_NET_EV_CLOSED) {
+		conn_finish(cs, strerror(-reason));
+	} else if (ev == TIDE_NET_EV_PEER_CLOSED) {
+		if (cs->app->echo)
+			cs->peer_closed = true; /* echo_progress() closes once drained */
+		else
+			conn_finish(cs, "closed by peer");
 	}
 }
 
@@ -249,6 +267,42 @@ send_progress(struct app *a, uint64_t now)
 	return work;
 }
 
+/*
+ * Echo connections: send what the send buffer had no room for, and once
+ * nothing is pending, let the stack offer the bytes it holds again. Runs
+ * every iteration (level-triggered), outside any callback, so it never
+ * depends on catching the WRITABLE edge. Bounded by MAX_CONNS connections.
+ */
+static int
+echo_progress(struct app *a, uint64_t now)
+{
+	int work = 0;
+
+	for (unsigned i = 0; i < a->nconns; i++) {
+		struct conn_state *cs = &a->conns[i];
+
+		if (cs->done)
+			continue;
+		if (cs->pend_len > 0)
+			conn_flush(cs, now);
+		if (cs->pend_len == 0 && cs->held) {
+			cs->held = false;
+			tide_net_recv_resume(cs->conn, now);
+			work++;
+		}
+		if (cs->peer_closed && cs->pend_len == 0 && !cs->held) {
+			struct tide_net_conn_info ci;
+
+			tide_net_conn_info(cs->conn, &ci);
+			if (ci.rcv_queued == 0) {
+				conn_finish(cs, "closed by peer");
+				work++;
+			}
+		}
+	}
+	return work;
+}
+
 static int
 app_poll(void *ctx, uint64_t now)
 {
@@ -258,6 +312,8 @@ app_poll(void *ctx, uint64_t now)
 	work += tide_net_timers_run(a->stack, now);
 	if (!a->serve)
 		work += send_progress(a, now);
+	else if (a->echo)
+		work += echo_progress(a, now);
 	return work;
 }
 
