@@ -32,6 +32,7 @@
 
 #include "tide_eth.h"
 #include "tide_log.h"
+#include "tide_node_eal.h"
 #include "tide_nodeenv.h"
 #include "tide_seg.h"
 
@@ -313,7 +314,7 @@ main(int argc, char **argv)
 					      {NULL, 0, NULL, 0}};
 	struct demo d = {0};
 	struct tide_nodeenv ne;
-	struct tide_eal_opts eo = {0};
+	struct tide_eal_opts eo;
 	struct tide_eal_info ei;
 	struct tide_eth_port_opts po = {0};
 	struct tide_eth_port_stats ps[2];
@@ -362,15 +363,8 @@ main(int argc, char **argv)
 	       : ne.hugepages == TIDE_NODEENV_HUGE_OFF ? "off"
 						       : "auto");
 
-	eo.prog = "tide-cluster";
-	eo.file_prefix = ne.file_prefix;
-	eo.lcores = ne.lcores[0] != '\0' ? ne.lcores : "0";
-	eo.huge = ne.hugepages == TIDE_NODEENV_HUGE_ON    ? TIDE_EAL_HUGE_ON
-		  : ne.hugepages == TIDE_NODEENV_HUGE_OFF ? TIDE_EAL_HUGE_OFF
-							  : TIDE_EAL_HUGE_AUTO;
-	eo.mem_bytes = ne.hugepage_mem;
-	eo.hugepage_size = ne.hugepage_size;
-	eo.extra_args = ne.eal_args;
+	/* The two nodes use an in-process net_ring pair, not TIDE_DPDK_DEVICE. */
+	tide_node_eal_opts(&ne, "tide-cluster", false, &eo);
 	rc = tide_eal_init(&eo, &ei);
 	if (rc != 0) {
 		fprintf(stderr, "tide-cluster: DPDK EAL did not start: %s\n", strerror(-rc));

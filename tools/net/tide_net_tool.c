@@ -29,6 +29,7 @@
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_net.h"
+#include "tide_node_eal.h"
 #include "tide_nodeenv.h"
 
 #define MAX_CONNS 64
@@ -412,7 +413,7 @@ main(int argc, char **argv)
 					      {NULL, 0, NULL, 0}};
 	static struct app a;
 	struct tide_nodeenv ne;
-	struct tide_eal_opts eo = {0};
+	struct tide_eal_opts eo;
 	struct tide_eal_info ei;
 	struct tide_eth_port_opts po = {0};
 	struct tide_eth_port *port = NULL;
@@ -522,18 +523,7 @@ main(int argc, char **argv)
 			ne.lcores, strerror(-rc));
 		return 1;
 	}
-	eo.prog = "tide-net";
-	eo.file_prefix = ne.file_prefix;
-	eo.huge = ne.hugepages == TIDE_NODEENV_HUGE_ON    ? TIDE_EAL_HUGE_ON
-		  : ne.hugepages == TIDE_NODEENV_HUGE_OFF ? TIDE_EAL_HUGE_OFF
-							  : TIDE_EAL_HUGE_AUTO;
-	eo.mem_bytes = ne.hugepage_mem;
-	eo.hugepage_size = ne.hugepage_size;
-	eo.extra_args = ne.eal_args;
-	if (strncmp(ne.dpdk_device, "net_", 4) == 0)
-		eo.vdevs[0] = ne.dpdk_device;
-	else
-		eo.pci_allow = ne.dpdk_device;
+	tide_node_eal_opts(&ne, "tide-net", true, &eo);
 	rc = tide_eal_init(&eo, &ei);
 	if (rc != 0) {
 		fprintf(stderr, "tide-net: DPDK EAL did not start: %s\n", strerror(-rc));

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <string.h>
+
+#include "tide_node_eal.h"
+
+void
+tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_device,
+		   struct tide_eal_opts *eo)
+{
+	memset(eo, 0, sizeof(*eo));
+	eo->prog = prog;
+	eo->file_prefix = ne->file_prefix;
+	eo->huge = ne->hugepages == TIDE_NODEENV_HUGE_ON    ? TIDE_EAL_HUGE_ON
+		   : ne->hugepages == TIDE_NODEENV_HUGE_OFF ? TIDE_EAL_HUGE_OFF
+							    : TIDE_EAL_HUGE_AUTO;
+	eo->mem_bytes = ne->hugepage_mem;
+	eo->hugepage_size = ne->hugepage_size;
+	eo->extra_args = ne->eal_args;
+	if (!with_device || ne->dpdk_device[0] == '\0')
+		return;
+	if (strncmp(ne->dpdk_device, "net_", 4) == 0)
+		eo->vdevs[0] = ne->dpdk_device;
+	else
+		eo->pci_allow = ne->dpdk_device;
+}
