@@ -728,20 +728,43 @@ revoke_locked(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 	return 0;
 }
 
-int
-tide_mc_table_put_end(struct tide_mc_table *t, const struct tide_mc_uuid *client,
-		      const struct tide_mc_str *key, const struct tide_mc_opt_u64 *checksum,
-		      int32_t replica_type, uint64_t now_ms)
+/* Put and Upsert End/Revoke differ only in the counter they feed; one body
+ * each keeps their checks identical. */
+static int
+single_end(struct tide_mc_table *t, enum tide_mc_table_op op, const struct tide_mc_uuid *client,
+	   const struct tide_mc_str *key, const struct tide_mc_opt_u64 *checksum,
+	   int32_t replica_type, uint64_t now_ms)
 {
 	int rc;
 
 	if (!t || !client)
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
-	rc = count(t, TIDE_MC_TABLE_OP_PUT_END,
-		   end_locked(t, client, key, checksum, replica_type, now_ms));
+	rc = count(t, op, end_locked(t, client, key, checksum, replica_type, now_ms));
 	mct_unlock(t);
 	return rc;
+}
+
+static int
+single_revoke(struct tide_mc_table *t, enum tide_mc_table_op op, const struct tide_mc_uuid *client,
+	      const struct tide_mc_str *key, int32_t replica_type)
+{
+	int rc;
+
+	if (!t || !client)
+		return TIDE_MC_EC_INVALID_PARAMS;
+	mct_lock(t);
+	rc = count(t, op, revoke_locked(t, client, key, replica_type));
+	mct_unlock(t);
+	return rc;
+}
+
+int
+tide_mc_table_put_end(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+		      const struct tide_mc_str *key, const struct tide_mc_opt_u64 *checksum,
+		      int32_t replica_type, uint64_t now_ms)
+{
+	return single_end(t, TIDE_MC_TABLE_OP_PUT_END, client, key, checksum, replica_type, now_ms);
 }
 
 int
@@ -749,45 +772,24 @@ tide_mc_table_upsert_end(struct tide_mc_table *t, const struct tide_mc_uuid *cli
 			 const struct tide_mc_str *key, const struct tide_mc_opt_u64 *checksum,
 			 int32_t replica_type, uint64_t now_ms)
 {
-	int rc;
-
-	if (!t || !client)
-		return TIDE_MC_EC_INVALID_PARAMS;
-	mct_lock(t);
-	rc = count(t, TIDE_MC_TABLE_OP_UPSERT_END,
-		   end_locked(t, client, key, checksum, replica_type, now_ms));
-	mct_unlock(t);
-	return rc;
+	return single_end(t, TIDE_MC_TABLE_OP_UPSERT_END, client, key, checksum, replica_type,
+			  now_ms);
 }
 
 int
 tide_mc_table_put_revoke(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 			 const struct tide_mc_str *key, int32_t replica_type, uint64_t now_ms)
 {
-	int rc;
-
 	(void)now_ms;
-	if (!t || !client)
-		return TIDE_MC_EC_INVALID_PARAMS;
-	mct_lock(t);
-	rc = count(t, TIDE_MC_TABLE_OP_PUT_REVOKE, revoke_locked(t, client, key, replica_type));
-	mct_unlock(t);
-	return rc;
+	return single_revoke(t, TIDE_MC_TABLE_OP_PUT_REVOKE, client, key, replica_type);
 }
 
 int
 tide_mc_table_upsert_revoke(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 			    const struct tide_mc_str *key, int32_t replica_type, uint64_t now_ms)
 {
-	int rc;
-
 	(void)now_ms;
-	if (!t || !client)
-		return TIDE_MC_EC_INVALID_PARAMS;
-	mct_lock(t);
-	rc = count(t, TIDE_MC_TABLE_OP_UPSERT_REVOKE, revoke_locked(t, client, key, replica_type));
-	mct_unlock(t);
-	return rc;
+	return single_revoke(t, TIDE_MC_TABLE_OP_UPSERT_REVOKE, client, key, replica_type);
 }
 
 int
