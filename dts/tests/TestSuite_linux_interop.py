@@ -159,20 +159,20 @@ class TestLinuxInterop(TestSuite):
         self.verify(rc == 0, out)
 
     def test_loss_1pct_with_reordering_both_ways(self):
-        """Steps: Tide's injector drops 1% and reorders 1% of frames in and out; 256 MiB each way.
+        """Steps: Tide's injector drops 1% and reorders 1% of frames in and out; 1 GiB each way.
         Verify: both transfers complete with correct data; retransmissions happened."""
         fault = "drop=0.01,reorder=0.01,seed=21"
-        out = self.linux_to_tide(256 << 20, 5104, TIDE_FAULT=fault)
+        out = self.linux_to_tide(GIB, 5104, TIDE_FAULT=fault)
         self.verify("injected faults: dropped" in out, out)
-        out = self.tide_to_linux(256 << 20, 5105, TIDE_FAULT=fault)
+        out = self.tide_to_linux(GIB, 5105, TIDE_FAULT=fault)
         self.verify(counters(out).get("tcp_retrans_segs", 0) > 0, out)
 
     def test_loss_5pct_with_reordering_both_ways(self):
-        """Steps: Tide's injector drops 5% and reorders 1% of frames in and out; 16 MiB each way.
+        """Steps: Tide's injector drops 5% and reorders 1% of frames in and out; 1 GiB each way.
         Verify: both transfers complete with correct data."""
         fault = "drop=0.05,reorder=0.01,seed=22"
-        self.linux_to_tide(16 << 20, 5106, TIDE_FAULT=fault)
-        out = self.tide_to_linux(16 << 20, 5107, TIDE_FAULT=fault)
+        self.linux_to_tide(GIB, 5106, TIDE_FAULT=fault)
+        out = self.tide_to_linux(GIB, 5107, TIDE_FAULT=fault)
         self.verify(counters(out).get("tcp_retrans_segs", 0) > 0, out)
 
     def test_capture_has_no_malformed_packets(self):

@@ -44,6 +44,23 @@ net_cksum_add(uint32_t sum, const void *buf, size_t len)
 	return (uint32_t)acc;
 }
 
+uint32_t
+net_cksum_add_at(uint32_t sum, const void *buf, size_t len, size_t off)
+{
+	uint32_t part = net_cksum_add(0, buf, len);
+	uint64_t acc;
+
+	if (off & 1) {
+		/* RFC 1071 byte-order independence: a run starting at an odd
+		 * offset has its bytes in the other half of every word. */
+		part = (part & 0xffff) + (part >> 16);
+		part = (part & 0xffff) + (part >> 16);
+		part = ((part & 0xff) << 8) | (part >> 8);
+	}
+	acc = (uint64_t)sum + part;
+	return (uint32_t)((acc & 0xffffffffu) + (acc >> 32));
+}
+
 uint16_t
 net_cksum_fold(uint32_t sum)
 {

@@ -91,8 +91,13 @@ net_ipv4_output(struct tide_net_stack *s, struct tide_net_buf *b, uint32_t dst, 
 	ip->csum = 0;
 	ip->saddr = htonl(s->o.ip);
 	ip->daddr = htonl(dst);
-	ip->csum = net_cksum(ip, IP_HLEN);
-	b->len = (uint16_t)(NET_HDRS_LEN + l4len);
+	if (s->o.tx_offloads & TIDE_NET_OFFLOAD_IPV4_CKSUM) {
+		b->flags |= TIDE_NET_TX_F_IP_CKSUM;
+	} else {
+		ip->csum = net_cksum(ip, IP_HLEN);
+	}
+	/* Attached payload (b->ext_len) follows the bytes at b->data. */
+	b->len = (uint16_t)(NET_HDRS_LEN + l4len - b->ext_len);
 	s->st.ip_tx++;
 	net_arp_output(s, b, nh, now);
 	return 0;

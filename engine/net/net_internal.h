@@ -14,6 +14,7 @@
 #include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
@@ -117,6 +118,8 @@ static_assert(sizeof(struct net_tcp_hdr) == 20, "tcp header");
 uint32_t net_cksum_add(uint32_t sum, const void *buf, size_t len);
 /** Fold a partial sum to 16 bits and complement: the value to store. */
 uint16_t net_cksum_fold(uint32_t sum);
+/** net_cksum_add for bytes that start at offset off of the summed stream (odd offsets swap). */
+uint32_t net_cksum_add_at(uint32_t sum, const void *buf, size_t len, size_t off);
 /** Internet checksum of buf (RFC 1071); 0 over a buffer that embeds a valid checksum. */
 uint16_t net_cksum(const void *buf, size_t len);
 /** Partial sum of the IPv4 pseudo-header; saddr/daddr in network order. */
@@ -151,6 +154,35 @@ struct tide_net_listener {
 	void *arg;
 };
 
+/*
+ * One tide_net_send_zc() call (tcp_zc.c). refs counts the stack's own
+ * reference (dropped at completion) plus one per frame segment the device
+ * holds; the device drops its references from any thread, so refs is
+ * atomic and the last holder frees the record.
+ */
+struct net_zc {
+	TAILQ_ENTRY(net_zc) link; /* stack->zc_wait once the protocol is done with it */
+	const uint8_t *data;
+	uint32_t len;
+	int status;       /* completion status, set when it enters zc_wait */
+	uint64_t conn_id; /* completions of one connection keep their order */
+	tide_net_zc_done_fn done;
+	void *cookie;
+	atomic_uint refs;
+};
+TAILQ_HEAD(net_zc_list, net_zc);
+
+/*
+ * A run of the send queue (tcp_zc.c): bytes copied into sbuf, or a piece of
+ * a zero-copy send. Only kept while zero-copy data is queued; otherwise
+ * sbuf holds the whole queue and the chunk array is empty.
+ */
+struct tcp_chunk {
+	uint32_t seq, len;
+	uint32_t pos;      /* copy: sbuf byte counter of seq; zero-copy: offset in zc->data */
+	struct net_zc *zc; /* NULL: copied bytes */
+};
+
 struct tcp_cc_ops;
 LIST_HEAD(tcp_conn_list, tide_net_conn);
 TAILQ_HEAD(tcp_conn_tailq, tide_net_conn);
@@ -181,6 +213,12 @@ struct tide_net_stack {
 	uint64_t isn_secret;
 	uint64_t chack_second; /* start of the challenge-ACK rate window */
 	uint32_t chack_count;
+
+	/* Zero-copy sends (tcp_zc.c). */
+	struct net_zc_list zc_wait; /* protocol done, completion not yet made */
+	size_t zc_pending;          /* records not completed (queued, in flight, waiting) */
+	bool zc_reaping;            /* net_zc_reap is making completions */
+	uint64_t next_conn_id;
 
 	/* Unit-test hook: when set, every new connection's ISN is isn_fixed. */
 	bool isn_fixed_on;
@@ -392,8 +430,14 @@ struct tide_net_conn {
 	uint32_t iss, snd_una, snd_nxt;
 	uint32_t snd_max; /* highest sequence sent + 1 (snd_nxt rewinds on RTO) */
 	uint32_t snd_wnd, max_snd_wnd, snd_wl1, snd_wl2;
-	uint32_t sbuf_seq; /* sequence of sbuf's first byte */
+	uint32_t sbuf_seq; /* sequence of the first queued byte */
+	uint32_t snd_len;  /* bytes queued (copied + zero-copy) from sbuf_seq */
 	struct tcp_ring sbuf;
+	uint32_t sbuf_ctr;        /* sbuf byte counter of sbuf's head (tcp_chunk.pos) */
+	struct tcp_chunk *chunks; /* ring of ch_cap; ch_n in use from ch_head */
+	uint32_t ch_cap, ch_head, ch_n;
+	uint32_t zc_queued; /* zero-copy bytes queued */
+	uint64_t id;        /* stack-unique, for completion order */
 	uint8_t snd_wscale, rcv_wscale;
 	uint16_t mss;      /* payload per segment, timestamp option deducted */
 	uint16_t peer_mss; /* from the peer's SYN (536 when absent) */
@@ -457,7 +501,8 @@ struct tide_net_conn {
 	uint64_t t_keep;
 	uint64_t t_wait; /* TIME_WAIT, orphaned FIN_WAIT_2 */
 	uint64_t t_tlp;  /* tail loss probe (SACK connections) */
-	bool tlp_out;    /* a probe is out; no other until snd_una moves */
+	bool tlp_out;    /* a probe is out (since snd_una last moved or new data was SACKed) */
+	uint8_t tlp_n;   /* probes since then: the next waits 2^tlp_n PTOs */
 
 	struct tide_net_conn_cbs cbs;
 	void *arg;
@@ -522,12 +567,41 @@ void tcp_window_update(struct tide_net_conn *c, uint64_t now);
 int tcp_xmit_one_new(struct tide_net_conn *c, uint64_t now);
 /** Bytes of data in sbuf not yet sent. */
 uint32_t tcp_unsent(const struct tide_net_conn *c);
+/** Sequence number after the last queued byte. */
+static inline uint32_t
+tcp_snd_end(const struct tide_net_conn *c)
+{
+	return c->sbuf_seq + c->snd_len;
+}
 /** Sequence number of our FIN (valid when fin_queued). */
 static inline uint32_t
 tcp_fin_seq(const struct tide_net_conn *c)
 {
-	return c->sbuf_seq + c->sbuf.len;
+	return tcp_snd_end(c);
 }
+
+/* tcp_zc.c */
+/** Copy n bytes (n <= tcp_ring_free(&c->sbuf)) to the end of the send queue. */
+void tcp_snd_append(struct tide_net_conn *c, const uint8_t *data, uint32_t n);
+/** The first n queued bytes were acknowledged: drop them, finishing zero-copy sends. */
+void tcp_snd_drop(struct tide_net_conn *c, uint32_t n);
+/**
+ * Put the queued bytes [seq, seq+len) into frame b: copied to dst (the
+ * payload's place in b), or attached after it. *copied gets the bytes written
+ * at dst; the rest were attached (b->ext_len). When sum is set, *csum gets
+ * the payload's checksum added (attached bytes included).
+ * \return 0; -EAGAIN the device refused a later segment after accepting an
+ *         earlier one: the frame is unusable (the caller frees it) and must be
+ *         rebuilt with attach off.
+ */
+int tcp_snd_fill(struct tide_net_conn *c, struct tide_net_buf *b, uint8_t *dst, uint32_t seq,
+		 uint32_t len, bool attach, bool sum, uint32_t *csum, uint32_t *copied);
+/** The connection is closing (reason < 0) or freed: hand its zero-copy sends to completion. */
+void tcp_snd_purge(struct tide_net_conn *c, int reason);
+/** Make the completions that are due (device released every frame). */
+void net_zc_reap(struct tide_net_stack *s);
+/** Stack destroy: complete what may be, orphan what the device still holds. */
+void net_zc_destroy(struct tide_net_stack *s);
 
 /* tcp_sack.c */
 /** Receiver: remember an out-of-order arrival at seq (queued or duplicate). */

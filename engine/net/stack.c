@@ -111,6 +111,7 @@ tide_net_stack_create(const struct tide_net_opts *opts, uint64_t now, struct tid
 	TAILQ_INIT(&s->conns);
 	TAILQ_INIT(&s->graveyard);
 	LIST_INIT(&s->listeners);
+	TAILQ_INIT(&s->zc_wait);
 	s->timer_next = UINT64_MAX;
 	s->next_eport = 49152;
 	s->isn_secret = opts->isn_secret;
@@ -169,6 +170,8 @@ tide_net_stack_destroy(struct tide_net_stack *s)
 	if (s->cache_n > 0) {
 		s->ops->free_bufs(s->dev, h, s->cache_n);
 	}
+	/* After the queued frames went back: sends only they referenced can complete. */
+	net_zc_destroy(s);
 	free(s);
 }
 
@@ -185,6 +188,8 @@ net_txbuf_get(struct tide_net_stack *s, struct tide_net_buf *b)
 	}
 	*b = s->cache[--s->cache_n];
 	b->len = 0;
+	b->ext_len = 0;
+	b->flags = 0;
 	assert(b->cap >= s->frame_cap);
 	return 0;
 }
@@ -192,7 +197,8 @@ net_txbuf_get(struct tide_net_stack *s, struct tide_net_buf *b)
 void
 net_txbuf_put(struct tide_net_stack *s, struct tide_net_buf *b)
 {
-	if (s->cache_n < NET_TX_BURST) {
+	/* A buffer with attached segments goes back to the device, which releases them. */
+	if (s->cache_n < NET_TX_BURST && b->ext_len == 0) {
 		s->cache[s->cache_n++] = *b;
 		return;
 	}
@@ -213,7 +219,7 @@ net_tx_flush(struct tide_net_stack *s)
 		sent = n;
 	}
 	for (uint16_t i = 0; i < sent; i++) {
-		s->st.tx_bytes += s->txq[i].len;
+		s->st.tx_bytes += (uint64_t)s->txq[i].len + s->txq[i].ext_len;
 	}
 	s->st.tx_frames += sent;
 	if (sent < n) {
@@ -230,7 +236,8 @@ net_tx_flush(struct tide_net_stack *s)
 void
 net_tx_enqueue(struct tide_net_stack *s, struct tide_net_buf *b)
 {
-	if (b->len < ETH_ZLEN) {
+	if (b->len + b->ext_len < ETH_ZLEN) {
+		assert(b->ext_len == 0); /* attached pieces are long (tcp_zc.c) */
 		memset(b->data + b->len, 0, ETH_ZLEN - b->len);
 		b->len = ETH_ZLEN;
 	}
@@ -277,6 +284,12 @@ tide_net_timers_run(struct tide_net_stack *s, uint64_t now)
 	struct tide_net_conn *c, *tmp;
 	int fired = 0;
 
+	if (!TAILQ_EMPTY(&s->zc_wait)) {
+		/* Devices release zero-copy frames on their own time, perhaps on
+		 * another thread: completions are polled here as well. */
+		net_enter(s);
+		net_leave(s);
+	}
 	if (now < s->timer_next) {
 		return 0;
 	}

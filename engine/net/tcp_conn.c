@@ -121,6 +121,7 @@ tcp_conn_alloc(struct tide_net_stack *s, uint32_t rip, uint16_t lport, uint16_t 
 	c->mss = 536;
 	c->rcv_wscale = s->o.tcp_wscale ? rcv_wscale_for(s->o.tcp_rcvbuf) : 0;
 	c->cc = tcp_cc_get(s->o.tcp_cc);
+	c->id = ++s->next_conn_id;
 	c->iss = tcp_new_isn(s, c->lip, lport, rip, rport, now);
 	c->snd_una = c->iss;
 	c->snd_nxt = c->iss;
@@ -197,6 +198,7 @@ tcp_done(struct tide_net_conn *c, int reason)
 	tcp_unlink_listener(c);
 	tcp_clear_timers(c);
 	tcp_ooo_purge(c);
+	tcp_snd_purge(c, reason);
 	if (c->hashed) {
 		LIST_REMOVE(c, hash_link);
 		c->hashed = false;
@@ -220,6 +222,7 @@ net_conns_reap(struct tide_net_stack *s)
 		TAILQ_REMOVE(&s->conns, c, link);
 		free(c->sbuf.buf);
 		free(c->rbuf.buf);
+		free(c->chunks);
 		free(c);
 		s->st.tcp_conns--;
 	}
@@ -232,6 +235,9 @@ net_leave(struct tide_net_stack *s)
 	if (--s->busy == 0) {
 		net_conns_reap(s);
 		net_tx_flush(s);
+		if (!TAILQ_EMPTY(&s->zc_wait)) {
+			net_zc_reap(s);
+		}
 	}
 }
 
@@ -457,7 +463,7 @@ tide_net_send(struct tide_net_conn *c, const void *data, size_t len, uint64_t no
 		return 0;
 	}
 	net_enter(s);
-	tcp_ring_write(&c->sbuf, data, n);
+	tcp_snd_append(c, data, n);
 	tcp_write_xmit(c, now);
 	net_leave(s);
 	return n;
@@ -581,7 +587,7 @@ tide_net_conn_info(const struct tide_net_conn *c, struct tide_net_conn_info *i)
 	i->rcv_wnd = tcp_rcv_wnd(c);
 	i->srtt_ns = c->srtt;
 	i->rto_ns = c->rto;
-	i->snd_queued = c->sbuf.len;
+	i->snd_queued = c->snd_len;
 	i->rcv_queued = c->rbuf.len;
 	i->ts_ok = c->ts_ok;
 	i->ws_ok = c->ws_ok;

@@ -293,7 +293,7 @@ tcp_data_queue(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 static void
 tcp_retransmit_head(struct tide_net_conn *c, uint64_t now)
 {
-	uint32_t data_end = c->sbuf_seq + c->sbuf.len;
+	uint32_t data_end = tcp_snd_end(c);
 	uint32_t len = 0;
 	uint8_t flags = TCPHDR_ACK;
 
@@ -365,6 +365,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 				}
 				if (newly > 0) {
 					c->tlp_out = false; /* the probe was answered */
+					c->tlp_n = 0;
 				}
 				tcp_sack_check_loss(c, now);
 				tcp_tlp_arm(c, now);
@@ -384,6 +385,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 			}
 		} else if (c->sack_ok && newly > 0) {
 			c->tlp_out = false; /* the probe was answered */
+			c->tlp_n = 0;
 			tcp_sack_check_loss(c, now);
 			tcp_tlp_arm(c, now);
 		}
@@ -396,11 +398,10 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	if (after(ack, c->sbuf_seq)) {
 		uint32_t d = ack - c->sbuf_seq;
 
-		if (d > c->sbuf.len) {
-			d = c->sbuf.len;
+		if (d > c->snd_len) {
+			d = c->snd_len; /* the rest acknowledges our FIN */
 		}
-		tcp_ring_drop(&c->sbuf, d);
-		c->sbuf_seq += d;
+		tcp_snd_drop(c, d);
 	}
 	flight = c->snd_max - ack;
 	c->snd_una = ack;
@@ -411,6 +412,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	c->retries = 0;
 	if (c->sack_ok) {
 		c->tlp_out = false;
+		c->tlp_n = 0;
 		tcp_sack_clean(c);
 		if (c->in_recovery || c->loss_state) {
 			if (!before(ack, c->recover)) {

@@ -141,14 +141,36 @@ tcp_build_options(struct tide_net_conn *c, uint8_t flags, uint32_t len, uint8_t 
 	return n;
 }
 
+/*
+ * The device refused a later segment after taking an earlier one: move the
+ * headers (and payload copied so far) to a fresh buffer and free the old
+ * one, whose release callbacks drop its references.
+ */
+static int
+tcp_rebuild_copy(struct tide_net_stack *s, struct tide_net_buf *b, uint16_t hlen)
+{
+	struct tide_net_buf nb;
+
+	if (net_txbuf_get(s, &nb) != 0) {
+		net_txbuf_put(s, b);
+		return -ENOBUFS;
+	}
+	memcpy(nb.data, b->data, hlen);
+	net_txbuf_put(s, b);
+	*b = nb;
+	return 0;
+}
+
 int
 tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags, uint64_t now)
 {
 	struct tide_net_stack *s = c->stack;
+	bool offload = (s->o.tx_offloads & TIDE_NET_OFFLOAD_TCP_CKSUM) != 0;
 	struct tide_net_buf b;
 	struct net_tcp_hdr *th;
+	uint32_t sum, copied = 0;
 	uint8_t optlen;
-	uint16_t tlen;
+	uint16_t tlen, hlen;
 
 	if (net_txbuf_get(s, &b) != 0) {
 		return -ENOBUFS;
@@ -164,12 +186,35 @@ tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
 	th->window = htons(tcp_select_window(c, flags & TCPHDR_SYN));
 	th->csum = 0;
 	th->urg = 0;
-	if (len > 0) {
-		tcp_ring_read(&c->sbuf, seq - c->sbuf_seq, (uint8_t *)(th + 1) + optlen, len);
+	hlen = (uint16_t)(TCP_HLEN + optlen);
+	tlen = (uint16_t)(hlen + len);
+	sum = net_cksum_pseudo(htonl(c->lip), htonl(c->rip), IPPROTO_TCP_, tlen);
+	if (!offload) {
+		sum = net_cksum_add(sum, th, hlen);
 	}
-	tlen = (uint16_t)(TCP_HLEN + optlen + len);
-	th->csum = net_cksum_fold(net_cksum_add(
-		net_cksum_pseudo(htonl(c->lip), htonl(c->rip), IPPROTO_TCP_, tlen), th, tlen));
+	if (len > 0) {
+		uint32_t psum = sum;
+
+		if (tcp_snd_fill(c, &b, (uint8_t *)th + hlen, seq, len, true, !offload, &psum,
+				 &copied) != 0) {
+			/* Headers are final (their side effects are done): keep them. */
+			if (tcp_rebuild_copy(s, &b, (uint16_t)(NET_HDRS_LEN + hlen)) != 0) {
+				return -ENOBUFS;
+			}
+			th = (struct net_tcp_hdr *)(b.data + NET_HDRS_LEN);
+			psum = sum;
+			tcp_snd_fill(c, &b, (uint8_t *)th + hlen, seq, len, false, !offload, &psum,
+				     &copied);
+		}
+		sum = psum;
+	}
+	if (offload) {
+		/* The device sums the segment; it expects the pseudo-header sum in place. */
+		th->csum = (uint16_t)~net_cksum_fold(sum);
+		b.flags |= TIDE_NET_TX_F_TCP_CKSUM;
+	} else {
+		th->csum = net_cksum_fold(sum);
+	}
 	s->st.tcp_tx_segs++;
 	if (flags & TCPHDR_RST) {
 		s->st.tcp_rst_tx++;
@@ -185,7 +230,7 @@ tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
 uint32_t
 tcp_unsent(const struct tide_net_conn *c)
 {
-	uint32_t end = c->sbuf_seq + c->sbuf.len;
+	uint32_t end = tcp_snd_end(c);
 
 	return before(c->snd_nxt, end) ? end - c->snd_nxt : 0;
 }
@@ -194,7 +239,7 @@ void
 tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 {
 	struct tide_net_stack *s = c->stack;
-	uint32_t data_end = c->sbuf_seq + c->sbuf.len;
+	uint32_t data_end = tcp_snd_end(c);
 	bool sackrec = tcp_sack_recovering(c);
 	/* Leave room for the SACK blocks the segment carries while we hold a hole. */
 	uint32_t smss = c->mss - tcp_sack_rcv_optlen(c);
@@ -315,7 +360,7 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 int
 tcp_xmit_one_new(struct tide_net_conn *c, uint64_t now)
 {
-	uint32_t data_end = c->sbuf_seq + c->sbuf.len, seq = c->snd_nxt, len;
+	uint32_t data_end = tcp_snd_end(c), seq = c->snd_nxt, len;
 	uint32_t smss = c->mss - tcp_sack_rcv_optlen(c);
 	uint32_t rw = after(c->snd_una + c->snd_wnd, seq) ? c->snd_una + c->snd_wnd - seq : 0;
 	uint8_t flags = TCPHDR_ACK | TCPHDR_PSH;

@@ -390,7 +390,7 @@ static bool
 hole_seg(const struct tide_net_conn *c, uint32_t s, uint32_t e, uint32_t smss, uint32_t *seq,
 	 uint32_t *len, uint8_t *flags)
 {
-	uint32_t data_end = c->sbuf_seq + c->sbuf.len;
+	uint32_t data_end = tcp_snd_end(c);
 	bool fin_sent = c->fin_queued && after(c->snd_max, data_end);
 	uint32_t n;
 
@@ -531,7 +531,7 @@ detect_lost_rtx(struct tide_net_conn *c, uint64_t now)
 static bool
 early_retransmit(const struct tide_net_conn *c)
 {
-	uint32_t out = c->snd_max - c->snd_una, data_end = c->sbuf_seq + c->sbuf.len;
+	uint32_t out = c->snd_max - c->snd_una, data_end = tcp_snd_end(c);
 	uint32_t segs = (out + c->mss - 1) / c->mss, sacked;
 
 	if (c->sb_n == 0 || segs >= 4 || segs < 2) {
@@ -599,17 +599,26 @@ tcp_sack_on_rto(struct tide_net_conn *c)
 	c->rtx_n = 0;
 }
 
-/* ---- tail loss probe (RFC 8985 7) ---- */
+/* ---- tail loss probe (RFC 8985 7), extended to recovery ---- */
 
-#define TLP_PTO_MIN_NS (500 * NS_PER_US)
+#define TLP_PTO_MIN_NS  (500 * NS_PER_US)
+#define TLP_BACKOFF_MAX 10
 
+/*
+ * Probes are sent in every state while data is out, not once per episode:
+ * the k-th unanswered probe in a row waits 2^k PTOs, and none is armed past
+ * the RTO. With a Linux peer the RTO floor is 200 ms against a sub-ms RTT,
+ * so one lost retransmission, a lost probe, or a few lost ACKs would
+ * otherwise stall the connection for 200-600 ms (with cwnd reset to one
+ * segment); a probe costs one segment and draws an immediate ACK.
+ */
 void
 tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
 {
 	uint64_t pto;
 
-	if (!c->sack_ok || c->tlp_out || c->loss_state || c->snd_una == c->snd_max ||
-	    c->srtt == 0 || !((1u << c->state) & TCPF_CAN_SEND)) {
+	if (!c->sack_ok || c->snd_una == c->snd_max || c->srtt == 0 ||
+	    !((1u << c->state) & TCPF_CAN_SEND)) {
 		c->t_tlp = 0;
 		return;
 	}
@@ -621,6 +630,7 @@ tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
 	if (pto < TLP_PTO_MIN_NS) {
 		pto = TLP_PTO_MIN_NS;
 	}
+	pto <<= c->tlp_n < TLP_BACKOFF_MAX ? c->tlp_n : TLP_BACKOFF_MAX;
 	if (c->t_rto != 0 && now + pto >= c->t_rto) {
 		c->t_tlp = 0;
 		return;
@@ -628,21 +638,82 @@ tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
 	tcp_arm(c, &c->t_tlp, now + pto);
 }
 
-void
-tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
+/*
+ * RACK (RFC 8985 6.2) by time alone: a retransmission neither acknowledged
+ * nor SACKed a reordering window (SRTT / 4) after an RTT is lost, whether or
+ * not anything sent after it was delivered (that evidence is what
+ * detect_lost_rtx waits for, and a tail never gets it). Returns how many
+ * were newly marked.
+ */
+static unsigned
+mark_lost_rtx_by_time(struct tide_net_conn *c, uint64_t now)
+{
+	uint64_t wait = c->srtt + c->srtt / 4;
+	unsigned n = 0;
+
+	for (uint8_t i = 0; i < c->rtx_n; i++) {
+		struct tcp_rtx_ent *r = &c->rtx[i];
+
+		if (r->relost || now - r->sent < wait) {
+			continue;
+		}
+		if (unsacked_in(c, seq_max(r->start, c->snd_una), r->end) > 0) {
+			r->relost = true;
+			c->stack->st.tcp_lost_retrans++;
+			n++;
+		}
+	}
+	return n;
+}
+
+/* Send [seq, seq+len) outside the scoreboard; counts it as a probe. */
+static int
+tlp_send(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags, uint64_t now)
+{
+	if (tcp_transmit(c, seq, len, flags, now) != 0) {
+		return -1;
+	}
+	c->stack->st.tcp_retrans_segs++;
+	if (c->rtt_timing && !before(c->rtt_seq, seq) && before(c->rtt_seq, seq + len + 1)) {
+		c->rtt_timing = false;
+	}
+	if (after(seq + len, c->rtx_high)) {
+		c->rtx_high = seq + len;
+	}
+	return 0;
+}
+
+static bool
+tlp_probe_recovery(struct tide_net_conn *c, uint64_t now)
+{
+	uint32_t smss = c->mss - tcp_sack_rcv_optlen(c), seq, len, s;
+	uint64_t before_segs = c->stack->st.tcp_tx_segs;
+	uint8_t flags;
+
+	/* Lost retransmissions go again through the scoreboard, as pipe allows. */
+	if (mark_lost_rtx_by_time(c, now) > 0) {
+		tcp_write_xmit(c, now);
+		if (c->stack->st.tcp_tx_segs != before_segs) {
+			return true;
+		}
+	}
+	/* Else the first unSACKed segment: what holds the cumulative ACK back. */
+	s = skip_sacked(c, c->snd_una);
+	if (hole_seg(c, s, next_sacked(c, s), smss, &seq, &len, &flags)) {
+		return tlp_send(c, seq, len, flags, now) == 0;
+	}
+	return false;
+}
+
+static bool
+tlp_probe_open(struct tide_net_conn *c, uint64_t now)
 {
 	uint32_t smss = c->mss - tcp_sack_rcv_optlen(c), e, s, seq, len;
 	uint8_t flags;
 
-	if (!c->sack_ok || c->tlp_out || c->loss_state || c->snd_una == c->snd_max ||
-	    !((1u << c->state) & TCPF_CAN_SEND)) {
-		return;
-	}
 	/* New data when the window allows (7.3), else the last unSACKed segment. */
 	if (tcp_xmit_one_new(c, now) == 0) {
-		c->tlp_out = true;
-		c->stack->st.tcp_tlp_probes++;
-		return;
+		return true;
 	}
 	e = c->snd_max;
 	if (c->sb_n > 0 && c->sb[c->sb_n - 1].end == e) {
@@ -654,19 +725,26 @@ tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
 			s = c->sb[i].end;
 		}
 	}
-	if (hole_seg(c, s, e, smss, &seq, &len, &flags)) {
+	/* Not a scoreboard retransmission: high_rxt and the watch list stay put. */
+	return hole_seg(c, s, e, smss, &seq, &len, &flags) &&
+	       tlp_send(c, seq, len, flags, now) == 0;
+}
+
+void
+tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
+{
+	bool sent;
+
+	if (!c->sack_ok || c->snd_una == c->snd_max || !((1u << c->state) & TCPF_CAN_SEND)) {
+		return;
+	}
+	sent = tcp_sack_recovering(c) ? tlp_probe_recovery(c, now) : tlp_probe_open(c, now);
+	if (sent) {
 		c->tlp_out = true;
 		c->stack->st.tcp_tlp_probes++;
-		/* Not a scoreboard retransmission: high_rxt and the watch list stay put. */
-		if (tcp_transmit(c, seq, len, flags, now) == 0) {
-			c->stack->st.tcp_retrans_segs++;
-			if (c->rtt_timing && !before(c->rtt_seq, seq) &&
-			    before(c->rtt_seq, seq + len + 1)) {
-				c->rtt_timing = false;
-			}
-			if (after(seq + len, c->rtx_high)) {
-				c->rtx_high = seq + len;
-			}
-		}
 	}
+	if (c->tlp_n < UINT8_MAX) {
+		c->tlp_n++;
+	}
+	tcp_tlp_arm(c, now);
 }

@@ -161,6 +161,10 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 	if (c->t_rto == 0 && c->t_persist == 0) {
 		tcp_rearm_rto(c, now);
 	}
+	/* Probes restart from one PTO: the retransmission just sent may be lost too. */
+	c->tlp_out = false;
+	c->tlp_n = 0;
+	tcp_tlp_arm(c, now);
 }
 
 static void

@@ -23,6 +23,9 @@
  * Memory: the stack allocates with malloc (connection blocks, send and
  * receive rings, out-of-order segments). It keeps no RX buffer after
  * tide_net_rx_burst() returns: payload is copied out (delivered or queued).
+ * tide_net_send() copies into the send ring; tide_net_send_zc() instead
+ * references the caller's memory until a completion callback says it is
+ * free, and frames carry it by reference when the device offers tx_attach.
  *
  * TX batching: built frames are queued inside the stack and handed to
  * tx_burst once per burst (32 frames) and at the end of every public entry
@@ -44,13 +47,41 @@ struct tide_net_stack;
 struct tide_net_conn;
 struct tide_net_listener;
 
-/** A device-owned transmit buffer, as the stack sees it. */
+/**
+ * A device-owned transmit buffer, as the stack sees it. The frame is
+ * data[0..len) followed by the ext_len bytes of the segments attached with
+ * tide_net_dev_ops.tx_attach (in attach order); ext_len is 0 when nothing
+ * was attached, and then len is the whole frame.
+ */
 struct tide_net_buf {
-	void *handle;  /**< device packet (an mbuf in production); opaque to the stack */
-	uint8_t *data; /**< first byte of the Ethernet frame (after any device headroom) */
-	uint16_t cap;  /**< bytes writable at data */
-	uint16_t len;  /**< frame length, set by the stack before tx_burst */
+	void *handle;     /**< device packet (an mbuf in production); opaque to the stack */
+	uint8_t *data;    /**< first byte of the Ethernet frame (after any device headroom) */
+	uint16_t cap;     /**< bytes writable at data */
+	uint16_t len;     /**< bytes at data, set by the stack before tx_burst */
+	uint16_t ext_len; /**< bytes attached after data[0..len) (0 = none) */
+	uint16_t flags;   /**< TIDE_NET_TX_F_* requests for the device, set by the stack */
 };
+
+/**
+ * TX offload requests in tide_net_buf.flags, only set when the matching
+ * tide_net_opts.tx_offloads bit is on. The frame is always Ethernet (14
+ * bytes, no VLAN) + IPv4 (20 bytes, no options) + TCP.
+ */
+/** The IPv4 header checksum field is 0: the device computes it. */
+#define TIDE_NET_TX_F_IP_CKSUM 0x1
+/** The TCP checksum field holds the pseudo-header sum: the device completes it. */
+#define TIDE_NET_TX_F_TCP_CKSUM 0x2
+
+/** Device TX offloads the stack may use (tide_net_opts.tx_offloads). */
+#define TIDE_NET_OFFLOAD_IPV4_CKSUM 0x1 /**< IPv4 header checksum */
+#define TIDE_NET_OFFLOAD_TCP_CKSUM  0x2 /**< TCP checksum over IPv4 */
+
+/**
+ * Release callback the stack passes to tide_net_dev_ops.tx_attach. The
+ * device calls it exactly once per successful attach, from any thread, when
+ * no packet references the attached bytes any more.
+ */
+typedef void (*tide_net_ext_release_fn)(void *arg);
 
 /** One received frame. */
 struct tide_net_rx_pkt {
@@ -84,7 +115,26 @@ struct tide_net_dev_ops {
 	uint16_t (*tx_burst)(void *dev, struct tide_net_buf *bufs, uint16_t n);
 	/** Free n handles: received packets, or TX buffers never transmitted. */
 	void (*free_bufs)(void *dev, void *const *handles, uint16_t n);
+	/**
+	 * Optional (NULL: the stack copies zero-copy payload into the frame at
+	 * transmit time). Append len bytes at data to the frame in buf as an
+	 * external segment, referenced, not copied: after data[0..buf->len) and
+	 * the segments attached before. The stack calls it only while building
+	 * a frame (before tx_burst), at most TIDE_NET_TX_EXT_MAX times per
+	 * buffer, and adds len to buf->ext_len itself on success.
+	 * \return 0: attached; the device now holds one reference and calls
+	 *         release(arg) exactly once (any thread) when nothing references
+	 *         data any more: after the frame left the wire, or when the
+	 *         buffer is freed (free_bufs, dropped by tx_burst or the device).
+	 *         -errno: nothing attached, release is never called for it, and
+	 *         the stack copies the bytes instead.
+	 */
+	int (*tx_attach)(void *dev, struct tide_net_buf *buf, const void *data, uint16_t len,
+			 tide_net_ext_release_fn release, void *arg);
 };
+
+/** External segments one frame may carry (tide_net_dev_ops.tx_attach calls per buffer). */
+#define TIDE_NET_TX_EXT_MAX 4
 
 /** Congestion control algorithms. */
 enum tide_net_cc {
@@ -152,6 +202,13 @@ struct tide_net_opts {
 
 	tide_net_port_pick_fn port_pick; /**< NULL = sequential ephemeral ports 49152..65535 */
 	void *port_arg;                  /**< passed to port_pick */
+
+	/**
+	 * TIDE_NET_OFFLOAD_* the device performs on transmit; default 0 (the
+	 * stack computes every checksum). With a bit set the stack leaves that
+	 * checksum to the device and marks each frame with TIDE_NET_TX_F_*.
+	 */
+	uint32_t tx_offloads;
 };
 
 /** Counters for everything dropped, refused or retransmitted; u64, racy reads. */
@@ -275,7 +332,7 @@ struct tide_net_conn_info {
 	uint32_t mss;          /**< payload bytes per segment (options excluded) */
 	uint32_t cwnd, ssthresh, snd_wnd, rcv_wnd;
 	uint64_t srtt_ns, rto_ns;
-	uint32_t snd_queued; /**< bytes in the send buffer (unacked + unsent) */
+	uint32_t snd_queued; /**< bytes queued to send, zero-copy included (unacked + unsent) */
 	uint32_t rcv_queued; /**< bytes received in order but not consumed */
 	bool ts_ok, ws_ok, sack_ok;
 };
@@ -387,6 +444,67 @@ void tide_net_conn_set_cbs(struct tide_net_conn *conn, const struct tide_net_con
  * Thread: owner (callbacks included).
  */
 ssize_t tide_net_send(struct tide_net_conn *conn, const void *data, size_t len, uint64_t now);
+
+/**
+ * Completion of a zero-copy send (tide_net_send_zc()), made on the owner
+ * thread from inside a tide_net_* call on the stack (any entry point,
+ * tide_net_timers_run() included). From the moment it starts, the stack and
+ * the device no longer reference the memory: the caller may reuse or free
+ * it. It may call any tide_net_* function on the stack except
+ * tide_net_stack_destroy(); completions made by tide_net_stack_destroy()
+ * itself must not call into the stack at all.
+ * \param cookie  the value passed to tide_net_send_zc()
+ * \param status  0: every byte was acknowledged by the peer. -ECONNABORTED
+ *                (tide_net_abort(), or the stack was destroyed), -ECONNRESET,
+ *                -ETIMEDOUT, -ECONNREFUSED: the connection ended first; some
+ *                bytes may not have been delivered.
+ */
+typedef void (*tide_net_zc_done_fn)(void *cookie, int status);
+
+/** Most bytes a connection may have queued through tide_net_send_zc() at once. */
+#define TIDE_NET_ZC_MAX_QUEUED (1u << 29)
+
+/**
+ * Zero-copy send: queue len bytes at data behind everything sent before on
+ * this connection (tide_net_send() and tide_net_send_zc() calls may be
+ * mixed freely; the peer receives the bytes in call order). The bytes are
+ * not copied into the send buffer: each frame references them through
+ * tide_net_dev_ops.tx_attach when the device has it, and copies them into
+ * the frame when it does not (or for pieces too small to be worth a
+ * reference).
+ *
+ * Contract: the memory must stay valid and unmodified until done(cookie, ...)
+ * is called. done is called exactly once, on the owner thread, after every
+ * byte was acknowledged by the peer AND the device released every frame
+ * that referenced it (retransmitted copies included); or, if the connection
+ * ends first (abort, reset, timeout), with a negative status once the
+ * device released every frame. Completions of one connection come in call
+ * order. The device may release frames on another thread (after a peer on
+ * another lcore consumed them, say): the completion then waits for the next
+ * tide_net_* call on the stack, so keep calling tide_net_timers_run() while
+ * sends are outstanding. tide_net_close() does not cancel them: they
+ * complete when acknowledged. tide_net_stack_destroy() calls done(cookie,
+ * -ECONNABORTED) for sends the device no longer references; sends a device
+ * still holds at that point get no completion, and their memory must stay
+ * valid until the device is closed.
+ *
+ * \param data,len  the bytes; len 1..TIDE_NET_ZC_MAX_QUEUED
+ * \param done      completion callback (required); cookie is its argument
+ * \return len (all bytes are accepted, or none); -EINVAL len 0 or done NULL;
+ *         -EPIPE after close or when the connection is gone (done is not
+ *         called); -EAGAIN the connection already has TIDE_NET_ZC_MAX_QUEUED
+ *         bytes queued (TIDE_NET_EV_WRITABLE follows when acknowledgments
+ *         free space); -ENOMEM (done is not called).
+ * Thread: owner (callbacks included).
+ */
+ssize_t tide_net_send_zc(struct tide_net_conn *conn, const void *data, size_t len,
+			 tide_net_zc_done_fn done, void *cookie, uint64_t now);
+
+/**
+ * Zero-copy sends of the stack not yet completed (queued, in flight, or
+ * waiting for the device to release frames). Thread: owner.
+ */
+size_t tide_net_zc_pending(const struct tide_net_stack *stack);
 
 /** Free space in the send buffer (0 when not sendable). Thread: owner. */
 size_t tide_net_send_space(const struct tide_net_conn *conn);

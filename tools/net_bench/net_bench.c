@@ -46,7 +46,7 @@ struct opts {
 	uint32_t sockbuf, rto_min_us;
 	uint32_t sizes[4], pp_sizes[4];
 	unsigned nsizes, npp;
-	bool quick, adaptive, sys_on[NSYS];
+	bool quick, adaptive, zc, sys_on[NSYS];
 	const char *report, *cpus;
 };
 
@@ -208,6 +208,7 @@ run_pair(int sys, const struct opts *o, const int *cpus, unsigned ncpus, struct 
 	cfg.mtu = o->mtu;
 	cfg.sockbuf = o->sockbuf;
 	cfg.rto_min_us = o->rto_min_us;
+	cfg.zc = o->zc;
 	cfg.dir = dir;
 	cfg.deadline = nb_now_ns() + (uint64_t)((2 * expected + 60) * 1e9);
 	cpu_jiffies(&b0, &t0);
@@ -527,10 +528,12 @@ usage(FILE *f)
 		"usage: tide-net-bench [--duration S] [--warmup S] [--repeat N] [--flows N]\n"
 		"                      [--sizes 64k,1m] [--pp-sizes 64,4k] [--mtu M] "
 		"[--sockbuf SIZE]\n"
-		"                      [--adaptive] [--only tide|kernel] [--cpus LIST] "
+		"                      [--adaptive] [--zc] [--only tide|kernel] [--cpus LIST] "
 		"[--quick] [--report FILE]\n"
 		"Tide's user-space TCP over net_memif vs Linux TCP over loopback; two processes,\n"
-		"one polling CPU each. Exit status 0 only if every byte was verified.\n");
+		"one polling CPU each. Exit status 0 only if every byte was verified.\n"
+		"--zc: Tide sends messages of 4 KiB and more with tide_net_send_zc (frames\n"
+		"reference the pattern instead of copying it into the send buffer).\n");
 }
 
 int
@@ -545,6 +548,7 @@ main(int argc, char **argv)
 					      {"mtu", required_argument, NULL, 'm'},
 					      {"sockbuf", required_argument, NULL, 'b'},
 					      {"adaptive", no_argument, NULL, 'a'},
+					      {"zc", no_argument, NULL, 'z'},
 					      {"rto-min-us", required_argument, NULL, 'T'},
 					      {"only", required_argument, NULL, 'o'},
 					      {"cpus", required_argument, NULL, 'c'},
@@ -602,6 +606,9 @@ main(int argc, char **argv)
 			break;
 		case 'a':
 			o.adaptive = true;
+			break;
+		case 'z':
+			o.zc = true;
 			break;
 		case 'T':
 			o.rto_min_us = (uint32_t)strtoul(optarg, NULL, 10);
@@ -662,9 +669,10 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	printf("tide-net-bench: %u rows x %u repeats, %.2f s warm-up + %.2f s measured per row; "
 	       "server on CPU %d, client on CPU %d; MTU %u (Tide), %u-byte Tide buffers; "
-	       "Tide workers %s\n",
+	       "Tide workers %s%s\n",
 	       nrows, o.repeat, o.warmup, o.duration, cpus[0], cpus[ncpus > 1 ? 1 : 0], o.mtu,
-	       o.sockbuf, o.adaptive ? "busy and adaptive" : "busy-poll");
+	       o.sockbuf, o.adaptive ? "busy and adaptive" : "busy-poll",
+	       o.zc ? ", zero-copy sends" : "");
 	fflush(stdout);
 
 	for (unsigned r = 0; r < o.repeat; r++) {

@@ -3,14 +3,20 @@
  * Two user-space TCP/IP stacks over real DPDK ports (a net_ring pair) in one
  * process: ARP, handshake, a bulk transfer verified byte for byte, orderly
  * close; then the same through the fault injector (loss, duplication,
- * reordering, corruption, delay) in both directions.
+ * reordering, corruption, delay) in both directions. Zero-copy sends
+ * (tide_net_send_zc) the same way, with chained extbuf frames and with the
+ * copy fallback, and the glue's TX offload marking and extbuf release on
+ * real mbufs. Every port must close with no mbuf left outstanding.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <rte_mbuf.h>
 
 #include "tide_eth.h"
 #include "tide_eth_net.h"
@@ -229,8 +235,137 @@ transfer(const struct tide_eth_fault_opts *fault, uint64_t total, const char *la
 	tide_net_listener_close(l, now_ns());
 	node_down(&a);
 	node_down(&b);
-	tide_eth_port_close(pa);
-	tide_eth_port_close(pb);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pa), 0);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pb), 0);
+}
+
+/* ---- zero-copy ---- */
+
+struct zc_src {
+	unsigned issued, done, failed;
+};
+
+static void
+zc_done(void *cookie, int status)
+{
+	struct zc_src *z = *(struct zc_src **)cookie;
+
+	z->done++;
+	if (status != 0)
+		z->failed++;
+}
+
+/*
+ * A -> B: `total` bytes as zero-copy sends of `zc_chunk` bytes, each followed
+ * by a copied send of `copy_len` bytes, from one buffer that must be intact
+ * afterwards; B checks every byte. A keeps at most `window` sends outstanding.
+ */
+static void
+zc_transfer(const struct tide_eth_fault_opts *fault, enum tide_eth_zc_mode mode, uint64_t total,
+	    size_t zc_chunk, size_t copy_len, const char *label)
+{
+	static const struct tide_net_conn_cbs src_cbs = {.on_event = source_event};
+	struct tide_eth_port_opts po = {.nb_rxd = 1024, .nb_txd = 1024, .nb_mbufs = 16384};
+	struct tide_eth_port *pa = NULL, *pb = NULL;
+	struct node a = {0}, b = {0};
+	struct tide_net_listener *l = NULL;
+	struct tide_net_conn *c = NULL;
+	struct sink sk = {0};
+	struct source sr = {0};
+	struct zc_src zs = {0};
+	struct zc_src *zp = &zs;
+	uint8_t *buf;
+	uint64_t sent = 0, t0, deadline, bad_src = 0;
+	char name_a[32], name_b[32];
+	static int zc_pair_no;
+
+	buf = malloc(total);
+	CU_ASSERT_FATAL(buf != NULL);
+	for (uint64_t i = 0; i < total; i++)
+		buf[i] = pattern(i);
+	snprintf(name_a, sizeof(name_a), "nzc_a%d", zc_pair_no);
+	snprintf(name_b, sizeof(name_b), "nzc_b%d", zc_pair_no++);
+	TIDE_UT_OK(tide_eth_ring_pair(name_a, name_b, &po, &pa, &pb));
+	TIDE_UT_OK(node_up(&a, pa, IP_A, fault));
+	TIDE_UT_OK(node_up(&b, pb, IP_B, fault));
+	CU_ASSERT_TRUE(a.nd.tx_chain_auto); /* net_ring walks chains */
+	TIDE_UT_OK(tide_eth_netdev_set_zc(&a.nd, mode));
+	TIDE_UT_OK(tide_net_listen(b.stack, PORT, 16, sink_accept, &sk, &l));
+	TIDE_UT_OK(tide_net_connect(a.stack, IP_B, PORT, &src_cbs, &sr, now_ns(), &c));
+	t0 = now_ns();
+	deadline = t0 + 120ull * 1000000000ull;
+	while (!sr.connected && !sr.closed && now_ns() < deadline)
+		poll_both(&a, &b);
+	CU_ASSERT_TRUE_FATAL(sr.connected);
+	while (sent < total && !sr.closed && now_ns() < deadline) {
+		size_t n = total - sent < zc_chunk ? total - sent : zc_chunk;
+
+		/* Outstanding sends bound the memory the application pins. */
+		if (zs.issued - zs.done < 8) {
+			ssize_t k = tide_net_send_zc(c, buf + sent, n, zc_done, &zp, now_ns());
+
+			if (k == (ssize_t)n) {
+				sent += n;
+				zs.issued++;
+				if (copy_len > 0 && sent < total) {
+					size_t m =
+						total - sent < copy_len ? total - sent : copy_len;
+					ssize_t q = tide_net_send(c, buf + sent, m, now_ns());
+
+					if (q > 0)
+						sent += (uint64_t)q;
+				}
+			}
+		}
+		poll_both(&a, &b);
+	}
+	tide_net_close(c, now_ns());
+	while (!(sk.got == total && sk.peer_closed && zs.done == zs.issued) && now_ns() < deadline)
+		poll_both(&a, &b);
+	for (uint64_t i = 0; i < total; i++)
+		bad_src += buf[i] != pattern(i);
+	{
+		double secs = (now_ns() - t0) / 1e9;
+		const struct tide_net_stats *sa = tide_net_stats(a.stack);
+
+		printf("\n  zc %s: %llu bytes in %.2f s (%.1f MiB/s), %u sends completed, A "
+		       "retrans "
+		       "%llu rto %llu, B linearized %llu; faults A %llu/%llu/%llu B %llu/%llu/%llu "
+		       "(drop/dup/reorder)\n",
+		       label, (unsigned long long)sk.got, secs, sk.got / secs / 1048576.0, zs.done,
+		       (unsigned long long)sa->tcp_retrans_segs,
+		       (unsigned long long)sa->tcp_rto_fired,
+		       (unsigned long long)b.nd.rx_linearized,
+		       (unsigned long long)a.nd.fault_stats.dropped,
+		       (unsigned long long)a.nd.fault_stats.duplicated,
+		       (unsigned long long)a.nd.fault_stats.reordered,
+		       (unsigned long long)b.nd.fault_stats.dropped,
+		       (unsigned long long)b.nd.fault_stats.duplicated,
+		       (unsigned long long)b.nd.fault_stats.reordered);
+		if (fault != NULL && fault->drop > 0)
+			CU_ASSERT_TRUE(sa->tcp_retrans_segs > 0);
+	}
+	if (mode == TIDE_ETH_ZC_COPY) {
+		CU_ASSERT_EQUAL(b.nd.rx_linearized, 0);
+	} else {
+		CU_ASSERT_TRUE(b.nd.rx_linearized > 0);
+	}
+	CU_ASSERT_EQUAL(sent, total);
+	CU_ASSERT_EQUAL(sk.got, total);
+	CU_ASSERT_EQUAL(sk.bad, 0);
+	CU_ASSERT_EQUAL(bad_src, 0); /* nothing wrote into the referenced memory */
+	CU_ASSERT_TRUE(sk.peer_closed);
+	CU_ASSERT_EQUAL(zs.done, zs.issued);
+	CU_ASSERT_EQUAL(zs.failed, 0);
+	CU_ASSERT_EQUAL(tide_net_zc_pending(a.stack), 0);
+	if (sk.conn != NULL)
+		tide_net_close(sk.conn, now_ns());
+	tide_net_listener_close(l, now_ns());
+	node_down(&a);
+	node_down(&b);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pa), 0);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pb), 0);
+	free(buf);
 }
 
 static int
@@ -283,6 +418,178 @@ test_delayed_link_transfer(void)
 }
 
 static void
+test_zc_clean_chained(void)
+{
+	zc_transfer(NULL, TIDE_ETH_ZC_AUTO, 128ull << 20, 1u << 20, 100, "clean, chained");
+}
+
+static void
+test_zc_clean_copy_fallback(void)
+{
+	zc_transfer(NULL, TIDE_ETH_ZC_COPY, 64ull << 20, 256u << 10, 0, "clean, copy fallback");
+}
+
+static void
+test_zc_lossy_chained(void)
+{
+	struct tide_eth_fault_opts f = {.drop = 0.01,
+					.dup = 0.005,
+					.reorder = 0.01,
+					.corrupt = 0.005,
+					.seed = 43,
+					.rx = true,
+					.tx = true};
+
+	zc_transfer(&f, TIDE_ETH_ZC_AUTO, 64ull << 20, 1u << 20, 1000,
+		    "1% loss, 1% reorder, 0.5% dup, 0.5% corrupt, chained");
+}
+
+static void
+test_zc_delayed_chained(void)
+{
+	struct tide_eth_fault_opts f = {.delay_us = 200, .drop = 0.001, .seed = 8, .tx = true};
+
+	zc_transfer(&f, TIDE_ETH_ZC_AUTO, 16ull << 20, 256u << 10, 0,
+		    "200 us delay + 0.1% loss, chained");
+}
+
+static atomic_uint ext_released;
+
+static void
+ext_release(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&ext_released, 1);
+}
+
+/* The glue on real mbufs: offload marks, and an attached segment travels as a
+ * chain and is released when the receiver frees it. */
+static void
+test_glue_offload_flags_and_extbuf(void)
+{
+	struct tide_eth_port_opts po = {.nb_rxd = 256, .nb_txd = 256, .nb_mbufs = 2048};
+	struct tide_eth_port *pa = NULL, *pb = NULL;
+	struct tide_eth_netdev nd;
+	const struct tide_net_dev_ops *ops = &tide_eth_net_dev_ops;
+	struct tide_net_buf bufs[2];
+	struct rte_mbuf *rx[4];
+	static uint8_t payload[1000];
+	uint16_t n = 0;
+
+	TIDE_UT_OK(tide_eth_ring_pair("ngl_a", "ngl_b", &po, &pa, &pb));
+	TIDE_UT_OK(tide_eth_netdev_init(&nd, pa, 0, NULL));
+	/* net_ring has no checksum offload: the stack must compute everything. */
+	CU_ASSERT_EQUAL(tide_eth_netdev_tx_offloads(&nd), 0);
+	CU_ASSERT_EQUAL(ops->tx_alloc(&nd, bufs, 2, 1514), 2);
+	memset(bufs[0].data, 0x11, 54);
+	bufs[0].len = 60;
+	bufs[0].flags = TIDE_NET_TX_F_IP_CKSUM | TIDE_NET_TX_F_TCP_CKSUM;
+	memset(bufs[1].data, 0x22, 54);
+	bufs[1].len = 54;
+	bufs[1].ext_len = 0;
+	atomic_store(&ext_released, 0);
+	TIDE_UT_OK(ops->tx_attach(&nd, &bufs[1], payload, sizeof(payload), ext_release, NULL));
+	bufs[1].ext_len = sizeof(payload);
+	CU_ASSERT_EQUAL(ops->tx_burst(&nd, bufs, 2), 2);
+	for (int tries = 0; tries < 100 && n < 2; tries++)
+		n += tide_eth_rx(pb, 0, rx + n, (uint16_t)(4 - n));
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_TRUE((rx[0]->ol_flags & RTE_MBUF_F_TX_IPV4) != 0);
+	CU_ASSERT_TRUE((rx[0]->ol_flags & RTE_MBUF_F_TX_IP_CKSUM) != 0);
+	CU_ASSERT_TRUE((rx[0]->ol_flags & RTE_MBUF_F_TX_TCP_CKSUM) == RTE_MBUF_F_TX_TCP_CKSUM);
+	CU_ASSERT_EQUAL(rx[0]->l2_len, 14);
+	CU_ASSERT_EQUAL(rx[0]->l3_len, 20);
+	CU_ASSERT_EQUAL(rx[0]->pkt_len, 60);
+	CU_ASSERT_EQUAL(rx[1]->ol_flags & (RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM), 0);
+	CU_ASSERT_EQUAL(rx[1]->nb_segs, 2);
+	CU_ASSERT_EQUAL(rx[1]->pkt_len, 54 + sizeof(payload));
+	CU_ASSERT_EQUAL(rx[1]->data_len, 54);
+	CU_ASSERT_TRUE(rx[1]->next != NULL && RTE_MBUF_HAS_EXTBUF(rx[1]->next));
+	CU_ASSERT_PTR_EQUAL(rte_pktmbuf_mtod(rx[1]->next, uint8_t *), payload);
+	CU_ASSERT_EQUAL(atomic_load(&ext_released), 0);
+	rte_pktmbuf_free_bulk(rx, n);
+	CU_ASSERT_EQUAL(atomic_load(&ext_released), 1);
+	/* A buffer freed untransmitted releases its segment too; COPY mode refuses. */
+	CU_ASSERT_EQUAL(ops->tx_alloc(&nd, bufs, 1, 1514), 1);
+	TIDE_UT_OK(ops->tx_attach(&nd, &bufs[0], payload, 300, ext_release, NULL));
+	ops->free_bufs(&nd, &bufs[0].handle, 1);
+	CU_ASSERT_EQUAL(atomic_load(&ext_released), 2);
+	TIDE_UT_OK(tide_eth_netdev_set_zc(&nd, TIDE_ETH_ZC_COPY));
+	CU_ASSERT_EQUAL(ops->tx_alloc(&nd, bufs, 1, 1514), 1);
+	CU_ASSERT_TRUE(ops->tx_attach(&nd, &bufs[0], payload, 300, ext_release, NULL) < 0);
+	ops->free_bufs(&nd, &bufs[0].handle, 1);
+	CU_ASSERT_EQUAL(atomic_load(&ext_released), 2);
+	tide_eth_netdev_fini(&nd);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pa), 0);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pb), 0);
+}
+
+/* Inject an ICMP echo request with wrong IPv4 and ICMP checksums, carrying
+ * `ol_flags` as a NIC's RX would, from port `from` to the stack behind nd. */
+static void
+inject_bad_ping(struct tide_eth_port *from, struct node *to, uint64_t ol_flags)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(tide_eth_port_pool(from));
+	uint8_t *f;
+	uint8_t dst[6];
+
+	CU_ASSERT_FATAL(m != NULL);
+	f = (uint8_t *)rte_pktmbuf_append(m, 14 + 20 + 16);
+	CU_ASSERT_FATAL(f != NULL);
+	memset(f, 0, 50);
+	tide_eth_port_mac(to->port, dst);
+	memcpy(f, dst, 6);
+	f[6] = 0x02;
+	f[11] = 0x09;
+	f[12] = 0x08; /* IPv4 */
+	f[14] = 0x45;
+	f[17] = 36; /* total length */
+	f[22] = 64;
+	f[23] = 1;    /* ICMP */
+	f[24] = 0xde; /* header checksum: wrong */
+	f[26] = 10;   /* 10.77.0.9 */
+	f[27] = 77;
+	f[29] = 9;
+	f[30] = IP_B >> 24;
+	f[31] = (IP_B >> 16) & 0xff;
+	f[32] = (IP_B >> 8) & 0xff;
+	f[33] = IP_B & 0xff;
+	f[34] = 8;    /* echo request */
+	f[36] = 0x12; /* checksum: wrong */
+	m->ol_flags = ol_flags;
+	CU_ASSERT_EQUAL_FATAL(tide_eth_tx(from, 0, &m, 1), 1);
+	for (int i = 0; i < 100 && tide_eth_netdev_poll(&to->nd, to->stack, now_ns()) == 0; i++)
+		;
+}
+
+/* The glue turns a NIC's RX checksum verdicts into TIDE_NET_RX_F_*. */
+static void
+test_glue_rx_cksum_flags(void)
+{
+	struct tide_eth_port_opts po = {.nb_rxd = 256, .nb_txd = 256, .nb_mbufs = 2048};
+	struct tide_eth_port *pa = NULL, *pb = NULL;
+	struct node b = {0};
+	const struct tide_net_stats *st;
+
+	TIDE_UT_OK(tide_eth_ring_pair("ngr_a", "ngr_b", &po, &pa, &pb));
+	TIDE_UT_OK(node_up(&b, pb, IP_B, NULL));
+	st = tide_net_stats(b.stack);
+	inject_bad_ping(pa, &b, RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+	CU_ASSERT_EQUAL(st->ip_rx_bad_csum, 0);
+	CU_ASSERT_EQUAL(st->icmp_rx_bad, 0);
+	CU_ASSERT_EQUAL(st->icmp_rx_echo, 1);
+	inject_bad_ping(pa, &b, RTE_MBUF_F_RX_IP_CKSUM_GOOD);
+	CU_ASSERT_EQUAL(st->icmp_rx_bad, 1);
+	inject_bad_ping(pa, &b, RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN);
+	CU_ASSERT_EQUAL(st->ip_rx_bad_csum, 1);
+	inject_bad_ping(pa, &b, RTE_MBUF_F_RX_IP_CKSUM_BAD | RTE_MBUF_F_RX_L4_CKSUM_GOOD);
+	CU_ASSERT_EQUAL(st->ip_rx_bad_csum, 2);
+	node_down(&b);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pa), 0);
+	CU_ASSERT_EQUAL(tide_eth_port_close(pb), 0);
+}
+
+static void
 test_bad_fault_opts_rejected(void)
 {
 	struct tide_eth_netdev nd;
@@ -300,6 +607,12 @@ register_tests(void)
 	CU_add_test(s, "lossy_link_transfer", test_lossy_link_transfer);
 	CU_add_test(s, "delayed_link_transfer", test_delayed_link_transfer);
 	CU_add_test(s, "bad_fault_opts_rejected", test_bad_fault_opts_rejected);
+	CU_add_test(s, "glue_offload_flags_and_extbuf", test_glue_offload_flags_and_extbuf);
+	CU_add_test(s, "glue_rx_cksum_flags", test_glue_rx_cksum_flags);
+	CU_add_test(s, "zc_clean_chained", test_zc_clean_chained);
+	CU_add_test(s, "zc_clean_copy_fallback", test_zc_clean_copy_fallback);
+	CU_add_test(s, "zc_lossy_chained", test_zc_lossy_chained);
+	CU_add_test(s, "zc_delayed_chained", test_zc_delayed_chained);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -83,6 +83,39 @@ test_pseudo_header(void)
 	CU_ASSERT_EQUAL(ntohs(got), ref_cksum(ph, sizeof(ph), 0));
 }
 
+/* Pieces summed at their offsets in the stream equal the contiguous sum (odd cuts swap). */
+static void
+test_add_at_matches_contiguous(void)
+{
+	uint8_t buf[1500];
+
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		buf[i] = (uint8_t)((i * 131 + (i >> 9)) & 0xff);
+	}
+	for (size_t cut = 0; cut <= 17; cut++) {
+		uint32_t parts = net_cksum_add_at(0, buf, cut, 0);
+
+		parts = net_cksum_add_at(parts, buf + cut, 700 - cut, cut);
+		parts = net_cksum_add_at(parts, buf + 700, 800, 700);
+		CU_ASSERT_EQUAL(net_cksum_fold(parts), net_cksum(buf, sizeof(buf)));
+	}
+	{
+		uint32_t a = net_cksum_add_at(0, buf, 333, 0);
+
+		a = net_cksum_add_at(a, buf + 333, 1, 333);
+		a = net_cksum_add_at(a, buf + 334, 1166, 334);
+		CU_ASSERT_EQUAL(net_cksum_fold(a), net_cksum(buf, sizeof(buf)));
+	}
+	/* Added to a running (pseudo-header) sum. */
+	{
+		uint32_t p = net_cksum_pseudo(htonl(0x0a000001), htonl(0x0a000002), 6, 1500);
+
+		CU_ASSERT_EQUAL(net_cksum_fold(net_cksum_add_at(net_cksum_add_at(p, buf, 101, 0),
+								buf + 101, 1399, 101)),
+				net_cksum_fold(net_cksum_add(p, buf, sizeof(buf))));
+	}
+}
+
 static void
 register_tests(void)
 {
@@ -91,6 +124,7 @@ register_tests(void)
 	CU_add_test(s, "matches_reference_all_lengths", test_matches_reference_all_lengths);
 	CU_add_test(s, "verify_embedded", test_verify_embedded);
 	CU_add_test(s, "pseudo_header", test_pseudo_header);
+	CU_add_test(s, "add_at_matches_contiguous", test_add_at_matches_contiguous);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -3,7 +3,8 @@
  * tcp_sack.c: SACK option parsing, receiver block generation from the
  * out-of-order queue (order, merging, limits, D-SACK), the sender scoreboard
  * (merging, stale and forged blocks), hole retransmission order and the RTO
- * keeping SACKed data.
+ * keeping SACKed data; probes that resend lost retransmissions (in recovery
+ * and after an RTO) ahead of a 200 ms RTO, and their backoff.
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -431,6 +432,143 @@ test_rto_keeps_sacked(void)
 	ut_env_fini(&e);
 }
 
+/*
+ * Peer-like timing: an RTO floor far above the RTT (a Linux peer needs 200 ms)
+ * with a 100 us SRTT, so the probe timer (PTO 500 us) runs well ahead of it.
+ */
+static void
+slow_rto(struct ut_env *e, struct tide_net_conn *c)
+{
+	c->srtt = 100 * NS_PER_US;
+	c->rttvar = 50 * NS_PER_US;
+	c->rto = 200 * NS_PER_MS;
+	tcp_rearm_rto(c, e->now);
+	tcp_tlp_arm(c, e->now);
+}
+
+/* Times (ns after start) of the segments the stack sends at seq within `span`. */
+static unsigned
+watch_seq(struct ut_env *e, uint32_t seq, uint64_t span, uint64_t *at, unsigned max)
+{
+	uint64_t t0 = e->now;
+	unsigned n = 0;
+	struct ut_tcp_out o;
+
+	while (e->now - t0 < span) {
+		ut_advance(e, 50 * NS_PER_US);
+		while (ut_pop_tcp(e, &o) == 0) {
+			if (o.seq == seq && o.len > 0 && n < max) {
+				at[n++] = e->now - t0;
+			}
+		}
+	}
+	return n;
+}
+
+/* In recovery, the retransmission of the only hole is lost and nothing sent after it
+ * can be SACKed: the probe timer marks it lost by time and resends it, long before
+ * the RTO. */
+static void
+test_lost_retransmission_tail_resent_before_rto(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint64_t at[4];
+	uint32_t U;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	slow_rto(&e, c);
+	c->snd_wnd = 10 * MSS; /* no new data may go */
+	struct tcp_sack_blk b[1] = {{U + MSS, U + 10 * MSS}};
+	sack_ack(&e, c, U, b, 1);
+	CU_ASSERT_FATAL(c->in_recovery);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, U); /* the fast retransmission: lost on the wire */
+	ut_dev_drain(&e.dev);
+	CU_ASSERT_EQUAL(watch_seq(&e, U, 5 * NS_PER_MS, at, 4) >= 1, true);
+	CU_ASSERT(at[0] <= 2 * NS_PER_MS);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	CU_ASSERT(tide_net_stats(e.s)->tcp_lost_retrans >= 1);
+	CU_ASSERT(tide_net_stats(e.s)->tcp_tlp_probes >= 1);
+	/* It arrives: recovery ends without an RTO. */
+	IN(&e, .seq = P + 1, .ack = U + 10 * MSS, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/* After an RTO, its retransmission is lost too: a probe resends it within a few
+ * PTOs instead of the doubled RTO. */
+static void
+test_lost_rto_retransmission_probed(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	uint64_t at[4];
+	uint32_t U;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	slow_rto(&e, c);
+	c->snd_wnd = 10 * MSS;
+	ut_dev_drain(&e.dev);
+	/* Nothing comes back at all: the RTO fires (the probes before it go unanswered). */
+	ut_advance(&e, 201 * NS_PER_MS);
+	CU_ASSERT_EQUAL_FATAL(tide_net_stats(e.s)->tcp_rto_fired, 1);
+	CU_ASSERT(c->loss_state);
+	ut_dev_drain(&e.dev); /* the RTO's retransmission of U: lost */
+	CU_ASSERT(watch_seq(&e, U, 10 * NS_PER_MS, at, 4) >= 1);
+	CU_ASSERT(at[0] <= 2 * NS_PER_MS);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 1);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/* Unanswered probes back off exponentially and stop short of the RTO. */
+static void
+test_probes_back_off(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint64_t at[16];
+	uint32_t I, U;
+	unsigned n;
+
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+	U = I + 1;
+	CU_ASSERT_EQUAL(tide_net_send(c, data, MSS, e.now), MSS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	slow_rto(&e, c);
+	n = watch_seq(&e, U, 199 * NS_PER_MS, at, 16);
+	CU_ASSERT(n >= 5);
+	CU_ASSERT(n <= 10);
+	CU_ASSERT(at[0] >= 500 * NS_PER_US && at[0] <= 700 * NS_PER_US);
+	for (unsigned i = 2; i < n; i++) {
+		uint64_t prev = at[i - 1] - at[i - 2], gap = at[i] - at[i - 1];
+
+		CU_ASSERT(gap >= prev * 2 - 100 * NS_PER_US);
+	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, n);
+	/* An ACK resets the backoff. */
+	IN(&e, .seq = P + 1, .ack = U + MSS, .flags = TCPHDR_ACK);
+	CU_ASSERT_EQUAL(c->tlp_n, 0);
+	CU_ASSERT_FALSE(c->tlp_out);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -441,6 +579,10 @@ register_tests(void)
 	CU_add_test(s, "scoreboard", test_scoreboard);
 	CU_add_test(s, "hole_retransmission_order", test_hole_retransmission_order);
 	CU_add_test(s, "rto_keeps_sacked", test_rto_keeps_sacked);
+	CU_add_test(s, "lost_retransmission_tail_resent_before_rto",
+		    test_lost_retransmission_tail_resent_before_rto);
+	CU_add_test(s, "lost_rto_retransmission_probed", test_lost_rto_retransmission_probed);
+	CU_add_test(s, "probes_back_off", test_probes_back_off);
 }
 
 TIDE_UT_MAIN(register_tests)
