@@ -4,6 +4,7 @@
  * hugepages or --no-huge. The decision is made here, before rte_eal_init,
  * because the EAL itself only fails late and noisily when pages are short.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -294,4 +295,36 @@ tide_eal_thread_register(void *arg, unsigned worker)
 		return -rte_errno;
 	}
 	return 0;
+}
+
+int
+tide_eal_cpu_socket(int cpu)
+{
+	char path[64];
+	struct dirent *e;
+	DIR *d;
+	int node = 0;
+
+	if (cpu < 0)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%d", cpu);
+	d = opendir(path);
+	if (d == NULL)
+		return errno == ENOENT ? -EINVAL : 0;
+	/* The CPU's directory links to its node as "nodeN"; kernels without
+	 * NUMA have no such link, and then everything is node 0. */
+	while ((e = readdir(d)) != NULL) {
+		char *end;
+		long n;
+
+		if (strncmp(e->d_name, "node", 4) != 0)
+			continue;
+		n = strtol(e->d_name + 4, &end, 10);
+		if (end != e->d_name + 4 && *end == '\0' && n >= 0 && n < 1024) {
+			node = (int)n;
+			break;
+		}
+	}
+	closedir(d);
+	return node;
 }

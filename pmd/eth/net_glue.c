@@ -7,13 +7,17 @@
  * would on a real network), and every decision comes from one seeded PRNG so
  * a failing run can be replayed.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <pthread.h>
 
+#include <rte_eal.h>
+#include <rte_ethdev.h>
 #include <rte_ether.h>
+#include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_telemetry.h>
 
@@ -64,6 +68,70 @@ fault_on(const struct tide_eth_netdev *nd, int dir)
 	return f->drop > 0 || f->dup > 0 || f->reorder > 0 || f->corrupt > 0 || f->delay_us > 0;
 }
 
+/* Drivers whose TX walks every segment of a chain whatever the port's
+ * configured offloads: net_ring moves mbuf pointers, af_packet copies each
+ * segment into its ring frame. */
+static bool
+driver_chains(const char *name)
+{
+	return name != NULL &&
+	       (strcmp(name, "net_ring") == 0 || strcmp(name, "net_af_packet") == 0);
+}
+
+static void
+probe_port(struct tide_eth_netdev *nd)
+{
+	struct rte_eth_dev_info info;
+	struct rte_eth_txq_info qi;
+	uint16_t pid = tide_eth_port_id(nd->port);
+	const char *drv = NULL;
+
+	if (rte_eth_dev_info_get(pid, &info) == 0) {
+		nd->tx_capa = info.tx_offload_capa;
+		drv = info.driver_name;
+	}
+	/* What the queue was set up with (port offloads included, as PMDs
+	 * store them); drivers without txq_info_get count as none enabled. */
+	if (rte_eth_tx_queue_info_get(pid, tide_eth_port_tx_queue(nd->port, nd->queue), &qi) == 0)
+		nd->tx_conf = qi.conf.offloads & nd->tx_capa;
+	nd->tx_chain_auto =
+		(nd->tx_conf & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 || driver_chains(drv);
+	nd->tx_chain = nd->tx_chain_auto;
+	TIDE_LOG(INFO,
+		 "port %u (%s): tx offload capa 0x%llx configured 0x%llx; zero-copy frames %s", pid,
+		 drv != NULL ? drv : "?", (unsigned long long)nd->tx_capa,
+		 (unsigned long long)nd->tx_conf, nd->tx_chain ? "chained (extbuf)" : "copied");
+}
+
+int
+tide_eth_netdev_set_zc(struct tide_eth_netdev *nd, enum tide_eth_zc_mode mode)
+{
+	switch (mode) {
+	case TIDE_ETH_ZC_AUTO:
+		nd->tx_chain = nd->tx_chain_auto;
+		return 0;
+	case TIDE_ETH_ZC_COPY:
+		nd->tx_chain = false;
+		return 0;
+	case TIDE_ETH_ZC_CHAIN:
+		nd->tx_chain = true;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+uint32_t
+tide_eth_netdev_tx_offloads(const struct tide_eth_netdev *nd)
+{
+	uint32_t o = 0;
+
+	if (nd->tx_conf & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM)
+		o |= TIDE_NET_OFFLOAD_IPV4_CKSUM;
+	if (nd->tx_conf & RTE_ETH_TX_OFFLOAD_TCP_CKSUM)
+		o |= TIDE_NET_OFFLOAD_TCP_CKSUM;
+	return o;
+}
+
 int
 tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port, uint16_t queue,
 		     const struct tide_eth_fault_opts *fault)
@@ -71,6 +139,8 @@ tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port, uin
 	memset(nd, 0, sizeof(*nd));
 	nd->port = port;
 	nd->queue = queue;
+	if (port != NULL)
+		probe_port(nd);
 	if (fault == NULL)
 		return 0;
 	if (fault->drop < 0 || fault->drop > 1 || fault->dup < 0 || fault->dup > 1 ||
@@ -231,6 +301,8 @@ fault_apply(struct tide_eth_netdev *nd, int dir, struct rte_mbuf **in, uint16_t 
 			nd->fault_stats.dropped++;
 			continue;
 		}
+		/* Only the first segment is ever flipped: attached segments are the
+		 * application's zero-copy memory, which the wire must not write. */
 		if (chance(nd, f->corrupt) && rte_pktmbuf_data_len(m) > RTE_ETHER_HDR_LEN) {
 			uint16_t span = rte_pktmbuf_data_len(m) - RTE_ETHER_HDR_LEN;
 			uint64_t r = rng_next(&nd->rng);
@@ -286,7 +358,8 @@ glue_tx_alloc(void *dev, struct tide_net_buf *bufs, uint16_t n, uint16_t size)
 	while (got < n) {
 		uint16_t want = n - got < RX_BURST ? n - got : RX_BURST;
 
-		if (rte_pktmbuf_alloc_bulk(tide_eth_port_pool(nd->port), m, want) != 0)
+		if (rte_pktmbuf_alloc_bulk(tide_eth_port_queue_pool(nd->port, nd->queue), m,
+					   want) != 0)
 			break;
 		for (uint16_t i = 0; i < want; i++) {
 			if (rte_pktmbuf_tailroom(m[i]) < size) {
@@ -303,6 +376,8 @@ glue_tx_alloc(void *dev, struct tide_net_buf *bufs, uint16_t n, uint16_t size)
 			bufs[got].data = rte_pktmbuf_mtod(m[i], uint8_t *);
 			bufs[got].cap = rte_pktmbuf_tailroom(m[i]);
 			bufs[got].len = 0;
+			bufs[got].ext_len = 0;
+			bufs[got].flags = 0;
 			got++;
 		}
 	}
@@ -332,10 +407,22 @@ glue_tx_burst(void *dev, struct tide_net_buf *bufs, uint16_t n)
 		uint16_t k = n - done < RX_BURST ? n - done : RX_BURST, sent, nout;
 
 		for (uint16_t i = 0; i < k; i++) {
-			struct rte_mbuf *mb = bufs[done + i].handle;
+			const struct tide_net_buf *b = &bufs[done + i];
+			struct rte_mbuf *mb = b->handle;
 
-			mb->data_len = bufs[done + i].len;
-			mb->pkt_len = bufs[done + i].len;
+			/* Attached segments (glue_tx_attach) already carry their data_len. */
+			mb->data_len = b->len;
+			mb->pkt_len = (uint32_t)b->len + b->ext_len;
+			mb->ol_flags = 0;
+			if (b->flags & (TIDE_NET_TX_F_IP_CKSUM | TIDE_NET_TX_F_TCP_CKSUM)) {
+				mb->ol_flags |= RTE_MBUF_F_TX_IPV4;
+				mb->l2_len = RTE_ETHER_HDR_LEN;
+				mb->l3_len = sizeof(struct rte_ipv4_hdr);
+				if (b->flags & TIDE_NET_TX_F_IP_CKSUM)
+					mb->ol_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+				if (b->flags & TIDE_NET_TX_F_TCP_CKSUM)
+					mb->ol_flags |= RTE_MBUF_F_TX_TCP_CKSUM;
+			}
 			m[i] = mb;
 		}
 		if (!fault_on(nd, DIR_TX)) {
@@ -363,14 +450,76 @@ glue_free_bufs(void *dev, void *const *handles, uint16_t n)
 	rte_pktmbuf_free_bulk((struct rte_mbuf **)(uintptr_t)handles, n);
 }
 
+/*
+ * An attached payload piece. It lives in the data room of the mbuf that
+ * carries the piece: that room is unused while the mbuf points at external
+ * memory, and the mbuf goes back to its pool only after the free callback
+ * returned (rte_pktmbuf_detach). This holds as long as nothing clones the
+ * mbuf (a clone would share shinfo past the mbuf's own free); nothing here
+ * does: the fault injector duplicates with rte_pktmbuf_copy.
+ */
+struct ext_ref {
+	struct rte_mbuf_ext_shared_info sh;
+	tide_net_ext_release_fn release;
+	void *arg;
+};
+
+static void
+ext_free_cb(void *addr, void *opaque)
+{
+	struct ext_ref *r = opaque;
+
+	(void)addr;
+	r->release(r->arg);
+}
+
+static int
+glue_tx_attach(void *dev, struct tide_net_buf *buf, const void *data, uint16_t len,
+	       tide_net_ext_release_fn release, void *arg)
+{
+	struct tide_eth_netdev *nd = dev;
+	struct rte_mbuf *head = buf->handle, *m;
+	struct ext_ref *r;
+	rte_iova_t iova;
+
+	if (!nd->tx_chain)
+		return -ENOTSUP;
+	/* Virtual devices ignore IOVAs; a NIC needs the memory DMA-mapped
+	 * (rte_extmem_register + rte_dev_dma_map) for it to translate. */
+	if (rte_eal_iova_mode() == RTE_IOVA_VA)
+		iova = (rte_iova_t)(uintptr_t)data;
+	else
+		iova = rte_mem_virt2iova(data);
+	if (iova == RTE_BAD_IOVA)
+		return -EFAULT;
+	m = rte_pktmbuf_alloc(head->pool);
+	if (m == NULL)
+		return -ENOBUFS;
+	static_assert(sizeof(struct ext_ref) <= RTE_PKTMBUF_HEADROOM, "ext_ref fits any pool");
+	r = m->buf_addr;
+	r->release = release;
+	r->arg = arg;
+	r->sh.free_cb = ext_free_cb;
+	r->sh.fcb_opaque = r;
+	rte_mbuf_ext_refcnt_set(&r->sh, 1);
+	rte_pktmbuf_attach_extbuf(m, (void *)(uintptr_t)data, iova, len, &r->sh);
+	m->data_len = len;
+	m->pkt_len = len;
+	rte_pktmbuf_lastseg(head)->next = m;
+	head->nb_segs++;
+	return 0;
+}
+
 const struct tide_net_dev_ops tide_eth_net_dev_ops = {
 	.tx_alloc = glue_tx_alloc,
 	.tx_burst = glue_tx_burst,
 	.free_bufs = glue_free_bufs,
+	.tx_attach = glue_tx_attach,
 };
 
 static void
-to_stack(struct tide_net_stack *stack, struct rte_mbuf **m, uint16_t n, uint64_t now)
+to_stack(struct tide_eth_netdev *nd, struct tide_net_stack *stack, struct rte_mbuf **m, uint16_t n,
+	 uint64_t now)
 {
 	struct tide_net_rx_pkt pkts[2 * RX_BURST + 1];
 	uint16_t k = 0;
@@ -379,10 +528,15 @@ to_stack(struct tide_net_stack *stack, struct rte_mbuf **m, uint16_t n, uint64_t
 		uint64_t f = m[i]->ol_flags;
 
 		if (m[i]->nb_segs > 1) {
-			/* The stack reads frames as one buffer; chained
-			 * frames only come from jumbo setups not configured. */
-			rte_pktmbuf_free(m[i]);
-			continue;
+			/* The stack reads frames as one buffer. Chains come from a
+			 * zero-copy peer over net_ring (header + payload mbufs, the
+			 * payload fits the header mbuf's tailroom); linearizing
+			 * releases the peer's payload references. */
+			if (rte_pktmbuf_linearize(m[i]) != 0) {
+				rte_pktmbuf_free(m[i]);
+				continue;
+			}
+			nd->rx_linearized++;
 		}
 		pkts[k].data = rte_pktmbuf_mtod(m[i], const uint8_t *);
 		pkts[k].len = rte_pktmbuf_data_len(m[i]);
@@ -411,7 +565,7 @@ delayq_run(struct tide_eth_netdev *nd, struct tide_net_stack *stack, uint64_t no
 		q->head = (q->head + 1) % DELAYQ_CAP;
 		q->len--;
 		if (d.dir == DIR_RX) {
-			to_stack(stack, &d.m, 1, now);
+			to_stack(nd, stack, &d.m, 1, now);
 		} else if (device_tx(nd, &d.m, 1) != 1) {
 			rte_pktmbuf_free(d.m);
 		}
@@ -434,8 +588,8 @@ tide_eth_netdev_poll(struct tide_eth_netdev *nd, struct tide_net_stack *stack, u
 	if (n == 0)
 		return work;
 	if (fault_on(nd, DIR_RX))
-		to_stack(stack, out, fault_apply(nd, DIR_RX, m, n, out), now);
+		to_stack(nd, stack, out, fault_apply(nd, DIR_RX, m, n, out), now);
 	else
-		to_stack(stack, m, n, now);
+		to_stack(nd, stack, m, n, now);
 	return work + n;
 }

@@ -1,8 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * ethdev ports: configure, start, burst, stop. One mempool per port on the
- * port's NUMA socket, sized so the RX rings can be full while every TX ring
- * is full too, plus per-lcore caches and headroom for packets being built.
+ * ethdev ports: configure, start, burst, stop, with one queue pair per
+ * polling lcore and one mempool per NUMA socket those lcores sit on, sized
+ * so the socket's RX rings can be full while its TX rings (and, under
+ * software steering, its steering rings) are full too, plus per-lcore caches
+ * and headroom for packets being built.
+ *
+ * Steering (see enum tide_eth_steer) keeps each TCP connection on one lcore:
+ * hardware RSS with a key and RETA we program and read back, or, for devices
+ * without RSS (every vdev: net_ring, net_memif, net_af_packet), a software
+ * distributor that hashes exactly as the NIC would, so one port picker works
+ * for both.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,23 +21,56 @@
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
+#include <rte_ip.h>
 #include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_prefetch.h>
 #include <rte_ring.h>
+#include <rte_spinlock.h>
 
 #include "tide_eth.h"
+#include "tide_eth_rss.h"
 #include "tide_log.h"
 
 #define POOL_CACHE      256
 #define POOL_HEADROOM   2048
 #define RING_PAIR_SLOTS 4096
+#define RING_PAIR_MAX   16 /* net_ring's RTE_PMD_RING_MAX_RX_RINGS */
+#define STEER_BURST     32
+#define PREFETCH_AHEAD  4
+#define DRAIN_BURSTS    1024 /* x 64 frames: more than any RX ring holds */
+#define MAX_QUEUES      RTE_MAX_LCORE
+
+struct steer_q {
+	struct rte_ring *ring; /* frames steered to this queue; SP under rx_lock, SC by owner */
+	struct rte_mbuf *stage[STEER_BURST];
+	uint16_t nstage;
+	struct tide_eth_steer_stats st;
+} __rte_cache_aligned;
 
 struct tide_eth_port {
 	uint16_t port_id;
-	uint16_t nb_queues;
-	struct rte_mempool *pool;
-	struct rte_ring *rx_ring; /* net_ring pairs only: the ring this port receives from */
+	uint16_t nb_queues; /* logical queues (lcores); 0 until started */
+	uint16_t dev_rxq, dev_txq;
+	enum tide_eth_steer steer;
+	bool tx_shared;
+	bool started;
+	bool lsc_registered;
+	int socket;
+	struct rte_mempool *pools[RTE_MAX_NUMA_NODES]; /* per socket, NULL if unused */
+	struct rte_mempool **qpool;                    /* per logical queue */
+	struct steer_q *sq;                            /* per logical queue; NULL under NONE */
+	rte_spinlock_t rx_lock;                        /* SW: one distributor at a time */
+	uint16_t rx_next;                              /* SW: device RX queue to poll next */
+	rte_spinlock_t *tx_lock;                       /* per device TX queue, when shared */
+	struct tide_eth_rss rss;
+	uint64_t rss_hf; /* HW: the hash types configured */
+	struct tide_eth_port_caps caps;
+	uint64_t lsc_events;        /* written by the interrupt thread */
+	struct rte_ring **rx_rings; /* net_ring pairs only: the rings this port receives from */
+	uint16_t nb_rx_rings;
 	struct rte_ether_addr mac;
 	char name[RTE_ETH_NAME_MAX_LEN];
 };
@@ -48,9 +89,237 @@ opts_fill(const struct tide_eth_port_opts *in, struct tide_eth_port_opts *o)
 		o->nb_txd = 1024;
 	if (o->mbuf_dataroom == 0)
 		o->mbuf_dataroom = RTE_MBUF_DEFAULT_BUF_SIZE;
-	if (o->nb_mbufs == 0)
-		o->nb_mbufs = (uint32_t)o->nb_queues * (o->nb_rxd + o->nb_txd) +
-			      rte_lcore_count() * POOL_CACHE + POOL_HEADROOM;
+	if (o->reta_size == 0)
+		o->reta_size = TIDE_ETH_RSS_RETA_DEFAULT;
+	if (o->ring_pair_rings == 0)
+		o->ring_pair_rings = o->nb_queues;
+}
+
+static int
+lsc_event(uint16_t port_id, enum rte_eth_event_type ev, void *arg, void *ret_param)
+{
+	struct tide_eth_port *p = arg;
+	struct rte_eth_link link;
+
+	(void)ret_param;
+	if (ev != RTE_ETH_EVENT_INTR_LSC)
+		return 0;
+	__atomic_fetch_add(&p->lsc_events, 1, __ATOMIC_RELAXED);
+	if (rte_eth_link_get_nowait(port_id, &link) != 0)
+		TIDE_LOG(NOTICE, "%s: link changed, state unreadable", p->name);
+	else if (link.link_status == RTE_ETH_LINK_UP)
+		TIDE_LOG(NOTICE, "%s: link up, %u Mbps %s-duplex", p->name, link.link_speed,
+			 link.link_duplex == RTE_ETH_LINK_FULL_DUPLEX ? "full" : "half");
+	else
+		TIDE_LOG(NOTICE, "%s: link down", p->name);
+	return 0;
+}
+
+/* The socket of queue q's lcore; -EINVAL when the caller named a bad one. */
+static int
+queue_socket(const struct tide_eth_port *p, const struct tide_eth_port_opts *o, uint16_t q)
+{
+	int s = o->queue_socket != NULL ? o->queue_socket[q] : -1;
+
+	if (s < 0)
+		return p->socket;
+	return s < RTE_MAX_NUMA_NODES ? s : -EINVAL;
+}
+
+static int
+pools_create(struct tide_eth_port *p, const struct tide_eth_port_opts *o, uint32_t steer_slots)
+{
+	unsigned per_socket[RTE_MAX_NUMA_NODES] = {0};
+
+	p->qpool = calloc(o->nb_queues, sizeof(*p->qpool));
+	if (p->qpool == NULL)
+		return -ENOMEM;
+	for (uint16_t q = 0; q < o->nb_queues; q++) {
+		int s = queue_socket(p, o, q);
+
+		if (s < 0) {
+			TIDE_LOG(ERR, "%s: queue %u: NUMA socket %d out of range", p->name, q,
+				 o->queue_socket[q]);
+			return -EINVAL;
+		}
+		per_socket[s]++;
+	}
+	for (int s = 0; s < RTE_MAX_NUMA_NODES; s++) {
+		char pool_name[RTE_MEMPOOL_NAMESIZE];
+		uint32_t n = o->nb_mbufs;
+
+		if (per_socket[s] == 0)
+			continue;
+		if (n == 0)
+			n = per_socket[s] * (o->nb_rxd + o->nb_txd + steer_slots) +
+			    rte_lcore_count() * POOL_CACHE + POOL_HEADROOM;
+		snprintf(pool_name, sizeof(pool_name), "tide_mb_%u_%d", p->port_id, s);
+		p->pools[s] =
+			rte_pktmbuf_pool_create(pool_name, n, POOL_CACHE, 0, o->mbuf_dataroom, s);
+		if (p->pools[s] == NULL) {
+			TIDE_LOG(ERR, "%s: mbuf pool of %u x %u B on socket %d: %s", p->name, n,
+				 o->mbuf_dataroom, s, rte_strerror(rte_errno));
+			return -rte_errno;
+		}
+		p->caps.nb_pools++;
+	}
+	for (uint16_t q = 0; q < o->nb_queues; q++)
+		p->qpool[q] = p->pools[queue_socket(p, o, q)];
+	return 0;
+}
+
+/* Decide the steering mode and device queue counts from what the device offers. */
+static int
+layout_choose(struct tide_eth_port *p, const struct tide_eth_port_opts *o,
+	      const struct rte_eth_dev_info *di)
+{
+	bool has_rss = (di->flow_type_rss_offloads & RTE_ETH_RSS_NONFRAG_IPV4_TCP) != 0 &&
+		       o->nb_queues <= di->max_rx_queues;
+
+	p->steer = o->steer;
+	if (p->steer == TIDE_ETH_STEER_AUTO) {
+		if (o->nb_queues == 1)
+			p->steer = TIDE_ETH_STEER_NONE;
+		else
+			p->steer = has_rss ? TIDE_ETH_STEER_HW : TIDE_ETH_STEER_SW;
+	}
+	if (p->steer == TIDE_ETH_STEER_HW && !has_rss) {
+		TIDE_LOG(ERR,
+			 "%s: hardware RSS asked for but the device hashes 0x%llx over %u rx "
+			 "queues (%u wanted)",
+			 p->name, (unsigned long long)di->flow_type_rss_offloads, di->max_rx_queues,
+			 o->nb_queues);
+		return -ENOTSUP;
+	}
+	if (p->steer == TIDE_ETH_STEER_SW) {
+		/* Poll every queue the device may deliver to (net_ring and memif
+		 * peers send on queue i to our queue i), but at least one. */
+		p->dev_rxq = RTE_MIN(o->nb_queues, di->max_rx_queues);
+		p->dev_txq = RTE_MIN(o->nb_queues, di->max_tx_queues);
+	} else {
+		if (o->nb_queues > di->max_rx_queues ||
+		    (p->steer == TIDE_ETH_STEER_NONE && o->nb_queues > di->max_tx_queues)) {
+			TIDE_LOG(ERR, "%s: %u queue pairs requested, device has %u rx / %u tx",
+				 p->name, o->nb_queues, di->max_rx_queues, di->max_tx_queues);
+			return -EINVAL;
+		}
+		p->dev_rxq = o->nb_queues;
+		p->dev_txq = RTE_MIN(o->nb_queues, di->max_tx_queues);
+	}
+	if (p->dev_rxq == 0 || p->dev_txq == 0)
+		return -EINVAL;
+	p->tx_shared = p->dev_txq < o->nb_queues;
+	return 0;
+}
+
+/* The key to program: the caller's, or the symmetric one at the device's size. */
+static int
+key_choose(struct tide_eth_port *p, const struct tide_eth_port_opts *o,
+	   const struct rte_eth_dev_info *di, uint16_t reta_size)
+{
+	size_t dev_len = di->hash_key_size != 0 ? di->hash_key_size : 40;
+	int rc;
+
+	if (o->rss_key != NULL && p->steer == TIDE_ETH_STEER_HW && o->rss_key_len != dev_len) {
+		TIDE_LOG(ERR, "%s: RSS key of %u bytes, device wants %zu", p->name, o->rss_key_len,
+			 dev_len);
+		return -EINVAL;
+	}
+	if (o->rss_key != NULL)
+		rc = tide_eth_rss_init(&p->rss, o->rss_key, o->rss_key_len, reta_size,
+				       o->nb_queues);
+	else
+		rc = tide_eth_rss_init(&p->rss, NULL, p->steer == TIDE_ETH_STEER_HW ? dev_len : 40,
+				       reta_size, o->nb_queues);
+	if (rc != 0)
+		TIDE_LOG(ERR, "%s: RSS key %u bytes / RETA %u entries not usable", p->name,
+			 o->rss_key != NULL ? o->rss_key_len : (unsigned)dev_len, reta_size);
+	return rc;
+}
+
+/* After start: program the RETA round-robin and read back what the device
+ * really uses, so the picker predicts the device and not our intent. */
+static int
+hw_rss_sync(struct tide_eth_port *p)
+{
+	struct rte_eth_rss_reta_entry64 reta[TIDE_ETH_RSS_RETA_MAX / RTE_ETH_RETA_GROUP_SIZE];
+	uint16_t n = p->rss.reta_size;
+	uint8_t key[TIDE_ETH_RSS_KEY_MAX];
+	struct rte_eth_rss_conf rc_conf = {.rss_key = key, .rss_key_len = p->rss.key_len};
+	int rc;
+
+	memset(reta, 0, sizeof(reta));
+	for (uint16_t i = 0; i < n; i++) {
+		reta[i / RTE_ETH_RETA_GROUP_SIZE].mask |= 1ull << (i % RTE_ETH_RETA_GROUP_SIZE);
+		reta[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE] =
+			p->rss.reta[i];
+	}
+	rc = rte_eth_dev_rss_reta_update(p->port_id, reta, n);
+	if (rc != 0)
+		TIDE_LOG(WARN, "%s: RETA update: %s (reading the device's own)", p->name,
+			 rte_strerror(-rc));
+	rc = rte_eth_dev_rss_reta_query(p->port_id, reta, n);
+	if (rc == 0) {
+		for (uint16_t i = 0; i < n; i++) {
+			uint16_t q =
+				reta[i / RTE_ETH_RETA_GROUP_SIZE].reta[i % RTE_ETH_RETA_GROUP_SIZE];
+
+			if (q >= p->nb_queues) {
+				TIDE_LOG(ERR, "%s: RETA entry %u -> queue %u of %u", p->name, i, q,
+					 p->nb_queues);
+				return -EINVAL;
+			}
+			p->rss.reta[i] = q;
+		}
+	} else {
+		TIDE_LOG(WARN, "%s: RETA query: %s; assuming entry i -> queue i %% %u", p->name,
+			 rte_strerror(-rc), p->nb_queues);
+	}
+	rc = rte_eth_dev_rss_hash_conf_get(p->port_id, &rc_conf);
+	if (rc == 0 && memcmp(key, p->rss.key, p->rss.key_len) != 0) {
+		/* Some PMDs ignore the key given at configure time (net_null
+		 * does); set it once more before believing the device. */
+		struct rte_eth_rss_conf want = {
+			.rss_key = p->rss.key, .rss_key_len = p->rss.key_len, .rss_hf = p->rss_hf};
+
+		if (rte_eth_dev_rss_hash_update(p->port_id, &want) == 0)
+			rc = rte_eth_dev_rss_hash_conf_get(p->port_id, &rc_conf);
+	}
+	if (rc != 0) {
+		TIDE_LOG(WARN, "%s: RSS key not readable (%s); assuming ours", p->name,
+			 rte_strerror(-rc));
+	} else if (memcmp(key, p->rss.key, p->rss.key_len) != 0) {
+		struct tide_eth_rss dev = p->rss;
+
+		TIDE_LOG(WARN, "%s: device kept its own RSS key; predicting with it", p->name);
+		/* Re-initialise for the key's lookup tables; keep the RETA read back. */
+		if (tide_eth_rss_init(&p->rss, key, dev.key_len, dev.reta_size, dev.nb_queues) != 0)
+			return -EINVAL;
+		memcpy(p->rss.reta, dev.reta, sizeof(dev.reta));
+	}
+	return 0;
+}
+
+static int
+steer_setup(struct tide_eth_port *p, const struct tide_eth_port_opts *o, uint32_t slots)
+{
+	p->sq = rte_zmalloc_socket("tide_steer", sizeof(*p->sq) * o->nb_queues, RTE_CACHE_LINE_SIZE,
+				   p->socket);
+	if (p->sq == NULL)
+		return -ENOMEM;
+	for (uint16_t q = 0; q < o->nb_queues; q++) {
+		char rname[RTE_RING_NAMESIZE];
+		int s = queue_socket(p, o, q);
+
+		snprintf(rname, sizeof(rname), "tide_st_%u_%u", p->port_id, q);
+		p->sq[q].ring = rte_ring_create(rname, slots, s, RING_F_SP_ENQ | RING_F_SC_DEQ);
+		if (p->sq[q].ring == NULL) {
+			TIDE_LOG(ERR, "%s: steering ring %u: %s", p->name, q,
+				 rte_strerror(rte_errno));
+			return -rte_errno;
+		}
+	}
+	return 0;
 }
 
 /* Configure queues and start an already-probed ethdev. */
@@ -58,34 +327,113 @@ static int
 port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 {
 	struct rte_eth_conf conf = {0};
-	struct rte_eth_dev_info dev_info;
-	int socket = rte_eth_dev_socket_id(p->port_id);
-	char pool_name[RTE_MEMPOOL_NAMESIZE];
-	uint16_t nb_rxd = o->nb_rxd, nb_txd = o->nb_txd;
+	struct rte_eth_dev_info di;
+	uint16_t nb_rxd = o->nb_rxd, nb_txd = o->nb_txd, reta_size;
+	uint32_t steer_slots = 0;
 	int rc;
 
-	if (socket < 0)
-		socket = (int)rte_socket_id();
-	rc = rte_eth_dev_info_get(p->port_id, &dev_info);
+	p->socket = rte_eth_dev_socket_id(p->port_id);
+	if (p->socket < 0)
+		p->socket = (int)rte_socket_id();
+	if (p->socket < 0 || p->socket >= RTE_MAX_NUMA_NODES)
+		p->socket = 0;
+	if (o->nb_queues > MAX_QUEUES)
+		return -EINVAL;
+	rc = rte_eth_dev_info_get(p->port_id, &di);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "%s: dev_info_get: %s", p->name, rte_strerror(-rc));
 		return rc;
 	}
-	if (o->nb_queues > dev_info.max_rx_queues || o->nb_queues > dev_info.max_tx_queues) {
-		TIDE_LOG(ERR, "%s: %u queue pairs requested, device has %u rx / %u tx", p->name,
-			 o->nb_queues, dev_info.max_rx_queues, dev_info.max_tx_queues);
-		return -EINVAL;
-	}
-	snprintf(pool_name, sizeof(pool_name), "tide_mb_%u", p->port_id);
-	p->pool = rte_pktmbuf_pool_create(pool_name, o->nb_mbufs, POOL_CACHE, 0, o->mbuf_dataroom,
-					  socket);
-	if (p->pool == NULL) {
-		rc = -rte_errno;
-		TIDE_LOG(ERR, "%s: mbuf pool of %u x %u B on socket %d: %s", p->name, o->nb_mbufs,
-			 o->mbuf_dataroom, socket, rte_strerror(rte_errno));
+	snprintf(p->caps.driver, sizeof(p->caps.driver), "%s",
+		 di.driver_name != NULL ? di.driver_name : "?");
+	p->caps.max_rx_queues = di.max_rx_queues;
+	p->caps.max_tx_queues = di.max_tx_queues;
+	p->caps.flow_type_rss_offloads = di.flow_type_rss_offloads;
+	p->caps.reta_size = di.reta_size;
+	p->caps.hash_key_size = di.hash_key_size;
+	p->caps.lsc = di.dev_flags != NULL && (*di.dev_flags & RTE_ETH_DEV_INTR_LSC) != 0;
+	rc = layout_choose(p, o, &di);
+	if (rc != 0)
 		return rc;
+	p->caps.dev_rxq = p->dev_rxq;
+	p->caps.dev_txq = p->dev_txq;
+	p->caps.tx_shared = p->tx_shared;
+	p->nb_queues = o->nb_queues;
+
+	if (p->steer == TIDE_ETH_STEER_HW)
+		reta_size = di.reta_size != 0 && di.reta_size <= TIDE_ETH_RSS_RETA_MAX
+				    ? di.reta_size
+				    : TIDE_ETH_RSS_RETA_DEFAULT;
+	else if (p->steer == TIDE_ETH_STEER_SW)
+		reta_size = o->reta_size;
+	else
+		reta_size = 1;
+	rc = key_choose(p, o, &di, reta_size);
+	if (rc != 0)
+		return rc;
+	if (p->steer == TIDE_ETH_STEER_NONE)
+		p->rss.nb_queues = 1; /* queue i is not a hash result: predict queue 0 */
+	if (p->steer == TIDE_ETH_STEER_SW || (p->steer == TIDE_ETH_STEER_HW && o->nb_queues > 1))
+		steer_slots = rte_align32pow2((uint32_t)o->nb_rxd * 2);
+	rc = pools_create(p, o, p->steer == TIDE_ETH_STEER_SW ? steer_slots : 0);
+	if (rc != 0)
+		return rc;
+	if (steer_slots != 0) {
+		rc = steer_setup(p, o, steer_slots);
+		if (rc != 0)
+			return rc;
 	}
-	rc = rte_eth_dev_configure(p->port_id, o->nb_queues, o->nb_queues, &conf);
+	if (p->tx_shared) {
+		p->tx_lock = calloc(p->dev_txq, sizeof(*p->tx_lock));
+		if (p->tx_lock == NULL)
+			return -ENOMEM;
+		for (uint16_t q = 0; q < p->dev_txq; q++)
+			rte_spinlock_init(&p->tx_lock[q]);
+	}
+	rte_spinlock_init(&p->rx_lock);
+
+	if (p->steer == TIDE_ETH_STEER_HW) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_key = p->rss.key;
+		conf.rx_adv_conf.rss_conf.rss_key_len = p->rss.key_len;
+		p->rss_hf = di.flow_type_rss_offloads &
+			    (RTE_ETH_RSS_NONFRAG_IPV4_TCP | RTE_ETH_RSS_IPV4 |
+			     RTE_ETH_RSS_FRAG_IPV4 | RTE_ETH_RSS_NONFRAG_IPV4_OTHER);
+		conf.rx_adv_conf.rss_conf.rss_hf = p->rss_hf;
+		conf.rxmode.offloads |= di.rx_offload_capa & RTE_ETH_RX_OFFLOAD_RSS_HASH;
+	}
+	/* Unless the caller chose: checksums both ways and chained TX frames (zero-copy
+	 * sends), whichever the device has; the stack falls back to software for the rest. */
+	uint64_t want_rx = o->rx_offloads != 0
+				   ? o->rx_offloads
+				   : RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_TCP_CKSUM;
+	uint64_t want_tx = o->tx_offloads != 0
+				   ? o->tx_offloads
+				   : RTE_ETH_TX_OFFLOAD_MULTI_SEGS | RTE_ETH_TX_OFFLOAD_IPV4_CKSUM |
+					     RTE_ETH_TX_OFFLOAD_TCP_CKSUM;
+	conf.rxmode.offloads |= want_rx & di.rx_offload_capa;
+	conf.txmode.offloads |= want_tx & di.tx_offload_capa;
+	if ((o->rx_offloads & ~di.rx_offload_capa) != 0 ||
+	    (o->tx_offloads & ~di.tx_offload_capa) != 0)
+		TIDE_LOG(INFO, "%s: offloads not available: rx 0x%llx tx 0x%llx", p->name,
+			 (unsigned long long)(o->rx_offloads & ~di.rx_offload_capa),
+			 (unsigned long long)(o->tx_offloads & ~di.tx_offload_capa));
+	p->caps.rx_offload_capa = di.rx_offload_capa;
+	p->caps.tx_offload_capa = di.tx_offload_capa;
+	p->caps.rx_offloads = conf.rxmode.offloads;
+	p->caps.tx_offloads = conf.txmode.offloads;
+	if (p->caps.lsc) {
+		conf.intr_conf.lsc = 1;
+		rc = rte_eth_dev_callback_register(p->port_id, RTE_ETH_EVENT_INTR_LSC, lsc_event,
+						   p);
+		if (rc != 0) {
+			TIDE_LOG(WARN, "%s: no link-change events: %s", p->name, rte_strerror(-rc));
+			conf.intr_conf.lsc = 0;
+		} else {
+			p->lsc_registered = true;
+		}
+	}
+	rc = rte_eth_dev_configure(p->port_id, p->dev_rxq, p->dev_txq, &conf);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "%s: configure: %s", p->name, rte_strerror(-rc));
 		return rc;
@@ -96,13 +444,19 @@ port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 			 rte_strerror(-rc));
 		return rc;
 	}
-	for (uint16_t q = 0; q < o->nb_queues; q++) {
-		rc = rte_eth_rx_queue_setup(p->port_id, q, nb_rxd, (unsigned)socket, NULL, p->pool);
+	for (uint16_t q = 0; q < p->dev_rxq; q++) {
+		int s = queue_socket(p, o, q);
+
+		rc = rte_eth_rx_queue_setup(p->port_id, q, nb_rxd, (unsigned)s, NULL, p->qpool[q]);
 		if (rc != 0) {
 			TIDE_LOG(ERR, "%s: rx queue %u: %s", p->name, q, rte_strerror(-rc));
 			return rc;
 		}
-		rc = rte_eth_tx_queue_setup(p->port_id, q, nb_txd, (unsigned)socket, NULL);
+	}
+	for (uint16_t q = 0; q < p->dev_txq; q++) {
+		int s = queue_socket(p, o, q);
+
+		rc = rte_eth_tx_queue_setup(p->port_id, q, nb_txd, (unsigned)s, NULL);
 		if (rc != 0) {
 			TIDE_LOG(ERR, "%s: tx queue %u: %s", p->name, q, rte_strerror(-rc));
 			return rc;
@@ -113,7 +467,12 @@ port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 		TIDE_LOG(ERR, "%s: start: %s", p->name, rte_strerror(-rc));
 		return rc;
 	}
-	p->nb_queues = o->nb_queues;
+	p->started = true;
+	if (p->steer == TIDE_ETH_STEER_HW) {
+		rc = hw_rss_sync(p);
+		if (rc != 0)
+			return rc;
+	}
 	/* Some virtual devices (net_ring) report an all-zero MAC, which no
 	 * stack may use as a source. Give such a port a locally administered
 	 * unicast address, unique per process and port. */
@@ -125,6 +484,16 @@ port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 						  (uint8_t)p->port_id}};
 		(void)rte_eth_dev_default_mac_addr_set(p->port_id, &p->mac);
 	}
+	TIDE_LOG(INFO,
+		 "%s (%s): %u queue pairs, steering %s, device rx %u tx %u%s, rss 0x%llx reta %u, "
+		 "%u pool(s), link %s%s",
+		 p->name, p->caps.driver, p->nb_queues,
+		 p->steer == TIDE_ETH_STEER_HW   ? "hw"
+		 : p->steer == TIDE_ETH_STEER_SW ? "sw"
+						 : "none",
+		 p->dev_rxq, p->dev_txq, p->tx_shared ? " (tx shared)" : "",
+		 (unsigned long long)di.flow_type_rss_offloads, di.reta_size, p->caps.nb_pools,
+		 tide_eth_port_link_up(p) ? "up" : "down", p->caps.lsc ? " (lsc)" : "");
 	return 0;
 }
 
@@ -157,7 +526,7 @@ tide_eth_port_open(const char *devname, const struct tide_eth_port_opts *opts,
 }
 
 static int
-ring_port_create(const char *name, struct rte_ring *rx, struct rte_ring *tx,
+ring_port_create(const char *name, struct rte_ring **rx, struct rte_ring **tx, uint16_t nrings,
 		 const struct tide_eth_port_opts *o, struct tide_eth_port **out)
 {
 	struct tide_eth_port *p = calloc(1, sizeof(*p));
@@ -165,7 +534,7 @@ ring_port_create(const char *name, struct rte_ring *rx, struct rte_ring *tx,
 
 	if (p == NULL)
 		return -ENOMEM;
-	id = rte_eth_from_rings(name, &rx, 1, &tx, 1, rte_socket_id());
+	id = rte_eth_from_rings(name, rx, nrings, tx, nrings, rte_socket_id());
 	if (id < 0) {
 		rc = -rte_errno;
 		TIDE_LOG(ERR, "net_ring port %s: %s", name, rte_strerror(rte_errno));
@@ -179,11 +548,24 @@ ring_port_create(const char *name, struct rte_ring *rx, struct rte_ring *tx,
 		tide_eth_port_close(p);
 		return rc;
 	}
-	/* Ownership of the RX ring passes to the port only once it started:
-	 * on failure the caller frees both rings. */
-	p->rx_ring = rx;
+	/* Ownership of the RX rings passes to the port only once it started:
+	 * on failure the caller frees all rings. */
+	p->rx_rings = malloc(sizeof(*rx) * nrings);
+	if (p->rx_rings == NULL) {
+		tide_eth_port_close(p);
+		return -ENOMEM;
+	}
+	memcpy(p->rx_rings, rx, sizeof(*rx) * nrings);
+	p->nb_rx_rings = nrings;
 	*out = p;
 	return 0;
+}
+
+static void
+rings_free(struct rte_ring **r, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++)
+		rte_ring_free(r[i]);
 }
 
 int
@@ -191,41 +573,61 @@ tide_eth_ring_pair(const char *name_a, const char *name_b, const struct tide_eth
 		   struct tide_eth_port **a, struct tide_eth_port **b)
 {
 	struct tide_eth_port_opts o;
-	struct rte_ring *ab, *ba;
+	struct rte_ring *ab[RING_PAIR_MAX] = {0}, *ba[RING_PAIR_MAX] = {0};
 	char rname[RTE_RING_NAMESIZE];
-	int rc;
+	uint16_t nr;
+	int rc = 0;
 
 	opts_fill(opts, &o);
-	/* One queue pair: net_ring maps queue i to ring i, and a pair joined
-	 * by a single ring in each direction is all the demo and tests need. */
-	o.nb_queues = 1;
-	snprintf(rname, sizeof(rname), "%.12s>%.12s", name_a, name_b);
-	ab = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(),
-			     RING_F_SP_ENQ | RING_F_SC_DEQ);
-	snprintf(rname, sizeof(rname), "%.12s>%.12s", name_b, name_a);
-	ba = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(),
-			     RING_F_SP_ENQ | RING_F_SC_DEQ);
-	if (ab == NULL || ba == NULL) {
-		rc = -rte_errno;
-		TIDE_LOG(ERR, "ring pair %s<->%s: %s", name_a, name_b, rte_strerror(rte_errno));
-		rte_ring_free(ab);
-		rte_ring_free(ba);
-		return rc;
+	/* net_ring maps queue i to ring i: TX ring i of one port is RX ring i
+	 * of the other. Fewer rings than queues makes the lcores share them. */
+	nr = o.ring_pair_rings;
+	if (nr > o.nb_queues || nr > RING_PAIR_MAX)
+		return -EINVAL;
+	for (uint16_t i = 0; i < nr && rc == 0; i++) {
+		snprintf(rname, sizeof(rname), "%.12s>%.12s.%u", name_a, name_b, i);
+		ab[i] = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(),
+					RING_F_SP_ENQ | RING_F_SC_DEQ);
+		snprintf(rname, sizeof(rname), "%.12s>%.12s.%u", name_b, name_a, i);
+		ba[i] = rte_ring_create(rname, RING_PAIR_SLOTS, rte_socket_id(),
+					RING_F_SP_ENQ | RING_F_SC_DEQ);
+		if (ab[i] == NULL || ba[i] == NULL) {
+			rc = -rte_errno;
+			TIDE_LOG(ERR, "ring pair %s<->%s: %s", name_a, name_b,
+				 rte_strerror(rte_errno));
+		}
 	}
-	rc = ring_port_create(name_a, ba, ab, &o, a);
 	if (rc != 0) {
-		rte_ring_free(ab);
-		rte_ring_free(ba);
+		rings_free(ab, nr);
+		rings_free(ba, nr);
 		return rc;
 	}
-	rc = ring_port_create(name_b, ab, ba, &o, b);
+	rc = ring_port_create(name_a, ba, ab, nr, &o, a);
+	if (rc != 0) {
+		rings_free(ab, nr);
+		rings_free(ba, nr);
+		return rc;
+	}
+	rc = ring_port_create(name_b, ab, ba, nr, &o, b);
 	if (rc != 0) {
 		tide_eth_port_close(*a); /* frees ba */
-		rte_ring_free(ab);
+		rings_free(ab, nr);
 		*a = NULL;
 		return rc;
 	}
 	return 0;
+}
+
+static void
+steer_drain(struct tide_eth_port *p)
+{
+	void *m[64];
+	unsigned n;
+
+	for (uint16_t q = 0; q < p->nb_queues; q++)
+		while (p->sq[q].ring != NULL &&
+		       (n = rte_ring_dequeue_burst(p->sq[q].ring, m, 64, NULL)) > 0)
+			rte_pktmbuf_free_bulk((struct rte_mbuf **)m, n);
 }
 
 unsigned
@@ -236,24 +638,55 @@ tide_eth_port_close(struct tide_eth_port *p)
 
 	if (p == NULL)
 		return 0;
-	/* Drain what the device still holds so the pool can be freed whole. */
-	for (uint16_t q = 0; q < p->nb_queues; q++) {
+	if (p->lsc_registered) {
+		/* -EAGAIN while the callback runs on the interrupt thread. */
+		for (int i = 0; i < 1000; i++) {
+			if (rte_eth_dev_callback_unregister(p->port_id, RTE_ETH_EVENT_INTR_LSC,
+							    lsc_event, p) != -EAGAIN)
+				break;
+			usleep(1000);
+		}
+	}
+	/* Drain what the device still holds so the pools can be freed whole.
+	 * Bounded: a source device (net_null) never runs dry. */
+	for (uint16_t q = 0; q < p->dev_rxq && p->started; q++) {
 		uint16_t n;
 
-		while ((n = rte_eth_rx_burst(p->port_id, q, pkts, 64)) > 0)
+		for (unsigned b = 0; b < DRAIN_BURSTS; b++) {
+			n = rte_eth_rx_burst(p->port_id, q, pkts, 64);
+			if (n == 0)
+				break;
 			rte_pktmbuf_free_bulk(pkts, n);
+		}
 	}
-	if (p->nb_queues != 0)
+	if (p->started)
 		(void)rte_eth_dev_stop(p->port_id);
 	(void)rte_eth_dev_close(p->port_id);
-	rte_ring_free(p->rx_ring);
-	if (p->pool != NULL) {
-		in_use = rte_mempool_in_use_count(p->pool);
-		if (in_use != 0)
-			TIDE_LOG(WARN, "%s: closing with %u mbufs still held by callers", p->name,
-				 in_use);
-		rte_mempool_free(p->pool);
+	if (p->sq != NULL) {
+		steer_drain(p);
+		for (uint16_t q = 0; q < p->nb_queues; q++)
+			rte_ring_free(p->sq[q].ring);
+		rte_free(p->sq);
 	}
+	if (p->rx_rings != NULL) {
+		rings_free(p->rx_rings, p->nb_rx_rings);
+		free(p->rx_rings);
+	}
+	for (int s = 0; s < RTE_MAX_NUMA_NODES; s++) {
+		unsigned n;
+
+		if (p->pools[s] == NULL)
+			continue;
+		n = rte_mempool_in_use_count(p->pools[s]);
+		if (n != 0)
+			TIDE_LOG(WARN,
+				 "%s: closing with %u mbufs of socket %d still held by callers",
+				 p->name, n, s);
+		in_use += n;
+		rte_mempool_free(p->pools[s]);
+	}
+	free(p->qpool);
+	free(p->tx_lock);
 	free(p);
 	return in_use;
 }
@@ -280,10 +713,78 @@ tide_eth_port_link_up(const struct tide_eth_port *p)
 	return link.link_status == RTE_ETH_LINK_UP;
 }
 
+int
+tide_eth_port_set_link(struct tide_eth_port *p, bool up)
+{
+	int rc = up ? rte_eth_dev_set_link_up(p->port_id) : rte_eth_dev_set_link_down(p->port_id);
+
+	if (rc != 0 && rc != -ENOTSUP)
+		TIDE_LOG(ERR, "%s: set link %s: %s", p->name, up ? "up" : "down",
+			 rte_strerror(-rc));
+	return rc;
+}
+
+uint64_t
+tide_eth_port_link_events(const struct tide_eth_port *p)
+{
+	return __atomic_load_n(&p->lsc_events, __ATOMIC_RELAXED);
+}
+
 struct rte_mempool *
 tide_eth_port_pool(const struct tide_eth_port *p)
 {
-	return p->pool;
+	return p->qpool != NULL ? p->qpool[0] : NULL;
+}
+
+struct rte_mempool *
+tide_eth_port_queue_pool(const struct tide_eth_port *p, uint16_t q)
+{
+	return q < p->nb_queues ? p->qpool[q] : NULL;
+}
+
+uint16_t
+tide_eth_port_nb_queues(const struct tide_eth_port *p)
+{
+	return p->nb_queues;
+}
+
+enum tide_eth_steer
+tide_eth_port_steer(const struct tide_eth_port *p)
+{
+	return p->steer;
+}
+
+const struct tide_eth_rss *
+tide_eth_port_rss(const struct tide_eth_port *p)
+{
+	return &p->rss;
+}
+
+uint16_t
+tide_eth_port_tx_queue(const struct tide_eth_port *p, uint16_t q)
+{
+	if (q >= p->nb_queues)
+		return p->dev_txq;
+	return p->tx_shared ? (uint16_t)(q % p->dev_txq) : q;
+}
+
+void
+tide_eth_port_caps(const struct tide_eth_port *p, struct tide_eth_port_caps *caps)
+{
+	*caps = p->caps;
+}
+
+int
+tide_eth_port_steer_stats(const struct tide_eth_port *p, uint16_t q,
+			  struct tide_eth_steer_stats *st)
+{
+	if (q >= p->nb_queues)
+		return -EINVAL;
+	if (p->sq == NULL)
+		*st = (struct tide_eth_steer_stats){0};
+	else
+		*st = p->sq[q].st;
+	return 0;
 }
 
 int
@@ -305,14 +806,163 @@ tide_eth_port_stats(const struct tide_eth_port *p, struct tide_eth_port_stats *s
 	return 0;
 }
 
+/* Where a frame goes: a queue, or -1 for every queue (ARP: each lcore's
+ * stack keeps its own neighbour table and must see requests and replies).
+ * Mirrors what a NIC hashes with RSS_NONFRAG_IPV4_TCP | RSS_IPV4: TCP
+ * unfragmented on the 4-tuple, other IPv4 on the addresses, the rest to
+ * queue 0 (hash 0 -> RETA entry 0). */
+static int
+classify(const struct tide_eth_rss *rss, struct rte_mbuf *m)
+{
+	const uint8_t *d = rte_pktmbuf_mtod(m, const uint8_t *), *ip, *l4;
+	uint32_t len = rte_pktmbuf_data_len(m), ihl, sip, dip, h;
+	uint16_t et, frag;
+
+	if (len < RTE_ETHER_HDR_LEN)
+		return 0;
+	et = (uint16_t)(d[12] << 8 | d[13]);
+	if (et == RTE_ETHER_TYPE_ARP)
+		return -1;
+	/* Byte-wise reads: the IP header sits 2 bytes off 4-byte alignment. */
+	ip = d + RTE_ETHER_HDR_LEN;
+	if (et != RTE_ETHER_TYPE_IPV4 || len < RTE_ETHER_HDR_LEN + 20 || (ip[0] >> 4) != 4)
+		return 0;
+	ihl = (uint32_t)(ip[0] & 0xf) * 4;
+	if (ihl < 20)
+		return 0;
+	frag = (uint16_t)(ip[6] << 8 | ip[7]);
+	sip = (uint32_t)ip[12] << 24 | (uint32_t)ip[13] << 16 | (uint32_t)ip[14] << 8 | ip[15];
+	dip = (uint32_t)ip[16] << 24 | (uint32_t)ip[17] << 16 | (uint32_t)ip[18] << 8 | ip[19];
+	l4 = ip + ihl;
+	if (ip[9] == IPPROTO_TCP &&
+	    (frag & (RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK)) == 0 &&
+	    len >= RTE_ETHER_HDR_LEN + ihl + 4)
+		h = tide_eth_rss_hash_v4tcp(rss, sip, dip, (uint16_t)(l4[0] << 8 | l4[1]),
+					    (uint16_t)(l4[2] << 8 | l4[3]));
+	else
+		h = tide_eth_rss_hash_v4(rss, sip, dip);
+	m->hash.rss = h;
+	m->ol_flags |= RTE_MBUF_F_RX_RSS_HASH;
+	return tide_eth_rss_queue(rss, h);
+}
+
+static void
+stage_flush(struct steer_q *sq)
+{
+	unsigned k;
+
+	if (sq->nstage == 0)
+		return;
+	k = rte_ring_sp_enqueue_burst(sq->ring, (void *const *)sq->stage, sq->nstage, NULL);
+	if (k < sq->nstage) {
+		rte_pktmbuf_free_bulk(sq->stage + k, sq->nstage - k);
+		sq->st.dropped += sq->nstage - k;
+	}
+	sq->nstage = 0;
+}
+
+/* Copy an ARP frame to every queue but `skip`. Copies, not references: the
+ * stacks read frames only, but the glue's fault injector may flip bits in
+ * one queue's copy. */
+static void
+fan_out(struct tide_eth_port *p, struct rte_mbuf *m, int skip)
+{
+	for (uint16_t q = 0; q < p->nb_queues; q++) {
+		struct steer_q *sq = &p->sq[q];
+		struct rte_mbuf *c;
+
+		if (q == skip)
+			continue;
+		c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
+		if (c == NULL) {
+			sq->st.dropped++;
+			continue;
+		}
+		sq->stage[sq->nstage++] = c;
+		sq->st.broadcast++;
+	}
+}
+
+/* SW steering: one burst from each device RX queue, hashed and passed on.
+ * Caller holds rx_lock; every stage holds at most STEER_BURST frames because
+ * each received frame adds at most one to each queue's stage. */
+static void
+distribute(struct tide_eth_port *p)
+{
+	struct rte_mbuf *m[STEER_BURST];
+
+	for (uint16_t i = 0; i < p->dev_rxq; i++) {
+		uint16_t dq = p->rx_next, n;
+
+		p->rx_next = (uint16_t)((p->rx_next + 1) % p->dev_rxq);
+		n = rte_eth_rx_burst(p->port_id, dq, m, STEER_BURST);
+		/* Reading the headers is the cost of steering without a NIC: a
+		 * cache miss per frame unless fetched ahead. */
+		for (uint16_t k = 0; k < n && k < PREFETCH_AHEAD; k++)
+			rte_prefetch0(rte_pktmbuf_mtod(m[k], void *));
+		for (uint16_t k = 0; k < n; k++) {
+			int q;
+
+			if (k + PREFETCH_AHEAD < n)
+				rte_prefetch0(rte_pktmbuf_mtod(m[k + PREFETCH_AHEAD], void *));
+			q = classify(&p->rss, m[k]);
+
+			if (q < 0) {
+				fan_out(p, m[k], 0);
+				q = 0;
+			}
+			p->sq[q].stage[p->sq[q].nstage++] = m[k];
+			p->sq[q].st.steered++;
+		}
+		for (uint16_t q = 0; q < p->nb_queues; q++)
+			stage_flush(&p->sq[q]);
+	}
+}
+
 uint16_t
 tide_eth_rx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_t n)
 {
-	return rte_eth_rx_burst(p->port_id, q, pkts, n);
+	uint16_t got;
+
+	if (p->sq == NULL)
+		return rte_eth_rx_burst(p->port_id, q, pkts, n);
+	if (p->steer == TIDE_ETH_STEER_SW) {
+		if (rte_ring_count(p->sq[q].ring) < n && rte_spinlock_trylock(&p->rx_lock)) {
+			distribute(p);
+			rte_spinlock_unlock(&p->rx_lock);
+		}
+		return (uint16_t)rte_ring_sc_dequeue_burst(p->sq[q].ring, (void **)pkts, n, NULL);
+	}
+	/* HW: the NIC hashes; only ARP (unhashed, so on queue 0) is fanned out
+	 * to the other queues' rings by queue 0's owner (the rings' one producer). */
+	got = (uint16_t)rte_ring_sc_dequeue_burst(p->sq[q].ring, (void **)pkts, n, NULL);
+	if (got < n)
+		got += rte_eth_rx_burst(p->port_id, q, pkts + got, n - got);
+	if (q == 0) {
+		for (uint16_t k = 0; k < got; k++) {
+			const uint8_t *d = rte_pktmbuf_mtod(pkts[k], const uint8_t *);
+
+			if (rte_pktmbuf_data_len(pkts[k]) >= RTE_ETHER_HDR_LEN &&
+			    (d[12] << 8 | d[13]) == RTE_ETHER_TYPE_ARP) {
+				fan_out(p, pkts[k], 0);
+				for (uint16_t o = 1; o < p->nb_queues; o++)
+					stage_flush(&p->sq[o]);
+			}
+		}
+	}
+	return got;
 }
 
 uint16_t
 tide_eth_tx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_t n)
 {
-	return rte_eth_tx_burst(p->port_id, q, pkts, n);
+	uint16_t dq, sent;
+
+	if (!p->tx_shared)
+		return rte_eth_tx_burst(p->port_id, q, pkts, n);
+	dq = q % p->dev_txq;
+	rte_spinlock_lock(&p->tx_lock[dq]);
+	sent = rte_eth_tx_burst(p->port_id, dq, pkts, n);
+	rte_spinlock_unlock(&p->tx_lock[dq]);
+	return sent;
 }

@@ -92,13 +92,68 @@ int tide_eal_fini(void);
  */
 int tide_eal_thread_register(void *arg, unsigned worker);
 
+/**
+ * How received frames reach the queue of the lcore that owns their
+ * connection, when a port has several queues (one per lcore).
+ */
+enum tide_eth_steer {
+	/** One queue: NONE. Several: HW when the device hashes IPv4/TCP, else SW. */
+	TIDE_ETH_STEER_AUTO = 0,
+	/**
+	 * Hardware RSS over IPv4/TCP with tide_eth_port_rss()'s key and RETA
+	 * (-ENOTSUP without it). ARP frames, which the NIC leaves on queue 0,
+	 * are copied by queue 0's poller to the other queues.
+	 */
+	TIDE_ETH_STEER_HW,
+	/**
+	 * Software steering: whichever lcore finds its queue short polls the
+	 * device's RX queues (one at a time, under a try-lock), computes the same
+	 * Toeplitz hash and RETA lookup a NIC would and passes each frame to the
+	 * owning queue's ring. ARP frames are copied to every queue. TX goes to a
+	 * device queue per lcore when the device has enough, else to shared
+	 * device queues under a spinlock. Every queue must be polled: frames
+	 * for a queue nobody polls fill its ring and are then dropped (counted
+	 * in tide_eth_steer_stats.dropped).
+	 */
+	TIDE_ETH_STEER_SW,
+	/** No steering: queue i is device queue i, whatever the device puts there. */
+	TIDE_ETH_STEER_NONE,
+};
+
+/**
+ * NUMA node of a CPU, for tide_eth_port_opts.queue_socket (an engine/lcore
+ * worker pinned to `cpu` polls the queue). Reads sysfs; no EAL needed.
+ * \return node >= 0 (0 on kernels without NUMA); -EINVAL cpu < 0 or no such CPU.
+ * Thread: any.
+ */
+int tide_eal_cpu_socket(int cpu);
+
 /** Port configuration; zero-initialise, then set what you need. */
 struct tide_eth_port_opts {
-	uint16_t nb_queues;     /**< RX/TX queue pairs; 0 = 1 */
+	uint16_t nb_queues;     /**< RX/TX queue pairs, one per polling lcore; 0 = 1 */
 	uint16_t nb_rxd;        /**< RX descriptors per queue; 0 = 1024 */
 	uint16_t nb_txd;        /**< TX descriptors per queue; 0 = 1024 */
-	uint32_t nb_mbufs;      /**< mbufs in the port's pool; 0 = enough for the rings + 2048 */
+	uint32_t nb_mbufs;      /**< mbufs in each NUMA socket's pool; 0 = enough for that socket's
+				     rings (and steering rings) + per-lcore caches + 2048 */
 	uint16_t mbuf_dataroom; /**< data room per mbuf; 0 = RTE_MBUF_DEFAULT_BUF_SIZE */
+	enum tide_eth_steer steer; /**< steering policy; default AUTO */
+	const uint8_t *rss_key;    /**< hash key; NULL = tide_eth_rss_key_sym sized to the device */
+	uint8_t rss_key_len;       /**< bytes at rss_key (16..64; hardware: the device's size) */
+	uint16_t reta_size;        /**< software steering RETA entries; 0 = 128 */
+	/**
+	 * NUMA socket of the lcore that polls each queue (nb_queues entries);
+	 * NULL, or an entry < 0, = the port's socket. One mbuf pool is created
+	 * per socket used and shared by that socket's queues.
+	 */
+	const int *queue_socket;
+	/** tide_eth_ring_pair() only: rings per direction; 0 = nb_queues. */
+	uint16_t ring_pair_rings;
+	/**
+	 * RTE_ETH_RX_OFFLOAD_* / RTE_ETH_TX_OFFLOAD_* to enable at configure
+	 * time; those the device lacks are left out (logged at INFO; see
+	 * tide_eth_port_caps() for what was enabled). 0 = none.
+	 */
+	uint64_t rx_offloads, tx_offloads;
 };
 
 /** One started ethdev port and its packet pool. */
@@ -112,9 +167,14 @@ struct tide_eth_port_stats {
 
 /**
  * Configure and start the ethdev named `devname` (e.g. "net_ring0" or a PCI
- * address), with one mempool on the port's NUMA socket.
+ * address) with opts->nb_queues queue pairs, one mbuf pool per NUMA socket
+ * used, and the steering opts->steer asks for (see enum tide_eth_steer).
+ * Registers a link-status-change logger when the device supports it.
  * \param[out] out  the started port; untouched on failure.
- * \return 0; -ENODEV no such port; -ENOMEM pool; other -errno from ethdev (logged).
+ * \return 0; -ENODEV no such port; -ENOMEM pool or rings; -ENOTSUP STEER_HW
+ *         on a device without IPv4/TCP RSS; -EINVAL more queues than the device
+ *         has under HW/NONE, bad key length or socket; other -errno from
+ *         ethdev (logged).
  * Thread: main thread. Ownership: close with tide_eth_port_close().
  */
 int tide_eth_port_open(const char *devname, const struct tide_eth_port_opts *opts,
@@ -123,7 +183,10 @@ int tide_eth_port_open(const char *devname, const struct tide_eth_port_opts *opt
 /**
  * Create a pair of ethdevs joined back to back by rte_rings (the net_ring PMD):
  * what one transmits the other receives. A two-node link inside one process,
- * for the local demo cluster and integration tests.
+ * for the local demo cluster and integration tests. With opts->nb_queues > 1
+ * each port gets opts->ring_pair_rings (default nb_queues) rings per
+ * direction, TX ring i of one being RX ring i of the other; net_ring has no
+ * RSS, so AUTO steering is SW.
  * \return 0; -ENOMEM; -EEXIST name in use; other -errno (logged).
  * Thread: main thread. Ownership: close both with tide_eth_port_close().
  */
@@ -149,8 +212,90 @@ void tide_eth_port_mac(const struct tide_eth_port *port, uint8_t mac[6]);
 /** Link up? (non-blocking query). Thread: any. */
 bool tide_eth_port_link_up(const struct tide_eth_port *port);
 
-/** The port's packet pool (for callers building packets). Thread: any. */
+/** The port's packet pool (queue 0's socket; for callers building packets). Thread: any. */
 struct rte_mempool *tide_eth_port_pool(const struct tide_eth_port *port);
+
+/**
+ * The pool of queue q's NUMA socket, for the lcore that owns q to build
+ * packets from.
+eturn the pool; NULL q out of range. Thread: any.
+ */
+struct rte_mempool *tide_eth_port_queue_pool(const struct tide_eth_port *port, uint16_t q);
+
+/** Queue pairs the port was opened with (one per lcore). Thread: any. */
+uint16_t tide_eth_port_nb_queues(const struct tide_eth_port *port);
+
+/** The steering in effect: HW, SW or NONE (never AUTO). Thread: any. */
+enum tide_eth_steer tide_eth_port_steer(const struct tide_eth_port *port);
+
+struct tide_eth_rss;
+
+/**
+ * The hash key and RETA that decide which queue receives a frame: read back
+ * from the device under HW steering, the software ones under SW, and a
+ * one-queue table under NONE. Feed it to tide_eth_rss_picker_init().
+ *
+eturn the table, valid until the port is closed. Thread: any.
+ */
+const struct tide_eth_rss *tide_eth_port_rss(const struct tide_eth_port *port);
+
+/** What the device reported (rte_eth_dev_info) when the port was opened. */
+struct tide_eth_port_caps {
+	char driver[32]; /**< driver name, e.g. "net_ring" */
+	uint16_t max_rx_queues, max_tx_queues;
+	uint64_t flow_type_rss_offloads; /**< RTE_ETH_RSS_* the device can hash on; 0 = no RSS */
+	uint16_t reta_size;              /**< RETA entries; 0 = not reported */
+	uint8_t hash_key_size;           /**< RSS key bytes; 0 = not reported */
+	bool lsc;                        /**< link-status-change interrupts */
+	uint16_t dev_rxq, dev_txq;       /**< device queues configured */
+	bool tx_shared;                  /**< lcores share device TX queues (under a lock) */
+	unsigned nb_pools;               /**< mbuf pools created (one per NUMA socket used) */
+	uint64_t rx_offload_capa, tx_offload_capa; /**< what the device can offload */
+	uint64_t rx_offloads, tx_offloads;         /**< what the port was configured with */
+};
+
+/**
+ * The device TX queue that tide_eth_tx(port, q, ...) transmits on: q itself,
+ * or q % caps.dev_txq when lcores share device queues. For per-queue device
+ * queries (rte_eth_tx_queue_info_get).
+ * \return the device queue; caps.dev_txq when q is out of range. Thread: any.
+ */
+uint16_t tide_eth_port_tx_queue(const struct tide_eth_port *port, uint16_t q);
+
+/** Device capabilities and the queue layout chosen. Thread: any. */
+void tide_eth_port_caps(const struct tide_eth_port *port, struct tide_eth_port_caps *caps);
+
+/** Software steering counters of one queue (written by the steering lcore). */
+struct tide_eth_steer_stats {
+	uint64_t steered;   /**< frames hashed to this queue and passed on */
+	uint64_t broadcast; /**< copies of ARP frames passed to this queue */
+	uint64_t dropped; /**< frames for this queue lost: its ring was full, or no mbuf to copy */
+};
+
+/**
+ * Steering counters of queue q (all zero under NONE; under HW only
+ * broadcast copies of ARP frames from queue 0 count).
+ *
+eturn 0; -EINVAL q out of range. Thread: any (racy snapshot).
+ */
+int tide_eth_port_steer_stats(const struct tide_eth_port *port, uint16_t q,
+			      struct tide_eth_steer_stats *st);
+
+/**
+ * Bring the link administratively up or down (rte_eth_dev_set_link_up/down).
+ *
+eturn 0; -ENOTSUP the driver cannot; other -errno from ethdev.
+ * Thread: main thread.
+ */
+int tide_eth_port_set_link(struct tide_eth_port *port, bool up);
+
+/**
+ * Link-status-change events delivered by the device (each is logged at
+ * NOTICE with the new state); always 0 when caps.lsc is false, in which case
+ * tide_eth_port_link_up() is the only way to see the link.
+ * Thread: any.
+ */
+uint64_t tide_eth_port_link_events(const struct tide_eth_port *port);
 
 /**
  * Read device counters. \return 0; -errno from rte_eth_stats_get.
@@ -160,13 +305,15 @@ int tide_eth_port_stats(const struct tide_eth_port *port, struct tide_eth_port_s
 
 /**
  * Receive up to n packets from queue q. Returns the number received; the
- * caller owns them. Thread: the lcore that owns queue q.
+ * caller owns them. Under SW steering this may first poll the device for
+ * every queue (see TIDE_ETH_STEER_SW). Thread: the lcore that owns queue q.
  */
 uint16_t tide_eth_rx(struct tide_eth_port *port, uint16_t q, struct rte_mbuf **pkts, uint16_t n);
 
 /**
  * Transmit up to n packets on queue q. Returns how many the device took;
- * the caller still owns (and must free or retry) the rest.
+ * the caller still owns (and must free or retry) the rest. When lcores share
+ * a device TX queue (caps.tx_shared) the burst is sent under that queue's lock.
  * Thread: the lcore that owns queue q.
  */
 uint16_t tide_eth_tx(struct tide_eth_port *port, uint16_t q, struct rte_mbuf **pkts, uint16_t n);

@@ -38,6 +38,23 @@ struct tide_eth_fault_stats {
 	uint64_t dropped, duplicated, reordered, corrupted, delayed;
 };
 
+/** How the glue builds frames that carry zero-copy payload (tide_net_send_zc()). */
+enum tide_eth_zc_mode {
+	/**
+	 * Header mbuf + one mbuf per payload piece attached with
+	 * rte_pktmbuf_attach_extbuf, when the port can transmit chained
+	 * mbufs: its configured TX offloads include RTE_ETH_TX_OFFLOAD_MULTI_SEGS,
+	 * or the driver is one that walks every segment regardless (net_ring,
+	 * net_af_packet, net_memif in copy mode). Otherwise as TIDE_ETH_ZC_COPY.
+	 * A receiving netdev makes chained frames contiguous (rx_linearized).
+	 */
+	TIDE_ETH_ZC_AUTO = 0,
+	/** The stack copies the payload into the frame at transmit time. */
+	TIDE_ETH_ZC_COPY,
+	/** Always chain (for tests and drivers known to handle chains). */
+	TIDE_ETH_ZC_CHAIN,
+};
+
 /** A stack bound to one queue of one port. Zero-initialise, then tide_eth_netdev_init(). */
 struct tide_eth_netdev {
 	struct tide_eth_port *port;
@@ -49,6 +66,11 @@ struct tide_eth_netdev {
 	struct rte_mbuf *held[2];   /* reorder slot per direction (0 rx, 1 tx) */
 	struct tide_eth_delayq *dq; /* delayed frames, when delay_us > 0 */
 	uint64_t now;               /* time of the last poll, for TX delays */
+	bool tx_chain;              /* tx_attach chains extbuf mbufs (else it refuses) */
+	bool tx_chain_auto;         /* what TIDE_ETH_ZC_AUTO resolved to */
+	uint64_t tx_capa;           /* rte_eth_dev_info.tx_offload_capa */
+	uint64_t tx_conf;           /* TX offloads the port was configured with */
+	uint64_t rx_linearized;     /* chained frames received and made contiguous */
 };
 
 /** The engine/net device callbacks over mbufs; dev is a struct tide_eth_netdev *. */
@@ -61,6 +83,24 @@ extern const struct tide_net_dev_ops tide_eth_net_dev_ops;
  */
 int tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port, uint16_t queue,
 			 const struct tide_eth_fault_opts *fault);
+
+/**
+ * Choose how frames with zero-copy payload are built (default
+ * TIDE_ETH_ZC_AUTO, resolved by tide_eth_netdev_init()).
+ * \return 0; -EINVAL unknown mode. Thread: owner, before traffic.
+ */
+int tide_eth_netdev_set_zc(struct tide_eth_netdev *nd, enum tide_eth_zc_mode mode);
+
+/**
+ * The TIDE_NET_OFFLOAD_* checksum offloads the stack may use on this port:
+ * those the device reports in tx_offload_capa AND the port was configured
+ * with (rte_eth_dev_conf_get; a PMD may pick a TX path that ignores
+ * ol_flags for offloads not enabled at configure time). Put it in
+ * tide_net_opts.tx_offloads. Frames marked TIDE_NET_TX_F_* then leave with
+ * RTE_MBUF_F_TX_IPV4 | _IP_CKSUM / _TCP_CKSUM, l2_len 14 and l3_len 20.
+ * Thread: any, after tide_eth_netdev_init().
+ */
+uint32_t tide_eth_netdev_tx_offloads(const struct tide_eth_netdev *nd);
 
 /** Release what the netdev holds (held and delayed frames). Thread: owner. */
 void tide_eth_netdev_fini(struct tide_eth_netdev *nd);

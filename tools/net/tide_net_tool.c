@@ -564,6 +564,7 @@ main(int argc, char **argv)
 	no.tcp_sndbuf = no.tcp_rcvbuf = 1u << 20;
 	no.tcp_rto_min_us = ne.tcp_rto_min_us;
 	no.tcp_max_retries = (uint8_t)ne.tcp_max_retries;
+	no.tx_offloads = tide_eth_netdev_tx_offloads(&a.nd);
 
 	tide_lcore_opts_init(&lo, sizeof(lo));
 	lo.idle =
