@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Metadata layer: P2PHANDSHAKE or HTTP, chosen by the connection string, plus
+ * the handshake daemon that serves our descriptor in both modes.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <cjson/cJSON.h>
+
+#include "meta_internal.h"
+#include "te_meta.h"
+#include "tide_log.h"
+
+#define SUPPORTED "supported: \"P2PHANDSHAKE\" or \"http://host[:port][/path]\""
+
+/* Mooncake answers a refused RDMA Connection with a HandShakeDesc carrying reply_msg. */
+#define CONN_REFUSAL "{\"reply_msg\":\"tide: RDMA connections are not supported (TCP only)\"}"
+
+struct te_meta {
+	bool p2p;
+	int timeout_ms;
+	struct te_http *http;
+	char prefix[TE_NAME_MAX]; /* "mooncake/" or "mooncake/<cluster id>/" */
+	struct te_hs_daemon *daemon;
+	pthread_mutex_t publish_lock; /* serialises te_meta_publish (http_name, HTTP keys) */
+	pthread_mutex_t lock;         /* guards pub_json/pub_len (daemon thread reads them) */
+	char *pub_json;               /* last published descriptor JSON, or NULL */
+	size_t pub_len;
+	char http_name[TE_NAME_MAX]; /* name our HTTP keys are under (after a successful
+				      * rpc_meta PUT), for close; "" when none */
+};
+
+static void __attribute__((format(printf, 3, 4)))
+seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static int
+dupreply(const char *s, size_t n, char **reply, size_t *reply_len)
+{
+	char *p = malloc(n + 1);
+
+	if (p == NULL)
+		return -ENOMEM;
+	memcpy(p, s, n);
+	p[n] = '\0';
+	*reply = p;
+	*reply_len = n;
+	return 0;
+}
+
+static int
+hs_handler(void *arg, uint8_t type, const char *json, size_t len, char **reply, size_t *reply_len)
+{
+	struct te_meta *m = arg;
+	int rc;
+
+	(void)json;
+	(void)len;
+	switch (type) {
+	case TE_HS_METADATA:
+		/* The request carries the caller's descriptor; we do not need it. */
+		pthread_mutex_lock(&m->lock);
+		if (m->pub_json != NULL)
+			rc = dupreply(m->pub_json, m->pub_len, reply, reply_len);
+		else
+			rc = dupreply("{}", 2, reply, reply_len);
+		pthread_mutex_unlock(&m->lock);
+		return rc;
+	case TE_HS_PROBE:
+		return dupreply("{\"status\":\"success\"}", 20, reply, reply_len);
+	case TE_HS_NOTIFY:
+		return dupreply("{}", 2, reply, reply_len);
+	case TE_HS_CONNECTION:
+		TIDE_LOG_RATELIMIT(NOTICE, 10, "handshake: RDMA Connection request refused");
+		return dupreply(CONN_REFUSAL, sizeof(CONN_REFUSAL) - 1, reply, reply_len);
+	default:
+		return -EPROTO;
+	}
+}
+
+int
+te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int timeout_ms,
+	     struct te_meta **out, char *err, size_t errlen)
+{
+	struct te_meta *m;
+	const char *cid;
+	int rc;
+
+	if (conn == NULL || conn[0] == '\0') {
+		seterr(err, errlen, "metadata connection string empty; %s", SUPPORTED);
+		return -EINVAL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return -ENOMEM;
+	m->timeout_ms = timeout_ms > 0 ? timeout_ms : 3000;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->publish_lock, NULL);
+	if (strcmp(conn, "P2PHANDSHAKE") == 0) {
+		m->p2p = true;
+	} else if (strncasecmp(conn, "http://", 7) == 0) {
+		rc = te_http_open(conn, m->timeout_ms, &m->http, err, errlen);
+		if (rc < 0)
+			goto fail;
+	} else {
+		const char *sep = strstr(conn, "://");
+
+		if (sep == NULL)
+			seterr(err, errlen,
+			       "metadata \"%.64s\" (etcd, no scheme) is not supported; %s", conn,
+			       SUPPORTED);
+		else
+			seterr(err, errlen, "metadata scheme \"%.*s\" is not supported; %s",
+			       (int)(sep - conn > 24 ? 24 : sep - conn), conn, SUPPORTED);
+		rc = -EPROTONOSUPPORT;
+		goto fail;
+	}
+	cid = getenv("MC_METADATA_CLUSTER_ID");
+	if (cid != NULL && cid[0] != '\0') {
+		if (strlen(cid) > TE_NAME_MAX - 16) {
+			seterr(err, errlen, "MC_METADATA_CLUSTER_ID: longer than %d bytes",
+			       TE_NAME_MAX - 16);
+			rc = -EINVAL;
+			goto fail;
+		}
+		snprintf(m->prefix, sizeof(m->prefix), "mooncake/%s/", cid);
+	} else {
+		snprintf(m->prefix, sizeof(m->prefix), "mooncake/");
+	}
+	rc = te_hs_daemon_start(bind_ip, rpc_port, hs_handler, m, &m->daemon);
+	if (rc < 0) {
+		seterr(err, errlen, "handshake daemon: %s", strerror(-rc));
+		goto fail;
+	}
+	te_hs_daemon_set_timeout(m->daemon, m->timeout_ms);
+	*out = m;
+	return 0;
+fail:
+	te_http_close(m->http);
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->publish_lock);
+	free(m);
+	return rc;
+}
+
+bool
+te_meta_is_p2p(const struct te_meta *m)
+{
+	return m->p2p;
+}
+
+uint16_t
+te_meta_rpc_port(const struct te_meta *m)
+{
+	return te_hs_daemon_port(m->daemon);
+}
+
+/* Mooncake's getFullMetadataKey: a name with '/' is used as is under the prefix. */
+static char *
+ram_key(const struct te_meta *m, const char *name)
+{
+	char *k = NULL;
+
+	if (asprintf(&k, "%s%s%s", m->prefix, strchr(name, '/') != NULL ? "" : "ram/", name) < 0)
+		return NULL;
+	return k;
+}
+
+static char *
+rpc_key(const struct te_meta *m, const char *name)
+{
+	char *k = NULL;
+
+	if (asprintf(&k, "%srpc_meta/%s", m->prefix, name) < 0)
+		return NULL;
+	return k;
+}
+
+/* Best-effort DELETE of the keys under http_name (logged on failure). */
+static void
+withdraw(struct te_meta *m)
+{
+	char *k1 = ram_key(m, m->http_name), *k2 = rpc_key(m, m->http_name);
+	int rc = -ENOMEM;
+
+	if (k1 != NULL && k2 != NULL) {
+		rc = te_http_del(m->http, k1);
+		if (rc == 0)
+			rc = te_http_del(m->http, k2);
+	}
+	if (rc < 0)
+		TIDE_LOG(WARN, "cannot remove metadata of %s: %s", m->http_name, strerror(-rc));
+	free(k1);
+	free(k2);
+	m->http_name[0] = '\0';
+}
+
+static int
+publish_locked(struct te_meta *m, const struct te_desc *desc, const char *host)
+{
+	char *json = NULL, *copy = NULL, *rpc = NULL, *k1 = NULL, *k2 = NULL, why[160];
+	struct te_desc *norm = NULL;
+	int rc;
+
+	if (!m->p2p && (host == NULL || host[0] == '\0'))
+		return -EINVAL;
+	/* Never serve what a peer's decoder (ours or Mooncake's) would refuse. */
+	if (desc->name[0] == '\0' || desc->protocol[0] == '\0' || desc->tcp_data_port == 0 ||
+	    memchr(desc->name, '\0', sizeof(desc->name)) == NULL ||
+	    memchr(desc->protocol, '\0', sizeof(desc->protocol)) == NULL) {
+		TIDE_LOG(ERR, "publish: descriptor lacks name, protocol or tcp_data_port");
+		return -EINVAL;
+	}
+	rc = te_desc_dup(desc, &norm);
+	if (rc < 0)
+		return rc;
+	rc = te_desc_normalize(norm, why, sizeof(why));
+	if (rc == 0)
+		rc = te_desc_encode(norm, &json);
+	te_desc_free(norm);
+	if (rc == -EINVAL)
+		TIDE_LOG(ERR, "publish %s: %s", desc->name, why);
+	if (rc < 0)
+		return rc;
+	copy = strdup(json);
+	if (copy == NULL) {
+		free(json);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&m->lock);
+	free(m->pub_json);
+	m->pub_json = copy;
+	m->pub_len = strlen(copy);
+	pthread_mutex_unlock(&m->lock);
+	if (m->p2p)
+		goto out;
+	rc = te_rpcmeta_encode(host, te_hs_daemon_port(m->daemon), &rpc);
+	if (rc < 0)
+		goto out;
+	k1 = ram_key(m, desc->name);
+	k2 = rpc_key(m, desc->name);
+	if (k1 == NULL || k2 == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* rpc_meta first: when another live instance owns the name the server answers
+	 * 400 and we stop before overwriting its descriptor. */
+	rc = te_http_put(m->http, k2, rpc, strlen(rpc));
+	if (rc == 0) {
+		/* A rename leaves the old keys behind: withdraw them. Only keys we own
+		 * (rpc_meta accepted) are ever deleted, never another instance's. */
+		if (m->http_name[0] != '\0' && strcmp(m->http_name, desc->name) != 0)
+			withdraw(m);
+		snprintf(m->http_name, sizeof(m->http_name), "%s", desc->name);
+		rc = te_http_put(m->http, k1, json, strlen(json));
+	}
+	if (rc == -EEXIST)
+		TIDE_LOG(ERR,
+			 "publish %s: the metadata server holds a different rpc_meta for this "
+			 "name (another live instance?)",
+			 desc->name);
+	else if (rc < 0)
+		TIDE_LOG(ERR, "publish %s: %s", desc->name, strerror(-rc));
+out:
+	free(json);
+	free(rpc);
+	free(k1);
+	free(k2);
+	return rc;
+}
+
+int
+te_meta_publish(struct te_meta *m, const struct te_desc *desc, const char *host)
+{
+	int rc;
+
+	pthread_mutex_lock(&m->publish_lock);
+	rc = publish_locked(m, desc, host);
+	pthread_mutex_unlock(&m->publish_lock);
+	return rc;
+}
+
+/* True when a Metadata reply is the "nothing published yet" answer ({} or empty). */
+static bool
+is_empty_reply(const char *json, size_t len)
+{
+	cJSON *root;
+	bool empty;
+
+	if (len == 0)
+		return true;
+	root = cJSON_ParseWithLength(json, len);
+	empty = root != NULL && cJSON_IsObject(root) && root->child == NULL;
+	cJSON_Delete(root);
+	return empty;
+}
+
+static int
+fetch_p2p(struct te_meta *m, const char *name, struct te_desc **desc, char *host, size_t host_len,
+	  char *err, size_t errlen)
+{
+	char h[TE_NAME_MAX], *req = NULL, *reply = NULL;
+	size_t reqlen, rlen = 0;
+	uint16_t port;
+	int rc;
+
+	if (meta_split_hostport(name, h, sizeof(h), &port) < 0) {
+		seterr(err, errlen, "segment name \"%.200s\": P2PHANDSHAKE names are host:port",
+		       name);
+		return -EINVAL;
+	}
+	/* Mooncake sends its own descriptor as the request body. */
+	pthread_mutex_lock(&m->lock);
+	if (m->pub_json != NULL) {
+		req = strdup(m->pub_json);
+		reqlen = m->pub_len;
+	} else {
+		req = strdup("{}");
+		reqlen = 2;
+	}
+	pthread_mutex_unlock(&m->lock);
+	if (req == NULL)
+		return -ENOMEM;
+	rc = te_hs_request(h, port, TE_HS_METADATA, req, reqlen, m->timeout_ms, &reply, &rlen);
+	free(req);
+	if (rc < 0) {
+		seterr(err, errlen, "handshake: %s", strerror(-rc));
+		return rc;
+	}
+	if (is_empty_reply(reply, rlen)) {
+		seterr(err, errlen, "peer %.200s has not published a descriptor", name);
+		rc = -ENOENT;
+	} else {
+		rc = te_desc_decode(reply, rlen, desc, err, errlen);
+	}
+	free(reply);
+	if (rc == 0 && meta_strlcpy(host, h, host_len) < 0) {
+		te_desc_free(*desc);
+		*desc = NULL;
+		rc = -ENAMETOOLONG;
+	}
+	return rc;
+}
+
+static int
+fetch_http(struct te_meta *m, const char *name, struct te_desc **desc, char *host, size_t host_len,
+	   char *err, size_t errlen)
+{
+	char *k1 = ram_key(m, name), *k2 = rpc_key(m, name), *j1 = NULL, *j2 = NULL;
+	size_t l1 = 0, l2 = 0;
+	uint16_t port;
+	int rc;
+
+	if (k1 == NULL || k2 == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = te_http_get(m->http, k1, &j1, &l1);
+	if (rc < 0) {
+		seterr(err, errlen, "GET %.200s: %s", k1, strerror(-rc));
+		goto out;
+	}
+	rc = te_http_get(m->http, k2, &j2, &l2);
+	if (rc < 0) {
+		seterr(err, errlen, "GET %.200s: %s", k2, strerror(-rc));
+		goto out;
+	}
+	rc = te_desc_decode(j1, l1, desc, err, errlen);
+	if (rc == 0) {
+		rc = te_rpcmeta_decode(j2, l2, host, host_len, &port, err, errlen);
+		if (rc < 0) {
+			te_desc_free(*desc);
+			*desc = NULL;
+		}
+	}
+out:
+	free(k1);
+	free(k2);
+	free(j1);
+	free(j2);
+	return rc;
+}
+
+int
+te_meta_fetch(struct te_meta *m, const char *name, struct te_desc **desc, char *host,
+	      size_t host_len, char *err, size_t errlen)
+{
+	int rc;
+
+	if (name == NULL || name[0] == '\0') {
+		seterr(err, errlen, "segment name: %s", "empty");
+		return -EINVAL;
+	}
+	if (m->p2p)
+		rc = fetch_p2p(m, name, desc, host, host_len, err, errlen);
+	else
+		rc = fetch_http(m, name, desc, host, host_len, err, errlen);
+	if (rc < 0)
+		TIDE_LOG(DEBUG, "fetch %s: %s", name, strerror(-rc));
+	return rc;
+}
+
+void
+te_meta_close(struct te_meta *m)
+{
+	if (m == NULL)
+		return;
+	/* Stop serving first so no peer reads a descriptor we are withdrawing. */
+	te_hs_daemon_stop(m->daemon);
+	if (!m->p2p && m->http_name[0] != '\0')
+		withdraw(m);
+	te_http_close(m->http);
+	free(m->pub_json);
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->publish_lock);
+	free(m);
+}
