@@ -1,0 +1,1250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Kernel-socket TCP transport (te_tcp_kernel_ops, seam in te_xport.h).
+ *
+ * Threads: io_threads epoll loops. Thread 0 also owns the listener and hands
+ * accepted connections out round-robin. A peer has conns_per_peer client
+ * "slots"; slot i of the n-th opened peer is owned by thread (n + i) %
+ * io_threads for its whole life, so a peer's connections run on several
+ * threads and only the owner ever touches a slot's socket and session.
+ *
+ * Slices: submit() appends to the peer's mutex-protected queue and kicks
+ * (eventfd) the owners of the slots that should work; an UP slot pulls its
+ * share of the queue into its session's window (native: pipelined; v1/v2:
+ * one at a time, as Mooncake servers are sequential). Connections open
+ * lazily with a non-blocking connect bounded by connect_timeout_ms.
+ *
+ * Failure: a slot that loses its connection fails its own slices; when no
+ * slot of the peer is up or connecting any more, the queued slices fail too
+ * (with the same error), so nothing waits on a dead peer. The next submit
+ * reconnects. A connection with slices in flight and no byte moved for
+ * io_timeout_ms is cut with -ETIMEDOUT; a server connection stuck mid-request
+ * that long is closed (it may hold a check() reference).
+ *
+ * Bounds: per connection one 64 KiB staging buffer, at most IOV_BATCH iovecs
+ * per sendmsg, RX_BUDGET reads per wake-up (level-triggered epoll resumes).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "te_sess.h"
+#include "te_tcp_kernel.h"
+#include "te_xport.h"
+#include "tide_log.h"
+
+#define STAGE_LEN        (64 * 1024)
+#define IOV_BATCH        64
+#define RX_BUDGET        16
+#define IO_ROUNDS        32 /* pull+send rounds per turn */
+#define EP_BATCH         64
+#define TICK_MS          20
+#define MAX_IO_THREADS   64
+#define MAX_CONNS        64
+#define NATIVE_WINDOW    64           /* slices in flight per native connection */
+#define NATIVE_WIN_BYTES (8ULL << 20) /* and bytes (at least 2 slices) */
+#define LISTEN_BACKLOG   512
+#define DEF_CONNECT_MS   3000 /* connect_timeout_ms 0 */
+#define ACCEPT_PAUSE_MS  100
+
+enum conn_kind { K_EVFD, K_LISTEN, K_SRV, K_SLOT };
+
+/* Common head of everything registered in an epoll set. */
+struct conn {
+	enum conn_kind kind;
+	int fd;
+	uint32_t ev; /* registered mask; 0 = not registered */
+	struct io_thread *th;
+};
+
+struct srv_conn {
+	struct conn c;
+	struct te_srv_sess *sess;
+	uint8_t *stage;
+	size_t st_off, st_len; /* staged bytes the session did not take yet */
+	uint64_t progress_ns;
+	struct srv_conn *next, *prev;
+};
+
+enum slot_state { SLOT_IDLE, SLOT_CONNECTING, SLOT_UP };
+
+struct slot {
+	struct conn c;
+	struct te_xpeer *peer;
+	enum slot_state st;
+	struct te_cli_sess *sess;
+	uint8_t *stage;
+	uint64_t deadline_ns; /* connect */
+	uint64_t progress_ns;
+	bool acked; /* peer_close handled */
+	bool listed;
+	struct slot *lnext, *lprev; /* owner's list of slots with a socket */
+	/* cross-thread kick */
+	atomic_bool kicked;    /* queued in the owner's kick list */
+	atomic_bool servicing; /* the owner is inside slot_service() */
+	struct slot *knext;
+};
+
+struct te_xpeer {
+	struct te_xport *x;
+	struct te_peer_addr addr;
+	struct sockaddr_in sa;
+	pthread_mutex_t lock; /* queue, counters, closing */
+	pthread_cond_t cond;
+	struct te_slice *qhead, *qtail;
+	uint32_t qlen;
+	uint32_t n_up, n_connecting;
+	bool closing;
+	int close_err;
+	uint32_t acks;
+	uint32_t nslots;
+	struct slot *slots;
+	struct te_xpeer *next, *prev; /* x->peers */
+};
+
+struct io_thread {
+	struct te_xport *x;
+	uint32_t idx;
+	pthread_t tid;
+	bool started;
+	int epfd;
+	struct conn evc;
+	pthread_mutex_t lock; /* kicks, adopt */
+	struct slot *kicks;
+	struct srv_conn *adopt;
+	struct slot *slots; /* listed slots (owner only) */
+	struct srv_conn *srvs;
+	atomic_bool stop;
+};
+
+struct te_xport {
+	struct te_xport_cfg cfg;
+	struct conn lc; /* listener, on thread 0 */
+	uint16_t port;
+	uint32_t nth;
+	struct io_thread *th;
+	pthread_mutex_t lock; /* peers, peer_seq */
+	struct te_xpeer *peers;
+	uint32_t peer_seq;
+	uint32_t accept_rr;
+	uint64_t accept_resume_ns; /* listener paused until (thread 0 only); 0: running */
+	atomic_uint_fast64_t conn_failures;
+};
+
+static _Thread_local struct io_thread *cur_thread;
+
+static uint64_t
+now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void
+ep_set(struct conn *c, uint32_t ev)
+{
+	struct epoll_event e = {.events = ev, .data.ptr = c};
+	int op;
+
+	if (ev == c->ev)
+		return;
+	if (ev == 0) {
+		(void)epoll_ctl(c->th->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		c->ev = 0;
+		return;
+	}
+	op = c->ev == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+	if (epoll_ctl(c->th->epfd, op, c->fd, &e) == 0)
+		c->ev = ev;
+	else
+		TIDE_LOG(ERR, "epoll_ctl(fd %d): %s", c->fd, strerror(errno));
+}
+
+static void
+wake(struct io_thread *t)
+{
+	uint64_t one = 1;
+
+	if (write(t->evc.fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		TIDE_LOG(ERR, "eventfd write: %s", strerror(errno));
+}
+
+static void
+kick(struct slot *sl)
+{
+	struct io_thread *t = sl->c.th;
+
+	if (atomic_exchange(&sl->kicked, true))
+		return;
+	pthread_mutex_lock(&t->lock);
+	sl->knext = t->kicks;
+	t->kicks = sl;
+	pthread_mutex_unlock(&t->lock);
+	wake(t);
+}
+
+static void
+fail_list(struct te_slice *s, int err)
+{
+	while (s != NULL) {
+		struct te_slice *n = s->next;
+
+		s->next = NULL;
+		te_slice_done(s, err);
+		s = n;
+	}
+}
+
+static int
+sock_err(int e)
+{
+	switch (e) {
+	case EPIPE:
+	case ECONNRESET:
+	case ECONNABORTED:
+		return -ECONNRESET;
+	case ENETUNREACH:
+	case EHOSTDOWN:
+		return -EHOSTUNREACH;
+	default:
+		return -e;
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Client slots                                                             */
+
+static void
+slot_list(struct slot *sl)
+{
+	struct io_thread *t = sl->c.th;
+
+	if (sl->listed)
+		return;
+	sl->listed = true;
+	sl->lprev = NULL;
+	sl->lnext = t->slots;
+	if (t->slots != NULL)
+		t->slots->lprev = sl;
+	t->slots = sl;
+}
+
+static void
+slot_unlist(struct slot *sl)
+{
+	struct io_thread *t = sl->c.th;
+
+	if (!sl->listed)
+		return;
+	if (sl->lprev != NULL)
+		sl->lprev->lnext = sl->lnext;
+	else
+		t->slots = sl->lnext;
+	if (sl->lnext != NULL)
+		sl->lnext->lprev = sl->lprev;
+	sl->listed = false;
+}
+
+static void
+sess_done(void *arg, struct te_slice *s, int err)
+{
+	(void)arg;
+	s->next = NULL;
+	te_slice_done(s, err);
+}
+
+static void
+slot_close_fd(struct slot *sl)
+{
+	if (sl->c.fd >= 0) {
+		ep_set(&sl->c, 0);
+		close(sl->c.fd);
+		sl->c.fd = -1;
+	}
+	slot_unlist(sl);
+}
+
+/*
+ * The slot's connection ended (or never came up) with err. Fails the slot's own
+ * slices; the peer's queue fails too when no other slot can still serve it.
+ * A v2 refusal (-EFAULT) is a normal close: the queue stays and we reconnect.
+ */
+static void
+slot_down(struct slot *sl, int err)
+{
+	struct te_xpeer *p = sl->peer;
+	struct te_slice *q = NULL;
+	enum slot_state was = sl->st;
+	bool again = false;
+
+	if (sl->sess != NULL) {
+		te_cli_sess_destroy(sl->sess, err);
+		sl->sess = NULL;
+	}
+	slot_close_fd(sl);
+	sl->st = SLOT_IDLE;
+	pthread_mutex_lock(&p->lock);
+	if (was == SLOT_UP)
+		p->n_up--;
+	else if (was == SLOT_CONNECTING)
+		p->n_connecting--;
+	if (err == -EFAULT && !p->closing) {
+		again = p->qlen > 0;
+	} else if (p->n_up == 0 && p->n_connecting == 0) {
+		q = p->qhead;
+		p->qhead = p->qtail = NULL;
+		p->qlen = 0;
+	}
+	pthread_mutex_unlock(&p->lock);
+	if (err != -EFAULT && err != -ECANCELED)
+		atomic_fetch_add(&p->x->conn_failures, 1);
+	if (err != -EFAULT && err != -ECANCELED)
+		TIDE_LOG_RATELIMIT(WARN, 5, "%s:%u (v%u): connection %s: %s", p->addr.host,
+				   p->addr.data_port, p->addr.proto,
+				   was == SLOT_UP ? "lost" : "failed", strerror(-err));
+	fail_list(q, err);
+	if (again)
+		kick(sl);
+}
+
+static void slot_io(struct slot *sl);
+static bool slot_rx(struct slot *sl);
+
+static void
+slot_up(struct slot *sl)
+{
+	struct te_xpeer *p = sl->peer;
+	struct te_xport *x = p->x;
+	struct te_cli_sess_cfg cc = {
+		.proto = p->addr.proto,
+		.instance = p->addr.proto == TE_PROTO_NATIVE ? p->addr.instance : 0,
+		.max_inflight = NATIVE_WINDOW,
+		.max_inflight_bytes = NATIVE_WIN_BYTES,
+		.done = sess_done,
+	};
+	int rc;
+
+	if (cc.max_inflight_bytes < 2ULL * x->cfg.slice_size)
+		cc.max_inflight_bytes = 2ULL * x->cfg.slice_size;
+	if (sl->stage == NULL)
+		sl->stage = malloc(STAGE_LEN); /* kept until peer_close */
+	rc = sl->stage == NULL ? -ENOMEM : te_cli_sess_create(&cc, &sl->sess);
+	if (rc < 0) {
+		slot_down(sl, rc);
+		return;
+	}
+	pthread_mutex_lock(&p->lock);
+	p->n_connecting--;
+	p->n_up++;
+	pthread_mutex_unlock(&p->lock);
+	sl->st = SLOT_UP;
+	sl->progress_ns = now_ns();
+	ep_set(&sl->c, EPOLLIN);
+	slot_io(sl);
+}
+
+static void
+slot_connect(struct slot *sl)
+{
+	struct te_xpeer *p = sl->peer;
+	int one = 1, fd, rc;
+	uint32_t cto;
+
+	pthread_mutex_lock(&p->lock);
+	p->n_connecting++;
+	pthread_mutex_unlock(&p->lock);
+	sl->st = SLOT_CONNECTING;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		slot_down(sl, -errno);
+		return;
+	}
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	sl->c.fd = fd;
+	slot_list(sl);
+	rc = connect(fd, (const struct sockaddr *)&p->sa, sizeof(p->sa));
+	if (rc == 0) {
+		slot_up(sl);
+		return;
+	}
+	if (errno != EINPROGRESS) {
+		slot_down(sl, sock_err(errno));
+		return;
+	}
+	cto = p->x->cfg.connect_timeout_ms != 0 ? p->x->cfg.connect_timeout_ms : DEF_CONNECT_MS;
+	sl->deadline_ns = now_ns() + (uint64_t)cto * 1000000ULL;
+	ep_set(&sl->c, EPOLLOUT);
+}
+
+static void
+slot_connected(struct slot *sl)
+{
+	int err = 0;
+	socklen_t el = sizeof(err);
+
+	if (getsockopt(sl->c.fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+		err = errno;
+	if (err != 0) {
+		slot_down(sl, sock_err(err));
+		return;
+	}
+	slot_up(sl);
+}
+
+/* Take this slot's share of the peer queue into the session window. */
+static void
+slot_pull(struct slot *sl)
+{
+	struct te_xpeer *p = sl->peer;
+	struct te_slice *take = NULL, **tail = &take;
+	uint32_t share, n = 0;
+
+	if (sl->st != SLOT_UP || te_cli_sess_error(sl->sess) != 0)
+		return;
+	pthread_mutex_lock(&p->lock);
+	/* Leave work for the other slots so one request spreads over connections. */
+	share = (p->qlen + p->nslots - 1) / p->nslots;
+	if (share == 0)
+		share = 1;
+	while (p->qhead != NULL && n < share && te_cli_sess_can_submit(sl->sess, p->qhead->len)) {
+		struct te_slice *s = p->qhead;
+
+		p->qhead = s->next;
+		if (p->qhead == NULL)
+			p->qtail = NULL;
+		p->qlen--;
+		s->next = NULL;
+		if (te_cli_sess_submit(sl->sess, s) < 0) {
+			/* validated in submit(); cannot happen, but never lose a slice */
+			*tail = s;
+			tail = &s->next;
+		}
+		n++;
+	}
+	pthread_mutex_unlock(&p->lock);
+	fail_list(take, -EINVAL);
+}
+
+/* Send what the session has; returns false when the connection went down. */
+static bool
+slot_tx(struct slot *sl)
+{
+	struct iovec iov[IOV_BATCH];
+	unsigned n;
+
+	while ((n = te_cli_sess_tx_iov(sl->sess, iov, IOV_BATCH)) > 0) {
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
+		ssize_t r = sendmsg(sl->c.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+
+			if (e == EAGAIN || e == EWOULDBLOCK) {
+				ep_set(&sl->c, EPOLLIN | EPOLLOUT);
+				return true;
+			}
+			/* A v2 server refuses a WRITE with a status and closes while we are
+			 * still sending: read what arrived first so the slice gets -EFAULT. */
+			if (slot_rx(sl))
+				slot_down(sl, sock_err(e));
+			return false;
+		}
+		sl->progress_ns = now_ns();
+		te_cli_sess_tx_advance(sl->sess, (size_t)r);
+	}
+	ep_set(&sl->c, EPOLLIN);
+	return true;
+}
+
+/* Receive into the session (READ data straight into slice->local). */
+static bool
+slot_rx(struct slot *sl)
+{
+	for (int i = 0; i < RX_BUDGET; i++) {
+		struct iovec iov[2];
+		uint8_t *p;
+		size_t w = te_cli_sess_rx_window(sl->sess, &p);
+		int n = 0;
+		ssize_t r, got;
+
+		if (w > 0) {
+			iov[n].iov_base = p;
+			iov[n++].iov_len = w;
+		}
+		iov[n].iov_base = sl->stage;
+		iov[n++].iov_len = STAGE_LEN;
+		r = readv(sl->c.fd, iov, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return true;
+			slot_down(sl, sock_err(errno));
+			return false;
+		}
+		if (r == 0) {
+			slot_down(sl, -ECONNRESET);
+			return false;
+		}
+		sl->progress_ns = now_ns();
+		got = r;
+		if (w > 0) {
+			size_t k = (size_t)r < w ? (size_t)r : w;
+
+			te_cli_sess_rx_advance(sl->sess, k);
+			r -= (ssize_t)k;
+		}
+		if (r > 0)
+			(void)te_cli_sess_feed(sl->sess, sl->stage, (size_t)r);
+		if (te_cli_sess_error(sl->sess) != 0) {
+			slot_down(sl, te_cli_sess_error(sl->sess));
+			return false;
+		}
+		if ((size_t)got < w + STAGE_LEN)
+			return true; /* short read: the socket is drained */
+	}
+	return true;
+}
+
+/*
+ * Pull and send; repeats while sending completes slices (v1 WRITE: no reply
+ * will wake us) and frees room. After IO_ROUNDS the slot re-kicks itself so
+ * other connections of this thread get a turn.
+ */
+static void
+slot_io(struct slot *sl)
+{
+	for (int round = 0; sl->st == SLOT_UP; round++) {
+		uint32_t n0 = te_cli_sess_inflight(sl->sess), n1;
+
+		if (round == IO_ROUNDS) {
+			kick(sl);
+			return;
+		}
+		slot_pull(sl);
+		n1 = te_cli_sess_inflight(sl->sess);
+		if (!slot_tx(sl))
+			return;
+		if (n1 == n0 || te_cli_sess_inflight(sl->sess) == n1)
+			break;
+	}
+}
+
+static void
+slot_event(struct slot *sl, uint32_t ev)
+{
+	if (sl->st == SLOT_CONNECTING) {
+		if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			slot_connected(sl);
+		return;
+	}
+	if (sl->st != SLOT_UP)
+		return;
+	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+		if (!slot_rx(sl))
+			return;
+	}
+	slot_io(sl);
+}
+
+/* Owner thread: a kick (new work or peer_close). */
+static void
+slot_service(struct slot *sl)
+{
+	struct te_xpeer *p = sl->peer;
+	bool closing, work;
+
+	pthread_mutex_lock(&p->lock);
+	closing = p->closing;
+	work = p->qlen > 0;
+	pthread_mutex_unlock(&p->lock);
+	if (closing) {
+		if (sl->acked)
+			return;
+		if (sl->st != SLOT_IDLE) {
+			if (sl->sess != NULL) {
+				te_cli_sess_destroy(sl->sess, p->close_err);
+				sl->sess = NULL;
+			}
+			slot_close_fd(sl);
+			pthread_mutex_lock(&p->lock);
+			if (sl->st == SLOT_UP)
+				p->n_up--;
+			else
+				p->n_connecting--;
+			pthread_mutex_unlock(&p->lock);
+			sl->st = SLOT_IDLE;
+		}
+		sl->acked = true;
+		pthread_mutex_lock(&p->lock);
+		p->acks++;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+		return;
+	}
+	if (sl->st == SLOT_IDLE && work)
+		slot_connect(sl);
+	else if (sl->st == SLOT_UP)
+		slot_io(sl);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Server connections                                                       */
+
+static void
+srv_free(struct srv_conn *sc)
+{
+	struct io_thread *t = sc->c.th;
+
+	if (sc->prev != NULL)
+		sc->prev->next = sc->next;
+	else if (t->srvs == sc)
+		t->srvs = sc->next;
+	if (sc->next != NULL)
+		sc->next->prev = sc->prev;
+	/* References first: once the peer sees the close, nothing is held. */
+	te_srv_sess_destroy(sc->sess);
+	ep_set(&sc->c, 0);
+	close(sc->c.fd);
+	free(sc->stage);
+	free(sc);
+}
+
+static void
+srv_adopt(struct io_thread *t, struct srv_conn *sc)
+{
+	sc->c.th = t;
+	sc->prev = NULL;
+	sc->next = t->srvs;
+	if (t->srvs != NULL)
+		t->srvs->prev = sc;
+	t->srvs = sc;
+	sc->progress_ns = now_ns();
+	ep_set(&sc->c, EPOLLIN);
+}
+
+/*
+ * Drive one server connection until it blocks: flush output, feed staged
+ * input, read more. Returns with the epoll mask matching what it waits for.
+ */
+static void
+srv_io(struct srv_conn *sc)
+{
+	struct iovec iov[IOV_BATCH];
+	int reads = 0;
+
+	for (;;) {
+		unsigned n;
+		uint8_t *p;
+		size_t w;
+		ssize_t r;
+		int why;
+
+		while ((n = te_srv_sess_tx_iov(sc->sess, iov, IOV_BATCH)) > 0) {
+			struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
+
+			r = sendmsg(sc->c.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (r < 0) {
+				if (errno == EINTR)
+					continue;
+				if (errno == EAGAIN || errno == EWOULDBLOCK) {
+					ep_set(&sc->c, EPOLLOUT);
+					return;
+				}
+				srv_free(sc);
+				return;
+			}
+			sc->progress_ns = now_ns();
+			te_srv_sess_tx_advance(sc->sess, (size_t)r);
+		}
+		why = te_srv_sess_close_reason(sc->sess);
+		if (why != 0) {
+			srv_free(sc);
+			return;
+		}
+		if (sc->st_len > 0) {
+			size_t k = te_srv_sess_feed(sc->sess, sc->stage + sc->st_off, sc->st_len);
+
+			sc->st_off += k;
+			sc->st_len -= k;
+			if (k > 0)
+				continue;
+		}
+		if (sc->st_len > 0)
+			continue; /* feed stopped for output: loop sends it */
+		if (reads++ >= RX_BUDGET) {
+			ep_set(&sc->c, EPOLLIN); /* level-triggered: more comes back */
+			return;
+		}
+		w = te_srv_sess_rx_window(sc->sess, &p);
+		n = 0;
+		if (w > 0) {
+			iov[n].iov_base = p;
+			iov[n++].iov_len = w;
+		}
+		iov[n].iov_base = sc->stage;
+		iov[n++].iov_len = STAGE_LEN;
+		r = readv(sc->c.fd, iov, (int)n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				ep_set(&sc->c, EPOLLIN);
+				return;
+			}
+			srv_free(sc);
+			return;
+		}
+		if (r == 0) {
+			srv_free(sc);
+			return;
+		}
+		sc->progress_ns = now_ns();
+		if (w > 0) {
+			size_t k = (size_t)r < w ? (size_t)r : w;
+
+			te_srv_sess_rx_advance(sc->sess, k);
+			r -= (ssize_t)k;
+		}
+		sc->st_off = 0;
+		sc->st_len = (size_t)r;
+	}
+}
+
+static void
+do_accept(struct te_xport *x)
+{
+	for (;;) {
+		int one = 1, fd;
+		struct srv_conn *sc;
+		struct io_thread *t;
+
+		fd = accept4(x->lc.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED)
+				return;
+			/* Out of descriptors or memory: the listener would stay readable
+			 * and spin; pause it for a while (thread_timers re-arms it). */
+			TIDE_LOG_RATELIMIT(WARN, 5, "accept: %s; pausing the data server %d ms",
+					   strerror(errno), ACCEPT_PAUSE_MS);
+			ep_set(&x->lc, 0);
+			x->accept_resume_ns = now_ns() + ACCEPT_PAUSE_MS * 1000000ULL;
+			return;
+		}
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		sc = calloc(1, sizeof(*sc));
+		if (sc != NULL)
+			sc->stage = malloc(STAGE_LEN);
+		if (sc == NULL || sc->stage == NULL ||
+		    te_srv_sess_create(&x->cfg.srv, &sc->sess) < 0) {
+			TIDE_LOG_RATELIMIT(ERR, 5, "no memory for a data connection");
+			if (sc != NULL)
+				free(sc->stage);
+			free(sc);
+			close(fd);
+			continue;
+		}
+		sc->c.kind = K_SRV;
+		sc->c.fd = fd;
+		t = &x->th[x->accept_rr++ % x->nth];
+		if (t == cur_thread) {
+			srv_adopt(t, sc);
+			srv_io(sc);
+			continue;
+		}
+		pthread_mutex_lock(&t->lock);
+		sc->next = t->adopt;
+		t->adopt = sc;
+		pthread_mutex_unlock(&t->lock);
+		wake(t);
+	}
+}
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                  */
+
+static void
+thread_timers(struct io_thread *t, uint64_t now)
+{
+	struct te_xport *x = t->x;
+	uint64_t io_to = (uint64_t)x->cfg.io_timeout_ms * 1000000ULL;
+	struct slot *sl, *sn;
+	struct srv_conn *sc, *scn;
+
+	if (t->idx == 0 && x->accept_resume_ns != 0 && now >= x->accept_resume_ns) {
+		x->accept_resume_ns = 0;
+		ep_set(&x->lc, EPOLLIN);
+	}
+	for (sl = t->slots; sl != NULL; sl = sn) {
+		sn = sl->lnext;
+		if (sl->st == SLOT_CONNECTING && now > sl->deadline_ns) {
+			slot_down(sl, -ETIMEDOUT);
+		} else if (sl->st == SLOT_UP) {
+			if (te_cli_sess_inflight(sl->sess) == 0) {
+				sl->progress_ns = now;
+				/* Safety net: an idle slot picks up work no kick reached it for
+				 * (e.g. queued while it was not among the kicked slots). */
+				slot_io(sl);
+			} else if (io_to > 0 && now - sl->progress_ns > io_to)
+				slot_down(sl, -ETIMEDOUT);
+		}
+	}
+	for (sc = t->srvs; sc != NULL; sc = scn) {
+		scn = sc->next;
+		if (te_srv_sess_idle(sc->sess) && sc->st_len == 0)
+			sc->progress_ns = now;
+		else if (io_to > 0 && now - sc->progress_ns > io_to) {
+			TIDE_LOG_RATELIMIT(WARN, 5, "data connection stuck mid-request, closing");
+			srv_free(sc);
+		}
+	}
+}
+
+static void
+thread_drain(struct io_thread *t)
+{
+	struct slot *k;
+	struct srv_conn *a;
+	uint64_t v;
+
+	if (read(t->evc.fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		TIDE_LOG(ERR, "eventfd read: %s", strerror(errno));
+	pthread_mutex_lock(&t->lock);
+	k = t->kicks;
+	t->kicks = NULL;
+	a = t->adopt;
+	t->adopt = NULL;
+	pthread_mutex_unlock(&t->lock);
+	while (a != NULL) {
+		struct srv_conn *n = a->next;
+
+		srv_adopt(t, a);
+		srv_io(a);
+		a = n;
+	}
+	while (k != NULL) {
+		struct slot *n = k->knext;
+
+		/* servicing goes up before kicked goes down: peer_close() waits
+		 * until both are clear, so it never frees a slot in use. */
+		atomic_store(&k->servicing, true);
+		atomic_store(&k->kicked, false);
+		slot_service(k);
+		atomic_store(&k->servicing, false);
+		k = n;
+	}
+}
+
+/* Sleep without a tick while nothing on this thread can time out. */
+static bool
+thread_needs_tick(const struct io_thread *t)
+{
+	return t->slots != NULL || t->srvs != NULL || (t->idx == 0 && t->x->accept_resume_ns != 0);
+}
+
+static void *
+thread_main(void *arg)
+{
+	struct io_thread *t = arg;
+	struct epoll_event evs[EP_BATCH];
+	uint64_t next_tick = now_ns();
+
+	cur_thread = t;
+	while (!atomic_load(&t->stop)) {
+		int n = epoll_wait(t->epfd, evs, EP_BATCH, thread_needs_tick(t) ? TICK_MS : -1);
+		bool drain = false;
+		uint64_t now;
+
+		for (int i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			switch (c->kind) {
+			case K_EVFD:
+				/* After the batch: a drained peer_close may free slots that
+				 * still have events in evs[]. */
+				drain = true;
+				break;
+			case K_LISTEN:
+				do_accept(t->x);
+				break;
+			case K_SRV:
+				srv_io((struct srv_conn *)c);
+				break;
+			case K_SLOT:
+				slot_event((struct slot *)c, evs[i].events);
+				break;
+			}
+		}
+		if (drain)
+			thread_drain(t);
+		now = now_ns();
+		if (now >= next_tick) {
+			thread_timers(t, now);
+			next_tick = now + TICK_MS * 1000000ULL;
+		}
+	}
+	/* Anything peer_close did not take is ours to end. */
+	thread_drain(t);
+	while (t->srvs != NULL)
+		srv_free(t->srvs);
+	cur_thread = NULL;
+	return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* te_xport_ops                                                             */
+
+static int
+resolve(const char *host, uint16_t port, struct sockaddr_in *sa)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res = NULL;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	sa->sin_port = htons(port);
+	if (inet_pton(AF_INET, host, &sa->sin_addr) == 1)
+		return 0;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+		return -EHOSTUNREACH;
+	sa->sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static int
+listen_open(struct te_xport *x)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(x->cfg.data_port)};
+	socklen_t sl = sizeof(sa);
+	int one = 1, fd;
+
+	if (x->cfg.bind_ip != NULL && x->cfg.bind_ip[0] != '\0') {
+		if (resolve(x->cfg.bind_ip, x->cfg.data_port, &sa) < 0) {
+			TIDE_LOG(ERR, "bind_ip '%s': not an IPv4 address or resolvable name",
+				 x->cfg.bind_ip);
+			return -EINVAL;
+		}
+	} else {
+		sa.sin_addr.s_addr = htonl(INADDR_ANY);
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, LISTEN_BACKLOG) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
+		int e = errno;
+
+		TIDE_LOG(ERR, "data server on port %u: %s", x->cfg.data_port, strerror(e));
+		close(fd);
+		return -e;
+	}
+	x->lc.kind = K_LISTEN;
+	x->lc.fd = fd;
+	x->port = ntohs(sa.sin_port);
+	return 0;
+}
+
+static void
+xport_free(struct te_xport *x)
+{
+	for (uint32_t i = 0; i < x->nth; i++) {
+		struct io_thread *t = &x->th[i];
+
+		if (t->started) {
+			atomic_store(&t->stop, true);
+			wake(t);
+			pthread_join(t->tid, NULL);
+		}
+		if (t->epfd >= 0)
+			close(t->epfd);
+		if (t->evc.fd >= 0)
+			close(t->evc.fd);
+		pthread_mutex_destroy(&t->lock);
+	}
+	if (x->lc.fd >= 0)
+		close(x->lc.fd);
+	pthread_mutex_destroy(&x->lock);
+	free(x->th);
+	free(x);
+}
+
+static int
+kernel_create(const struct te_xport_cfg *cfg, struct te_xport **out)
+{
+	struct te_xport *x;
+	int rc;
+
+	if (cfg == NULL || out == NULL || cfg->conns_per_peer == 0 ||
+	    cfg->conns_per_peer > MAX_CONNS || cfg->io_threads == 0 ||
+	    cfg->io_threads > MAX_IO_THREADS || cfg->slice_size == 0 || cfg->srv.check == NULL ||
+	    cfg->srv.release == NULL)
+		return -EINVAL;
+	x = calloc(1, sizeof(*x));
+	if (x == NULL)
+		return -ENOMEM;
+	x->cfg = *cfg;
+	x->lc.fd = -1;
+	pthread_mutex_init(&x->lock, NULL);
+	x->th = calloc(cfg->io_threads, sizeof(*x->th));
+	if (x->th == NULL) {
+		free(x);
+		return -ENOMEM;
+	}
+	x->nth = cfg->io_threads;
+	for (uint32_t i = 0; i < x->nth; i++) {
+		struct io_thread *t = &x->th[i];
+
+		t->x = x;
+		t->idx = i;
+		t->epfd = -1;
+		t->evc.fd = -1;
+		t->evc.kind = K_EVFD;
+		t->evc.th = t;
+		pthread_mutex_init(&t->lock, NULL);
+	}
+	rc = listen_open(x);
+	if (rc < 0)
+		goto fail;
+	x->lc.th = &x->th[0];
+	for (uint32_t i = 0; i < x->nth; i++) {
+		struct io_thread *t = &x->th[i];
+
+		t->epfd = epoll_create1(EPOLL_CLOEXEC);
+		t->evc.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (t->epfd < 0 || t->evc.fd < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		ep_set(&t->evc, EPOLLIN);
+		if (t->evc.ev == 0) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	ep_set(&x->lc, EPOLLIN);
+	for (uint32_t i = 0; i < x->nth; i++) {
+		rc = -pthread_create(&x->th[i].tid, NULL, thread_main, &x->th[i]);
+		if (rc < 0)
+			goto fail;
+		x->th[i].started = true;
+	}
+	TIDE_LOG(INFO, "tcp-kernel: data server on port %u, %u io threads, %u conns/peer", x->port,
+		 x->nth, cfg->conns_per_peer);
+	*out = x;
+	return 0;
+fail:
+	xport_free(x);
+	return rc;
+}
+
+static uint16_t
+kernel_data_port(const struct te_xport *x)
+{
+	return x->port;
+}
+
+static int
+kernel_peer_open(struct te_xport *x, const struct te_peer_addr *addr, struct te_xpeer **out)
+{
+	struct te_xpeer *p;
+	uint32_t seq;
+	int rc;
+
+	if (addr == NULL || addr->data_port == 0 ||
+	    (addr->proto != TE_PROTO_V1 && addr->proto != TE_PROTO_V2 &&
+	     addr->proto != TE_PROTO_NATIVE))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	p->addr = *addr;
+	p->addr.host[sizeof(p->addr.host) - 1] = '\0';
+	rc = resolve(p->addr.host, addr->data_port, &p->sa);
+	if (rc < 0) {
+		TIDE_LOG(WARN, "cannot resolve peer host '%s'", p->addr.host);
+		free(p);
+		return rc;
+	}
+	/* v1 WRITEs are never acknowledged: only one connection keeps a READ from
+	 * overtaking the WRITE before it (the server runs a connection in order). */
+	p->nslots = addr->proto == TE_PROTO_V1 ? 1 : x->cfg.conns_per_peer;
+	p->slots = calloc(p->nslots, sizeof(*p->slots));
+	if (p->slots == NULL) {
+		free(p);
+		return -ENOMEM;
+	}
+	p->x = x;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	pthread_mutex_lock(&x->lock);
+	seq = x->peer_seq++;
+	p->next = x->peers;
+	if (x->peers != NULL)
+		x->peers->prev = p;
+	x->peers = p;
+	pthread_mutex_unlock(&x->lock);
+	for (uint32_t i = 0; i < p->nslots; i++) {
+		struct slot *sl = &p->slots[i];
+
+		sl->c.kind = K_SLOT;
+		sl->c.fd = -1;
+		sl->c.th = &x->th[(seq + i) % x->nth];
+		sl->peer = p;
+		atomic_init(&sl->kicked, false);
+		atomic_init(&sl->servicing, false);
+	}
+	*out = p;
+	return 0;
+}
+
+static void
+kernel_peer_close(struct te_xport *x, struct te_xpeer *p, int err)
+{
+	struct te_slice *q;
+
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->closing = true;
+	p->close_err = err;
+	q = p->qhead;
+	p->qhead = p->qtail = NULL;
+	p->qlen = 0;
+	pthread_mutex_unlock(&p->lock);
+	fail_list(q, err);
+	for (uint32_t i = 0; i < p->nslots; i++) {
+		struct slot *sl = &p->slots[i];
+
+		if (sl->c.th == cur_thread)
+			slot_service(sl); /* called from our own io thread: do it inline */
+		else
+			kick(sl);
+	}
+	pthread_mutex_lock(&p->lock);
+	while (p->acks < p->nslots)
+		pthread_cond_wait(&p->cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	/* Our own kicks may have queued a slot twice: wait until no thread holds one. */
+	for (uint32_t i = 0; i < p->nslots; i++) {
+		struct slot *sl = &p->slots[i];
+
+		while (sl->c.th != cur_thread &&
+		       (atomic_load(&sl->kicked) || atomic_load(&sl->servicing))) {
+			struct timespec ts = {0, 100000};
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	pthread_mutex_lock(&x->lock);
+	if (p->prev != NULL)
+		p->prev->next = p->next;
+	else
+		x->peers = p->next;
+	if (p->next != NULL)
+		p->next->prev = p->prev;
+	pthread_mutex_unlock(&x->lock);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	for (uint32_t i = 0; i < p->nslots; i++)
+		free(p->slots[i].stage);
+	free(p->slots);
+	free(p);
+}
+
+static int
+kernel_submit(struct te_xport *x, struct te_xpeer *p, struct te_slice *head)
+{
+	struct te_slice *s, *last = NULL;
+	uint32_t n = 0, wanted;
+
+	(void)x;
+	if (p == NULL || head == NULL)
+		return -EINVAL;
+	for (s = head; s != NULL; s = s->next) {
+		if (s->len == 0 || (s->op != TE_FRAME_OP_READ && s->op != TE_FRAME_OP_WRITE))
+			return -EINVAL;
+		last = s;
+		n++;
+	}
+	pthread_mutex_lock(&p->lock);
+	if (p->closing) {
+		pthread_mutex_unlock(&p->lock);
+		return -ESHUTDOWN;
+	}
+	if (p->qtail != NULL)
+		p->qtail->next = head;
+	else
+		p->qhead = head;
+	p->qtail = last;
+	p->qlen += n;
+	wanted = p->qlen < p->nslots ? p->qlen : p->nslots;
+	pthread_mutex_unlock(&p->lock);
+	for (uint32_t i = 0; i < wanted; i++)
+		kick(&p->slots[i]);
+	return 0;
+}
+
+static void
+kernel_destroy(struct te_xport *x)
+{
+	if (x == NULL)
+		return;
+	for (;;) {
+		struct te_xpeer *p;
+
+		pthread_mutex_lock(&x->lock);
+		p = x->peers;
+		pthread_mutex_unlock(&x->lock);
+		if (p == NULL)
+			break;
+		kernel_peer_close(x, p, -ECANCELED);
+	}
+	xport_free(x);
+}
+
+const struct te_xport_ops te_tcp_kernel_ops = {
+	.name = "tcp-kernel",
+	.create = kernel_create,
+	.data_port = kernel_data_port,
+	.peer_open = kernel_peer_open,
+	.peer_close = kernel_peer_close,
+	.submit = kernel_submit,
+	.destroy = kernel_destroy,
+};
+
+uint32_t
+te_tcp_kernel_peer_conns_up(struct te_xpeer *p)
+{
+	uint32_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->n_up;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+uint64_t
+te_tcp_kernel_conn_failures(const struct te_xport *x)
+{
+	return atomic_load(&x->conn_failures);
+}
