@@ -9,6 +9,9 @@
 #      health-checked over HTTP, stopped with SIGTERM.
 #   3. Two Tide processes, each with its own DPDK EAL and user-space TCP/IP
 #      stack, joined by net_memif: a TCP transfer verified byte for byte.
+#   4. The transfer engine between two processes (tide-bench target and
+#      initiator, P2PHANDSHAKE, user-space TCP over net_memif): blocks written
+#      into the target's registered buffer, read back and compared.
 # Prints RESULT: OK only if every step succeeded. Usage: local_cluster.sh BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +27,12 @@ trap cleanup EXIT
 failed=()
 step() { echo; echo "=== $*"; }
 
-step "1/3 two nodes in one process over DPDK net_ring: segments, allocator, verified writes"
+step "1/4 two nodes in one process over DPDK net_ring: segments, allocator, verified writes"
 if ! "$build/tools/cluster/tide-cluster" --node-env "$env_file"; then
 	failed+=("tide-cluster")
 fi
 
-step "2/3 mooncake_master (Tide's) driven over the Mooncake protocol"
+step "2/4 mooncake_master (Tide's) driven over the Mooncake protocol"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 setsid "$build/tools/master/mooncake_master" --rpc_port "$port" --metrics_port 0 \
 	>"$tmp/master.log" 2>&1 &
@@ -66,7 +69,7 @@ else
 fi
 master_pid=
 
-step "3/3 two processes, user-space TCP over DPDK net_memif"
+step "3/4 two processes, user-space TCP over DPDK net_memif"
 memif="net_memif0,socket=$tmp/memif.sock,socket-abstract=no"
 sender_log=$tmp/send.log
 TIDE_DPDK_DEVICE="$memif,role=server" TIDE_DATA_IP=10.77.0.1 TIDE_FILE_PREFIX=tide-local-a \
@@ -85,9 +88,37 @@ else
 	failed+=("memif TCP")
 fi
 
+step "4/4 transfer engine: two processes, Mooncake segments and handshake, user-space TCP over memif"
+te_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+te_memif="net_memif0,socket=$tmp/te-memif.sock,socket-abstract=no"
+# The memif server (initiator) starts first and exits first (DPDK 22.11 memif).
+TIDE_DPDK_DEVICE="$te_memif,role=server" TIDE_DATA_IP=10.78.0.1 TIDE_FILE_PREFIX=tide-local-tea \
+	TIDE_NODE_ENV="$env_file" "$build/tools/te_bench/tide-bench" --mode=initiator \
+	--segment_id="127.0.0.1:$te_port" --host=127.0.0.1 --open_retry_s=30 --verify \
+	--block_size=64K --batch_size=32 --duration=3 --buffer_size=128M >"$tmp/te-ini.log" 2>&1 &
+te_ini=$!
+for _ in $(seq 100); do [ -S "$tmp/te-memif.sock" ] && break; sleep 0.05; done
+TIDE_DPDK_DEVICE="$te_memif,role=client" TIDE_DATA_IP=10.78.0.2 TIDE_FILE_PREFIX=tide-local-teb \
+	TIDE_NODE_ENV="$env_file" "$build/tools/te_bench/tide-bench" --mode=target \
+	--rpc_port="$te_port" --host=127.0.0.1 --buffer_size=128M >"$tmp/te-tgt.log" 2>&1 &
+te_tgt=$!
+if wait "$te_ini" && grep -q "transport=tcp-dpdk.*verified" "$tmp/te-ini.log"; then
+	grep -h "tide-bench: transport=" "$tmp/te-ini.log"
+else
+	cat "$tmp/te-ini.log"
+	failed+=("transfer engine over memif")
+fi
+kill -TERM "$te_tgt" 2>/dev/null
+if wait "$te_tgt"; then
+	grep -h "target served" "$tmp/te-tgt.log"
+else
+	cat "$tmp/te-tgt.log"
+	failed+=("transfer engine target shutdown")
+fi
+
 echo
 if [ "${#failed[@]}" -eq 0 ]; then
-	echo "RESULT: OK: local cluster ran all 3 steps (verified writes, master RPCs, user-space TCP)"
+	echo "RESULT: OK: local cluster ran all 4 steps (verified writes, master RPCs, user-space TCP, transfer engine)"
 	exit 0
 fi
 echo "RESULT: FAILED: ${failed[*]}"

@@ -1,0 +1,1104 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Transfer engine core: registered memory, segments (descriptor cache),
+ * batches and request status. Data moves in the transports (te_xport.h);
+ * this file only splits requests into slices and accounts for them.
+ *
+ * Locks, in the order they may nest: seg_lock (segment table), then
+ * mem_lock (registered buffers, a rwlock whose read side the data server
+ * holds across each copy so unregister waits for copies in flight), then a
+ * batch's lock (only to wake waiters). Slice completions take no lock
+ * unless they end the last open request of a batch.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <inttypes.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "te_meta.h"
+#include "te_xport.h"
+#include "tide_log.h"
+#include "tide_nodeenv.h"
+#include "tide_te.h"
+
+#define TE_MAX_SEGS    4096       /* open segments per engine */
+#define TE_MAX_BATCHES 65536      /* live batches per engine */
+#define TE_MAX_REQS    (1u << 20) /* requests per batch */
+#define TE_SLICE_MIN   4096
+#define TE_SLICE_MAX   (64u << 20)
+
+#ifndef TE_HAVE_DPDK
+#define TE_HAVE_DPDK 0
+#endif
+
+struct te_mem {
+	uint64_t addr, len;
+	char location[64];
+};
+
+struct te_seg {
+	bool used;
+	bool stale;   /* a connection-level failure: fetch the descriptor before next use */
+	uint32_t gen; /* bumped on every (re)open of the slot */
+	char name[TE_NAME_MAX];
+	struct te_desc *desc;
+	struct te_peer_addr addr;
+	struct te_xpeer *peer;
+};
+
+struct te_task {
+	struct te_batch *batch;
+	struct te_slice *slices; /* malloc'd, nslices */
+	uint32_t nslices;
+	uint32_t seg_idx;
+	uint32_t seg_gen;
+	uint8_t op;
+	uint64_t len;
+	_Atomic uint32_t left;
+	_Atomic int err;
+	_Atomic uint64_t done_bytes;
+	_Atomic int state; /* enum tide_te_state */
+};
+
+struct te_batch {
+	struct tide_te *te;
+	uint32_t cap, n;
+	uint32_t gen;
+	struct te_task *tasks;
+	_Atomic uint32_t open; /* submitted requests not yet ended */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+};
+
+struct tide_te {
+	struct tide_te_opts o;
+	char metadata[1024];
+	char name[TE_NAME_MAX];
+	char host[TE_NAME_MAX - 8]; /* room for ":port" in a P2P name */
+	uint64_t instance;
+	struct te_meta *meta;
+
+	pthread_rwlock_t mem_lock;
+	struct te_mem *mem; /* sorted by addr, disjoint */
+	size_t nmem, capmem;
+
+	pthread_mutex_t seg_lock;
+	struct te_seg segs[TE_MAX_SEGS]; /* handle = index; 0 is the local segment */
+
+	pthread_mutex_t batch_lock;
+	struct te_batch **batches; /* TE_MAX_BATCHES slots */
+	uint32_t batch_gen;
+
+	const struct te_xport_ops *xops;
+	struct te_xport *x;
+	uint16_t data_port;
+
+	struct {
+		_Atomic uint64_t reqs_submitted, reqs_completed, reqs_failed, reqs_timeout;
+		_Atomic uint64_t bytes_read, bytes_written;
+		_Atomic uint64_t srv_reads, srv_writes, srv_bytes, srv_rejected;
+		_Atomic uint64_t desc_refreshes, conn_failures;
+	} st;
+};
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void
+tide_te_opts_init(struct tide_te_opts *opts, size_t opts_size)
+{
+	struct tide_te_opts d = {
+		.opts_size = sizeof(d),
+		.metadata = "P2PHANDSHAKE",
+		.slice_size = 1u << 20,
+		.conns_per_peer = 4,
+		.io_threads = 2,
+		.io_timeout_ms = 10000,
+		.connect_timeout_ms = 3000,
+	};
+	memset(opts, 0, opts_size);
+	memcpy(opts, &d, opts_size < sizeof(d) ? opts_size : sizeof(d));
+}
+
+const char *
+tide_te_strerror(int err)
+{
+	switch (err) {
+	case -EFAULT:
+		return "address outside the peer's registered memory";
+	case -ESTALE:
+		return "peer restarted: its segment descriptor changed";
+	case -ECANCELED:
+		return "engine stopping or segment closed";
+	case -EPROTONOSUPPORT:
+		return "protocol or metadata scheme not supported";
+	default:
+		return strerror(err < 0 ? -err : err);
+	}
+}
+
+/* ---- local address ---------------------------------------------------- */
+
+/* First UP, non-loopback IPv4 address, as Mooncake picks its LAN address. */
+static void
+pick_host(char *host, size_t len)
+{
+	struct ifaddrs *ifs, *i;
+	snprintf(host, len, "127.0.0.1");
+	if (getifaddrs(&ifs) != 0) {
+		return;
+	}
+	for (i = ifs; i != NULL; i = i->ifa_next) {
+		if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET ||
+		    (i->ifa_flags & IFF_LOOPBACK) || !(i->ifa_flags & IFF_UP)) {
+			continue;
+		}
+		inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)i->ifa_addr)->sin_addr, host,
+			  (socklen_t)len);
+		break;
+	}
+	freeifaddrs(ifs);
+}
+
+/* ---- registered memory ------------------------------------------------ */
+
+/* Index of the first buffer whose end is above addr (nmem when none). */
+static size_t
+mem_find(const struct tide_te *te, uint64_t addr)
+{
+	size_t lo = 0, hi = te->nmem;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (te->mem[mid].addr + te->mem[mid].len <= addr) {
+			lo = mid + 1;
+		} else {
+			hi = mid;
+		}
+	}
+	return lo;
+}
+
+/* Caller holds mem_lock (either side). */
+static bool
+mem_contains(const struct tide_te *te, uint64_t addr, uint64_t len)
+{
+	size_t i = mem_find(te, addr);
+	if (i == te->nmem || addr < te->mem[i].addr || addr + len < addr) {
+		return false;
+	}
+	return addr + len <= te->mem[i].addr + te->mem[i].len;
+}
+
+/* Data server hook: on success the read lock stays held until srv_release. */
+static bool
+srv_check(void *arg, uint64_t addr, uint64_t len)
+{
+	struct tide_te *te = arg;
+	pthread_rwlock_rdlock(&te->mem_lock);
+	if (mem_contains(te, addr, len)) {
+		return true;
+	}
+	pthread_rwlock_unlock(&te->mem_lock);
+	return false;
+}
+
+static void
+srv_release(void *arg)
+{
+	struct tide_te *te = arg;
+	pthread_rwlock_unlock(&te->mem_lock);
+}
+
+static void
+srv_count(void *arg, uint8_t op, uint64_t bytes, bool rejected)
+{
+	struct tide_te *te = arg;
+	if (rejected) {
+		atomic_fetch_add_explicit(&te->st.srv_rejected, 1, memory_order_relaxed);
+		return;
+	}
+	atomic_fetch_add_explicit(op == TIDE_TE_READ ? &te->st.srv_reads : &te->st.srv_writes, 1,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(&te->st.srv_bytes, bytes, memory_order_relaxed);
+}
+
+/* Our descriptor from the registered buffers; caller holds mem_lock. */
+static int
+build_desc(struct tide_te *te, struct te_desc *d)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+	memset(d, 0, sizeof(*d));
+	snprintf(d->name, sizeof(d->name), "%s", te->name);
+	snprintf(d->protocol, sizeof(d->protocol), "tcp");
+	d->tcp_data_port = te->data_port;
+	d->tcp_proto_version = TE_PROTO_NATIVE;
+	d->instance = te->instance;
+	if (te->xops != NULL && te->xops->data_host != NULL) {
+		te->xops->data_host(te->x, d->data_ip, sizeof(d->data_ip));
+	}
+	gmtime_r(&now, &tm);
+	strftime(d->timestamp, sizeof(d->timestamp), "%Y-%m-%d %H:%M:%S", &tm);
+	d->nbufs = (uint32_t)te->nmem;
+	if (te->nmem == 0) {
+		return 0;
+	}
+	d->bufs = calloc(te->nmem, sizeof(*d->bufs));
+	if (d->bufs == NULL) {
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < te->nmem; i++) {
+		snprintf(d->bufs[i].name, sizeof(d->bufs[i].name), "%s", te->mem[i].location);
+		d->bufs[i].addr = te->mem[i].addr;
+		d->bufs[i].length = te->mem[i].len;
+	}
+	return 0;
+}
+
+/* Publish the current descriptor. Only meaningful once a data port exists,
+ * but P2P peers may ask before; they then see tcp_data_port 0... which the
+ * decoder rejects, so we publish only after a transport is installed. */
+static int
+publish(struct tide_te *te)
+{
+	struct te_desc d;
+	int rc;
+	if (te->x == NULL) {
+		return 0;
+	}
+	pthread_rwlock_rdlock(&te->mem_lock);
+	rc = build_desc(te, &d);
+	pthread_rwlock_unlock(&te->mem_lock);
+	if (rc == 0) {
+		rc = te_meta_publish(te->meta, &d, te->host);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "publishing segment '%s' failed: %s", te->name,
+				 tide_te_strerror(rc));
+		}
+	}
+	free(d.bufs);
+	return rc;
+}
+
+int
+tide_te_register(struct tide_te *te, void *addr, size_t len, const char *location)
+{
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	size_t i;
+	if (addr == NULL || len == 0 || a + len < a) {
+		return -EINVAL;
+	}
+	pthread_rwlock_wrlock(&te->mem_lock);
+	i = mem_find(te, a);
+	if (i < te->nmem && te->mem[i].addr < a + len) {
+		pthread_rwlock_unlock(&te->mem_lock);
+		return -EEXIST;
+	}
+	if (te->nmem == te->capmem) {
+		size_t cap = te->capmem ? te->capmem * 2 : 16;
+		struct te_mem *m = realloc(te->mem, cap * sizeof(*m));
+		if (m == NULL) {
+			pthread_rwlock_unlock(&te->mem_lock);
+			return -ENOMEM;
+		}
+		te->mem = m;
+		te->capmem = cap;
+	}
+	memmove(&te->mem[i + 1], &te->mem[i], (te->nmem - i) * sizeof(*te->mem));
+	te->mem[i].addr = a;
+	te->mem[i].len = len;
+	/* Mooncake's "*" means "detect the NUMA node"; this build reports cpu:0. */
+	snprintf(te->mem[i].location, sizeof(te->mem[i].location), "%s",
+		 location == NULL || location[0] == '\0' || strcmp(location, "*") == 0 ? "cpu:0"
+										       : location);
+	te->nmem++;
+	pthread_rwlock_unlock(&te->mem_lock);
+	return publish(te);
+}
+
+int
+tide_te_unregister(struct tide_te *te, void *addr)
+{
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	size_t i;
+	/* The write lock waits for every copy the data server has in progress. */
+	pthread_rwlock_wrlock(&te->mem_lock);
+	i = mem_find(te, a);
+	if (i == te->nmem || te->mem[i].addr != a) {
+		pthread_rwlock_unlock(&te->mem_lock);
+		return -ENOENT;
+	}
+	memmove(&te->mem[i], &te->mem[i + 1], (te->nmem - i - 1) * sizeof(*te->mem));
+	te->nmem--;
+	pthread_rwlock_unlock(&te->mem_lock);
+	return publish(te);
+}
+
+/* ---- engine ------------------------------------------------------------ */
+
+static int
+env_u32(const char *name, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+	const char *v = getenv(name);
+	char *end;
+	unsigned long long x;
+	if (v == NULL || v[0] == '\0') {
+		return 0;
+	}
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || x < lo || x > hi) {
+		TIDE_LOG(ERR, "%s='%s': expected an integer in %u..%u", name, v, lo, hi);
+		return -EINVAL;
+	}
+	*out = (uint32_t)x;
+	return 0;
+}
+
+int
+tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
+{
+	struct tide_te *te;
+	char err[256] = "";
+	int rc;
+
+	if (opts == NULL || out == NULL || opts->opts_size == 0) {
+		return -EINVAL;
+	}
+	te = calloc(1, sizeof(*te));
+	if (te == NULL) {
+		return -ENOMEM;
+	}
+	tide_te_opts_init(&te->o, sizeof(te->o));
+	memcpy(&te->o, opts, opts->opts_size < sizeof(te->o) ? opts->opts_size : sizeof(te->o));
+	te->o.opts_size = sizeof(te->o);
+	if (env_u32("MC_SLICE_SIZE", TE_SLICE_MIN, TE_SLICE_MAX, &te->o.slice_size) != 0 ||
+	    env_u32("MC_TCP_PROTO", 1, 2, &te->o.force_proto) != 0) {
+		free(te);
+		return -EINVAL;
+	}
+	if (te->o.slice_size < TE_SLICE_MIN || te->o.slice_size > TE_SLICE_MAX ||
+	    te->o.conns_per_peer == 0 || te->o.conns_per_peer > 64 || te->o.io_threads == 0 ||
+	    te->o.io_threads > 64 || te->o.force_proto > 2 || te->o.io_timeout_ms == 0 ||
+	    te->o.connect_timeout_ms == 0) {
+		TIDE_LOG(ERR,
+			 "transfer engine: option out of range (slice_size %u: %u..%u, "
+			 "conns_per_peer %u: 1..64, io_threads %u: 1..64, force_proto %u: 0..2)",
+			 te->o.slice_size, TE_SLICE_MIN, TE_SLICE_MAX, te->o.conns_per_peer,
+			 te->o.io_threads, te->o.force_proto);
+		free(te);
+		return -EINVAL;
+	}
+	snprintf(te->metadata, sizeof(te->metadata), "%s",
+		 te->o.metadata ? te->o.metadata : "P2PHANDSHAKE");
+	te->o.metadata = te->metadata;
+	if (te->o.host != NULL && te->o.host[0] != '\0') {
+		snprintf(te->host, sizeof(te->host), "%s", te->o.host);
+	} else {
+		pick_host(te->host, sizeof(te->host));
+	}
+	te->o.host = te->host;
+	te->o.local_server_name = NULL;
+	te->o.node_env = NULL; /* re-read from opts at install time */
+	if (getrandom(&te->instance, sizeof(te->instance), 0) != sizeof(te->instance)) {
+		te->instance = mono_ns() ^ ((uint64_t)getpid() << 32);
+	}
+	te->instance |= 1; /* never 0, which means "not advertised" */
+	pthread_rwlock_init(&te->mem_lock, NULL);
+	pthread_mutex_init(&te->seg_lock, NULL);
+	pthread_mutex_init(&te->batch_lock, NULL);
+	te->batches = calloc(TE_MAX_BATCHES, sizeof(*te->batches));
+	if (te->batches == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = te_meta_open(te->metadata, NULL, opts->rpc_port, (int)te->o.connect_timeout_ms,
+			  &te->meta, err, sizeof(err));
+	if (rc != 0) {
+		TIDE_LOG(ERR, "transfer engine: metadata '%s': %s", te->metadata,
+			 err[0] ? err : tide_te_strerror(rc));
+		goto fail;
+	}
+	if (opts->local_server_name != NULL && opts->local_server_name[0] != '\0') {
+		snprintf(te->name, sizeof(te->name), "%s", opts->local_server_name);
+	} else if (te_meta_is_p2p(te->meta)) {
+		snprintf(te->name, sizeof(te->name), "%s:%u", te->host, te_meta_rpc_port(te->meta));
+	} else {
+		snprintf(te->name, sizeof(te->name), "%s", te->host);
+	}
+	te->segs[TIDE_TE_LOCAL_SEG].used = true;
+	snprintf(te->segs[TIDE_TE_LOCAL_SEG].name, TE_NAME_MAX, "%s", te->name);
+	if (opts->opts_size >= offsetof(struct tide_te_opts, node_env) + sizeof(opts->node_env)) {
+		te->o.node_env = opts->node_env;
+	}
+	TIDE_LOG(INFO, "transfer engine '%s': metadata %s, handshake port %u", te->name,
+		 te->metadata, te_meta_rpc_port(te->meta));
+	*out = te;
+	return 0;
+fail:
+	te_meta_close(te->meta);
+	free(te->batches);
+	pthread_rwlock_destroy(&te->mem_lock);
+	pthread_mutex_destroy(&te->seg_lock);
+	pthread_mutex_destroy(&te->batch_lock);
+	free(te);
+	return rc;
+}
+
+/*
+ * Whether the user-space path applies: the node file (or TIDE_* variables)
+ * names a DPDK device and MC_FORCE_TCP is not set. A node file that does
+ * not load is an error, not a silent fall-back to kernel sockets.
+ */
+static int
+want_dpdk(const struct tide_te *te, bool *yes)
+{
+	struct tide_nodeenv *ne = malloc(sizeof(*ne));
+	char err[2048] = "";
+	int rc;
+	if (ne == NULL) {
+		return -ENOMEM;
+	}
+	rc = tide_nodeenv_load(ne, te->o.node_env, NULL, err, sizeof(err));
+	if (rc != 0) {
+		TIDE_LOG(ERR, "node environment is not valid:\n%s", err);
+	} else {
+		*yes = ne->dpdk_device[0] != '\0' && !ne->force_tcp;
+	}
+	free(ne);
+	return rc;
+}
+
+int
+tide_te_install_transport(struct tide_te *te, const char *proto)
+{
+	struct te_xport_cfg cfg = {0};
+	const struct te_xport_ops *ops;
+	int rc;
+
+	if (proto == NULL || strcmp(proto, "tcp") != 0) {
+		if (proto != NULL && strcmp(proto, "rdma") == 0) {
+			TIDE_LOG(ERR, "protocol 'rdma': this build has no verbs transport; set "
+				      "protocol 'tcp' (MOONCAKE_PROTOCOL=tcp)");
+		} else {
+			TIDE_LOG(ERR, "protocol '%s' is not supported; use 'tcp'",
+				 proto ? proto : "(null)");
+		}
+		return -EPROTONOSUPPORT;
+	}
+	if (te->x != NULL) {
+		return 0;
+	}
+	bool dpdk = false;
+	rc = want_dpdk(te, &dpdk);
+	if (rc != 0) {
+		return rc;
+	}
+	ops = &te_tcp_kernel_ops;
+	if (dpdk) {
+#if TE_HAVE_DPDK
+		ops = &te_tcp_dpdk_ops;
+#else
+		TIDE_LOG(ERR, "TIDE_DPDK_DEVICE is set but this build has no user-space TCP path");
+		return -EPROTONOSUPPORT;
+#endif
+	}
+	cfg.bind_ip = NULL;
+	cfg.data_port = te->o.data_port;
+	cfg.conns_per_peer = te->o.conns_per_peer;
+	cfg.io_threads = te->o.io_threads;
+	cfg.io_timeout_ms = te->o.io_timeout_ms;
+	cfg.connect_timeout_ms = te->o.connect_timeout_ms;
+	cfg.slice_size = te->o.slice_size;
+	cfg.srv.check = srv_check;
+	cfg.srv.release = srv_release;
+	cfg.srv.count = srv_count;
+	cfg.srv.arg = te;
+	cfg.srv.instance = te->instance;
+	cfg.node_env = te->o.node_env;
+	rc = ops->create(&cfg, &te->x);
+	if (rc != 0) {
+		TIDE_LOG(ERR, "transport %s: start failed: %s", ops->name, tide_te_strerror(rc));
+		te->x = NULL;
+		return rc;
+	}
+	te->xops = ops;
+	te->data_port = ops->data_port(te->x);
+	TIDE_LOG(INFO, "transport %s: data port %u", ops->name, te->data_port);
+	return publish(te);
+}
+
+const char *
+tide_te_transport_name(const struct tide_te *te)
+{
+	return te->xops ? te->xops->name : "";
+}
+
+const char *
+tide_te_local_name(const struct tide_te *te)
+{
+	return te->name;
+}
+
+void
+tide_te_local_addr(const struct tide_te *te, char *host, size_t host_len, uint16_t *rpc_port,
+		   uint16_t *data_port)
+{
+	if (host != NULL && host_len > 0) {
+		snprintf(host, host_len, "%s", te->host);
+	}
+	if (rpc_port != NULL) {
+		*rpc_port = te_meta_rpc_port(te->meta);
+	}
+	if (data_port != NULL) {
+		*data_port = te->data_port;
+	}
+}
+
+/* ---- segments ----------------------------------------------------------- */
+
+/* Fetch name's descriptor and (re)build the segment's peer; caller holds seg_lock. */
+static int
+seg_load(struct tide_te *te, struct te_seg *sg)
+{
+	struct te_desc *d = NULL;
+	struct te_peer_addr pa = {0};
+	struct te_xpeer *peer = NULL;
+	char err[256] = "";
+	int rc;
+
+	rc = te_meta_fetch(te->meta, sg->name, &d, pa.host, sizeof(pa.host), err, sizeof(err));
+	if (rc != 0) {
+		TIDE_LOG(ERR, "segment '%s': %s", sg->name, err[0] ? err : tide_te_strerror(rc));
+		return rc;
+	}
+	if (sg->desc != NULL && te_desc_equal(sg->desc, d) && sg->peer != NULL) {
+		te_desc_free(d);
+		sg->stale = false;
+		return 0;
+	}
+	if (d->data_ip[0] != '\0') {
+		/* The peer's data server has its own address (user-space stack). */
+		snprintf(pa.host, sizeof(pa.host), "%s", d->data_ip);
+	}
+	pa.data_port = d->tcp_data_port;
+	pa.instance = d->instance;
+	pa.proto = d->tcp_proto_version >= TE_PROTO_NATIVE ? TE_PROTO_NATIVE
+		   : d->tcp_proto_version >= TE_PROTO_V2   ? TE_PROTO_V2
+							   : TE_PROTO_V1;
+	if (te->o.force_proto != 0 && te->o.force_proto < pa.proto) {
+		pa.proto = te->o.force_proto;
+	}
+	if (te->x == NULL) {
+		te_desc_free(d);
+		TIDE_LOG(ERR, "segment '%s': no transport installed", sg->name);
+		return -ENOTCONN;
+	}
+	rc = te->xops->peer_open(te->x, &pa, &peer);
+	if (rc != 0) {
+		te_desc_free(d);
+		return rc;
+	}
+	if (sg->peer != NULL) {
+		/* The peer restarted or moved: nothing queued for the old instance may
+		 * reach the new one. */
+		te->xops->peer_close(te->x, sg->peer, -ESTALE);
+		atomic_fetch_add_explicit(&te->st.desc_refreshes, 1, memory_order_relaxed);
+		TIDE_LOG(NOTICE, "segment '%s': descriptor changed (peer restarted?); reloaded",
+			 sg->name);
+	}
+	te_desc_free(sg->desc);
+	sg->desc = d;
+	sg->addr = pa;
+	sg->peer = peer;
+	sg->stale = false;
+	return 0;
+}
+
+int
+tide_te_open_segment(struct tide_te *te, const char *name, tide_te_seg_t *seg)
+{
+	int rc, free_slot = -1;
+	if (name == NULL || name[0] == '\0' || strlen(name) >= TE_NAME_MAX || seg == NULL) {
+		return -EINVAL;
+	}
+	if (strcmp(name, te->name) == 0) {
+		*seg = TIDE_TE_LOCAL_SEG;
+		return 0;
+	}
+	pthread_mutex_lock(&te->seg_lock);
+	for (int i = 1; i < TE_MAX_SEGS; i++) {
+		if (te->segs[i].used && strcmp(te->segs[i].name, name) == 0) {
+			*seg = i;
+			pthread_mutex_unlock(&te->seg_lock);
+			return 0;
+		}
+		if (!te->segs[i].used && free_slot < 0) {
+			free_slot = i;
+		}
+	}
+	if (free_slot < 0) {
+		pthread_mutex_unlock(&te->seg_lock);
+		return -EMFILE;
+	}
+	struct te_seg *sg = &te->segs[free_slot];
+	memset(sg->name, 0, sizeof(sg->name));
+	snprintf(sg->name, sizeof(sg->name), "%s", name);
+	rc = seg_load(te, sg);
+	if (rc == 0) {
+		sg->used = true;
+		sg->gen++;
+		*seg = free_slot;
+	}
+	pthread_mutex_unlock(&te->seg_lock);
+	return rc;
+}
+
+int
+tide_te_segment_buffer(struct tide_te *te, tide_te_seg_t seg, uint32_t idx, uint64_t *addr,
+		       uint64_t *len)
+{
+	int rc = -ENOENT;
+	if (seg == TIDE_TE_LOCAL_SEG) {
+		pthread_rwlock_rdlock(&te->mem_lock);
+		if (idx < te->nmem) {
+			*addr = te->mem[idx].addr;
+			*len = te->mem[idx].len;
+			rc = 0;
+		}
+		pthread_rwlock_unlock(&te->mem_lock);
+		return rc;
+	}
+	if (seg < 0 || seg >= TE_MAX_SEGS) {
+		return -ENOENT;
+	}
+	pthread_mutex_lock(&te->seg_lock);
+	if (te->segs[seg].used && te->segs[seg].desc != NULL && idx < te->segs[seg].desc->nbufs) {
+		*addr = te->segs[seg].desc->bufs[idx].addr;
+		*len = te->segs[seg].desc->bufs[idx].length;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&te->seg_lock);
+	return rc;
+}
+
+int
+tide_te_close_segment(struct tide_te *te, tide_te_seg_t seg)
+{
+	struct te_seg *sg;
+	if (seg == TIDE_TE_LOCAL_SEG) {
+		return 0;
+	}
+	if (seg < 0 || seg >= TE_MAX_SEGS) {
+		return -ENOENT;
+	}
+	pthread_mutex_lock(&te->seg_lock);
+	sg = &te->segs[seg];
+	if (!sg->used) {
+		pthread_mutex_unlock(&te->seg_lock);
+		return -ENOENT;
+	}
+	if (sg->peer != NULL) {
+		te->xops->peer_close(te->x, sg->peer, -ECANCELED);
+	}
+	te_desc_free(sg->desc);
+	sg->desc = NULL;
+	sg->peer = NULL;
+	sg->used = false;
+	pthread_mutex_unlock(&te->seg_lock);
+	return 0;
+}
+
+int
+tide_te_sync_segments(struct tide_te *te)
+{
+	int first = 0;
+	pthread_mutex_lock(&te->seg_lock);
+	for (int i = 1; i < TE_MAX_SEGS; i++) {
+		if (te->segs[i].used) {
+			int rc = seg_load(te, &te->segs[i]);
+			if (rc != 0 && first == 0) {
+				first = rc;
+			}
+		}
+	}
+	pthread_mutex_unlock(&te->seg_lock);
+	return first;
+}
+
+/* ---- batches ------------------------------------------------------------ */
+
+static struct te_batch *
+batch_get(struct tide_te *te, tide_te_batch_t id)
+{
+	uint32_t idx = (uint32_t)(id & 0xffffffffu), gen = (uint32_t)(id >> 32);
+	struct te_batch *b = NULL;
+	if (idx >= TE_MAX_BATCHES) {
+		return NULL;
+	}
+	pthread_mutex_lock(&te->batch_lock);
+	if (te->batches[idx] != NULL && te->batches[idx]->gen == gen) {
+		b = te->batches[idx];
+	}
+	pthread_mutex_unlock(&te->batch_lock);
+	return b;
+}
+
+int
+tide_te_batch_alloc(struct tide_te *te, uint32_t max_reqs, tide_te_batch_t *batch)
+{
+	struct te_batch *b;
+	if (max_reqs == 0 || max_reqs > TE_MAX_REQS || batch == NULL) {
+		return -EINVAL;
+	}
+	b = calloc(1, sizeof(*b));
+	if (b == NULL || (b->tasks = calloc(max_reqs, sizeof(*b->tasks))) == NULL) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->te = te;
+	b->cap = max_reqs;
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_cond_init(&b->cond, NULL);
+	pthread_mutex_lock(&te->batch_lock);
+	for (uint32_t i = 0; i < TE_MAX_BATCHES; i++) {
+		if (te->batches[i] == NULL) {
+			b->gen = ++te->batch_gen;
+			te->batches[i] = b;
+			*batch = ((uint64_t)b->gen << 32) | i;
+			pthread_mutex_unlock(&te->batch_lock);
+			return 0;
+		}
+	}
+	pthread_mutex_unlock(&te->batch_lock);
+	pthread_mutex_destroy(&b->lock);
+	pthread_cond_destroy(&b->cond);
+	free(b->tasks);
+	free(b);
+	return -ENOSPC;
+}
+
+static void
+batch_destroy(struct te_batch *b)
+{
+	for (uint32_t i = 0; i < b->n; i++) {
+		free(b->tasks[i].slices);
+	}
+	pthread_mutex_destroy(&b->lock);
+	pthread_cond_destroy(&b->cond);
+	free(b->tasks);
+	free(b);
+}
+
+int
+tide_te_batch_free(struct tide_te *te, tide_te_batch_t id)
+{
+	uint32_t idx = (uint32_t)(id & 0xffffffffu);
+	struct te_batch *b = batch_get(te, id);
+	if (b == NULL) {
+		return -ENOENT;
+	}
+	if (atomic_load_explicit(&b->open, memory_order_acquire) != 0) {
+		return -EBUSY;
+	}
+	pthread_mutex_lock(&te->batch_lock);
+	te->batches[idx] = NULL;
+	pthread_mutex_unlock(&te->batch_lock);
+	/* A completion may still be inside task_end's wake-up: take the lock once. */
+	pthread_mutex_lock(&b->lock);
+	pthread_mutex_unlock(&b->lock);
+	batch_destroy(b);
+	return 0;
+}
+
+static void
+task_end(struct te_task *t, int err)
+{
+	struct te_batch *b = t->batch;
+	struct tide_te *te = b->te;
+	int state = err == 0            ? TIDE_TE_COMPLETED
+		    : err == -ETIMEDOUT ? TIDE_TE_TIMEOUT
+					: TIDE_TE_FAILED;
+	if (err == 0) {
+		atomic_fetch_add_explicit(&te->st.reqs_completed, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(t->op == TIDE_TE_READ ? &te->st.bytes_read
+								: &te->st.bytes_written,
+					  t->len, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(err == -ETIMEDOUT ? &te->st.reqs_timeout
+							    : &te->st.reqs_failed,
+					  1, memory_order_relaxed);
+	}
+	atomic_store_explicit(&t->err, err, memory_order_relaxed);
+	atomic_store_explicit(&t->state, state, memory_order_release);
+	if (atomic_fetch_sub_explicit(&b->open, 1, memory_order_acq_rel) == 1) {
+		pthread_mutex_lock(&b->lock);
+		pthread_cond_broadcast(&b->cond);
+		pthread_mutex_unlock(&b->lock);
+	}
+}
+
+/* Connection-level errors mean the peer may have restarted or moved. */
+static bool
+err_needs_refresh(int err)
+{
+	return err == -ECONNREFUSED || err == -ECONNRESET || err == -EPIPE || err == -ESTALE ||
+	       err == -EHOSTUNREACH || err == -ETIMEDOUT;
+}
+
+void
+te_slice_done(struct te_slice *s, int err)
+{
+	struct te_task *t = s->task;
+	int expect = 0;
+	if (err != 0) {
+		atomic_compare_exchange_strong(&t->err, &expect, err);
+		if (err_needs_refresh(err)) {
+			struct tide_te *te = t->batch->te;
+			atomic_fetch_add_explicit(&te->st.conn_failures, 1, memory_order_relaxed);
+			/* A racy flag: the next submit to this segment re-fetches its
+			 * descriptor before sending anything. */
+			__atomic_store_n(&te->segs[t->seg_idx].stale, true, __ATOMIC_RELAXED);
+		}
+	} else {
+		atomic_fetch_add_explicit(&t->done_bytes, s->len, memory_order_relaxed);
+	}
+	if (atomic_fetch_sub_explicit(&t->left, 1, memory_order_acq_rel) == 1) {
+		task_end(t, atomic_load_explicit(&t->err, memory_order_relaxed));
+	}
+}
+
+/* Same-process shortcut: the target is our own registered memory. */
+static int
+local_copy(struct tide_te *te, const struct tide_te_req *r)
+{
+	int rc = -EFAULT;
+	pthread_rwlock_rdlock(&te->mem_lock);
+	if (mem_contains(te, r->remote_addr, r->len)) {
+		void *remote = (void *)(uintptr_t)r->remote_addr;
+		if (r->op == TIDE_TE_READ) {
+			memmove(r->local, remote, r->len);
+		} else {
+			memmove(remote, r->local, r->len);
+		}
+		rc = 0;
+	}
+	pthread_rwlock_unlock(&te->mem_lock);
+	return rc;
+}
+
+int
+tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req *reqs, uint32_t n)
+{
+	struct te_batch *b = batch_get(te, id);
+	if (b == NULL) {
+		return -ENOENT;
+	}
+	if (n > b->cap - b->n) {
+		return -ENOSPC;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if ((reqs[i].op != TIDE_TE_READ && reqs[i].op != TIDE_TE_WRITE) ||
+		    reqs[i].seg < 0 || reqs[i].seg >= TE_MAX_SEGS ||
+		    (reqs[i].len > 0 && reqs[i].local == NULL)) {
+			return -EINVAL;
+		}
+	}
+	pthread_mutex_lock(&te->seg_lock);
+	for (uint32_t i = 0; i < n; i++) {
+		if (!te->segs[reqs[i].seg].used) {
+			pthread_mutex_unlock(&te->seg_lock);
+			return -EINVAL;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct tide_te_req *r = &reqs[i];
+		struct te_task *t = &b->tasks[b->n++];
+		struct te_seg *sg = &te->segs[r->seg];
+		int rc = 0;
+
+		memset(t, 0, sizeof(*t));
+		t->batch = b;
+		t->op = (uint8_t)r->op;
+		t->len = r->len;
+		t->seg_idx = (uint32_t)r->seg;
+		atomic_store(&t->state, TIDE_TE_WAITING);
+		atomic_fetch_add(&b->open, 1);
+		atomic_fetch_add_explicit(&te->st.reqs_submitted, 1, memory_order_relaxed);
+		if (r->seg == TIDE_TE_LOCAL_SEG) {
+			rc = r->len == 0 ? 0 : local_copy(te, r);
+			atomic_store(&t->done_bytes, rc == 0 ? r->len : 0);
+			task_end(t, rc);
+			continue;
+		}
+		if (__atomic_load_n(&sg->stale, __ATOMIC_RELAXED)) {
+			rc = seg_load(te, sg);
+			if (rc != 0) {
+				task_end(t, rc);
+				continue;
+			}
+		}
+		if (r->len == 0) {
+			task_end(t, 0);
+			continue;
+		}
+		if (!te_desc_contains(sg->desc, r->remote_addr, r->len)) {
+			TIDE_LOG(WARN,
+				 "request to '%s' [0x%" PRIx64 ", +%" PRIu64
+				 ") is outside its registered buffers: refused",
+				 sg->name, r->remote_addr, r->len);
+			task_end(t, -EFAULT);
+			continue;
+		}
+		uint64_t ns = (r->len + te->o.slice_size - 1) / te->o.slice_size;
+		t->slices = calloc(ns, sizeof(*t->slices));
+		if (t->slices == NULL) {
+			task_end(t, -ENOMEM);
+			continue;
+		}
+		t->nslices = (uint32_t)ns;
+		atomic_store(&t->left, (uint32_t)ns);
+		uint64_t now = mono_ns();
+		for (uint64_t k = 0; k < ns; k++) {
+			struct te_slice *s = &t->slices[k];
+			uint64_t off = k * te->o.slice_size;
+			s->next = k + 1 < ns ? &t->slices[k + 1] : NULL;
+			s->task = t;
+			s->op = (uint8_t)r->op;
+			s->local = (uint8_t *)r->local + off;
+			s->remote = r->remote_addr + off;
+			s->len = (uint32_t)(r->len - off < te->o.slice_size ? r->len - off
+									    : te->o.slice_size);
+			s->submitted_ns = now;
+		}
+		atomic_store(&t->state, TIDE_TE_PENDING);
+		rc = te->xops->submit(te->x, sg->peer, &t->slices[0]);
+		if (rc != 0) {
+			atomic_store(&t->left, 0);
+			task_end(t, rc);
+		}
+	}
+	pthread_mutex_unlock(&te->seg_lock);
+	return 0;
+}
+
+int
+tide_te_status(struct tide_te *te, tide_te_batch_t id, uint32_t task_id, struct tide_te_status *st)
+{
+	struct te_batch *b = batch_get(te, id);
+	if (b == NULL) {
+		return -ENOENT;
+	}
+	memset(st, 0, sizeof(*st));
+	if (task_id >= b->n) {
+		st->state = TIDE_TE_INVALID;
+		return 0;
+	}
+	struct te_task *t = &b->tasks[task_id];
+	st->state = atomic_load_explicit(&t->state, memory_order_acquire);
+	st->error = atomic_load_explicit(&t->err, memory_order_relaxed);
+	st->transferred = atomic_load_explicit(&t->done_bytes, memory_order_relaxed);
+	if (st->state == TIDE_TE_COMPLETED) {
+		st->error = 0;
+	}
+	return 0;
+}
+
+int
+tide_te_wait(struct tide_te *te, tide_te_batch_t id, int timeout_ms)
+{
+	struct te_batch *b = batch_get(te, id);
+	struct timespec dl;
+	int rc = 0;
+	if (b == NULL) {
+		return -ENOENT;
+	}
+	clock_gettime(CLOCK_REALTIME, &dl);
+	if (timeout_ms >= 0) {
+		dl.tv_sec += timeout_ms / 1000;
+		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+	}
+	pthread_mutex_lock(&b->lock);
+	while (atomic_load_explicit(&b->open, memory_order_acquire) != 0 && rc == 0) {
+		if (timeout_ms < 0) {
+			pthread_cond_wait(&b->cond, &b->lock);
+		} else if (pthread_cond_timedwait(&b->cond, &b->lock, &dl) == ETIMEDOUT) {
+			rc = atomic_load(&b->open) != 0 ? -ETIMEDOUT : 0;
+		}
+	}
+	pthread_mutex_unlock(&b->lock);
+	return rc;
+}
+
+void
+tide_te_stats_get(const struct tide_te *te, struct tide_te_stats *st)
+{
+#define RD(f) st->f = atomic_load_explicit(&te->st.f, memory_order_relaxed)
+	RD(reqs_submitted);
+	RD(reqs_completed);
+	RD(reqs_failed);
+	RD(reqs_timeout);
+	RD(bytes_read);
+	RD(bytes_written);
+	RD(srv_reads);
+	RD(srv_writes);
+	RD(srv_bytes);
+	RD(srv_rejected);
+	RD(desc_refreshes);
+	RD(conn_failures);
+#undef RD
+}
+
+void
+tide_te_destroy(struct tide_te *te)
+{
+	if (te == NULL) {
+		return;
+	}
+	/* Peers, then the transport: they end every slice they own (-ECANCELED),
+	 * so no completion runs after the batches are freed. */
+	for (int i = 1; i < TE_MAX_SEGS; i++) {
+		if (te->segs[i].peer != NULL) {
+			te->xops->peer_close(te->x, te->segs[i].peer, -ECANCELED);
+			te->segs[i].peer = NULL;
+		}
+	}
+	if (te->x != NULL) {
+		te->xops->destroy(te->x);
+		te->x = NULL;
+	}
+	te_meta_close(te->meta);
+	for (int i = 1; i < TE_MAX_SEGS; i++) {
+		te_desc_free(te->segs[i].desc);
+	}
+	for (uint32_t i = 0; i < TE_MAX_BATCHES; i++) {
+		if (te->batches[i] != NULL) {
+			batch_destroy(te->batches[i]);
+		}
+	}
+	free(te->batches);
+	free(te->mem);
+	pthread_rwlock_destroy(&te->mem_lock);
+	pthread_mutex_destroy(&te->seg_lock);
+	pthread_mutex_destroy(&te->batch_lock);
+	free(te);
+}

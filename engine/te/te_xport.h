@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal to engine/te: the seam between the engine core (te_engine.c:
+ * batches, segments, registered memory) and a data transport (kernel sockets,
+ * user-space TCP on DPDK lcores, RDMA later).
+ *
+ * The core splits each request into slices (at most slice_size bytes, never
+ * crossing a registered-buffer boundary on the remote side) and hands them to
+ * the transport of the segment's peer. The transport moves them over one of
+ * its connections and reports each slice exactly once through te_slice_done(),
+ * from any of its threads. The core never blocks inside the transport and the
+ * transport never calls back into the core other than te_slice_done() and the
+ * te_srv_ctx hooks.
+ */
+#ifndef TE_XPORT_H
+#define TE_XPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "te_meta.h" /* meta/ */
+
+struct te_task; /* core-private */
+
+/* One contiguous piece of a request. */
+struct te_slice {
+	struct te_slice *next; /* free for the transport's queues while it owns the slice */
+	struct te_task *task;  /* core-private */
+	uint8_t op;            /* TIDE_TE_READ / TIDE_TE_WRITE */
+	uint8_t *local;        /* local address */
+	uint64_t remote;       /* absolute remote address */
+	uint32_t len;          /* 1..slice_size */
+	uint64_t submitted_ns; /* CLOCK_MONOTONIC at hand-over */
+};
+
+/*
+ * Locking rule for the core: peer_close and destroy wait for the transport's
+ * threads, so they must never be called from inside te_slice_done() or while
+ * holding a lock that te_slice_done() takes.
+ *
+ * Report a slice: err 0, or -errno: -ECONNRESET / -EPIPE peer vanished,
+ * -EFAULT the peer refused the address, -ETIMEDOUT no progress within
+ * io_timeout_ms, -ECONNREFUSED / -EHOSTUNREACH could not connect, -ESTALE the
+ * peer restarted (instance changed), -ECANCELED transport stopping.
+ * Thread: any; exactly once per slice; the slice must not be touched afterwards.
+ */
+void te_slice_done(struct te_slice *s, int err);
+
+/*
+ * What the data server needs from the core. check() decides whether a peer's
+ * request may touch [addr, addr+len) of our memory; it takes a read reference
+ * that release() drops after the copy, so an unregister waits for copies in
+ * progress and memory is never touched after it is unregistered.
+ */
+struct te_srv_ctx {
+	bool (*check)(void *arg, uint64_t addr, uint64_t len);
+	void (*release)(void *arg);
+	void (*count)(void *arg, uint8_t op, uint64_t bytes, bool rejected);
+	void *arg;
+	uint64_t instance; /* our tide_instance (native framing hello) */
+};
+
+/* Where and how to reach a peer; built by the core from the descriptor. */
+struct te_peer_addr {
+	char host[TE_NAME_MAX]; /* IPv4 literal or resolvable host */
+	uint16_t data_port;
+	uint32_t proto;    /* framing to speak: TE_PROTO_V1, V2 or NATIVE */
+	uint64_t instance; /* peer's tide_instance (NATIVE only) */
+};
+
+struct te_xport_cfg {
+	const char *bind_ip;     /* NULL: any */
+	uint16_t data_port;      /* 0: ephemeral */
+	uint32_t conns_per_peer; /* >= 1 */
+	uint32_t io_threads;     /* >= 1 */
+	uint32_t io_timeout_ms;
+	uint32_t connect_timeout_ms;
+	uint32_t slice_size;
+	struct te_srv_ctx srv;
+	const char *node_env; /* node environment file (tcp-dpdk); NULL: $TIDE_NODE_ENV */
+};
+
+struct te_xport;
+struct te_xpeer; /* transport-private per-peer state */
+
+struct te_xport_ops {
+	const char *name; /* "tcp-kernel", "tcp-dpdk", ... */
+	/* Start threads and the data server. -EADDRINUSE; -ENOMEM. */
+	int (*create)(const struct te_xport_cfg *cfg, struct te_xport **out);
+	/* Port the data server listens on. */
+	uint16_t (*data_port)(const struct te_xport *x);
+	/* Optional: the address peers must connect to when it is not the engine's host
+	 * (the user-space stack has its own IP, TIDE_DATA_IP). NULL: the engine's host. */
+	void (*data_host)(const struct te_xport *x, char *host, size_t len);
+	/* Per-peer state (no I/O yet: connections are opened lazily, non-blocking). */
+	int (*peer_open)(struct te_xport *x, const struct te_peer_addr *addr,
+			 struct te_xpeer **out);
+	/* Fail every queued and in-flight slice of the peer with err, close its
+	 * connections and free it. Called when a segment closes or its descriptor changes. */
+	void (*peer_close)(struct te_xport *x, struct te_xpeer *p, int err);
+	/* Queue slices (linked through ->next) for the peer. Never blocks; 0 or -errno
+	 * (then none were taken). */
+	int (*submit)(struct te_xport *x, struct te_xpeer *p, struct te_slice *head);
+	/* Stop: every slice still owned ends with -ECANCELED; then free. */
+	void (*destroy)(struct te_xport *x);
+};
+
+extern const struct te_xport_ops te_tcp_kernel_ops;
+extern const struct te_xport_ops te_tcp_dpdk_ops;
+
+#endif /* TE_XPORT_H */

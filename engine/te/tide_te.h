@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * Tide's transfer engine: moves bytes between registered memory on different
+ * nodes, with Mooncake Transfer Engine's model (segments, batches, READ/WRITE
+ * requests, per-request status) and wire formats (segment descriptors,
+ * P2PHANDSHAKE or HTTP metadata, TCP framing v1/v2), so a stock Mooncake node
+ * can read and write a Tide node's buffers and the other way round.
+ *
+ * Model:
+ * - An engine is created with a metadata connection string ("P2PHANDSHAKE",
+ *   or "http://host:port/metadata"), a local server name and a host. It runs
+ *   a handshake daemon (RPC port) and, once a transport is installed, a data
+ *   server.
+ * - Local memory is registered once; remote peers may READ/WRITE only inside
+ *   registered buffers (checked on every request, both ends).
+ * - A remote segment is opened by name (in P2P mode the name is
+ *   "host:rpc_port") and addressed by absolute remote addresses, as in
+ *   Mooncake (target_offset is the peer's virtual address).
+ * - Requests are submitted in batches; each request has its own status.
+ *
+ * Threading: every function may be called from any application thread,
+ * concurrently, unless stated otherwise. Transfers run on the engine's own
+ * threads (kernel-socket I/O threads, or the DPDK lcores); callers poll or
+ * wait. No function blocks on the network for longer than the timeouts in
+ * tide_te_opts, and no request waits forever: a peer that dies fails its
+ * requests within io_timeout_ms.
+ */
+#ifndef TIDE_TE_H
+#define TIDE_TE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct tide_te;
+
+/** Segment handle, as Mooncake's SegmentID. */
+typedef int64_t tide_te_seg_t;
+/** Batch handle, as Mooncake's BatchID. */
+typedef uint64_t tide_te_batch_t;
+
+/** The local segment (this engine's own registered memory), as Mooncake's LOCAL_SEGMENT_ID. */
+#define TIDE_TE_LOCAL_SEG 0
+
+/** Request opcodes, numbered as Mooncake's TransferRequest::OpCode. */
+enum tide_te_op {
+	TIDE_TE_READ = 0,  /**< remote -> local */
+	TIDE_TE_WRITE = 1, /**< local -> remote */
+};
+
+/** Request states, numbered as Mooncake's TransferStatusEnum. */
+enum tide_te_state {
+	TIDE_TE_WAITING = 0,   /**< submitted, nothing sent yet */
+	TIDE_TE_PENDING = 1,   /**< in flight */
+	TIDE_TE_INVALID = 2,   /**< no such request */
+	TIDE_TE_CANCELED = 3,  /**< not used (no cancellation) */
+	TIDE_TE_COMPLETED = 4, /**< every byte moved */
+	TIDE_TE_TIMEOUT = 5,   /**< no progress within io_timeout_ms */
+	TIDE_TE_FAILED = 6,    /**< see tide_te_status.error */
+};
+
+/** One transfer request. */
+struct tide_te_req {
+	enum tide_te_op op;
+	void *local;          /**< local address (need not be registered) */
+	tide_te_seg_t seg;    /**< from tide_te_open_segment(), or TIDE_TE_LOCAL_SEG */
+	uint64_t remote_addr; /**< absolute address in the segment owner's process */
+	uint64_t len;         /**< bytes; 0 completes at once */
+};
+
+/** Status of one request. */
+struct tide_te_status {
+	enum tide_te_state state;
+	int error;            /**< 0, or -errno for FAILED/TIMEOUT (see tide_te_strerror) */
+	uint64_t transferred; /**< bytes moved so far */
+};
+
+/** Engine options. Initialise with tide_te_opts_init(). */
+struct tide_te_opts {
+	size_t opts_size;
+	/** "P2PHANDSHAKE" or "http://host:port/path"; etcd/redis answer -EPROTONOSUPPORT. */
+	const char *metadata;
+	/** Local server (segment) name. NULL or "": in P2P mode "host:rpc_port"; else host. */
+	const char *local_server_name;
+	/** Address peers reach us at (IPv4 literal or resolvable name). NULL: first non-loopback
+	 * IPv4, else 127.0.0.1. */
+	const char *host;
+	/** Handshake daemon port. 0: ephemeral. Default 0. */
+	uint16_t rpc_port;
+	/** Data server port. 0: ephemeral. Default 0. */
+	uint16_t data_port;
+	/** Bytes per slice; a request is split into slices spread over connections. Default
+	 * 1 MiB (MC_SLICE_SIZE overrides). */
+	uint32_t slice_size;
+	/** Data connections per peer. Default 4. */
+	uint32_t conns_per_peer;
+	/** Kernel-socket I/O threads. Default 2. */
+	uint32_t io_threads;
+	/** Framing spoken to peers: 0 = best the peer advertises; 1 or 2 = force Mooncake v1/v2
+	 * (MC_TCP_PROTO overrides). */
+	uint32_t force_proto;
+	/** A request with no progress for this long fails with TIMEOUT. Default 10000. */
+	uint32_t io_timeout_ms;
+	/** Connect and metadata round-trip timeout. Default 3000. */
+	uint32_t connect_timeout_ms;
+	/** Node environment file for the user-space TCP path (NULL: $TIDE_NODE_ENV, else kernel
+	 * sockets only). */
+	const char *node_env;
+};
+
+/**
+ * Fill opts with defaults (documented on each field). Thread: any.
+ */
+void tide_te_opts_init(struct tide_te_opts *opts, size_t opts_size);
+
+/**
+ * Create an engine: resolve the local address, start the handshake daemon
+ * and publish the (empty) segment descriptor.
+ * \return 0 and *out set; -EINVAL bad option (logged with what was wrong);
+ *         -EPROTONOSUPPORT unsupported metadata scheme; -EADDRINUSE rpc_port taken;
+ *         -EHOSTUNREACH/-ETIMEDOUT/-ECONNREFUSED metadata server unreachable; -ENOMEM.
+ * Thread: any. Ownership: tide_te_destroy().
+ */
+int tide_te_create(const struct tide_te_opts *opts, struct tide_te **out);
+
+/**
+ * Install a transport: "tcp" (user-space TCP when a DPDK device is configured in
+ * the node file and MC_FORCE_TCP is not 1, kernel sockets otherwise) or "rdma".
+ * Starts the data server and republishes the descriptor. Installing "tcp" twice is a no-op.
+ * \return 0; -EPROTONOSUPPORT unknown protocol, or rdma without a verbs device
+ *         (logged with what to set); -EADDRINUSE data_port taken; -ENOMEM.
+ * Thread: any, before transfers start.
+ */
+int tide_te_install_transport(struct tide_te *te, const char *proto);
+
+/** Name of the data path in use: "tcp-kernel", "tcp-dpdk" or "" before install. Thread: any. */
+const char *tide_te_transport_name(const struct tide_te *te);
+
+/**
+ * Register [addr, addr+len) for remote access and republish the descriptor.
+ * \param location  Mooncake's location tag ("*", "cpu:0"); kept, not interpreted.
+ * \return 0; -EINVAL addr NULL, len 0 or wrap-around; -EEXIST overlaps a registered
+ *         buffer; -ENOMEM; a metadata error (the buffer stays registered locally).
+ * Ownership: the memory stays the caller's; keep it valid until unregistered.
+ */
+int tide_te_register(struct tide_te *te, void *addr, size_t len, const char *location);
+
+/**
+ * Unregister the buffer that starts at addr. Requests from peers that arrive
+ * afterwards are refused; a request already copying finishes first.
+ * \return 0; -ENOENT not a registered start address.
+ */
+int tide_te_unregister(struct tide_te *te, void *addr);
+
+/**
+ * Open a remote segment by name (fetching its descriptor through the metadata
+ * service). Opening the local server name returns TIDE_TE_LOCAL_SEG.
+ * \return 0 and *seg set; -ENOENT unknown segment; -EPROTO malformed descriptor
+ *         (logged); -ETIMEDOUT/-ECONNREFUSED metadata or handshake failure.
+ */
+int tide_te_open_segment(struct tide_te *te, const char *name, tide_te_seg_t *seg);
+
+/**
+ * Buffer idx of an open segment's descriptor (sorted by address), as
+ * Mooncake's getSegmentDescByID()->buffers[idx].
+ * \return 0 and addr/len set; -ENOENT unknown handle or idx past the last buffer.
+ */
+int tide_te_segment_buffer(struct tide_te *te, tide_te_seg_t seg, uint32_t idx, uint64_t *addr,
+			   uint64_t *len);
+
+/** Close a segment handle. \return 0; -ENOENT unknown handle. */
+int tide_te_close_segment(struct tide_te *te, tide_te_seg_t seg);
+
+/**
+ * Fetch the descriptor of every open segment again (Mooncake's syncSegmentCache).
+ * \return 0, or the first error (other segments are still refreshed).
+ */
+int tide_te_sync_segments(struct tide_te *te);
+
+/**
+ * Allocate a batch of up to max_reqs requests.
+ * \return 0; -EINVAL max_reqs 0 or above 1<<20; -ENOMEM.
+ */
+int tide_te_batch_alloc(struct tide_te *te, uint32_t max_reqs, tide_te_batch_t *batch);
+
+/**
+ * Free a batch. \return 0; -EBUSY a request is still WAITING/PENDING; -ENOENT unknown.
+ */
+int tide_te_batch_free(struct tide_te *te, tide_te_batch_t batch);
+
+/**
+ * Submit n requests into the batch (appended after earlier ones; task ids
+ * are consecutive from the batch's count before the call). Requests whose
+ * remote range is not inside a buffer of the peer's descriptor fail at once
+ * with -EFAULT; the others start.
+ * \return 0; -ENOSPC more requests than the batch holds; -EINVAL bad segment handle
+ *         or opcode; -ENOENT unknown batch.
+ * Thread: any, but one submitter per batch at a time.
+ */
+int tide_te_submit(struct tide_te *te, tide_te_batch_t batch, const struct tide_te_req *reqs,
+		   uint32_t n);
+
+/**
+ * Status of request task_id of the batch.
+ * \return 0 (status filled; INVALID for an unknown task); -ENOENT unknown batch.
+ */
+int tide_te_status(struct tide_te *te, tide_te_batch_t batch, uint32_t task_id,
+		   struct tide_te_status *st);
+
+/**
+ * Wait, without spinning, until every submitted request of the batch has ended
+ * (COMPLETED, FAILED or TIMEOUT) or timeout_ms passes (-1: no limit; requests
+ * end on their own within io_timeout_ms).
+ * \return 0 all ended (check each status); -ETIMEDOUT; -ENOENT unknown batch.
+ */
+int tide_te_wait(struct tide_te *te, tide_te_batch_t batch, int timeout_ms);
+
+/** Name (segment name) peers use to reach this engine. Thread: any. */
+const char *tide_te_local_name(const struct tide_te *te);
+
+/** "host:rpc_port" of the handshake daemon and the data port. Thread: any. */
+void tide_te_local_addr(const struct tide_te *te, char *host, size_t host_len, uint16_t *rpc_port,
+			uint16_t *data_port);
+
+/** Engine counters (racy reads). */
+struct tide_te_stats {
+	uint64_t reqs_submitted, reqs_completed, reqs_failed, reqs_timeout;
+	uint64_t bytes_read, bytes_written; /**< by this engine as initiator */
+	uint64_t srv_reads, srv_writes;     /**< requests served for peers */
+	uint64_t srv_bytes;
+	uint64_t srv_rejected;   /**< peer requests outside registered memory */
+	uint64_t desc_refreshes; /**< descriptors fetched again (peer restarted) */
+	uint64_t conn_failures;  /**< data connections lost or refused */
+};
+void tide_te_stats_get(const struct tide_te *te, struct tide_te_stats *st);
+
+/**
+ * Stop every thread, close connections (in-flight requests end FAILED with
+ * -ECANCELED), remove our metadata entries and free the engine. NULL is ignored.
+ * Thread: any thread not inside another tide_te_* call on this engine.
+ */
+void tide_te_destroy(struct tide_te *te);
+
+/** Message for an error this API returned (strerror plus engine-specific texts). */
+const char *tide_te_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIDE_TE_H */
