@@ -152,23 +152,25 @@ class TestTransferEngine(TestSuite):
         self.data_d, self.data_k = f"10.96.{x}.1", f"10.96.{x}.2"
         self.mgmt_d, self.mgmt_k = f"10.95.{x}.1", f"10.95.{x}.2"
         vd, vk, md, mk = f"ted{tag}", f"tek{tag}", f"tmd{tag}", f"tmk{tag}"
+        ups = [["ip", "-n", ns, "link", "set", dev, "up"]
+               for ns, dev in ((self.nsd, "lo"), (self.nsk, "lo"), (self.nsd, vd),
+                               (self.nsk, vk), (self.nsd, md), (self.nsk, mk))]
         cmds = [
             ["ip", "netns", "add", self.nsd], ["ip", "netns", "add", self.nsk],
             ["ip", "link", "add", vd, "netns", self.nsd, "type", "veth", "peer", "name", vk,
              "netns", self.nsk],
             ["ip", "link", "add", md, "netns", self.nsd, "type", "veth", "peer", "name", mk,
              "netns", self.nsk],
+            ["ip", "netns", "exec", self.nsd, "sysctl", "-qw",
+             f"net.ipv6.conf.{vd}.disable_ipv6=1"],
+        ] + ups + [
             ["ip", "-n", self.nsk, "addr", "add", f"{self.data_k}/24", "dev", vk],
             ["ip", "-n", self.nsd, "addr", "add", f"{self.mgmt_d}/24", "dev", md],
             ["ip", "-n", self.nsk, "addr", "add", f"{self.mgmt_k}/24", "dev", mk],
             # netns D reaches K's data address for the handshake over the management link.
             ["ip", "-n", self.nsd, "route", "add", f"{self.data_k}/32", "via", self.mgmt_k],
-            ["ip", "netns", "exec", self.nsd, "sysctl", "-qw",
-             f"net.ipv6.conf.{vd}.disable_ipv6=1"],
             ["ip", "netns", "exec", self.nsk, "ethtool", "-K", vk, "tx", "off", "gro", "off"],
-        ] + [["ip", "-n", ns, "link", "set", dev, "up"]
-             for ns, dev in ((self.nsd, "lo"), (self.nsk, "lo"), (self.nsd, vd),
-                             (self.nsk, vk), (self.nsd, md), (self.nsk, mk))]
+        ]
         self.addCleanup(self.sh, "ip", "netns", "del", self.nsd, check=False)
         self.addCleanup(self.sh, "ip", "netns", "del", self.nsk, check=False)
         for c in cmds:
