@@ -5,7 +5,8 @@ For each block size (4 KiB, 64 KiB, 1 MiB) and operation (read, write), with
 batch 32 and one initiator thread, runs a target and an initiator as two
 processes:
   - Tide over kernel sockets (loopback),
-  - Tide over user-space TCP on DPDK net_memif (--no-huge),
+  - Tide over user-space TCP on DPDK net_memif (--no-huge, MTU 9000, the two
+    processes' polling lcores on different CPUs),
 and prints MiB/s, batch latency, and the ratio to stock Mooncake TE over
 kernel TCP loopback on this machine class (the issue's reference figures,
 batch 32, 1 thread: 49-73 MiB/s at 4 KiB, 674-1039 MiB/s at 64 KiB, about
@@ -83,20 +84,22 @@ def run_memif(bench, op, bs, duration, tmp, n):
     sock = os.path.join(tmp, f"memif{n}.sock")
     port = 21000 + (os.getpid() + n) % 20000
 
-    def env(role, ip):
+    def env(role, ip, cpu):
+        # MTU 9000 (one frame per 9216-byte memif buffer); each process polls its own CPU.
         return clean_env({"TIDE_HUGEPAGES": "off",
-                          "TIDE_DPDK_DEVICE":
-                              f"net_memif0,role={role},socket={sock},socket-abstract=no",
-                          "TIDE_DATA_IP": ip, "TIDE_TCP_RTO_MIN_US": "5000",
+                          "TIDE_DPDK_DEVICE": f"net_memif0,role={role},socket={sock},"
+                                              "socket-abstract=no,bsize=9216",
+                          "TIDE_DATA_IP": ip, "TIDE_TCP_RTO_MIN_US": "5000", "TIDE_MTU": "9000",
+                          "TIDE_LCORES": str(cpu % os.cpu_count()),
                           "TIDE_FILE_PREFIX": f"tide-tebench-{role}-{os.getpid()}-{n}"})
     # The memif server (initiator) must exist first and exit first (DPDK 22.11 memif).
     ini = subprocess.Popen([bench, "--mode=initiator", f"--segment_id=127.0.0.1:{port}",
                             "--buffer_size=256M", f"--operation={op}", f"--block_size={bs}",
                             "--batch_size=32", f"--duration={duration}", "--host=127.0.0.1",
                             "--open_retry_s=30"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, env=env("server", "10.92.0.1"))
+                           stderr=subprocess.STDOUT, text=True, env=env("server", "10.92.0.1", 0))
     time.sleep(1.0)
-    t, _ = start_target(bench, [f"--rpc_port={port}"], env("client", "10.92.0.2"))
+    t, _ = start_target(bench, [f"--rpc_port={port}"], env("client", "10.92.0.2", 1))
     try:
         out, _ = ini.communicate(timeout=300)
     except subprocess.TimeoutExpired:

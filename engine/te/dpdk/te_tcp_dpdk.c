@@ -661,6 +661,10 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		 x->ne.dpdk_device);
 	po.nb_rxd = (uint16_t)x->ne.rxd;
 	po.nb_txd = (uint16_t)x->ne.txd;
+	if (x->ne.mtu > 1500) {
+		/* One frame per mbuf: frame + Ethernet header + the 128-byte headroom. */
+		po.mbuf_dataroom = (uint16_t)(x->ne.mtu + 14 + 128 + 64);
+	}
 	rc = tide_eth_port_open(devname, &po, &x->port);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "cannot open %s: %s", devname, strerror(-rc));
