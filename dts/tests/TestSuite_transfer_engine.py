@@ -97,6 +97,45 @@ class TestTransferEngine(TestSuite):
         self.verify(time.monotonic() - killed < 15, out)
         self.verify(ini.returncode == 1 and "first failure" in out, out)
 
+    def test_kernel_http_metadata_via_master(self):
+        """Steps: Tide's mooncake_master with --enable_http_metadata_server; target and initiator
+        named explicitly and using --metadata_server=http://.../metadata (no handshake lookup).
+        Verify: the initiator finds the target's descriptor through the master and --verify
+        passes; after the target stops, its keys are gone (the name no longer resolves)."""
+        import socket
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        mport = s.getsockname()[1]
+        s.close()
+        master = subprocess.Popen([self.tool("master/mooncake_master"), "--rpc_port=0",
+                                   "--metrics_port=0", "--enable_http_metadata_server",
+                                   f"--http_metadata_server_port={mport}",
+                                   "--http_metadata_server_host=127.0.0.1"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env=self.tool_env())
+        self.addCleanup(master.kill)
+        url = f"http://127.0.0.1:{mport}/metadata"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", mport), 1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        t, name = self.target("--host=127.0.0.1", f"--metadata_server={url}",
+                              "--local_server_name=dts-target")
+        self.verify(name == "dts-target", name)
+        r = self.initiator(name, "--verify", "--block_size=64K", "--batch_size=16",
+                           "--duration=1", "--host=127.0.0.1", f"--metadata_server={url}",
+                           "--local_server_name=dts-initiator")
+        self.stop(t)
+        self.verify(r.returncode == 0 and "verified" in r.stdout, r.stdout + r.stderr)
+        r = self.initiator(name, "--duration=1", "--host=127.0.0.1", f"--metadata_server={url}",
+                           "--local_server_name=dts-initiator2")
+        self.verify(r.returncode == 1 and "open segment" in r.stderr, r.stdout + r.stderr)
+        master.terminate()
+        master.wait(timeout=10)
+
     def test_bad_flags_are_refused(self):
         """Steps: bad --block_size, unknown flag, rdma without a device.
         Verify: exit codes 2/2/1 with a message naming the problem."""
