@@ -5,11 +5,19 @@
  * pinned DPDK lcore instead of by epoll.
  *
  * The node file gives the device, address and lcores (TIDE_DPDK_DEVICE,
- * TIDE_DATA_IP, ...). One stack runs on one polling lcore; it owns every
- * connection, session and peer queue, so nothing below is locked except the
- * inbox through which application threads hand slices over. Application
- * threads reach the lcore only through that inbox and tide_lcore_post()
- * (peer close, teardown), and wait for posted work with a flag.
+ * TIDE_DATA_IP, TIDE_LCORES / TIDE_LCORES_PER_NUMA). Each polling lcore has
+ * its own queue pair, stack, listener (all on the data port) and
+ * connections; the port steers each connection's packets to the lcore that
+ * owns it (hardware RSS, or software steering on vdevs) and active opens
+ * pick local ports whose reply tuple hashes to the opening lcore. A peer's
+ * slices are dealt round-robin over the lcores, so one large request runs
+ * over several connections on several lcores.
+ *
+ * An lcore owns everything it touches, so nothing below is locked except
+ * the per-lcore inbox through which application threads hand slices over.
+ * Application threads reach an lcore only through its inbox and
+ * tide_lcore_post() (peer open/close, teardown), and wait for posted work
+ * with a flag.
  *
  * The EAL is process-wide: one user-space transport per process.
  *
@@ -36,6 +44,7 @@
 #include "te_xport.h"
 #include "tide_eth.h"
 #include "tide_eth_net.h"
+#include "tide_eth_rss.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_net.h"
@@ -49,29 +58,40 @@
 #define TE_DPDK_TICK_NS        (10 * 1000000ull) /* timeout scan period */
 
 struct dconn;
+struct te_lc;
 LIST_HEAD(dconn_list, dconn);
 
-struct te_xpeer {
-	struct te_xport *x;
-	struct te_peer_addr a;
-	uint32_t ip; /* host order */
+/* A peer as one lcore sees it: its queue and its connections on that lcore. */
+struct dpeer {
+	struct te_xpeer *top;
+	struct te_lc *l;
 	/* Inbox: slices handed over by application threads (lock), then the
 	 * lcore's own queue of slices not yet in a session. */
 	pthread_mutex_t lock;
 	struct te_slice *in_head, *in_tail;
-	bool in_listed; /* on x->inbox_peers */
-	TAILQ_ENTRY(te_xpeer) inbox_link;
+	bool in_listed; /* on l->inbox_peers */
+	TAILQ_ENTRY(dpeer) inbox_link;
 	struct te_slice *q_head, *q_tail;
 	struct dconn *conns[TE_DPDK_MAX_CONNS];
-	unsigned nconns, rr;
+	unsigned nconns, max_conns, rr;
 	int last_err; /* error of the last connection that died (to fail the queue) */
-	LIST_ENTRY(te_xpeer) link;
+	bool registered;
+	LIST_ENTRY(dpeer) link;
+};
+
+struct te_xpeer {
+	struct te_xport *x;
+	struct te_peer_addr a;
+	uint32_t ip;    /* host order */
+	atomic_uint rr; /* next lcore for a slice */
+	unsigned nsub;  /* lcores this peer's slices go to (v1: one) */
+	struct dpeer *sub[TIDE_LCORE_MAX];
 };
 
 struct dconn {
-	struct te_xport *x;
+	struct te_lc *l;
 	struct tide_net_conn *nc;
-	struct te_xpeer *peer; /* client connections */
+	struct dpeer *peer; /* client connections */
 	struct te_srv_sess *srv;
 	struct te_cli_sess *cli;
 	bool connected;
@@ -82,28 +102,37 @@ struct dconn {
 	LIST_ENTRY(dconn) link;
 };
 
-struct te_xport {
-	struct te_xport_cfg cfg;
-	struct tide_nodeenv ne;
-	struct tide_eth_port *port;
+/* One polling lcore: its queue pair, stack, listener and connections. */
+struct te_lc {
+	struct te_xport *x;
+	unsigned idx;
+	struct tide_lcore *lc;
 	struct tide_eth_netdev nd;
 	bool nd_up;
 	struct tide_net_stack *stack;
 	struct tide_net_listener *listener;
-	struct tide_lcore_group *g;
-	struct tide_lcore *lc;
-	uint16_t data_port;
-	uint32_t ip;
-	char ip_str[INET_ADDRSTRLEN];
+	struct tide_eth_rss_picker pk;
 	uint64_t next_tick;
 
 	pthread_mutex_t inbox_lock;
-	TAILQ_HEAD(, te_xpeer) inbox_peers;
+	TAILQ_HEAD(, dpeer) inbox_peers;
 	atomic_bool inbox_pending;
 
 	struct dconn_list conns; /* every live connection (lcore only) */
 	struct dconn_list dead;  /* killed inside callbacks; freed by the poller */
-	LIST_HEAD(, te_xpeer) peers;
+	LIST_HEAD(, dpeer) peers;
+};
+
+struct te_xport {
+	struct te_xport_cfg cfg;
+	struct tide_nodeenv ne;
+	struct tide_eth_port *port;
+	struct tide_lcore_group *g;
+	unsigned nlc;
+	struct te_lc lcs[TIDE_LCORE_MAX];
+	uint16_t data_port;
+	uint32_t ip;
+	char ip_str[INET_ADDRSTRLEN];
 };
 
 static uint64_t
@@ -114,7 +143,7 @@ mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* ---- running work on the lcore ---------------------------------------- */
+/* ---- running work on an lcore -------------------------------------------- */
 
 struct sync_msg {
 	void (*fn)(void *arg);
@@ -130,13 +159,13 @@ sync_trampoline(void *arg)
 	atomic_store(&m->done, true);
 }
 
-/* Run fn(arg) on the lcore and wait for it (the lcore never waits on us). */
+/* Run fn(arg) on lcore l and wait for it (an lcore never waits on us). */
 static int
-run_on_lcore(struct te_xport *x, void (*fn)(void *), void *arg)
+run_on_lcore(struct te_lc *l, void (*fn)(void *), void *arg)
 {
 	struct sync_msg m = {.fn = fn, .arg = arg};
 	int rc;
-	while ((rc = tide_lcore_post(x->lc, sync_trampoline, &m)) == -EAGAIN) {
+	while ((rc = tide_lcore_post(l->lc, sync_trampoline, &m)) == -EAGAIN) {
 		usleep(100);
 	}
 	if (rc != 0) {
@@ -151,7 +180,17 @@ run_on_lcore(struct te_xport *x, void (*fn)(void *), void *arg)
 /* ---- connections (lcore only) ------------------------------------------ */
 
 static void conn_kill(struct dconn *c, int err);
-static void peer_pump(struct te_xpeer *p);
+static void peer_pump(struct dpeer *p);
+
+static void
+fail_chain(struct te_slice *s, int err)
+{
+	while (s != NULL) {
+		struct te_slice *next = s->next;
+		te_slice_done(s, err);
+		s = next;
+	}
+}
 
 /* Send what the session has ready, as far as the stack's buffer allows. */
 static void
@@ -205,10 +244,10 @@ conn_flush(struct dconn *c, uint64_t now)
 }
 
 static void
-conns_reap(struct te_xport *x)
+conns_reap(struct te_lc *l)
 {
 	struct dconn *c;
-	while ((c = LIST_FIRST(&x->dead)) != NULL) {
+	while ((c = LIST_FIRST(&l->dead)) != NULL) {
 		LIST_REMOVE(c, link);
 		free(c);
 	}
@@ -278,13 +317,13 @@ static void
 conn_kill(struct dconn *c, int err)
 {
 	uint64_t now = mono_ns();
-	struct te_xpeer *p = c->peer;
+	struct dpeer *p = c->peer;
 	if (c->dead) {
 		return;
 	}
 	c->dead = true;
 	LIST_REMOVE(c, link);
-	LIST_INSERT_HEAD(&c->x->dead, c, link);
+	LIST_INSERT_HEAD(&c->l->dead, c, link);
 	if (c->cli != NULL) {
 		te_cli_sess_fail(c->cli, err);
 		te_cli_sess_destroy(c->cli, err);
@@ -303,36 +342,33 @@ conn_kill(struct dconn *c, int err)
 		}
 		c->nc = NULL;
 	}
-	if (p != NULL) {
-		for (unsigned i = 0; i < p->nconns; i++) {
-			if (p->conns[i] == c) {
-				p->conns[i] = p->conns[--p->nconns];
-				break;
-			}
-		}
-		p->last_err = err;
+	if (p == NULL) {
+		return;
 	}
-	if (p != NULL && p->nconns == 0 && p->q_head != NULL && err != -EFAULT) {
+	for (unsigned i = 0; i < p->nconns; i++) {
+		if (p->conns[i] == c) {
+			p->conns[i] = p->conns[--p->nconns];
+			break;
+		}
+	}
+	p->last_err = err;
+	if (p->nconns == 0 && p->q_head != NULL && err != -EFAULT) {
 		/* Nobody left to carry the queue: fail it now rather than loop on
 		 * reconnects; the core re-fetches the descriptor on the next submit. */
 		struct te_slice *s = p->q_head;
 		p->q_head = p->q_tail = NULL;
-		while (s != NULL) {
-			struct te_slice *next = s->next;
-			te_slice_done(s, err);
-			s = next;
-		}
+		fail_chain(s, err);
 	}
 }
 
 static struct dconn *
-conn_new(struct te_xport *x)
+conn_new(struct te_lc *l)
 {
 	struct dconn *c = calloc(1, sizeof(*c));
 	if (c != NULL) {
-		c->x = x;
+		c->l = l;
 		c->opened_ns = c->progress_ns = mono_ns();
-		LIST_INSERT_HEAD(&x->conns, c, link);
+		LIST_INSERT_HEAD(&l->conns, c, link);
 	}
 	return c;
 }
@@ -340,12 +376,12 @@ conn_new(struct te_xport *x)
 static int
 srv_accept(void *arg, struct tide_net_conn *nc)
 {
-	struct te_xport *x = arg;
-	struct dconn *c = conn_new(x);
+	struct te_lc *l = arg;
+	struct dconn *c = conn_new(l);
 	if (c == NULL) {
 		return -ENOMEM;
 	}
-	if (te_srv_sess_create(&x->cfg.srv, &c->srv) != 0) {
+	if (te_srv_sess_create(&l->x->cfg.srv, &c->srv) != 0) {
 		LIST_REMOVE(c, link);
 		free(c);
 		return -ENOMEM;
@@ -364,17 +400,17 @@ cli_done(void *arg, struct te_slice *s, int err)
 }
 
 static struct dconn *
-peer_connect(struct te_xpeer *p)
+peer_connect(struct dpeer *p)
 {
-	struct te_xport *x = p->x;
-	struct te_cli_sess_cfg cc = {.proto = p->a.proto,
-				     .instance = p->a.proto == TE_PROTO_NATIVE ? p->a.instance : 0,
-				     .max_inflight =
-					     p->a.proto == TE_PROTO_NATIVE ? TE_DPDK_INFLIGHT : 1,
-				     .max_inflight_bytes = TE_DPDK_INFLIGHT_BYTES,
-				     .done = cli_done,
-				     .arg = p};
-	struct dconn *c = conn_new(x);
+	const struct te_xpeer *top = p->top;
+	struct te_cli_sess_cfg cc = {
+		.proto = top->a.proto,
+		.instance = top->a.proto == TE_PROTO_NATIVE ? top->a.instance : 0,
+		.max_inflight = top->a.proto == TE_PROTO_NATIVE ? TE_DPDK_INFLIGHT : 1,
+		.max_inflight_bytes = TE_DPDK_INFLIGHT_BYTES,
+		.done = cli_done,
+		.arg = p};
+	struct dconn *c = conn_new(p->l);
 	int rc;
 	if (c == NULL) {
 		return NULL;
@@ -385,9 +421,10 @@ peer_connect(struct te_xpeer *p)
 		free(c);
 		return NULL;
 	}
-	rc = tide_net_connect(x->stack, p->ip, p->a.data_port, &conn_cbs, c, mono_ns(), &c->nc);
+	rc = tide_net_connect(p->l->stack, top->ip, top->a.data_port, &conn_cbs, c, mono_ns(),
+			      &c->nc);
 	if (rc != 0) {
-		TIDE_LOG(ERR, "connect to %s:%u: %s", p->a.host, p->a.data_port, strerror(-rc));
+		TIDE_LOG(ERR, "connect to %s:%u: %s", top->a.host, top->a.data_port, strerror(-rc));
 		te_cli_sess_destroy(c->cli, rc);
 		LIST_REMOVE(c, link);
 		free(c);
@@ -400,13 +437,9 @@ peer_connect(struct te_xpeer *p)
 
 /* Move queued slices into sessions with room, opening connections lazily. */
 static void
-peer_pump(struct te_xpeer *p)
+peer_pump(struct dpeer *p)
 {
-	struct te_xport *x = p->x;
 	uint64_t now = mono_ns();
-	/* v1 WRITEs are never acknowledged: one connection keeps them ordered with the
-	 * READs that follow (the server runs a connection in order). */
-	unsigned max_conns = p->a.proto == TE_PROTO_V1 ? 1 : x->cfg.conns_per_peer;
 	while (p->q_head != NULL) {
 		struct te_slice *s = p->q_head;
 		struct dconn *c = NULL;
@@ -415,23 +448,18 @@ peer_pump(struct te_xpeer *p)
 		for (unsigned k = 0; k < p->nconns; k++) {
 			struct dconn *cand = p->conns[(p->rr + k) % p->nconns];
 			if (te_cli_sess_can_submit(cand->cli, s->len) &&
-			    (te_cli_sess_inflight(cand->cli) == 0 || p->nconns >= max_conns)) {
+			    (te_cli_sess_inflight(cand->cli) == 0 || p->nconns >= p->max_conns)) {
 				c = cand;
 				p->rr = (p->rr + k + 1) % p->nconns;
 				break;
 			}
 		}
-		if (c == NULL && p->nconns < max_conns) {
+		if (c == NULL && p->nconns < p->max_conns) {
 			c = peer_connect(p);
 			if (c == NULL) {
 				if (p->nconns == 0) {
-					int err = p->last_err ? p->last_err : -ENOMEM;
 					p->q_head = p->q_tail = NULL;
-					while (s != NULL) {
-						struct te_slice *next = s->next;
-						te_slice_done(s, err);
-						s = next;
-					}
+					fail_chain(s, p->last_err ? p->last_err : -ENOMEM);
 				}
 				break;
 			}
@@ -456,16 +484,16 @@ peer_pump(struct te_xpeer *p)
 /* ---- lcore poller -------------------------------------------------------- */
 
 static void
-inbox_drain(struct te_xport *x)
+inbox_drain(struct te_lc *l)
 {
-	TAILQ_HEAD(, te_xpeer) todo = TAILQ_HEAD_INITIALIZER(todo);
-	struct te_xpeer *p;
-	if (!atomic_exchange(&x->inbox_pending, false)) {
+	TAILQ_HEAD(, dpeer) todo = TAILQ_HEAD_INITIALIZER(todo);
+	struct dpeer *p;
+	if (!atomic_exchange(&l->inbox_pending, false)) {
 		return;
 	}
-	pthread_mutex_lock(&x->inbox_lock);
-	TAILQ_CONCAT(&todo, &x->inbox_peers, inbox_link);
-	pthread_mutex_unlock(&x->inbox_lock);
+	pthread_mutex_lock(&l->inbox_lock);
+	TAILQ_CONCAT(&todo, &l->inbox_peers, inbox_link);
+	pthread_mutex_unlock(&l->inbox_lock);
 	while ((p = TAILQ_FIRST(&todo)) != NULL) {
 		struct te_slice *h, *t;
 		TAILQ_REMOVE(&todo, p, inbox_link);
@@ -488,19 +516,20 @@ inbox_drain(struct te_xport *x)
 	}
 }
 
-/* Progress timeouts and held receive data. */
+/* Connect and progress timeouts. */
 static void
-conns_tick(struct te_xport *x, uint64_t now)
+conns_tick(struct te_lc *l, uint64_t now)
 {
+	const struct te_xport_cfg *cfg = &l->x->cfg;
 	struct dconn *c, *next;
-	uint64_t io = (uint64_t)x->cfg.io_timeout_ms * 1000000ull;
-	uint64_t co = (uint64_t)x->cfg.connect_timeout_ms * 1000000ull;
-	for (c = LIST_FIRST(&x->conns); c != NULL; c = next) {
+	uint64_t io = (uint64_t)cfg->io_timeout_ms * 1000000ull;
+	uint64_t co = (uint64_t)cfg->connect_timeout_ms * 1000000ull;
+	for (c = LIST_FIRST(&l->conns); c != NULL; c = next) {
 		next = LIST_NEXT(c, link);
 		if (!c->connected && now > c->opened_ns && now - c->opened_ns > co) {
 			TIDE_LOG(WARN, "data connection to %s:%u: no answer in %u ms",
-				 c->peer ? c->peer->a.host : "?",
-				 c->peer ? c->peer->a.data_port : 0, x->cfg.connect_timeout_ms);
+				 c->peer ? c->peer->top->a.host : "?",
+				 c->peer ? c->peer->top->a.data_port : 0, cfg->connect_timeout_ms);
 			conn_kill(c, -ETIMEDOUT);
 			continue;
 		}
@@ -511,32 +540,38 @@ conns_tick(struct te_xport *x, uint64_t now)
 			TIDE_LOG(WARN,
 				 "data connection %s %u -> %u: no progress in %u ms: closed (state "
 				 "%s, "
-				 "queued %u/%u, snd_wnd %u, cwnd %u, rto %" PRIu64
-				 " us, tx_blocked %d, "
-				 "rx_held %d)",
+				 "send queue %u, receive queue %u, snd_wnd %u, cwnd %u)",
 				 c->srv ? "server" : "client", ci.lport, ci.rport,
-				 x->cfg.io_timeout_ms, tide_net_tcp_state_name(ci.state),
-				 ci.snd_queued, ci.rcv_queued, ci.snd_wnd, ci.cwnd,
-				 ci.rto_ns / 1000, c->tx_blocked, c->rx_held);
+				 cfg->io_timeout_ms, tide_net_tcp_state_name(ci.state),
+				 ci.snd_queued, ci.rcv_queued, ci.snd_wnd, ci.cwnd);
 			conn_kill(c, -ETIMEDOUT);
 		}
 	}
 }
 
+/* Offer held receive bytes again once the session's output drained. */
 static void
-resume_held(struct te_xport *x, uint64_t now)
+resume_held(struct te_lc *l, uint64_t now)
 {
-	struct dconn *c, *next;
-	for (c = LIST_FIRST(&x->conns); c != NULL; c = next) {
-		struct iovec iov[1];
-		next = LIST_NEXT(c, link);
-		if (!c->rx_held || c->tx_blocked) {
-			continue;
-		}
-		if ((c->srv ? te_srv_sess_tx_iov(c->srv, iov, 1)
-			    : te_cli_sess_tx_iov(c->cli, iov, 1)) == 0) {
-			c->rx_held = false;
-			tide_net_recv_resume(c->nc, now); /* may kill c via callbacks */
+	struct dconn *c;
+	bool again = true;
+	/* A resume runs callbacks that may kill any connection (moving it to the
+	 * graveyard), so restart the walk after each one. */
+	while (again) {
+		again = false;
+		LIST_FOREACH(c, &l->conns, link)
+		{
+			struct iovec iov[1];
+			if (!c->rx_held || c->tx_blocked) {
+				continue;
+			}
+			if ((c->srv ? te_srv_sess_tx_iov(c->srv, iov, 1)
+				    : te_cli_sess_tx_iov(c->cli, iov, 1)) == 0) {
+				c->rx_held = false;
+				tide_net_recv_resume(c->nc, now);
+				again = true;
+				break;
+			}
 		}
 	}
 }
@@ -544,25 +579,25 @@ resume_held(struct te_xport *x, uint64_t now)
 static int
 dpdk_poll(void *ctx, uint64_t now)
 {
-	struct te_xport *x = ctx;
-	int work = (int)tide_eth_netdev_poll(&x->nd, x->stack, now);
-	inbox_drain(x);
-	resume_held(x, now);
-	work += tide_net_timers_run(x->stack, now);
-	if (now >= x->next_tick) {
-		x->next_tick = now + TE_DPDK_TICK_NS;
+	struct te_lc *l = ctx;
+	int work = (int)tide_eth_netdev_poll(&l->nd, l->stack, now);
+	inbox_drain(l);
+	resume_held(l, now);
+	work += tide_net_timers_run(l->stack, now);
+	if (now >= l->next_tick) {
+		l->next_tick = now + TE_DPDK_TICK_NS;
 		/* Callbacks above stamped connections with later clock reads than `now`. */
-		conns_tick(x, mono_ns());
+		conns_tick(l, mono_ns());
 	}
-	conns_reap(x);
+	conns_reap(l);
 	return work;
 }
 
 /* ---- setup and teardown -------------------------------------------------- */
 
 struct setup_arg {
-	struct te_xport *x;
-	struct tide_net_opts *no;
+	struct te_lc *l;
+	struct tide_net_opts no;
 	int rc;
 };
 
@@ -570,41 +605,52 @@ static void
 setup_on_lcore(void *arg)
 {
 	struct setup_arg *a = arg;
-	struct te_xport *x = a->x;
-	a->rc = tide_net_stack_create(a->no, mono_ns(), &x->stack);
+	struct te_lc *l = a->l;
+	a->rc = tide_net_stack_create(&a->no, mono_ns(), &l->stack);
 	if (a->rc == 0) {
-		a->rc = tide_net_listen(x->stack, x->data_port, 1024, srv_accept, x, &x->listener);
+		a->rc = tide_net_listen(l->stack, l->x->data_port, 1024, srv_accept, l,
+					&l->listener);
 	}
 	if (a->rc == 0) {
-		a->rc = tide_lcore_poller_add(x->lc, dpdk_poll, x);
+		a->rc = tide_lcore_poller_add(l->lc, dpdk_poll, l);
 	}
 }
 
 static void
 teardown_on_lcore(void *arg)
 {
-	struct te_xport *x = arg;
-	struct te_xpeer *p;
-	inbox_drain(x);
-	LIST_FOREACH(p, &x->peers, link)
+	struct te_lc *l = arg;
+	struct dpeer *p;
+	inbox_drain(l);
+	LIST_FOREACH(p, &l->peers, link)
 	{
 		struct te_slice *s = p->q_head;
 		p->q_head = p->q_tail = NULL;
-		while (s != NULL) {
-			struct te_slice *next = s->next;
-			te_slice_done(s, -ECANCELED);
-			s = next;
-		}
+		fail_chain(s, -ECANCELED);
 	}
-	while (!LIST_EMPTY(&x->conns)) {
-		conn_kill(LIST_FIRST(&x->conns), -ECANCELED);
+	while (!LIST_EMPTY(&l->conns)) {
+		conn_kill(LIST_FIRST(&l->conns), -ECANCELED);
 	}
-	tide_net_listener_close(x->listener, mono_ns());
-	x->listener = NULL;
-	conns_reap(x);
+	tide_net_listener_close(l->listener, mono_ns());
+	l->listener = NULL;
+	conns_reap(l);
 }
 
 static void dpdk_destroy(struct te_xport *x);
+
+static void
+fault_opts(const struct tide_nodeenv *ne, struct tide_eth_fault_opts *fo)
+{
+	memset(fo, 0, sizeof(*fo));
+	fo->drop = ne->fault.drop;
+	fo->dup = ne->fault.dup;
+	fo->reorder = ne->fault.reorder;
+	fo->corrupt = ne->fault.corrupt;
+	fo->delay_us = ne->fault.delay_us;
+	fo->seed = ne->fault.seed != 0 ? ne->fault.seed : mono_ns();
+	fo->rx = ne->fault.dir != TIDE_NODEENV_FAULT_TX;
+	fo->tx = ne->fault.dir != TIDE_NODEENV_FAULT_RX;
+}
 
 static int
 dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
@@ -613,11 +659,10 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	struct tide_eal_opts eo;
 	struct tide_eal_info ei;
 	struct tide_eth_port_opts po = {0};
-	struct tide_eth_fault_opts fo = {0};
+	struct tide_eth_fault_opts fo;
 	struct tide_lcore_opts lo;
-	struct tide_net_opts no;
 	char err[2048] = "", devname[128];
-	int cpus[TIDE_LCORE_MAX];
+	int cpus[TIDE_LCORE_MAX], sockets[TIDE_LCORE_MAX];
 	unsigned ncpus = 0;
 	int rc;
 
@@ -625,11 +670,6 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		return -ENOMEM;
 	}
 	x->cfg = *cfg;
-	pthread_mutex_init(&x->inbox_lock, NULL);
-	TAILQ_INIT(&x->inbox_peers);
-	LIST_INIT(&x->conns);
-	LIST_INIT(&x->dead);
-	LIST_INIT(&x->peers);
 	rc = tide_nodeenv_load(&x->ne, cfg->node_env, NULL, err, sizeof(err));
 	if (rc != 0) {
 		TIDE_LOG(ERR, "node environment is not valid:\n%s", err);
@@ -642,14 +682,16 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		free(x);
 		return -EINVAL;
 	}
+	/* Before the EAL pins this thread: afterwards its affinity hides the other CPUs. */
 	rc = tide_lcore_cpus_pick(x->ne.lcores, x->ne.lcores_per_numa, cpus, TIDE_LCORE_MAX,
 				  &ncpus);
 	if (rc != 0) {
-		TIDE_LOG(ERR, "no CPU for the polling lcore (TIDE_LCORES='%s'): %s", x->ne.lcores,
+		TIDE_LOG(ERR, "no CPU for the polling lcores (TIDE_LCORES='%s'): %s", x->ne.lcores,
 			 strerror(-rc));
 		free(x);
 		return rc;
 	}
+	x->nlc = ncpus;
 	tide_node_eal_opts(&x->ne, "tide-te", true, &eo);
 	rc = tide_eal_init(&eo, &ei);
 	if (rc != 0) {
@@ -659,6 +701,11 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	}
 	snprintf(devname, sizeof(devname), "%.*s", (int)strcspn(x->ne.dpdk_device, ","),
 		 x->ne.dpdk_device);
+	for (unsigned i = 0; i < x->nlc; i++) {
+		sockets[i] = tide_eal_cpu_socket(cpus[i]);
+	}
+	po.nb_queues = (uint16_t)x->nlc;
+	po.queue_socket = sockets;
 	po.nb_rxd = (uint16_t)x->ne.rxd;
 	po.nb_txd = (uint16_t)x->ne.txd;
 	if (x->ne.mtu > 1500) {
@@ -667,42 +714,12 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	}
 	rc = tide_eth_port_open(devname, &po, &x->port);
 	if (rc != 0) {
-		TIDE_LOG(ERR, "cannot open %s: %s", devname, strerror(-rc));
+		TIDE_LOG(ERR, "cannot open %s with %u queue pair(s): %s", devname, x->nlc,
+			 strerror(-rc));
 		goto fail;
-	}
-	if (x->ne.fault.enabled) {
-		fo.drop = x->ne.fault.drop;
-		fo.dup = x->ne.fault.dup;
-		fo.reorder = x->ne.fault.reorder;
-		fo.corrupt = x->ne.fault.corrupt;
-		fo.delay_us = x->ne.fault.delay_us;
-		fo.seed = x->ne.fault.seed != 0 ? x->ne.fault.seed : mono_ns();
-		fo.rx = x->ne.fault.dir != TIDE_NODEENV_FAULT_TX;
-		fo.tx = x->ne.fault.dir != TIDE_NODEENV_FAULT_RX;
-	}
-	rc = tide_eth_netdev_init(&x->nd, x->port, 0, x->ne.fault.enabled ? &fo : NULL);
-	if (rc != 0) {
-		goto fail;
-	}
-	x->nd_up = true;
-	tide_net_opts_init(&no, sizeof(no));
-	no.dev_ops = &tide_eth_net_dev_ops;
-	no.dev = &x->nd;
-	if (x->ne.data_mac_set) {
-		memcpy(no.mac, x->ne.data_mac, 6);
-	} else {
-		tide_eth_port_mac(x->port, no.mac);
 	}
 	x->ip = ntohl(x->ne.data_ip.s_addr);
 	inet_ntop(AF_INET, &x->ne.data_ip, x->ip_str, sizeof(x->ip_str));
-	no.ip = x->ip;
-	no.netmask = ntohl(x->ne.data_netmask.s_addr);
-	no.gateway = x->ne.gateway_set ? ntohl(x->ne.gateway.s_addr) : 0;
-	no.mtu = (uint16_t)x->ne.mtu;
-	no.tcp_sndbuf = no.tcp_rcvbuf = 4u << 20;
-	no.tcp_rto_min_us = x->ne.tcp_rto_min_us;
-	no.tcp_max_retries = (uint8_t)x->ne.tcp_max_retries;
-	no.tx_offloads = tide_eth_netdev_tx_offloads(&x->nd);
 	if (cfg->data_port != 0) {
 		x->data_port = cfg->data_port;
 	} else {
@@ -713,32 +730,82 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		}
 		x->data_port = (uint16_t)(15000 + r % 2000);
 	}
+	fault_opts(&x->ne, &fo);
+	for (unsigned i = 0; i < x->nlc; i++) {
+		struct te_lc *l = &x->lcs[i];
+		l->x = x;
+		l->idx = i;
+		pthread_mutex_init(&l->inbox_lock, NULL);
+		TAILQ_INIT(&l->inbox_peers);
+		LIST_INIT(&l->conns);
+		LIST_INIT(&l->dead);
+		LIST_INIT(&l->peers);
+		rc = tide_eth_netdev_init(&l->nd, x->port, (uint16_t)i,
+					  x->ne.fault.enabled ? &fo : NULL);
+		if (rc != 0) {
+			goto fail;
+		}
+		l->nd_up = true;
+	}
 
 	tide_lcore_opts_init(&lo, sizeof(lo));
 	lo.idle = x->ne.idle == TIDE_NODEENV_IDLE_BUSY ? TIDE_LCORE_IDLE_BUSY
 						       : TIDE_LCORE_IDLE_ADAPTIVE;
 	lo.idle_sleep_us = x->ne.idle_sleep_us;
 	lo.thread_init = tide_eal_thread_register;
-	rc = tide_lcore_group_create(&lo, cpus, 1, &x->g);
+	rc = tide_lcore_group_create(&lo, cpus, x->nlc, &x->g);
 	if (rc == 0) {
 		rc = tide_lcore_group_start(x->g);
 	}
 	if (rc != 0) {
-		TIDE_LOG(ERR, "polling lcore did not start: %s", strerror(-rc));
+		TIDE_LOG(ERR, "polling lcores did not start: %s", strerror(-rc));
 		goto fail;
 	}
-	x->lc = tide_lcore_get(x->g, 0);
-	struct setup_arg sa = {.x = x, .no = &no};
-	rc = run_on_lcore(x, setup_on_lcore, &sa);
-	if (rc == 0) {
-		rc = sa.rc;
+	for (unsigned i = 0; i < x->nlc; i++) {
+		struct te_lc *l = &x->lcs[i];
+		struct setup_arg sa = {.l = l};
+		const struct tide_eth_rss *rss = tide_eth_port_rss(x->port);
+		l->lc = tide_lcore_get(x->g, i);
+		tide_net_opts_init(&sa.no, sizeof(sa.no));
+		sa.no.dev_ops = &tide_eth_net_dev_ops;
+		sa.no.dev = &l->nd;
+		if (x->ne.data_mac_set) {
+			memcpy(sa.no.mac, x->ne.data_mac, 6);
+		} else {
+			tide_eth_port_mac(x->port, sa.no.mac);
+		}
+		sa.no.ip = x->ip;
+		sa.no.netmask = ntohl(x->ne.data_netmask.s_addr);
+		sa.no.gateway = x->ne.gateway_set ? ntohl(x->ne.gateway.s_addr) : 0;
+		sa.no.mtu = (uint16_t)x->ne.mtu;
+		sa.no.tcp_sndbuf = sa.no.tcp_rcvbuf = 4u << 20;
+		sa.no.tcp_rto_min_us = x->ne.tcp_rto_min_us;
+		sa.no.tcp_max_retries = (uint8_t)x->ne.tcp_max_retries;
+		sa.no.tx_offloads = tide_eth_netdev_tx_offloads(&l->nd);
+		/* Only the first stack announces the address; the others share it. */
+		sa.no.arp_gratuitous = i == 0;
+		if (x->nlc > 1 && rss != NULL) {
+			/* Replies to our active opens must come back to this lcore's queue. */
+			rc = tide_eth_rss_picker_init(&l->pk, rss, (uint16_t)i, x->ip, 0, 0);
+			if (rc != 0) {
+				goto fail;
+			}
+			sa.no.port_pick = tide_eth_rss_port_pick;
+			sa.no.port_arg = &l->pk;
+		}
+		rc = run_on_lcore(l, setup_on_lcore, &sa);
+		if (rc == 0) {
+			rc = sa.rc;
+		}
+		if (rc != 0) {
+			TIDE_LOG(ERR, "user-space TCP stack setup on lcore %u failed: %s", i,
+				 strerror(-rc));
+			goto fail;
+		}
 	}
-	if (rc != 0) {
-		TIDE_LOG(ERR, "user-space TCP stack setup failed: %s", strerror(-rc));
-		goto fail;
-	}
-	TIDE_LOG(INFO, "user-space TCP on %s, %s:%u, lcore on CPU %d, %s", x->ne.dpdk_device,
-		 x->ip_str, x->data_port, cpus[0], ei.hugepages ? "hugepages" : "no hugepages");
+	TIDE_LOG(INFO, "user-space TCP on %s, %s:%u, %u lcore(s) from CPU %d, %s",
+		 x->ne.dpdk_device, x->ip_str, x->data_port, x->nlc, cpus[0],
+		 ei.hugepages ? "hugepages" : "no hugepages");
 	*out = x;
 	return 0;
 fail:
@@ -752,12 +819,59 @@ dpdk_data_port(const struct te_xport *x)
 	return x->data_port;
 }
 
+static void
+register_peer_on_lcore(void *arg)
+{
+	struct dpeer *p = arg;
+	LIST_INSERT_HEAD(&p->l->peers, p, link);
+	p->registered = true;
+}
+
+static void
+peer_close_on_lcore(void *arg)
+{
+	struct dpeer *p = arg;
+	struct te_slice *s;
+	int err = p->last_err;
+	inbox_drain(p->l); /* nothing of p may stay in the inbox */
+	while (p->nconns > 0) {
+		conn_kill(p->conns[0], err);
+	}
+	s = p->q_head;
+	p->q_head = p->q_tail = NULL;
+	fail_chain(s, err);
+	if (p->registered) {
+		LIST_REMOVE(p, link);
+		p->registered = false;
+	}
+}
+
+static void
+dpdk_peer_close(struct te_xport *x, struct te_xpeer *top, int err)
+{
+	if (top == NULL) {
+		return;
+	}
+	for (unsigned i = 0; i < top->nsub; i++) {
+		struct dpeer *p = top->sub[i];
+		if (p == NULL) {
+			continue;
+		}
+		p->last_err = err;
+		run_on_lcore(&x->lcs[i], peer_close_on_lcore, p);
+		pthread_mutex_destroy(&p->lock);
+		free(p);
+	}
+	free(top);
+}
+
 static int
 dpdk_peer_open(struct te_xport *x, const struct te_peer_addr *addr, struct te_xpeer **out)
 {
-	struct te_xpeer *p = calloc(1, sizeof(*p));
+	struct te_xpeer *top = calloc(1, sizeof(*top));
 	struct in_addr ia;
-	if (p == NULL) {
+	unsigned per;
+	if (top == NULL) {
 		return -ENOMEM;
 	}
 	if (inet_pton(AF_INET, addr->host, &ia) != 1) {
@@ -765,70 +879,46 @@ dpdk_peer_open(struct te_xport *x, const struct te_peer_addr *addr, struct te_xp
 		if (getaddrinfo(addr->host, NULL, &hints, &res) != 0 || res == NULL) {
 			TIDE_LOG(ERR, "peer host '%s' does not resolve to an IPv4 address",
 				 addr->host);
-			free(p);
+			free(top);
 			return -EHOSTUNREACH;
 		}
 		ia = ((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr;
 		freeaddrinfo(res);
 	}
-	p->x = x;
-	p->a = *addr;
-	p->ip = ntohl(ia.s_addr);
-	pthread_mutex_init(&p->lock, NULL);
-	*out = p;
+	top->x = x;
+	top->a = *addr;
+	top->ip = ntohl(ia.s_addr);
+	/* v1 WRITEs are never acknowledged: one connection on one lcore keeps them
+	 * ordered with the READs that follow (the server runs a connection in order). */
+	top->nsub = addr->proto == TE_PROTO_V1 ? 1 : x->nlc;
+	per = x->cfg.conns_per_peer / top->nsub;
+	for (unsigned i = 0; i < top->nsub; i++) {
+		struct dpeer *p = calloc(1, sizeof(*p));
+		if (p == NULL) {
+			dpdk_peer_close(x, top, -ENOMEM);
+			return -ENOMEM;
+		}
+		p->top = top;
+		p->l = &x->lcs[i];
+		p->max_conns = addr->proto == TE_PROTO_V1 ? 1 : per > 0 ? per : 1;
+		if (p->max_conns > TE_DPDK_MAX_CONNS) {
+			p->max_conns = TE_DPDK_MAX_CONNS;
+		}
+		pthread_mutex_init(&p->lock, NULL);
+		top->sub[i] = p;
+		run_on_lcore(p->l, register_peer_on_lcore, p);
+	}
+	*out = top;
 	return 0;
 }
 
-struct close_arg {
-	struct te_xpeer *p;
-	int err;
-};
-
+/* Hand a chain of slices to one lcore's inbox. */
 static void
-peer_close_on_lcore(void *arg)
+inbox_put(struct dpeer *p, struct te_slice *head, struct te_slice *tail)
 {
-	struct close_arg *a = arg;
-	struct te_xpeer *p = a->p;
-	struct te_slice *s;
-	inbox_drain(p->x); /* nothing of p may stay in the inbox */
-	while (p->nconns > 0) {
-		conn_kill(p->conns[0], a->err);
-	}
-	s = p->q_head;
-	p->q_head = p->q_tail = NULL;
-	while (s != NULL) {
-		struct te_slice *next = s->next;
-		te_slice_done(s, a->err);
-		s = next;
-	}
-	if (p->link.le_prev != NULL) {
-		LIST_REMOVE(p, link);
-	}
-}
-
-static void
-dpdk_peer_close(struct te_xport *x, struct te_xpeer *p, int err)
-{
-	struct close_arg a = {.p = p, .err = err};
-	if (p == NULL) {
-		return;
-	}
-	run_on_lcore(x, peer_close_on_lcore, &a);
-	pthread_mutex_destroy(&p->lock);
-	free(p);
-}
-
-static int
-dpdk_submit(struct te_xport *x, struct te_xpeer *p, struct te_slice *head)
-{
-	struct te_slice *tail = head;
+	struct te_lc *l = p->l;
 	bool list;
-	if (head == NULL) {
-		return 0;
-	}
-	while (tail->next != NULL) {
-		tail = tail->next;
-	}
+	tail->next = NULL;
 	pthread_mutex_lock(&p->lock);
 	if (p->in_tail != NULL) {
 		p->in_tail->next = head;
@@ -840,29 +930,37 @@ dpdk_submit(struct te_xport *x, struct te_xpeer *p, struct te_slice *head)
 	p->in_listed = true;
 	pthread_mutex_unlock(&p->lock);
 	if (list) {
-		pthread_mutex_lock(&x->inbox_lock);
-		TAILQ_INSERT_TAIL(&x->inbox_peers, p, inbox_link);
-		pthread_mutex_unlock(&x->inbox_lock);
+		pthread_mutex_lock(&l->inbox_lock);
+		TAILQ_INSERT_TAIL(&l->inbox_peers, p, inbox_link);
+		pthread_mutex_unlock(&l->inbox_lock);
 	}
-	atomic_store(&x->inbox_pending, true);
-	return 0;
-}
-
-static void
-register_peer_on_lcore(void *arg)
-{
-	struct te_xpeer *p = arg;
-	LIST_INSERT_HEAD(&p->x->peers, p, link);
+	atomic_store(&l->inbox_pending, true);
 }
 
 static int
-dpdk_peer_open_reg(struct te_xport *x, const struct te_peer_addr *addr, struct te_xpeer **out)
+dpdk_submit(struct te_xport *x, struct te_xpeer *top, struct te_slice *head)
 {
-	int rc = dpdk_peer_open(x, addr, out);
-	if (rc == 0) {
-		rc = run_on_lcore(x, register_peer_on_lcore, *out);
+	struct te_slice *heads[TIDE_LCORE_MAX] = {0}, *tails[TIDE_LCORE_MAX] = {0};
+	(void)x;
+	/* Deal slices round-robin over the peer's lcores. */
+	while (head != NULL) {
+		struct te_slice *next = head->next;
+		unsigned i = top->nsub > 1 ? atomic_fetch_add(&top->rr, 1) % top->nsub : 0;
+		head->next = NULL;
+		if (tails[i] != NULL) {
+			tails[i]->next = head;
+		} else {
+			heads[i] = head;
+		}
+		tails[i] = head;
+		head = next;
 	}
-	return rc;
+	for (unsigned i = 0; i < top->nsub; i++) {
+		if (heads[i] != NULL) {
+			inbox_put(top->sub[i], heads[i], tails[i]);
+		}
+	}
+	return 0;
 }
 
 static void
@@ -872,28 +970,34 @@ dpdk_destroy(struct te_xport *x)
 		return;
 	}
 	if (x->g != NULL) {
-		if (x->stack != NULL) {
-			run_on_lcore(x, teardown_on_lcore, x);
-			/* Let RSTs and FINs leave before the lcore stops. */
-			usleep(20000);
+		for (unsigned i = 0; i < x->nlc; i++) {
+			if (x->lcs[i].stack != NULL) {
+				run_on_lcore(&x->lcs[i], teardown_on_lcore, &x->lcs[i]);
+			}
 		}
+		/* Let RSTs and FINs leave before the lcores stop. */
+		usleep(20000);
 		tide_lcore_group_stop(x->g);
 	}
-	if (x->stack != NULL) {
-		const struct tide_net_stats *st = tide_net_stats(x->stack);
-		TIDE_LOG(INFO,
-			 "user-space TCP counters: rx_frames %" PRIu64 " tx_frames %" PRIu64
-			 " tx_nobufs %" PRIu64 " tx_dropped %" PRIu64 " retrans %" PRIu64
-			 " rto %" PRIu64 " out_of_window %" PRIu64 " window_probes %" PRIu64
-			 " resets %" PRIu64 " timeouts %" PRIu64,
-			 st->rx_frames, st->tx_frames, st->tx_nobufs, st->tx_dropped,
-			 st->tcp_retrans_segs, st->tcp_rto_fired, st->tcp_rx_out_of_window,
-			 st->tcp_window_probes, st->tcp_conn_resets, st->tcp_conn_timeouts);
+	for (unsigned i = 0; i < x->nlc; i++) {
+		struct te_lc *l = &x->lcs[i];
+		if (l->stack != NULL) {
+			const struct tide_net_stats *st = tide_net_stats(l->stack);
+			TIDE_LOG(INFO,
+				 "lcore %u user-space TCP: rx_frames %" PRIu64 " tx_frames %" PRIu64
+				 " retrans %" PRIu64 " rto %" PRIu64 " resets %" PRIu64
+				 " timeouts %" PRIu64,
+				 i, st->rx_frames, st->tx_frames, st->tcp_retrans_segs,
+				 st->tcp_rto_fired, st->tcp_conn_resets, st->tcp_conn_timeouts);
+		}
+		if (l->nd_up) {
+			tide_eth_netdev_fini(&l->nd);
+		}
+		tide_net_stack_destroy(l->stack);
+		if (l->x != NULL) {
+			pthread_mutex_destroy(&l->inbox_lock);
+		}
 	}
-	if (x->nd_up) {
-		tide_eth_netdev_fini(&x->nd);
-	}
-	tide_net_stack_destroy(x->stack);
 	tide_lcore_group_destroy(x->g);
 	if (x->port != NULL) {
 		unsigned held = tide_eth_port_close(x->port);
@@ -902,7 +1006,6 @@ dpdk_destroy(struct te_xport *x)
 		}
 	}
 	tide_eal_fini();
-	pthread_mutex_destroy(&x->inbox_lock);
 	free(x);
 }
 
@@ -917,7 +1020,7 @@ const struct te_xport_ops te_tcp_dpdk_ops = {
 	.create = dpdk_create,
 	.data_port = dpdk_data_port,
 	.data_host = dpdk_data_host,
-	.peer_open = dpdk_peer_open_reg,
+	.peer_open = dpdk_peer_open,
 	.peer_close = dpdk_peer_close,
 	.submit = dpdk_submit,
 	.destroy = dpdk_destroy,
