@@ -32,6 +32,10 @@ struct te_slice {
 	uint64_t remote;       /* absolute remote address */
 	uint32_t len;          /* 1..slice_size */
 	uint64_t submitted_ns; /* CLOCK_MONOTONIC at hand-over */
+	/* Free for the transport while it owns the slice (e.g. a completion held
+	 * back until the device released the slice's zero-copy frames). */
+	uint64_t xport_mark;
+	int xport_err;
 };
 
 /*

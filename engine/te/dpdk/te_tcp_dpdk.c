@@ -56,6 +56,9 @@
 #define TE_DPDK_INFLIGHT       64
 #define TE_DPDK_INFLIGHT_BYTES (8u << 20)
 #define TE_DPDK_TICK_NS        (10 * 1000000ull) /* timeout scan period */
+/* WRITE payload pieces at least this long go out zero-copy from the caller's
+ * buffer; headers and small pieces are copied. */
+#define TE_DPDK_ZC_MIN 2048
 
 struct dconn;
 struct te_lc;
@@ -99,6 +102,10 @@ struct dconn {
 	bool tx_blocked; /* the stack's send buffer is full: wait for WRITABLE */
 	bool dead;
 	uint64_t opened_ns, progress_ns;
+	/* Zero-copy WRITE payloads: sends issued and completed, and the slices whose
+	 * replies came back while earlier zero-copy sends were still referenced. */
+	uint64_t zc_issued, zc_done;
+	struct te_slice *held_head, *held_tail;
 	LIST_ENTRY(dconn) link;
 };
 
@@ -181,6 +188,7 @@ run_on_lcore(struct te_lc *l, void (*fn)(void *), void *arg)
 
 static void conn_kill(struct dconn *c, int err);
 static void peer_pump(struct dpeer *p);
+static void conn_zc_done(void *cookie, int status);
 
 static void
 fail_chain(struct te_slice *s, int err)
@@ -206,7 +214,22 @@ conn_flush(struct dconn *c, uint64_t now)
 			break;
 		}
 		for (unsigned i = 0; i < n; i++) {
-			ssize_t sent = tide_net_send(c->nc, iov[i].iov_base, iov[i].iov_len, now);
+			ssize_t sent;
+			if (c->cli != NULL && iov[i].iov_len >= TE_DPDK_ZC_MIN) {
+				/* WRITE payload: the slice's memory stays valid until its
+				 * completion, which waits for this send (cli_done). */
+				sent = tide_net_send_zc(c->nc, iov[i].iov_base, iov[i].iov_len,
+							conn_zc_done, c, now);
+				if (sent == -EAGAIN) {
+					short_send = true; /* WRITABLE follows */
+					break;
+				}
+				if (sent > 0) {
+					c->zc_issued++;
+				}
+			} else {
+				sent = tide_net_send(c->nc, iov[i].iov_base, iov[i].iov_len, now);
+			}
 			if (sent < 0) {
 				conn_kill(c, -EPIPE);
 				return;
@@ -243,13 +266,40 @@ conn_flush(struct dconn *c, uint64_t now)
 	}
 }
 
+/* Complete the held slices whose zero-copy sends have all been released. */
+static void
+conn_release_held(struct dconn *c)
+{
+	while (c->held_head != NULL && c->held_head->xport_mark <= c->zc_done) {
+		struct te_slice *s = c->held_head;
+		c->held_head = s->next;
+		if (c->held_head == NULL) {
+			c->held_tail = NULL;
+		}
+		te_slice_done(s, s->xport_err);
+	}
+}
+
+static void
+conn_zc_done(void *cookie, int status)
+{
+	struct dconn *c = cookie;
+	(void)status; /* the slice's own result comes from its reply (or the session) */
+	c->zc_done++;
+	conn_release_held(c);
+}
+
+/* Free dead connections the stack and device no longer reference. */
 static void
 conns_reap(struct te_lc *l)
 {
-	struct dconn *c;
-	while ((c = LIST_FIRST(&l->dead)) != NULL) {
-		LIST_REMOVE(c, link);
-		free(c);
+	struct dconn *c, *next;
+	for (c = LIST_FIRST(&l->dead); c != NULL; c = next) {
+		next = LIST_NEXT(c, link);
+		if (c->zc_done == c->zc_issued) {
+			LIST_REMOVE(c, link);
+			free(c);
+		}
 	}
 }
 
@@ -392,11 +442,25 @@ srv_accept(void *arg, struct tide_net_conn *nc)
 	return 0;
 }
 
+/* A slice's reply (or failure) came back: complete it once no zero-copy send
+ * issued before it is still referenced, so its memory is the caller's again. */
 static void
 cli_done(void *arg, struct te_slice *s, int err)
 {
-	(void)arg;
-	te_slice_done(s, err);
+	struct dconn *c = arg;
+	if (c->zc_done == c->zc_issued) {
+		te_slice_done(s, err);
+		return;
+	}
+	s->xport_mark = c->zc_issued;
+	s->xport_err = err;
+	s->next = NULL;
+	if (c->held_tail != NULL) {
+		c->held_tail->next = s;
+	} else {
+		c->held_head = s;
+	}
+	c->held_tail = s;
 }
 
 static struct dconn *
@@ -408,13 +472,13 @@ peer_connect(struct dpeer *p)
 		.instance = top->a.proto == TE_PROTO_NATIVE ? top->a.instance : 0,
 		.max_inflight = top->a.proto == TE_PROTO_NATIVE ? TE_DPDK_INFLIGHT : 1,
 		.max_inflight_bytes = TE_DPDK_INFLIGHT_BYTES,
-		.done = cli_done,
-		.arg = p};
+		.done = cli_done};
 	struct dconn *c = conn_new(p->l);
 	int rc;
 	if (c == NULL) {
 		return NULL;
 	}
+	cc.arg = c;
 	c->peer = p;
 	if (te_cli_sess_create(&cc, &c->cli) != 0) {
 		LIST_REMOVE(c, link);
@@ -994,6 +1058,14 @@ dpdk_destroy(struct te_xport *x)
 			tide_eth_netdev_fini(&l->nd);
 		}
 		tide_net_stack_destroy(l->stack);
+		/* Sends the stack could not complete: their slices end here. */
+		for (struct dconn *c = LIST_FIRST(&l->dead), *next; c != NULL; c = next) {
+			next = LIST_NEXT(c, link);
+			c->zc_done = UINT64_MAX;
+			conn_release_held(c);
+			LIST_REMOVE(c, link);
+			free(c);
+		}
 		if (l->x != NULL) {
 			pthread_mutex_destroy(&l->inbox_lock);
 		}
