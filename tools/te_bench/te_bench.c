@@ -44,11 +44,14 @@ static uint64_t block_size = 65536, batch_size = 128, threads = 1, buffer_size =
 static uint64_t rpc_port = 0, data_port = 0, conns = 4, io_threads = 2, slice_size = 0;
 static const char *host = "";
 static double duration = 10, open_retry_s = 0;
-static bool verify = false, auto_discovery = false;
+static bool verify = false, auto_discovery = false, use_vram = false;
+static const char *backend = "classic", *report_unit = "MB";
+static uint64_t gpu_id = 0;
 
 static const char *const modes[] = {"target", "initiator", NULL};
 static const char *const ops[] = {"read", "write", NULL};
 static const char *const protos[] = {"tcp", "rdma", NULL};
+static const char *const backends[] = {"classic", NULL};
 
 static const struct tide_flag flag_tab[] = {
 	{"mode", TIDE_FLAG_STR, &mode, "target or initiator", .choices = modes},
@@ -73,6 +76,11 @@ static const struct tide_flag flag_tab[] = {
 	 64 << 20},
 	{"device_name", TIDE_FLAG_STR, &device_name, "RDMA devices (accepted; tcp ignores it)"},
 	{"auto_discovery", TIDE_FLAG_BOOL, &auto_discovery, "accepted; tcp ignores it"},
+	{"backend", TIDE_FLAG_STR, &backend, "Mooncake backend; only classic exists here",
+	 .choices = backends},
+	{"report_unit", TIDE_FLAG_STR, &report_unit, "accepted; results are printed in MiB/s"},
+	{"use_vram", TIDE_FLAG_BOOL, &use_vram, "GPU memory: not supported (must be false)"},
+	{"gpu_id", TIDE_FLAG_U64, &gpu_id, "accepted with --use_vram=false", 0, 1024},
 	{"host", TIDE_FLAG_STR, &host, "address peers reach our handshake daemon at"},
 	{"open_retry_s", TIDE_FLAG_DOUBLE, &open_retry_s,
 	 "initiator: keep retrying --segment_id this long (target still starting)", 0, 600},
@@ -395,6 +403,12 @@ main(int argc, char **argv)
 		printf("usage: tide-bench --mode=target|initiator [flags]\n");
 		tide_flags_usage(flag_tab, sizeof(flag_tab) / sizeof(flag_tab[0]));
 		return 0;
+	}
+	if (use_vram) {
+		fprintf(stderr,
+			"tide-bench: --use_vram: GPU memory is not supported by this build; "
+			"drop the flag to use host memory\n");
+		return 2;
 	}
 	if (tide_log_level_parse(log_level, &lvl) != 0) {
 		fprintf(stderr,
