@@ -11,7 +11,7 @@ PKGS=(
 	libibverbs-dev              # optional RDMA path; the build says so when absent
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec
 	clang-format git
-	python3 python3-numpy python3-msgpack
+	python3 python3-numpy python3-msgpack python3-pytest   # mooncake.store tests
 	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth)
 )
 
