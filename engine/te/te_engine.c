@@ -4,7 +4,9 @@
  * batches and request status. Data moves in the transports (te_xport.h);
  * this file only splits requests into slices and accounts for them.
  *
- * Locks, in the order they may nest: seg_lock (segment table), then
+ * Locks, in the order they may nest: seg_lock (segment table: slot use and
+ * names), then a segment's own lock (its descriptor and peer; held across a
+ * descriptor fetch, so a slow or dead peer delays only requests to itself), then
  * mem_lock (registered buffers, a rwlock whose read side the data server
  * holds across each copy so unregister waits for copies in flight), then a
  * batch's lock (only to wake waiters). Slice completions take no lock
@@ -47,6 +49,7 @@ struct te_mem {
 };
 
 struct te_seg {
+	pthread_mutex_t lock; /* desc, addr, peer, stale; see the file comment */
 	bool used;
 	bool stale;   /* a connection-level failure: fetch the descriptor before next use */
 	uint32_t gen; /* bumped on every (re)open of the slot */
@@ -421,6 +424,9 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 	te->instance |= 1; /* never 0, which means "not advertised" */
 	pthread_rwlock_init(&te->mem_lock, NULL);
 	pthread_mutex_init(&te->seg_lock, NULL);
+	for (int i = 0; i < TE_MAX_SEGS; i++) {
+		pthread_mutex_init(&te->segs[i].lock, NULL);
+	}
 	pthread_mutex_init(&te->batch_lock, NULL);
 	te->batches = calloc(TE_MAX_BATCHES, sizeof(*te->batches));
 	if (te->batches == NULL) {
@@ -572,7 +578,7 @@ tide_te_local_addr(const struct tide_te *te, char *host, size_t host_len, uint16
 
 /* ---- segments ----------------------------------------------------------- */
 
-/* Fetch name's descriptor and (re)build the segment's peer; caller holds seg_lock. */
+/* Fetch name's descriptor and (re)build the segment's peer; caller holds sg->lock. */
 static int
 seg_load(struct tide_te *te, struct te_seg *sg)
 {
@@ -657,14 +663,25 @@ tide_te_open_segment(struct tide_te *te, const char *name, tide_te_seg_t *seg)
 		return -EMFILE;
 	}
 	struct te_seg *sg = &te->segs[free_slot];
+	/* Reserve the slot, then fetch without the table lock. */
+	pthread_mutex_lock(&sg->lock);
 	memset(sg->name, 0, sizeof(sg->name));
 	snprintf(sg->name, sizeof(sg->name), "%s", name);
+	sg->used = true;
+	sg->gen++;
+	pthread_mutex_unlock(&te->seg_lock);
 	rc = seg_load(te, sg);
+	pthread_mutex_unlock(&sg->lock);
 	if (rc == 0) {
-		sg->used = true;
-		sg->gen++;
 		*seg = free_slot;
+		return 0;
 	}
+	pthread_mutex_lock(&te->seg_lock);
+	pthread_mutex_lock(&sg->lock);
+	if (sg->desc == NULL) {
+		sg->used = false;
+	}
+	pthread_mutex_unlock(&sg->lock);
 	pthread_mutex_unlock(&te->seg_lock);
 	return rc;
 }
@@ -687,13 +704,13 @@ tide_te_segment_buffer(struct tide_te *te, tide_te_seg_t seg, uint32_t idx, uint
 	if (seg < 0 || seg >= TE_MAX_SEGS) {
 		return -ENOENT;
 	}
-	pthread_mutex_lock(&te->seg_lock);
+	pthread_mutex_lock(&te->segs[seg].lock);
 	if (te->segs[seg].used && te->segs[seg].desc != NULL && idx < te->segs[seg].desc->nbufs) {
 		*addr = te->segs[seg].desc->bufs[idx].addr;
 		*len = te->segs[seg].desc->bufs[idx].length;
 		rc = 0;
 	}
-	pthread_mutex_unlock(&te->seg_lock);
+	pthread_mutex_unlock(&te->segs[seg].lock);
 	return rc;
 }
 
@@ -709,7 +726,9 @@ tide_te_close_segment(struct tide_te *te, tide_te_seg_t seg)
 	}
 	pthread_mutex_lock(&te->seg_lock);
 	sg = &te->segs[seg];
+	pthread_mutex_lock(&sg->lock);
 	if (!sg->used) {
+		pthread_mutex_unlock(&sg->lock);
 		pthread_mutex_unlock(&te->seg_lock);
 		return -ENOENT;
 	}
@@ -720,6 +739,7 @@ tide_te_close_segment(struct tide_te *te, tide_te_seg_t seg)
 	sg->desc = NULL;
 	sg->peer = NULL;
 	sg->used = false;
+	pthread_mutex_unlock(&sg->lock);
 	pthread_mutex_unlock(&te->seg_lock);
 	return 0;
 }
@@ -728,16 +748,17 @@ int
 tide_te_sync_segments(struct tide_te *te)
 {
 	int first = 0;
-	pthread_mutex_lock(&te->seg_lock);
 	for (int i = 1; i < TE_MAX_SEGS; i++) {
-		if (te->segs[i].used) {
-			int rc = seg_load(te, &te->segs[i]);
+		struct te_seg *sg = &te->segs[i];
+		pthread_mutex_lock(&sg->lock);
+		if (sg->used) {
+			int rc = seg_load(te, sg);
 			if (rc != 0 && first == 0) {
 				first = rc;
 			}
 		}
+		pthread_mutex_unlock(&sg->lock);
 	}
-	pthread_mutex_unlock(&te->seg_lock);
 	return first;
 }
 
@@ -902,6 +923,63 @@ local_copy(struct tide_te *te, const struct tide_te_req *r)
 	return rc;
 }
 
+/* One request to a remote segment; caller holds sg->lock. Ends the task on any error. */
+static void
+submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r, struct te_task *t)
+{
+	int rc;
+	if (!sg->used) {
+		task_end(t, -ECANCELED); /* closed since the caller looked */
+		return;
+	}
+	if (__atomic_load_n(&sg->stale, __ATOMIC_RELAXED) || sg->desc == NULL) {
+		rc = seg_load(te, sg);
+		if (rc != 0) {
+			task_end(t, rc);
+			return;
+		}
+	}
+	if (r->len == 0) {
+		task_end(t, 0);
+		return;
+	}
+	if (!te_desc_contains(sg->desc, r->remote_addr, r->len)) {
+		TIDE_LOG(WARN,
+			 "request to '%s' [0x%" PRIx64 ", +%" PRIu64
+			 ") is outside its registered buffers: refused",
+			 sg->name, r->remote_addr, r->len);
+		task_end(t, -EFAULT);
+		return;
+	}
+	uint64_t ns = (r->len + te->o.slice_size - 1) / te->o.slice_size;
+	t->slices = calloc(ns, sizeof(*t->slices));
+	if (t->slices == NULL) {
+		task_end(t, -ENOMEM);
+		return;
+	}
+	t->nslices = (uint32_t)ns;
+	atomic_store(&t->left, (uint32_t)ns);
+	uint64_t now = mono_ns();
+	for (uint64_t k = 0; k < ns; k++) {
+		struct te_slice *s = &t->slices[k];
+		uint64_t off = k * te->o.slice_size;
+		s->next = k + 1 < ns ? &t->slices[k + 1] : NULL;
+		s->task = t;
+		s->op = (uint8_t)r->op;
+		s->local = (uint8_t *)r->local + off;
+		s->remote = r->remote_addr + off;
+		s->len = (uint32_t)(r->len - off < te->o.slice_size ? r->len - off
+								    : te->o.slice_size);
+		s->submitted_ns = now;
+	}
+	atomic_store(&t->state, TIDE_TE_PENDING);
+	rc = te->xops->submit(te->x, sg->peer, &t->slices[0]);
+	if (rc != 0) {
+		atomic_store(&t->left, 0);
+		task_end(t, rc);
+	}
+}
+
 int
 tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req *reqs, uint32_t n)
 {
@@ -926,11 +1004,15 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 			return -EINVAL;
 		}
 	}
+	pthread_mutex_unlock(&te->seg_lock);
+	/* A guard count: a request that ends at once must not let a waiter on
+	 * another thread free the batch while this loop still fills it. */
+	atomic_fetch_add_explicit(&b->open, 1, memory_order_acq_rel);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct tide_te_req *r = &reqs[i];
 		struct te_task *t = &b->tasks[b->n++];
 		struct te_seg *sg = &te->segs[r->seg];
-		int rc = 0;
+		int rc;
 
 		memset(t, 0, sizeof(*t));
 		t->batch = b;
@@ -946,54 +1028,16 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 			task_end(t, rc);
 			continue;
 		}
-		if (__atomic_load_n(&sg->stale, __ATOMIC_RELAXED)) {
-			rc = seg_load(te, sg);
-			if (rc != 0) {
-				task_end(t, rc);
-				continue;
-			}
-		}
-		if (r->len == 0) {
-			task_end(t, 0);
-			continue;
-		}
-		if (!te_desc_contains(sg->desc, r->remote_addr, r->len)) {
-			TIDE_LOG(WARN,
-				 "request to '%s' [0x%" PRIx64 ", +%" PRIu64
-				 ") is outside its registered buffers: refused",
-				 sg->name, r->remote_addr, r->len);
-			task_end(t, -EFAULT);
-			continue;
-		}
-		uint64_t ns = (r->len + te->o.slice_size - 1) / te->o.slice_size;
-		t->slices = calloc(ns, sizeof(*t->slices));
-		if (t->slices == NULL) {
-			task_end(t, -ENOMEM);
-			continue;
-		}
-		t->nslices = (uint32_t)ns;
-		atomic_store(&t->left, (uint32_t)ns);
-		uint64_t now = mono_ns();
-		for (uint64_t k = 0; k < ns; k++) {
-			struct te_slice *s = &t->slices[k];
-			uint64_t off = k * te->o.slice_size;
-			s->next = k + 1 < ns ? &t->slices[k + 1] : NULL;
-			s->task = t;
-			s->op = (uint8_t)r->op;
-			s->local = (uint8_t *)r->local + off;
-			s->remote = r->remote_addr + off;
-			s->len = (uint32_t)(r->len - off < te->o.slice_size ? r->len - off
-									    : te->o.slice_size);
-			s->submitted_ns = now;
-		}
-		atomic_store(&t->state, TIDE_TE_PENDING);
-		rc = te->xops->submit(te->x, sg->peer, &t->slices[0]);
-		if (rc != 0) {
-			atomic_store(&t->left, 0);
-			task_end(t, rc);
-		}
+		pthread_mutex_lock(&sg->lock);
+		submit_remote(te, sg, r, t);
+		pthread_mutex_unlock(&sg->lock);
 	}
-	pthread_mutex_unlock(&te->seg_lock);
+	/* Drop the guard: only now may a waiter see the batch idle and free it. */
+	if (atomic_fetch_sub_explicit(&b->open, 1, memory_order_acq_rel) == 1) {
+		pthread_mutex_lock(&b->lock);
+		pthread_cond_broadcast(&b->cond);
+		pthread_mutex_unlock(&b->lock);
+	}
 	return 0;
 }
 
@@ -1099,6 +1143,9 @@ tide_te_destroy(struct tide_te *te)
 	free(te->mem);
 	pthread_rwlock_destroy(&te->mem_lock);
 	pthread_mutex_destroy(&te->seg_lock);
+	for (int i = 0; i < TE_MAX_SEGS; i++) {
+		pthread_mutex_destroy(&te->segs[i].lock);
+	}
 	pthread_mutex_destroy(&te->batch_lock);
 	free(te);
 }
