@@ -291,8 +291,13 @@ out:
 	for (unsigned i = 0; i < nrows; i++) {
 		const struct nb_row_result *c = &pr->cli[i], *s = &pr->srv[i];
 
+		/* --quick (the CI smoke run) measures 0.2 s windows: a stream row whose
+		 * acknowledgments all landed outside the window has no goodput figure
+		 * but still verified its bytes, which is what the smoke run checks. */
+		bool no_msgs = c->msgs == 0 && !(o->quick && rows[i].kind == NB_STREAM);
+
 		if (!c->ran || c->error != 0 || c->bad != 0 || s->bad != 0 || c->verified == 0 ||
-		    c->msgs == 0 || (rows[i].kind == NB_STREAM && s->verified < c->verified)) {
+		    no_msgs || (rows[i].kind == NB_STREAM && s->verified < c->verified)) {
 			fprintf(stderr,
 				"tide-net-bench: %s row %u failed: error %d, verified %" PRIu64
 				"/%" PRIu64 " bytes, bad %" PRIu64 "/%" PRIu64 ", %" PRIu64
