@@ -817,6 +817,18 @@ vec_status(const struct tide_mc_resp *r, size_t i)
  * BatchPutEnd for the keys with rcs[i] == 0 and pending[i], BatchPutRevoke for
  * the pending ones that failed; an End that fails turns rcs[i] into its error.
  */
+
+/* One generic master RPC, serialised with every other call on the connection. */
+static int
+mc_call(struct tide_store *s, const struct tide_mc_req *r, struct tide_mc_resp *resp)
+{
+	int rc;
+	pthread_mutex_lock(&s->mc_lock);
+	rc = tide_mc_client_call(s->mc, r, resp, NULL);
+	pthread_mutex_unlock(&s->mc_lock);
+	return rc;
+}
+
 static void
 batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool *pending, int *rcs,
 	     struct tide_mc_str *ks, struct tide_mc_object_meta *metas, size_t *idx)
@@ -842,9 +854,7 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 		r.u.batch_put_end.metas.n = ne;
 		r.u.batch_put_end.replica_type = TIDE_MC_REPLICA_ALL;
 		r.u.batch_put_end.tenant_id = tenant_default;
-		pthread_mutex_lock(&s->mc_lock);
-		rc = tide_mc_client_call(s->mc, &r, &resp, NULL);
-		pthread_mutex_unlock(&s->mc_lock);
+		rc = mc_call(s, &r, &resp);
 		for (i = 0; i < ne; i++)
 			rcs[idx[i]] = rc != 0 ? rc : vec_status(&resp, i);
 		if (rc == 0)
@@ -863,9 +873,7 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 		r.u.batch_put_revoke.keys.n = nr;
 		r.u.batch_put_revoke.replica_type = TIDE_MC_REPLICA_ALL;
 		r.u.batch_put_revoke.tenant_id = tenant_default;
-		pthread_mutex_lock(&s->mc_lock);
-		rc = tide_mc_client_call(s->mc, &r, &resp, NULL);
-		pthread_mutex_unlock(&s->mc_lock);
+		rc = mc_call(s, &r, &resp);
 		if (rc == 0)
 			tide_mc_resp_free(&resp);
 		else
@@ -918,9 +926,7 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 	r.u.batch_put_start.slice_lengths.n = n;
 	r.u.batch_put_start.config.replica_num = replica_num;
 	r.u.batch_put_start.tenant_id = tenant_default;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_call(s->mc, &r, &resp, NULL);
-	pthread_mutex_unlock(&s->mc_lock);
+	rc = mc_call(s, &r, &resp);
 	if (rc != 0)
 		goto out;
 	for (i = 0; i < n; i++) {
@@ -1033,9 +1039,7 @@ tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *c
 	r.u.keys.keys.v = ks;
 	r.u.keys.keys.n = n;
 	r.u.keys.tenant_id = tenant_default;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_call(s->mc, &r, &resp, NULL);
-	pthread_mutex_unlock(&s->mc_lock);
+	rc = mc_call(s, &r, &resp);
 	if (rc != 0)
 		goto out;
 	for (i = 0; i < n; i++) {

@@ -23,3 +23,21 @@ tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_de
 	else
 		eo->pci_allow = ne->dpdk_device;
 }
+
+const struct tide_eth_fault_opts *
+tide_node_fault_opts(const struct tide_nodeenv *ne, uint64_t seed_now,
+		     struct tide_eth_fault_opts *fo)
+{
+	memset(fo, 0, sizeof(*fo));
+	if (!ne->fault.enabled)
+		return NULL;
+	fo->drop = ne->fault.drop;
+	fo->dup = ne->fault.dup;
+	fo->reorder = ne->fault.reorder;
+	fo->corrupt = ne->fault.corrupt;
+	fo->delay_us = ne->fault.delay_us;
+	fo->seed = ne->fault.seed != 0 ? ne->fault.seed : seed_now;
+	fo->rx = ne->fault.dir != TIDE_NODEENV_FAULT_TX;
+	fo->tx = ne->fault.dir != TIDE_NODEENV_FAULT_RX;
+	return fo;
+}

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "tide_eth.h"
+#include "tide_eth_net.h"
 #include "tide_nodeenv.h"
 
 /**
@@ -23,5 +24,16 @@
  */
 void tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_device,
 			struct tide_eal_opts *eo);
+
+/**
+ * The fault injector's options from TIDE_FAULT, so every tool and the
+ * transfer engine read it the same way.
+ * \param seed_now  seed used when TIDE_FAULT names none (e.g. a clock reading).
+ * \return a pointer to fo when TIDE_FAULT is set, NULL when injection is off
+ *         (the value tide_eth_netdev_init() takes). Thread: any.
+ */
+const struct tide_eth_fault_opts *tide_node_fault_opts(const struct tide_nodeenv *ne,
+						       uint64_t seed_now,
+						       struct tide_eth_fault_opts *fo);
 
 #endif /* TIDE_NODE_EAL_H */

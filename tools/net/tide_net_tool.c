@@ -536,17 +536,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "tide-net: cannot open %s: %s\n", devname, strerror(-rc));
 		goto out_eal;
 	}
-	if (ne.fault.enabled) {
-		fo.drop = ne.fault.drop;
-		fo.dup = ne.fault.dup;
-		fo.reorder = ne.fault.reorder;
-		fo.corrupt = ne.fault.corrupt;
-		fo.delay_us = ne.fault.delay_us;
-		fo.seed = ne.fault.seed != 0 ? ne.fault.seed : (uint64_t)now_ns();
-		fo.rx = ne.fault.dir != TIDE_NODEENV_FAULT_TX;
-		fo.tx = ne.fault.dir != TIDE_NODEENV_FAULT_RX;
-	}
-	rc = tide_eth_netdev_init(&a.nd, port, 0, ne.fault.enabled ? &fo : NULL);
+	rc = tide_eth_netdev_init(&a.nd, port, 0, tide_node_fault_opts(&ne, now_ns(), &fo));
 	if (rc != 0)
 		goto out_port;
 

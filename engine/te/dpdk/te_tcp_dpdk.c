@@ -702,20 +702,6 @@ teardown_on_lcore(void *arg)
 
 static void dpdk_destroy(struct te_xport *x);
 
-static void
-fault_opts(const struct tide_nodeenv *ne, struct tide_eth_fault_opts *fo)
-{
-	memset(fo, 0, sizeof(*fo));
-	fo->drop = ne->fault.drop;
-	fo->dup = ne->fault.dup;
-	fo->reorder = ne->fault.reorder;
-	fo->corrupt = ne->fault.corrupt;
-	fo->delay_us = ne->fault.delay_us;
-	fo->seed = ne->fault.seed != 0 ? ne->fault.seed : mono_ns();
-	fo->rx = ne->fault.dir != TIDE_NODEENV_FAULT_TX;
-	fo->tx = ne->fault.dir != TIDE_NODEENV_FAULT_RX;
-}
-
 static int
 dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 {
@@ -724,6 +710,7 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	struct tide_eal_info ei;
 	struct tide_eth_port_opts po = {0};
 	struct tide_eth_fault_opts fo;
+	const struct tide_eth_fault_opts *fault;
 	struct tide_lcore_opts lo;
 	char err[2048] = "", devname[128];
 	int cpus[TIDE_LCORE_MAX], sockets[TIDE_LCORE_MAX];
@@ -794,7 +781,7 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		}
 		x->data_port = (uint16_t)(15000 + r % 2000);
 	}
-	fault_opts(&x->ne, &fo);
+	fault = tide_node_fault_opts(&x->ne, mono_ns(), &fo);
 	for (unsigned i = 0; i < x->nlc; i++) {
 		struct te_lc *l = &x->lcs[i];
 		l->x = x;
@@ -804,8 +791,7 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		LIST_INIT(&l->conns);
 		LIST_INIT(&l->dead);
 		LIST_INIT(&l->peers);
-		rc = tide_eth_netdev_init(&l->nd, x->port, (uint16_t)i,
-					  x->ne.fault.enabled ? &fo : NULL);
+		rc = tide_eth_netdev_init(&l->nd, x->port, (uint16_t)i, fault);
 		if (rc != 0) {
 			goto fail;
 		}
