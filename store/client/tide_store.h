@@ -53,15 +53,69 @@ struct tide_store_cfg {
 	 */
 	const char *metadata_server;
 	/** Bytes contributed to the cluster (mmap'd, registered, mounted); 0 = contribute nothing
-	 * (no segment is mounted and no heartbeat runs, as Mooncake). */
+	 * (no segment is mounted and no heartbeat runs, as Mooncake). Ignored with an agent:
+	 * the agent contributes the node's segment (MOONCAKE_GLOBAL_SEGMENT_SIZE of its node
+	 * file), which outlives the client processes. */
 	uint64_t global_segment_size;
-	/** Accepted for compatibility and ignored: the engine moves bytes from and to the
-	 * caller's buffers directly, so no staging buffer is needed. */
+	/** Bytes of the local buffer (tide_store_local_buffer()): staging memory for the
+	 * caller's pools; 0 = none. With an agent it is shared memory the agent maps. */
 	uint64_t local_buffer_size;
 	/** Transport: "tcp" (NULL = "tcp") or "rdma". */
 	const char *protocol;
 	/** Master RPC address "host:port". */
 	const char *master_server_addr;
+	/** Whether to attach to the node's agent (tide-node) instead of running the
+	 * transfer engine and the segment in this process; see enum tide_store_agent. */
+	int agent;
+	/** The agent's UNIX socket; NULL or "": TIDE_AGENT_SOCKET of the node file. */
+	const char *agent_socket;
+};
+
+/** Values of tide_store_cfg.agent. */
+enum tide_store_agent {
+	/** Take the node file's TIDE_AGENT ("required", "auto" or "off"). */
+	TIDE_STORE_AGENT_NODEENV = 0,
+	/** Attach to the agent; setup fails (-ECONNREFUSED / -ENOENT, with a message
+	 * naming the socket and how to start the agent) when none answers. */
+	TIDE_STORE_AGENT_REQUIRED = 1,
+	/** Attach when an agent answers, else run embedded (logged). */
+	TIDE_STORE_AGENT_AUTO = 2,
+	/** Run embedded: own engine, own segment of global_segment_size. */
+	TIDE_STORE_AGENT_OFF = 3,
+};
+
+/**
+ * Mooncake's ReplicateConfig: where and how replicas of an object are placed.
+ * A NULL config pointer means the defaults (1 replica, no pin, no preference).
+ * Strings are only read during the call.
+ */
+struct tide_store_rc {
+	/** Replicas on distinct segments; 0 means 1. */
+	unsigned replica_num;
+	/** Never evicted (the master's hard pin). */
+	bool with_hard_pin;
+	/** Preferred segment name ("host:port"); NULL or "" none. */
+	const char *preferred_segment;
+	/** Further preferred segments, in order; n_preferred_segments entries. */
+	const char *const *preferred_segments;
+	size_t n_preferred_segments;
+	/** Prefer a segment on this node (Mooncake's prefer_alloc_in_same_node). */
+	bool prefer_alloc_in_same_node;
+	/** Group ids, one per key of the call ("" = ungrouped), or NULL. In a batch it
+	 * must have exactly as many entries as keys (else every key gets -EINVAL). */
+	const char *const *group_ids;
+};
+
+/**
+ * One fragment of tide_store_get_into_ranges(): copy len bytes of object
+ * keys[key] starting at byte src_off into dst.
+ */
+struct tide_store_frag {
+	size_t key;       /**< index into the keys array */
+	uint64_t src_off; /**< offset in the object */
+	void *dst;        /**< destination, len bytes */
+	uint64_t len;     /**< bytes; 0 is allowed and reads nothing */
+	int64_t result;   /**< out: len on success, else negative errno */
 };
 
 /**
@@ -90,20 +144,23 @@ int tide_store_create(struct tide_store **out);
 int tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg);
 
 /**
- * Store an object: PutStart, write every replica with the transfer engine,
- * PutEnd. If any write fails the object is revoked (PutRevoke), so nothing
- * partly written becomes visible.
- * \param key          NUL-terminated key (non-empty).
- * \param buf          len bytes; only read.
- * \param len          Object size; 0 is refused by the master (-EINVAL), as in Mooncake.
- * \param replica_num  Replicas on distinct segments (>= 1).
+ * Store an object: PutStart (with the config's placement, pin and group),
+ * write every replica with the transfer engine, PutEnd. If any write fails
+ * the object is revoked (PutRevoke), so nothing partly written becomes
+ * visible. Mooncake's put and put_from are both this call: buf may be any
+ * memory; registered memory (tide_store_register_buffer(), the local buffer)
+ * is not copied on the way.
+ * \param key  NUL-terminated key (non-empty).
+ * \param buf  len bytes; only read.
+ * \param len  Object size; 0 is refused by the master (-EINVAL), as in Mooncake.
+ * \param rc   Replication config, or NULL for the defaults; group_ids, if set, has 1 entry.
  * \return 0 stored, or the key already existed (kept unchanged, as Mooncake);
  *         -EINVAL bad args / not set up; -ENOSPC no segment has room; transfer
  *         errors (object revoked); master errors as mapped above.
  * Thread: any.
  */
 int tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t len,
-		   unsigned replica_num);
+		   const struct tide_store_rc *rc);
 
 /**
  * Read an object into buf: GetReplicaList, then read the first COMPLETE memory
@@ -152,6 +209,8 @@ int64_t tide_store_remove_all(struct tide_store *s, bool force);
  * one BatchPutEnd; keys whose writes (or End) failed are revoked with one
  * BatchPutRevoke, so none of them stays partly visible.
  * \param keys, bufs, lens  n keys (non-empty), sources and sizes (as tide_store_put()).
+ * \param rc               Config for every key (NULL: defaults); group_ids, if set, has
+ *                         n entries, else every key gets -EINVAL.
  * \param rcs              Out: per key, what tide_store_put() would return (0 also for
  *                         an existing key).
  * \return 0 every key stored; else the first non-zero rcs[i]; -EINVAL bad args (rcs
@@ -160,7 +219,7 @@ int64_t tide_store_remove_all(struct tide_store *s, bool force);
  */
 int tide_store_batch_put_from(struct tide_store *s, const char *const *keys,
 			      const void *const *bufs, const size_t *lens, size_t n,
-			      unsigned replica_num, int *rcs);
+			      const struct tide_store_rc *rc, int *rcs);
 
 /**
  * Read n objects with one BatchGetReplicaList and one batch of transfer-engine
@@ -177,8 +236,108 @@ int tide_store_batch_get_into(struct tide_store *s, const char *const *keys, voi
 			      const size_t *lens, size_t n, int64_t *sizes);
 
 /**
+ * Read fragments of objects (Mooncake's get_into_ranges, flattened): one
+ * BatchGetReplicaList for the keys, then one transfer-engine read per fragment
+ * straight from the replica (a replica that fails is replaced by the next one).
+ * Partial success is allowed: each fragment reports its own result.
+ * \param keys    nkeys keys; fragments refer to them by index.
+ * \param frags   nfrags fragments; result is set in every one.
+ * \return 0 every fragment read; else the first negative result; -EINVAL bad args
+ *         (results untouched); a master connection error (results untouched).
+ *         Per fragment: -ENOENT no such key, -EINVAL key index out of range or
+ *         [src_off, src_off+len) not inside the object, transfer errors.
+ * Thread: any.
+ */
+int tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t nkeys,
+			       struct tide_store_frag *frags, size_t nfrags);
+
+/**
+ * Whether each of n keys exists (BatchExistKey).
+ * \param out  Per key: 1 exists, 0 does not, negative errno.
+ * \return 0; -EINVAL bad args; a master connection error (out untouched).
+ * Thread: any.
+ */
+int tide_store_batch_is_exist(struct tide_store *s, const char *const *keys, size_t n, int *out);
+
+/**
+ * Remove n objects (BatchRemove).
+ * \param rcs  Per key: what tide_store_remove() would return.
+ * \return 0 every key removed; else the first non-zero rcs[i]; -EINVAL bad args;
+ *         a master connection error (rcs untouched).
+ * Thread: any.
+ */
+int tide_store_batch_remove(struct tide_store *s, const char *const *keys, size_t n, bool force,
+			    int *rcs);
+
+/**
+ * Remove every object whose key matches an ECMAScript regular expression
+ * (RemoveByRegex, evaluated by the master).
+ * \return the number removed (>= 0); -EINVAL bad pattern; master errors as mapped above.
+ * Thread: any.
+ */
+int64_t tide_store_remove_by_regex(struct tide_store *s, const char *pattern, bool force);
+
+/**
+ * Declare [ptr, ptr+len) as a buffer that puts read from and gets write into.
+ * Bookkeeping only on the TCP paths (the engine moves bytes from any memory);
+ * with an agent, memory inside the local buffer or a tide_store_map_buffer()
+ * region is the agent's own and moves without a copy, other memory is bounced
+ * through a shared staging area.
+ * \return 0; -EEXIST ptr already registered (Mooncake's -600 on a duplicate);
+ *         -EINVAL ptr NULL, len 0 or not set up; -ENOMEM.
+ * Thread: any.
+ */
+int tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len);
+
+/**
+ * Undo tide_store_register_buffer() for the buffer starting at ptr.
+ * \return 0; -ENOENT ptr was not registered; -EINVAL not set up.
+ * Thread: any.
+ */
+int tide_store_unregister_buffer(struct tide_store *s, void *ptr);
+
+/**
+ * The local buffer: local_buffer_size bytes reserved at setup for the caller's
+ * staging (what Mooncake's BufferPool carves leases from). With an agent it is
+ * shared memory the agent maps, so transfers into and out of it are not copied.
+ * \param[out] base, len  The region (len 0 and base NULL when local_buffer_size was 0).
+ * \return 0; -EINVAL not set up.
+ * Thread: any. Ownership: the store's; valid until tide_store_close().
+ */
+int tide_store_local_buffer(struct tide_store *s, void **base, size_t *len);
+
+/**
+ * Map an extra buffer of len bytes with the same properties as the local buffer
+ * (shared with the agent, registered); for pools that outgrow the local buffer.
+ * \return 0 and *out; -EINVAL len 0 or not set up; -ENOMEM; agent errors.
+ * Thread: any. Ownership: the store's; free with tide_store_unmap_buffer() or close.
+ */
+int tide_store_map_buffer(struct tide_store *s, size_t len, void **out);
+
+/**
+ * Unmap a buffer from tide_store_map_buffer().
+ * \return 0; -ENOENT ptr is not such a buffer.
+ * Thread: any, with no transfer into or out of it in progress.
+ */
+int tide_store_unmap_buffer(struct tide_store *s, void *ptr);
+
+/**
+ * Mooncake's health_check().
+ * \return 0 healthy; 1 not set up (or closed); 2 the master (or the agent) does not answer.
+ * Thread: any.
+ */
+int tide_store_health_check(struct tide_store *s);
+
+/**
+ * Whether this store runs through the node's agent (1) or embedded (0).
+ * Thread: any.
+ */
+int tide_store_attached(const struct tide_store *s);
+
+/**
  * Transfer-engine segment name of this store ("host:rpc_port" in P2P mode),
- * as mounted at the master; "" before setup. Valid until tide_store_close().
+ * as mounted at the master; with an agent, the agent's (the node's) segment;
+ * "" before setup. Valid until tide_store_close().
  * Thread: any.
  */
 const char *tide_store_endpoint(const struct tide_store *s);
