@@ -61,10 +61,12 @@ struct key_def {
 static const char *const protocol_names[] = {"tcp", "rdma", NULL};
 static const char *const huge_names[] = {"auto", "on", "off", NULL};
 static const char *const idle_names[] = {"busy", "adaptive", NULL};
+static const char *const agent_names[] = {"required", "auto", "off", NULL};
 
 _Static_assert(sizeof(enum tide_nodeenv_protocol) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum tide_nodeenv_hugepages) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum tide_nodeenv_idle) == sizeof(int), "enum fields are int-sized");
+_Static_assert(sizeof(enum tide_nodeenv_agent) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum tide_log_level) == sizeof(int), "enum fields are int-sized");
 
 static const struct key_def keys[] = {
@@ -357,6 +359,22 @@ static const struct key_def keys[] = {
 	 .min = 1,
 	 .valid = "UNIX socket path, < 108 bytes",
 	 .doc = "Socket of the per-node agent that clients attach to."},
+	{.name = "TIDE_AGENT",
+	 .type = T_ENUM,
+	 FLD(agent),
+	 .def = "required",
+	 .names = agent_names,
+	 .valid = "required | auto | off",
+	 .doc = "How store clients use the per-node agent: required = attach at "
+		"TIDE_AGENT_SOCKET or fail setup; auto = attach if one answers, else run "
+		"embedded; off = always embedded."},
+	{.name = "TIDE_PIN_UNREAD",
+	 .type = T_BOOL,
+	 FLD(pin_unread),
+	 .def = "false",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "RL mode of mooncake_master: never evict an object that has not been read yet; "
+		"a full store answers -200 (NO_AVAILABLE_HANDLE) as backpressure instead."},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

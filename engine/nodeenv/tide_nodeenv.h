@@ -92,6 +92,19 @@ struct tide_nodeenv_fault {
 	enum tide_nodeenv_fault_dir dir; /**< where faults apply; default both */
 };
 
+/**
+ * TIDE_AGENT: how a store client process uses the per-node agent (tide-node).
+ * Only store clients read it; the agent itself and the master ignore it.
+ */
+enum tide_nodeenv_agent {
+	/** Attach to the agent at TIDE_AGENT_SOCKET; setup fails, saying so, when none answers. */
+	TIDE_NODEENV_AGENT_REQUIRED = 0,
+	/** Attach when an agent answers, else run the engine embedded in the process. */
+	TIDE_NODEENV_AGENT_AUTO = 1,
+	/** Always run the engine (and the segment) embedded in the process. */
+	TIDE_NODEENV_AGENT_OFF = 2,
+};
+
 /** Where a key's effective value came from. */
 enum tide_nodeenv_src {
 	TIDE_NODEENV_SRC_DEFAULT = 0,
@@ -152,6 +165,8 @@ struct tide_nodeenv {
 	char file_prefix[TIDE_NODEENV_PREFIX_LEN]; /**< TIDE_FILE_PREFIX (EAL --file-prefix) */
 	char eal_args[TIDE_NODEENV_TEXT_LEN];      /**< TIDE_EAL_ARGS, free text */
 	char agent_socket[TIDE_NODEENV_SUN_LEN];   /**< TIDE_AGENT_SOCKET */
+	enum tide_nodeenv_agent agent;             /**< TIDE_AGENT */
+	bool pin_unread;                           /**< TIDE_PIN_UNREAD (master RL mode) */
 
 	/* Provenance. */
 	char path[TIDE_NODEENV_PATHN_LEN]; /**< file that was read, "" if none */

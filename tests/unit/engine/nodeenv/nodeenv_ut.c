@@ -205,6 +205,8 @@ test_defaults_match_spec(void)
 	CU_ASSERT_STRING_EQUAL(ne.file_prefix, "tide");
 	CU_ASSERT_STRING_EQUAL(ne.eal_args, "");
 	CU_ASSERT_STRING_EQUAL(ne.agent_socket, "/run/tide/agent.sock");
+	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_REQUIRED);
+	CU_ASSERT_FALSE(ne.pin_unread);
 	CU_ASSERT_STRING_EQUAL(ne.path, "");
 	for (size_t i = 0; i < tide_nodeenv_nkeys(); i++) {
 		CU_ASSERT_EQUAL(ne.origin[i].src, TIDE_NODEENV_SRC_DEFAULT);
@@ -222,7 +224,7 @@ test_key_table_accessors(void)
 	struct tide_nodeenv ne;
 	char buf[64];
 
-	CU_ASSERT_TRUE(n >= 36 && n <= TIDE_NODEENV_MAX_KEYS);
+	CU_ASSERT_TRUE(n >= 40 && n <= TIDE_NODEENV_MAX_KEYS);
 	for (size_t i = 0; i < n; i++) {
 		const char *name = tide_nodeenv_key_name(i);
 
@@ -729,6 +731,18 @@ test_values_numbers_and_enums(void)
 		{"TIDE_LOG_LEVEL", "WARN", "warn"},
 		{"TIDE_LOG_LEVEL", "error", "error"},
 		{"TIDE_LOG_LEVEL", "verbose", NULL},
+		{"TIDE_AGENT", "required", "required"},
+		{"TIDE_AGENT", "AUTO", "auto"},
+		{"TIDE_AGENT", "off", "off"},
+		{"TIDE_AGENT", "", NULL},
+		{"TIDE_AGENT", "on", NULL},
+		{"TIDE_AGENT", "embedded", NULL},
+		{"TIDE_PIN_UNREAD", "1", "true"},
+		{"TIDE_PIN_UNREAD", "yes", "true"},
+		{"TIDE_PIN_UNREAD", "0", "false"},
+		{"TIDE_PIN_UNREAD", "Off", "false"},
+		{"TIDE_PIN_UNREAD", "", NULL},
+		{"TIDE_PIN_UNREAD", "2", NULL},
 		{"MOONCAKE_GLOBAL_SEGMENT_SIZE", "0", "0"},
 		{"MOONCAKE_GLOBAL_SEGMENT_SIZE", "3.125gb", "3355443200"},
 		{"MOONCAKE_LOCAL_BUFFER_SIZE", "16tb", "17592186044416"},
@@ -904,6 +918,55 @@ test_values_messages_say_what_is_valid(void)
 	CU_ASSERT_EQUAL(load_text("", env, &ne), -EINVAL);
 	CU_ASSERT_STRING_EQUAL(errbuf, "environment: TIDE_EAL_ARGS: 'a\\x0ab' contains a control "
 				       "character\n");
+}
+
+/* ---- TIDE_AGENT and TIDE_PIN_UNREAD ---- */
+
+static void
+test_agent_and_pin_unread(void)
+{
+	char *const env[] = {"TIDE_PIN_UNREAD=on", NULL};
+	char *const bad_env[] = {"TIDE_AGENT=sometimes", NULL};
+	struct tide_nodeenv ne;
+	enum tide_nodeenv_src src;
+	uint32_t line;
+	int i;
+	char buf[64];
+
+	/* Table row: listed by `tide-env keys` with its valid values and default. */
+	i = tide_nodeenv_key_index("TIDE_AGENT");
+	CU_ASSERT_TRUE_FATAL(i >= 0);
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_type((size_t)i), "required | auto | off");
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_default((size_t)i), "required");
+	CU_ASSERT_PTR_NOT_NULL(strstr(tide_nodeenv_key_doc((size_t)i), "TIDE_AGENT_SOCKET"));
+	i = tide_nodeenv_key_index("TIDE_PIN_UNREAD");
+	CU_ASSERT_TRUE_FATAL(i >= 0);
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_default((size_t)i), "false");
+	CU_ASSERT_PTR_NOT_NULL(strstr(tide_nodeenv_key_doc((size_t)i), "-200"));
+
+	/* File sets both; the environment overrides one of them. */
+	CU_ASSERT_EQUAL(load_text("TIDE_AGENT=auto\nTIDE_PIN_UNREAD=false\n", env, &ne), 0);
+	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_AUTO);
+	CU_ASSERT_TRUE(ne.pin_unread);
+	TIDE_UT_OK(tide_nodeenv_source(&ne, "TIDE_AGENT", &src, &line));
+	CU_ASSERT_EQUAL(src, TIDE_NODEENV_SRC_FILE);
+	CU_ASSERT_EQUAL(line, 1);
+	TIDE_UT_OK(tide_nodeenv_source(&ne, "TIDE_PIN_UNREAD", &src, &line));
+	CU_ASSERT_EQUAL(src, TIDE_NODEENV_SRC_ENV);
+	TIDE_UT_OK(tide_nodeenv_format(&ne, "TIDE_PIN_UNREAD", buf, sizeof(buf)));
+	CU_ASSERT_STRING_EQUAL(buf, "true");
+
+	CU_ASSERT_EQUAL(load_text("TIDE_AGENT=off\n", no_env, &ne), 0);
+	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_OFF);
+
+	/* Errors say what would be valid; the key keeps its default. */
+	CU_ASSERT_EQUAL(load_text("TIDE_PIN_UNREAD=maybe\n", bad_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(1, "TIDE_PIN_UNREAD: 'maybe' is not a boolean (valid: 1/0, "
+				       "true/false, yes/no, on/off)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "environment: TIDE_AGENT: 'sometimes' is not valid "
+					      "(valid: required | auto | off)\n"));
+	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_REQUIRED);
+	CU_ASSERT_FALSE(ne.pin_unread);
 }
 
 /* ---- TIDE_FAULT ---- */
@@ -1363,6 +1426,7 @@ register_tests(void)
 	CU_add_test(s, "values_addresses", test_values_addresses);
 	CU_add_test(s, "values_devices_and_strings", test_values_devices_and_strings);
 	CU_add_test(s, "values_messages_say_what_is_valid", test_values_messages_say_what_is_valid);
+	CU_add_test(s, "agent_and_pin_unread", test_agent_and_pin_unread);
 	CU_add_test(s, "parse_fault", test_parse_fault);
 	CU_add_test(s, "parse_fault_errors_name_subkey", test_parse_fault_errors_name_subkey);
 	CU_add_test(s, "cross_checks", test_cross_checks);
