@@ -1,0 +1,701 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Per-node agent server (tide_agent_server.h). One thread accepts; one thread
+ * per client connection reads a request, runs it on the embedded store and
+ * answers. A node runs about ten clients (Miles: eight trainers, the rollout
+ * manager, the driver), so a thread each is cheap and lets a slow transfer of
+ * one client never delay another's.
+ *
+ * Everything a client sends is checked: the header by agent_recv(), every
+ * length by the reader, every (region, offset, length) against the region
+ * the client mapped. A malformed request is logged with the client's pid and
+ * closes that connection; nothing else is affected.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent_proto.h"
+#include "tide_agent_server.h"
+#include "tide_log.h"
+
+struct srv_region {
+	uint8_t *base;
+	size_t len;
+	bool live;
+};
+
+struct srv_client {
+	struct tide_agent_server *srv;
+	int sock;
+	uint32_t pid;
+	bool hello;
+	pthread_t th;
+	bool done; /* thread finished; joined by the reaper */
+	struct srv_region *regions;
+	size_t nregions;
+	struct srv_client *next;
+};
+
+struct tide_agent_server {
+	struct tide_store *store;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int lsock;
+	pthread_t accept_th;
+	pthread_mutex_t lock; /* clients list, stats, stop */
+	struct srv_client *clients;
+	bool stop;
+	struct tide_agent_stats st;
+};
+
+/* --------------------------------------------------------------- regions */
+
+static void
+region_unmap(struct tide_agent_server *srv, struct srv_region *r)
+{
+	if (!r->live)
+		return;
+	tide_store_unregister_buffer(srv->store, r->base);
+	munmap(r->base, r->len);
+	r->live = false;
+	pthread_mutex_lock(&srv->lock);
+	srv->st.regions_now--;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static int
+op_map(struct srv_client *c, struct agent_rbuf *rd, int fd, struct agent_wbuf *w)
+{
+	uint64_t len = agent_r_u64(rd);
+	struct stat sb;
+	size_t i = 0;
+	int rc = 0;
+	void *p;
+
+	if (rd->bad || fd < 0)
+		return -EPROTO;
+	if (len == 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < len) {
+		rc = -EINVAL; /* the region must be as long as the client says */
+		goto reply;
+	}
+	for (i = 0; i < c->nregions && c->regions[i].live; i++)
+		;
+	if (i == c->nregions) {
+		if (c->nregions >= AGENT_MAX_REGIONS) {
+			rc = -EMFILE;
+			goto reply;
+		}
+		struct srv_region *nr = realloc(c->regions, (c->nregions + 1) * sizeof(*nr));
+		if (nr == NULL) {
+			rc = -ENOMEM;
+			goto reply;
+		}
+		c->regions = nr;
+		c->regions[c->nregions++].live = false;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		goto reply;
+	}
+	rc = tide_store_register_buffer(c->srv->store, p, len);
+	if (rc != 0) {
+		munmap(p, len);
+		goto reply;
+	}
+	c->regions[i] = (struct srv_region){p, len, true};
+	pthread_mutex_lock(&c->srv->lock);
+	c->srv->st.regions_now++;
+	pthread_mutex_unlock(&c->srv->lock);
+reply:
+	close(fd);
+	agent_w_u32(w, (uint32_t)rc);
+	agent_w_u32(w, rc == 0 ? (uint32_t)i : UINT32_MAX);
+	return 0;
+}
+
+static int
+op_unmap(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	uint32_t id = agent_r_u32(rd);
+
+	if (rd->bad)
+		return -EPROTO;
+	if (id >= c->nregions || !c->regions[id].live) {
+		agent_w_u32(w, (uint32_t)-ENOENT);
+		return 0;
+	}
+	region_unmap(c->srv, &c->regions[id]);
+	agent_w_u32(w, 0);
+	return 0;
+}
+
+/* Translate a location; false when it is outside what the client mapped. */
+static bool
+resolve(const struct srv_client *c, const struct agent_loc *l, void **out)
+{
+	const struct srv_region *r;
+
+	if (l->len == 0) {
+		*out = NULL;
+		if (l->region == UINT32_MAX)
+			return true;
+	}
+	if (l->region >= c->nregions)
+		return false;
+	r = &c->regions[l->region];
+	if (!r->live || l->off > r->len || l->len > r->len - l->off)
+		return false;
+	*out = r->base + l->off;
+	return true;
+}
+
+/* ---------------------------------------------------------------- key ops */
+
+/* n keys (each read into keys[i]); false when malformed. */
+static char **
+read_keys(struct agent_rbuf *rd, size_t n)
+{
+	char **keys = calloc(n ? n : 1, sizeof(char *));
+	size_t i;
+
+	if (keys == NULL) {
+		rd->bad = true;
+		return NULL;
+	}
+	for (i = 0; i < n && !rd->bad; i++)
+		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
+	return keys;
+}
+
+static void
+free_keys(char **keys, size_t n)
+{
+	size_t i;
+
+	for (i = 0; keys && i < n; i++)
+		free(keys[i]);
+	free(keys);
+}
+
+static int
+op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct agent_rc arc;
+	struct tide_store_rc rc;
+	uint32_t n;
+	size_t i;
+	int err = -EPROTO, r;
+
+	/* The key count comes first: the config carries one group id per key. */
+	n = agent_r_u32(rd);
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	agent_r_rc(rd, &arc, n);
+	char **keys = read_keys(rd, n);
+	void **bufs = calloc(n, sizeof(*bufs));
+	size_t *lens = calloc(n, sizeof(*lens));
+	int *rcs = calloc(n, sizeof(*rcs));
+	if (keys == NULL || bufs == NULL || lens == NULL || rcs == NULL)
+		goto out;
+	for (i = 0; i < n && !rd->bad; i++) {
+		struct agent_loc l;
+
+		agent_r_loc(rd, &l);
+		if (!rd->bad && !resolve(c, &l, &bufs[i]))
+			rd->bad = true;
+		lens[i] = l.len;
+	}
+	if (rd->bad)
+		goto out;
+	rc = (struct tide_store_rc){
+		.replica_num = arc.replica_num,
+		.with_hard_pin = arc.hard_pin,
+		.preferred_segment = arc.preferred,
+		.preferred_segments = (const char *const *)arc.prefs,
+		.n_preferred_segments = arc.n_prefs,
+		.prefer_alloc_in_same_node = arc.same_node,
+		.group_ids = (const char *const *)arc.groups,
+	};
+	if (n == 1) {
+		rcs[0] = tide_store_put(c->srv->store, keys[0], bufs[0], lens[0], &rc);
+		r = rcs[0];
+	} else {
+		r = tide_store_batch_put_from(c->srv->store, (const char *const *)keys,
+					      (const void *const *)bufs, lens, n, &rc, rcs);
+		if (r == -EINVAL) /* refused as a whole: rcs untouched */
+			for (i = 0; i < n; i++)
+				rcs[i] = rcs[i] ? rcs[i] : -EINVAL;
+	}
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u32(w, (uint32_t)rcs[i]);
+	err = 0;
+out:
+	agent_rc_free(&arc, n);
+	free_keys(keys, n);
+	free(bufs);
+	free(lens);
+	free(rcs);
+	return err;
+}
+
+static int
+op_get(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	uint32_t n = agent_r_u32(rd);
+	size_t i;
+	int err = -EPROTO, r;
+
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	char **keys = calloc(n, sizeof(*keys));
+	void **bufs = calloc(n, sizeof(*bufs));
+	size_t *lens = calloc(n, sizeof(*lens));
+	int64_t *sizes = calloc(n, sizeof(*sizes));
+	if (keys == NULL || bufs == NULL || lens == NULL || sizes == NULL)
+		goto out;
+	for (i = 0; i < n && !rd->bad; i++) {
+		struct agent_loc l;
+
+		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
+		agent_r_loc(rd, &l);
+		if (!rd->bad && !resolve(c, &l, &bufs[i]))
+			rd->bad = true;
+		lens[i] = l.len;
+	}
+	if (rd->bad)
+		goto out;
+	if (n == 1) {
+		sizes[0] = tide_store_get_into(c->srv->store, keys[0], bufs[0], lens[0]);
+		r = sizes[0] < 0 ? (int)sizes[0] : 0;
+	} else {
+		for (i = 0; i < n; i++)
+			sizes[i] = -EINVAL;
+		r = tide_store_batch_get_into(c->srv->store, (const char *const *)keys,
+					      (void *const *)bufs, lens, n, sizes);
+	}
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u64(w, (uint64_t)sizes[i]);
+	err = 0;
+out:
+	free_keys(keys, n);
+	free(bufs);
+	free(lens);
+	free(sizes);
+	return err;
+}
+
+static int
+op_ranges(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	uint32_t nk = agent_r_u32(rd), nf = 0;
+	struct tide_store_frag *f = NULL;
+	char **keys = NULL;
+	size_t i;
+	int err = -EPROTO, r;
+
+	if (rd->bad || nk == 0 || nk > AGENT_MAX_BATCH)
+		return -EPROTO;
+	keys = read_keys(rd, nk);
+	nf = agent_r_u32(rd);
+	if (rd->bad || nf == 0 || nf > AGENT_MAX_BATCH)
+		goto out;
+	f = calloc(nf, sizeof(*f));
+	if (f == NULL)
+		goto out;
+	for (i = 0; i < nf && !rd->bad; i++) {
+		struct agent_loc l;
+
+		f[i].key = agent_r_u64(rd);
+		f[i].src_off = agent_r_u64(rd);
+		agent_r_loc(rd, &l);
+		if (!rd->bad && !resolve(c, &l, &f[i].dst))
+			rd->bad = true;
+		f[i].len = l.len;
+		f[i].result = -EINVAL;
+	}
+	if (rd->bad)
+		goto out;
+	r = tide_store_get_into_ranges(c->srv->store, (const char *const *)keys, nk, f, nf);
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < nf; i++)
+		agent_w_u64(w, (uint64_t)f[i].result);
+	err = 0;
+out:
+	free_keys(keys, nk);
+	free(f);
+	return err;
+}
+
+static int
+op_keys(struct srv_client *c, uint16_t op, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	bool force = op == AGENT_REMOVE ? agent_r_u8(rd) != 0 : false;
+	uint32_t n = agent_r_u32(rd);
+	size_t i;
+	int r, *v;
+
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	char **keys = read_keys(rd, n);
+	v = calloc(n, sizeof(*v));
+	if (rd->bad || v == NULL) {
+		free_keys(keys, n);
+		free(v);
+		return -EPROTO;
+	}
+	if (op == AGENT_EXIST)
+		r = tide_store_batch_is_exist(c->srv->store, (const char *const *)keys, n, v);
+	else if (n == 1)
+		r = v[0] = tide_store_remove(c->srv->store, keys[0], force);
+	else
+		r = tide_store_batch_remove(c->srv->store, (const char *const *)keys, n, force, v);
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u32(w, (uint32_t)v[i]);
+	free_keys(keys, n);
+	free(v);
+	return 0;
+}
+
+static int
+op_scalar(struct srv_client *c, uint16_t op, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct tide_store *s = c->srv->store;
+	bool force = false;
+	char *str = NULL;
+	int64_t v;
+
+	if (op == AGENT_REMOVE_ALL || op == AGENT_REMOVE_REGEX)
+		force = agent_r_u8(rd) != 0;
+	if (op == AGENT_SIZE || op == AGENT_REMOVE_REGEX)
+		str = agent_r_str(rd, AGENT_MAX_KEY);
+	if (rd->bad) {
+		free(str);
+		return -EPROTO;
+	}
+	switch (op) {
+	case AGENT_SIZE:
+		v = tide_store_get_size(s, str);
+		break;
+	case AGENT_REMOVE_ALL:
+		v = tide_store_remove_all(s, force);
+		break;
+	case AGENT_REMOVE_REGEX:
+		v = tide_store_remove_by_regex(s, str, force);
+		break;
+	default: /* AGENT_HEALTH */
+		v = tide_store_health_check(s);
+		break;
+	}
+	free(str);
+	agent_w_u64(w, (uint64_t)v);
+	return 0;
+}
+
+static int
+op_hello(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	uint32_t ver = agent_r_u32(rd);
+
+	c->pid = agent_r_u32(rd);
+	if (rd->bad)
+		return -EPROTO;
+	if (ver != AGENT_VERSION) {
+		agent_w_u32(w, (uint32_t)-EPROTO);
+		agent_w_str(w, "");
+		return 0;
+	}
+	c->hello = true;
+	agent_w_u32(w, 0);
+	agent_w_str(w, tide_store_endpoint(c->srv->store));
+	return 0;
+}
+
+/* ------------------------------------------------------------- connection */
+
+static int
+dispatch(struct srv_client *c, const struct agent_hdr *h, struct agent_rbuf *rd, int fd,
+	 struct agent_wbuf *w)
+{
+	if (h->op != AGENT_HELLO && !c->hello)
+		return -EPROTO; /* hello first */
+	if (h->op != AGENT_MAP && fd >= 0)
+		close(fd);
+	switch (h->op) {
+	case AGENT_HELLO:
+		return op_hello(c, rd, w);
+	case AGENT_MAP:
+		return op_map(c, rd, fd, w);
+	case AGENT_UNMAP:
+		return op_unmap(c, rd, w);
+	case AGENT_PUT:
+		return op_put(c, rd, w);
+	case AGENT_GET:
+		return op_get(c, rd, w);
+	case AGENT_RANGES:
+		return op_ranges(c, rd, w);
+	case AGENT_EXIST:
+	case AGENT_REMOVE:
+		return op_keys(c, h->op, rd, w);
+	case AGENT_SIZE:
+	case AGENT_REMOVE_ALL:
+	case AGENT_REMOVE_REGEX:
+	case AGENT_HEALTH:
+		return op_scalar(c, h->op, rd, w);
+	default:
+		return -EPROTO;
+	}
+}
+
+static void *
+client_main(void *arg)
+{
+	struct srv_client *c = arg;
+	struct tide_agent_server *srv = c->srv;
+	size_t i;
+
+	for (;;) {
+		struct agent_hdr h;
+		struct agent_rbuf rd;
+		struct agent_wbuf w;
+		uint8_t *body = NULL;
+		int fd = -1, rc;
+
+		rc = agent_recv(c->sock, &h, &body, &fd);
+		if (rc != 0) {
+			if (rc != -ECONNRESET)
+				TIDE_LOG(WARN, "client pid %u: %s; closing it", c->pid,
+					 rc == -EPROTO ? "not an agent protocol header"
+						       : strerror(-rc));
+			break;
+		}
+		agent_r_init(&rd, body, h.len);
+		agent_w_init(&w);
+		rc = dispatch(c, &h, &rd, fd, &w);
+		free(body);
+		if (rc == 0 && w.err == 0)
+			rc = agent_send(c->sock, h.op, h.seq, w.p, w.len, -1);
+		else if (rc == -EPROTO)
+			TIDE_LOG(WARN, "client pid %u: malformed %s request (%u bytes); closing it",
+				 c->pid, agent_op_name(h.op), h.len);
+		agent_w_free(&w);
+		pthread_mutex_lock(&srv->lock);
+		if (rc == -EPROTO)
+			srv->st.bad_requests++;
+		else
+			srv->st.requests++;
+		pthread_mutex_unlock(&srv->lock);
+		if (rc != 0)
+			break;
+	}
+	/* The operation in progress (if any) has finished: nothing of ours still
+	 * touches the client's memory, so the regions can go. */
+	for (i = 0; i < c->nregions; i++)
+		region_unmap(srv, &c->regions[i]);
+	TIDE_LOG(INFO, "client pid %u detached", c->pid);
+	pthread_mutex_lock(&srv->lock);
+	srv->st.clients_now--;
+	c->done = true;
+	pthread_mutex_unlock(&srv->lock);
+	return NULL;
+}
+
+/* Join and free finished clients (lock held; none of them holds it). */
+static void
+reap(struct tide_agent_server *srv, bool all)
+{
+	struct srv_client **pp = &srv->clients, *c;
+
+	while ((c = *pp) != NULL) {
+		if (!c->done && !all) {
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		pthread_mutex_unlock(&srv->lock);
+		if (!c->done)
+			shutdown(c->sock, SHUT_RDWR);
+		pthread_join(c->th, NULL);
+		pthread_mutex_lock(&srv->lock);
+		close(c->sock);
+		free(c->regions);
+		free(c);
+	}
+}
+
+static void *
+accept_main(void *arg)
+{
+	struct tide_agent_server *srv = arg;
+
+	for (;;) {
+		int s = accept4(srv->lsock, NULL, NULL, SOCK_CLOEXEC);
+		struct srv_client *c;
+
+		if (s < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			pthread_mutex_lock(&srv->lock);
+			bool stop = srv->stop;
+			pthread_mutex_unlock(&srv->lock);
+			if (stop)
+				return NULL;
+			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
+				TIDE_LOG(WARN, "agent accept: %s; retrying", strerror(errno));
+				usleep(100000);
+				continue;
+			}
+			TIDE_LOG(ERR, "agent accept: %s; no new clients", strerror(errno));
+			return NULL;
+		}
+		pthread_mutex_lock(&srv->lock);
+		reap(srv, false);
+		if (srv->stop || srv->st.clients_now >= TIDE_AGENT_MAX_CLIENTS) {
+			if (!srv->stop)
+				TIDE_LOG(WARN, "agent: %d clients attached already; refusing one",
+					 TIDE_AGENT_MAX_CLIENTS);
+			pthread_mutex_unlock(&srv->lock);
+			close(s);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (c == NULL) {
+			pthread_mutex_unlock(&srv->lock);
+			close(s);
+			continue;
+		}
+		c->srv = srv;
+		c->sock = s;
+		if (pthread_create(&c->th, NULL, client_main, c) != 0) {
+			pthread_mutex_unlock(&srv->lock);
+			TIDE_LOG(WARN, "agent: cannot start a client thread; refusing the client");
+			close(s);
+			free(c);
+			continue;
+		}
+		c->next = srv->clients;
+		srv->clients = c;
+		srv->st.clients_now++;
+		srv->st.clients_total++;
+		pthread_mutex_unlock(&srv->lock);
+	}
+}
+
+/* mkdir -p of path's parent directory. */
+static int
+make_parent(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char *p;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	p = strrchr(dir, '/');
+	if (p == NULL || p == dir)
+		return 0;
+	*p = '\0';
+	for (p = dir + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int
+tide_agent_server_start(struct tide_store *store, const char *path, struct tide_agent_server **out)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct tide_agent_server *srv;
+	int rc, probe;
+
+	if (store == NULL || path == NULL || out == NULL || tide_store_attached(store))
+		return -EINVAL;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	rc = make_parent(path);
+	if (rc != 0)
+		return rc;
+	/* A socket file nobody answers on is left over from a killed agent. */
+	probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (probe < 0)
+		return -errno;
+	if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		close(probe);
+		return -EADDRINUSE;
+	}
+	close(probe);
+	unlink(path);
+	srv = calloc(1, sizeof(*srv));
+	if (srv == NULL)
+		return -ENOMEM;
+	srv->store = store;
+	snprintf(srv->path, sizeof(srv->path), "%s", path);
+	pthread_mutex_init(&srv->lock, NULL);
+	srv->lsock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (srv->lsock < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (bind(srv->lsock, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, 0666) != 0 ||
+	    listen(srv->lsock, 64) != 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = -pthread_create(&srv->accept_th, NULL, accept_main, srv);
+	if (rc != 0)
+		goto fail;
+	*out = srv;
+	return 0;
+fail:
+	if (srv->lsock >= 0) {
+		close(srv->lsock);
+		unlink(path);
+	}
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+	return rc;
+}
+
+void
+tide_agent_server_stats(struct tide_agent_server *srv, struct tide_agent_stats *st)
+{
+	pthread_mutex_lock(&srv->lock);
+	*st = srv->st;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+void
+tide_agent_server_stop(struct tide_agent_server *srv)
+{
+	if (srv == NULL)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	srv->stop = true;
+	pthread_mutex_unlock(&srv->lock);
+	/* shutdown() wakes the blocked accept(). */
+	shutdown(srv->lsock, SHUT_RDWR);
+	pthread_join(srv->accept_th, NULL);
+	close(srv->lsock);
+	unlink(srv->path);
+	pthread_mutex_lock(&srv->lock);
+	reap(srv, true);
+	pthread_mutex_unlock(&srv->lock);
+	pthread_mutex_destroy(&srv->lock);
+	free(srv);
+}

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal to store/: the wire format between a store client attached to the
+ * per-node agent (store_agent.c) and the agent (store/agent).
+ *
+ * Transport: a UNIX stream socket. Every message is a header followed by a
+ * body of hdr.len bytes; requests and replies alternate on one connection
+ * (one request in flight). File descriptors (shared-memory regions) travel as
+ * SCM_RIGHTS ancillary data with the header of the MAP request.
+ *
+ * Bodies are sequences of little-endian fixed-width integers and strings
+ * (u32 length + bytes, no NUL). Memory is never sent by address: the client
+ * names a region it mapped into the agent (MAP) and an offset in it.
+ *
+ * Bounds (both sides refuse larger): a body of AGENT_MAX_BODY bytes, a batch
+ * of AGENT_MAX_BATCH keys or fragments, a key of AGENT_MAX_KEY bytes.
+ */
+#ifndef TIDE_AGENT_PROTO_H
+#define TIDE_AGENT_PROTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_MAGIC       0x41444954u /* "TIDA" */
+#define AGENT_VERSION     1u
+#define AGENT_MAX_BODY    (16u << 20)
+#define AGENT_MAX_BATCH   65536u
+#define AGENT_MAX_KEY     4096u
+#define AGENT_MAX_REGIONS 1024u
+
+enum agent_op {
+	AGENT_HELLO = 1,    /* u32 version, u32 pid -> i32 rc, str endpoint */
+	AGENT_MAP,          /* u64 len (+ fd) -> i32 rc, u32 region */
+	AGENT_UNMAP,        /* u32 region -> i32 rc */
+	AGENT_PUT,          /* u32 n, rc config, n x {str key, loc} -> i32 rc, n x i32 */
+	AGENT_GET,          /* u32 n, n x {str key, loc} -> i32 rc, n x i64 */
+	AGENT_RANGES,       /* u32 nk, nk x str, u32 nf, nf x {u64 key, u64 src_off, loc} ->
+			       i32 rc, nf x i64 */
+	AGENT_SIZE,         /* str key -> i64 */
+	AGENT_EXIST,        /* u32 n, n x str -> i32 rc, n x i32 */
+	AGENT_REMOVE,       /* u8 force, u32 n, n x str -> i32 rc, n x i32 */
+	AGENT_REMOVE_ALL,   /* u8 force -> i64 */
+	AGENT_REMOVE_REGEX, /* u8 force, str pattern -> i64 */
+	AGENT_HEALTH,       /* -> i32 */
+	AGENT_OP_MAX,
+};
+
+/* A place in the client's memory: region id from MAP, offset, length. */
+struct agent_loc {
+	uint32_t region;
+	uint64_t off;
+	uint64_t len;
+};
+
+struct agent_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	uint32_t len; /* body bytes */
+	uint32_t seq; /* echoed in the reply */
+};
+
+/* Growable output buffer; on allocation failure `err` sticks and writes stop. */
+struct agent_wbuf {
+	uint8_t *p;
+	size_t len, cap;
+	int err;
+};
+
+void agent_w_init(struct agent_wbuf *w);
+void agent_w_free(struct agent_wbuf *w);
+void agent_w_u8(struct agent_wbuf *w, uint8_t v);
+void agent_w_u32(struct agent_wbuf *w, uint32_t v);
+void agent_w_u64(struct agent_wbuf *w, uint64_t v);
+void agent_w_str(struct agent_wbuf *w, const char *s);
+void agent_w_loc(struct agent_wbuf *w, const struct agent_loc *l);
+
+/* Reader over a received body; any short read sets `bad` and yields zeros. */
+struct agent_rbuf {
+	const uint8_t *p;
+	size_t len, pos;
+	bool bad;
+};
+
+void agent_r_init(struct agent_rbuf *r, const void *p, size_t len);
+uint8_t agent_r_u8(struct agent_rbuf *r);
+uint32_t agent_r_u32(struct agent_rbuf *r);
+uint64_t agent_r_u64(struct agent_rbuf *r);
+/* A string copied into a new NUL-terminated allocation (NULL and bad set when
+ * short, longer than max, containing NUL, or out of memory). */
+char *agent_r_str(struct agent_rbuf *r, size_t max);
+void agent_r_loc(struct agent_rbuf *r, struct agent_loc *l);
+
+/*
+ * ReplicateConfig on the wire: u32 replica_num, u8 hard_pin, u8 same_node,
+ * str preferred_segment, u32 n + n x str preferred_segments, u8 has_groups,
+ * then (has_groups) n_keys x str group ids. rc NULL encodes the defaults.
+ */
+struct tide_store_rc;
+void agent_w_rc(struct agent_wbuf *w, const struct tide_store_rc *rc, size_t n_keys);
+
+/* A decoded config that owns its strings (free with agent_rc_free()). */
+struct agent_rc {
+	unsigned replica_num;
+	bool hard_pin, same_node;
+	char *preferred;
+	char **prefs;
+	size_t n_prefs;
+	char **groups; /* NULL: none; else n_keys entries */
+};
+
+/* Decode for a call with n_keys keys (bad set on any error). */
+void agent_r_rc(struct agent_rbuf *r, struct agent_rc *out, size_t n_keys);
+void agent_rc_free(struct agent_rc *rc, size_t n_keys);
+
+/*
+ * Send one message (header + body), with fd attached when fd >= 0.
+ * Returns 0 or -errno (-EPIPE/-ECONNRESET peer gone). Retries EINTR and short writes.
+ */
+int agent_send(int sock, uint16_t op, uint32_t seq, const void *body, size_t len, int fd);
+
+/*
+ * Receive one message: header checked (magic, version, len <= AGENT_MAX_BODY),
+ * body into *body (malloc'd; caller frees). If the header carried a
+ * descriptor it lands in *fd (else -1; pass NULL to refuse descriptors, which
+ * are then closed). Returns 0, -ECONNRESET on EOF, -EPROTO on a bad header,
+ * -ENOMEM, or -errno.
+ */
+int agent_recv(int sock, struct agent_hdr *h, uint8_t **body, int *fd);
+
+/* Name of an op for logs ("?" when out of range). */
+const char *agent_op_name(unsigned op);
+
+#endif /* TIDE_AGENT_PROTO_H */
