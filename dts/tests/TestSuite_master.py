@@ -50,11 +50,13 @@ class TestMaster(TestSuite):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def start(self, *args):
-        """setsid mooncake_master ARGS, stderr to a file; returns (Popen, log path)."""
+    def start(self, *args, extra_env=None):
+        """setsid mooncake_master ARGS, stderr to a file; returns (Popen, log path).
+        The caller's TIDE_*/MC_* variables are dropped; extra_env is added."""
         path = os.path.join(self.tmp, f"master-{len(self.procs)}-{time.monotonic_ns()}.log")
         log = open(path, "w")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "MC_"))}
+        env.update(extra_env or {})
         p = subprocess.Popen(["setsid", self.exe, *args], stdout=log, stderr=log,
                              stdin=subprocess.DEVNULL, env=env)
         self.procs.append((p, log))
@@ -237,4 +239,30 @@ class TestMaster(TestSuite):
         r = subprocess.run([self.exe, "--config_path", bad], capture_output=True, text=True,
                            timeout=20)
         self.verify(r.returncode == 1 and "eviction_ratio" in r.stderr and bad in r.stderr,
+                    r.stderr)
+
+    def test_pin_unread_flag_and_environment(self):
+        """Steps: start with TIDE_PIN_UNREAD=1 exported (as from the node file); then the same
+        with --nopin_unread; then with neither; then TIDE_PIN_UNREAD=maybe.
+        Verify: RL mode is logged on from the environment, off when the command line says so,
+        off by default; a value the node file would refuse exits 1 naming the variable."""
+        for args, env, want in (
+                ([], {"TIDE_PIN_UNREAD": "1"}, "pin_unread on (environment TIDE_PIN_UNREAD)"),
+                (["--nopin_unread"], {"TIDE_PIN_UNREAD": "1"}, "pin_unread off (command line)"),
+                (["--pin_unread"], {}, "pin_unread on (command line)"),
+                ([], {}, "pin_unread off (default)")):
+            port = free_port()
+            p, log = self.start("--rpc_port", str(port), "--metrics_port", "0", *args,
+                                extra_env=env)
+            self.wait_ready(p, port, log)
+            deadline = time.monotonic() + 10
+            while want not in self.read(log) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.verify(want in self.read(log), f"{args} {env}: {self.read(log)}")
+            self.verify(self.stop(p) == 0, self.read(log))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "MC_"))}
+        env["TIDE_PIN_UNREAD"] = "maybe"
+        r = subprocess.run([self.exe, "--rpc_port", "0"], capture_output=True, text=True,
+                           timeout=20, env=env)
+        self.verify(r.returncode == 1 and "TIDE_PIN_UNREAD" in r.stderr and "'maybe'" in r.stderr,
                     r.stderr)

@@ -255,7 +255,8 @@ proc_add(struct tide_mc_table *t, struct mct_obj *o, const struct tide_mc_uuid *
 	}
 	t->proc[t->nproc] = (struct mct_proc){o, *client, now, pin_ttl, pin_action};
 	o->aux = (uint32_t)t->nproc++;
-	o->flags |= MCT_OF_PROCESSING;
+	/* New content (a put, or an upsert in place): nobody has read it yet. */
+	o->flags = (uint8_t)((o->flags | MCT_OF_PROCESSING) & ~MCT_OF_READ);
 	return 0;
 }
 
@@ -870,8 +871,11 @@ get_locked(struct tide_mc_table *t, const struct tide_mc_str *key, uint64_t now,
 		return TIDE_MC_EC_REPLICA_IS_NOT_READY;
 	if (descs_out(t, o, a, &out->replicas) != 0)
 		return TIDE_MC_EC_INTERNAL_ERROR;
-	if (lease)
+	/* lease == false is the admin QueryKey: a look, not a read. */
+	if (lease) {
 		grant_lease(t, o, now);
+		o->flags |= MCT_OF_READ;
+	}
 	out->lease_ttl_ms = t->o.default_kv_lease_ttl_ms;
 	out->object_checksum.has = (o->flags & MCT_OF_HAS_CSUM) != 0;
 	out->object_checksum.val = o->csum;
@@ -1053,6 +1057,7 @@ tide_mc_table_get_replica_list_by_regex(struct tide_mc_table *t, const struct ti
 			break;
 		}
 		grant_lease(t, v[i], now_ms);
+		v[i]->flags |= MCT_OF_READ;
 		out->n = i + 1;
 	}
 	count(t, TIDE_MC_TABLE_OP_GET_REPLICA_LIST_BY_REGEX, rc);
@@ -1293,7 +1298,7 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 {
 	double used, target, lower;
 	struct cand *nopin = NULL, *soft = NULL;
-	size_t nn = 0, ns = 0, base = 0, k1, k2;
+	size_t nn = 0, ns = 0, base = 0, unread = 0, k1, k2;
 
 	if (!t->capacity || t->o.eviction_ratio <= 0)
 		return;
@@ -1309,12 +1314,18 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 	if (!nopin || !soft)
 		goto out;
 	/* Census: the base counts every unpinned object with COMPLETE data,
-	   leased or not; candidates are those whose lease has expired. */
+	   leased or not; candidates are those whose lease has expired. Under
+	   pin_unread an unread object is pinned like a hard-pinned one: outside
+	   the base, so the round's share is taken from what may go at all. */
 	for (uint64_t i = 0; i <= t->mask; i++) {
 		struct mct_obj *o = t->slot[i];
 
 		if (!t->ctrl[i] || (o->flags & MCT_OF_HARD_PIN) || !readable(o))
 			continue;
+		if (t->o.pin_unread && !(o->flags & MCT_OF_READ)) {
+			unread++;
+			continue;
+		}
 		base++;
 		if (now < o->lease_ms)
 			continue;
@@ -1325,8 +1336,17 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 			nopin[nn++] = (struct cand){o->lease_ms, o};
 		}
 	}
-	if (!base)
+	t->evict_skipped_unread += unread;
+	if (!base) {
+		if (unread)
+			TIDE_LOG_RATELIMIT(
+				NOTICE, 10,
+				"eviction: used %.3f and all %zu unpinned objects are "
+				"unread (pin_unread): puts get NO_AVAILABLE_HANDLE until "
+				"readers catch up or objects are removed",
+				used, unread);
 		goto out;
+	}
 	k1 = (size_t)ceil((double)base * target);
 	if (k1 > nn)
 		k1 = nn;
@@ -1341,8 +1361,10 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 	evict_set(t, soft, k2);
 	if (k1 + k2) {
 		t->eviction_rounds++;
-		TIDE_LOG(INFO, "eviction: used %.3f, evicted %zu unpinned + %zu soft-pinned of %zu",
-			 used, k1, k2, base);
+		TIDE_LOG(INFO,
+			 "eviction: used %.3f, evicted %zu unpinned + %zu soft-pinned of %zu (%zu "
+			 "unread kept)",
+			 used, k1, k2, base, unread);
 	}
 out:
 	free(nopin);

@@ -16,6 +16,7 @@
 #define MCT_OF_HARD_PIN   0x02 /* never evicted */
 #define MCT_OF_SOFT_PIN   0x04 /* soft_ms = pin deadline */
 #define MCT_OF_HAS_CSUM   0x08 /* csum valid */
+#define MCT_OF_READ       0x10 /* replicas handed to a reader since the last write (pin_unread) */
 
 /* How mct_obj_erase() treats the buffers. */
 #define MCT_FREE_NOW   0
@@ -123,6 +124,7 @@ struct tide_mc_table {
 	uint64_t soft_pinned, hard_pinned;
 	bool need_evict;
 	uint64_t eviction_rounds, evicted_keys, evicted_bytes, expired_clients, reclaimed_puts;
+	uint64_t evict_skipped_unread;
 	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
 	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
 };

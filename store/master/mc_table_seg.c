@@ -35,6 +35,7 @@ tide_mc_table_opts_init(struct tide_mc_table_opts *opts, size_t opts_size)
 		.seg_granule = TIDE_SEG_GRANULE_DEFAULT,
 		.seg_max_blocks = 1u << 22,
 		.seed = 0,
+		.pin_unread = false,
 	};
 
 	if (!opts)
@@ -806,6 +807,7 @@ tide_mc_table_metrics_get(struct tide_mc_table *t, struct tide_mc_table_metrics 
 	m->evicted_bytes = t->evicted_bytes;
 	m->expired_clients = t->expired_clients;
 	m->reclaimed_puts = t->reclaimed_puts;
+	m->evict_skipped_unread = t->evict_skipped_unread;
 	memcpy(m->requests, t->requests, sizeof(m->requests));
 	memcpy(m->failures, t->failures, sizeof(m->failures));
 	mct_unlock(t);

@@ -75,6 +75,20 @@ struct tide_mc_table_opts {
 	uint32_t seg_max_blocks;               /**< allocator block table per segment; default 4 Mi
 						    (about 2 M live objects per segment) */
 	uint64_t seed;                         /**< hash key and placement PRNG; 0 = random */
+	/**
+	 * RL mode (Tide extension; mooncake_master --pin_unread or TIDE_PIN_UNREAD).
+	 * When true, eviction never picks an object that has not been read since it
+	 * was last written; such objects count as pinned (outside the eviction
+	 * base), like hard-pinned ones. "Read" means its replica list was handed to
+	 * a client by a successful GetReplicaList, BatchGetReplicaList (per key) or
+	 * GetReplicaListByRegex: the calls that grant a read lease and return the
+	 * descriptors a reader needs. ExistKey (which also grants a lease), the
+	 * admin QueryKey and PutEnd do not count; PutStart/UpsertStart make the
+	 * object unread again. When nothing evictable remains, PutStart answers
+	 * NO_AVAILABLE_HANDLE as usual: backpressure until readers catch up or
+	 * objects are removed. Default false (stock behaviour).
+	 */
+	bool pin_unread;
 };
 
 /** Per-operation counter index for struct tide_mc_table_metrics. */
@@ -127,12 +141,14 @@ struct tide_mc_table_metrics {
 	uint64_t segments;        /**< mounted segments, incl. those draining */
 	uint64_t clients;         /**< clients with a live TTL (master_active_clients) */
 	uint64_t ok_clients;      /**< of which remounted (Ping answers OK) */
-	uint64_t discarded_buffers; /**< buffers awaiting delayed release */
-	uint64_t eviction_rounds;   /**< eviction rounds that evicted something */
-	uint64_t evicted_keys;      /**< objects evicted */
-	uint64_t evicted_bytes;     /**< object bytes evicted */
-	uint64_t expired_clients;   /**< clients unmounted for missing Pings */
-	uint64_t reclaimed_puts;    /**< PROCESSING objects reclaimed (dead writer or timeout) */
+	uint64_t discarded_buffers;    /**< buffers awaiting delayed release */
+	uint64_t eviction_rounds;      /**< eviction rounds that evicted something */
+	uint64_t evicted_keys;         /**< objects evicted */
+	uint64_t evicted_bytes;        /**< object bytes evicted */
+	uint64_t expired_clients;      /**< clients unmounted for missing Pings */
+	uint64_t reclaimed_puts;       /**< PROCESSING objects reclaimed (dead writer or timeout) */
+	uint64_t evict_skipped_unread; /**< pin_unread: unread objects an eviction round passed
+					    over (once per object per round) */
 	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
 	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
 };
@@ -292,11 +308,15 @@ int tide_mc_table_segments_list(struct tide_mc_table *t, struct tide_mc_table_ar
 /**
  * Periodic work; the server calls it every 10-100 ms. In order:
  * expire clients whose TTL passed (unmount all their segments, reclaim the
- * PROCESSING objects they started); complete due graceful unmounts; free
+ * PROCESSING objects they started and free their buffers at once, so a
+ * writer that died mid-put leaves nothing visible or allocated; puts of a
+ * writer the table never saw Ping or Mount wait for the release timeout
+ * below); complete due graceful unmounts; free
  * discarded buffers whose release time passed; reclaim PROCESSING objects
  * older than put_start_release_timeout; run one eviction round if usage
  * exceeds eviction_high_watermark_ratio or a PutStart failed for space
- * since the last round (spec 4.3).
+ * since the last round (spec 4.3; hard-pinned objects, and with
+ * opts.pin_unread unread ones, are never evicted).
  * Thread: any (internal lock).
  */
 void tide_mc_table_tick(struct tide_mc_table *t, uint64_t now_ms);

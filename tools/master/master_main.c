@@ -5,6 +5,9 @@
  * booleans; a JSON --config_path file sets the same keys, the command line
  * wins). Unknown flags warn and are ignored so launchers written for the stock
  * master keep working; a bad value of a known flag is refused (exit 1).
+ * Tide extension: --pin_unread (RL mode); when neither the command line nor
+ * the config file sets it, TIDE_PIN_UNREAD from the environment does (the
+ * master is started with the node file exported).
  * Foreground, logs on stderr, exits 0 on SIGTERM/SIGINT after a clean stop.
  */
 #include <cjson/cJSON.h>
@@ -44,7 +47,8 @@ struct flag {
 	double d;
 	const char *s;
 	uint64_t ms;
-	bool set; /* given on the command line (beats the config file) */
+	bool set;       /* given on the command line (beats the config file) */
+	bool from_file; /* set by the config file (beats the environment) */
 };
 
 static char empty[] = "";
@@ -77,6 +81,7 @@ enum {
 	FL_CONFIG_PATH,
 	FL_LOG_LEVEL,
 	FL_MAX_FRAME_MB,
+	FL_PIN_UNREAD,
 	FL_HELP,
 	FL_FIRST_IGNORED,
 };
@@ -124,6 +129,9 @@ static struct flag flags[] = {
 	[FL_LOG_LEVEL] = {"log_level", F_STR, "error|warn|notice|info|debug", .s = "notice"},
 	[FL_MAX_FRAME_MB] = {"max_request_mb", F_INT, "largest request body accepted (MiB)", 1,
 			     4095, .i = TIDE_MC_SERVER_MAX_FRAME_BODY >> 20},
+	[FL_PIN_UNREAD] = {"pin_unread", F_BOOL,
+			   "Tide: never evict unread objects, answer NO_AVAILABLE_HANDLE "
+			   "instead (RL mode); default TIDE_PIN_UNREAD, else false"},
 	[FL_HELP] = {"help", F_BOOL, "print the flags and exit"},
 	/* Stock flags of features this master does not implement: accepted, warned, ignored. */
 	[FL_FIRST_IGNORED] = {"rpc_interface", F_IGNORED_VAL},
@@ -427,9 +435,61 @@ load_config(const char *path)
 		if (rc != 0) {
 			break;
 		}
+		f->from_file = true;
 	}
 	cJSON_Delete(root);
 	return rc;
+}
+
+/* Boolean in the node file's dialect (engine/nodeenv): 1/0, true/false, yes/no, on/off. */
+static bool
+parse_env_bool(const char *v, bool *out)
+{
+	static const char *const t[] = {"1", "true", "yes", "on"};
+	static const char *const f[] = {"0", "false", "no", "off"};
+	size_t i;
+
+	for (i = 0; i < 4; i++) {
+		if (strcasecmp(v, t[i]) == 0) {
+			*out = true;
+			return true;
+		}
+		if (strcasecmp(v, f[i]) == 0) {
+			*out = false;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * TIDE_PIN_UNREAD applies when neither the command line nor the config file
+ * set --pin_unread. Sets *origin to where the value came from. 0, or -EINVAL
+ * after printing why (a node-file value that tide-env check would refuse).
+ */
+static int
+pin_unread_from_env(const char **origin)
+{
+	struct flag *f = &flags[FL_PIN_UNREAD];
+	const char *v;
+
+	*origin = f->set ? "command line" : f->from_file ? "config file" : "default";
+	if (f->set || f->from_file) {
+		return 0;
+	}
+	v = getenv("TIDE_PIN_UNREAD");
+	if (v == NULL) {
+		return 0;
+	}
+	if (!parse_env_bool(v, &f->b)) {
+		fprintf(stderr,
+			"ERROR: illegal value '%s' in environment variable TIDE_PIN_UNREAD "
+			"(expected 1/0, true/false, yes/no or on/off; or pass --pin_unread)\n",
+			v);
+		return -EINVAL;
+	}
+	*origin = "environment TIDE_PIN_UNREAD";
+	return 0;
 }
 
 static void
@@ -454,6 +514,7 @@ main(int argc, char **argv)
 	struct tide_mc_server_opts o;
 	struct tide_mc_server *s = NULL;
 	enum tide_log_level lvl;
+	const char *pin_origin;
 	char fsdir[4096] = "";
 	sigset_t set;
 	long ncpu;
@@ -468,6 +529,9 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (flags[FL_CONFIG_PATH].s[0] != '\0' && load_config(flags[FL_CONFIG_PATH].s) != 0) {
+		return 1;
+	}
+	if (pin_unread_from_env(&pin_origin) != 0) {
 		return 1;
 	}
 	if (tide_log_level_parse(flags[FL_LOG_LEVEL].s, &lvl) != 0) {
@@ -514,6 +578,7 @@ main(int argc, char **argv)
 	o.table.client_ttl_ms = (uint64_t)flags[FL_CLIENT_TTL].i * 1000u;
 	o.table.put_start_discard_timeout_ms = (uint64_t)flags[FL_DISCARD_TIMEOUT].i * 1000u;
 	o.table.put_start_release_timeout_ms = (uint64_t)flags[FL_RELEASE_TIMEOUT].i * 1000u;
+	o.table.pin_unread = flags[FL_PIN_UNREAD].b;
 
 	/* Many client connections (a pool per client): use the hard fd limit. */
 	{
@@ -549,6 +614,10 @@ main(int argc, char **argv)
 		 " s, eviction ratio %g, high watermark %g",
 		 o.table.default_kv_lease_ttl_ms, flags[FL_CLIENT_TTL].i, o.table.eviction_ratio,
 		 o.table.eviction_high_watermark_ratio);
+	TIDE_LOG(NOTICE, "pin_unread %s (%s)%s", o.table.pin_unread ? "on" : "off", pin_origin,
+		 o.table.pin_unread ? ": unread objects are never evicted; a full store answers "
+				      "NO_AVAILABLE_HANDLE"
+				    : "");
 
 	do {
 		sig = sigwaitinfo(&set, NULL);

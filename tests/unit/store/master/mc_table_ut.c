@@ -49,17 +49,24 @@ CFG(uint64_t replicas) {
 }
 
 static void
-mk(uint64_t lease, uint32_t max_blocks)
+mk_opts(uint64_t lease, uint32_t max_blocks, bool pin_unread)
 {
 	struct tide_mc_table_opts o;
 
 	tide_mc_table_opts_init(&o, sizeof(o));
 	o.seed = 42;
 	o.seg_max_blocks = max_blocks;
+	o.pin_unread = pin_unread;
 	if (lease)
 		o.default_kv_lease_ttl_ms = lease;
 	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
 	memset(&A, 0, sizeof(A));
+}
+
+static void
+mk(uint64_t lease, uint32_t max_blocks)
+{
+	mk_opts(lease, max_blocks, false);
 }
 
 static void
@@ -855,6 +862,249 @@ test_eviction_after_put_failure(void)
 	rm();
 }
 
+/* A writer that dies mid-put leaves nothing visible and nothing allocated after client_ttl. */
+static void
+test_dead_writer_leaves_nothing(void)
+{
+	static const char *const dead_keys[] = {"p1", "p2", "p3", "p4", "p5", "q1"};
+	struct tide_mc_replicate_config cfg2 = CFG(2), cfg1 = CFG(1);
+	struct tide_mc_str bkeys[3] = {S("p2"), S("p3"), S("p4")}, k;
+	uint64_t lens[3] = {3000, 100, 70000};
+	struct tide_mc_exp_replicas sr[3];
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_regex_entry_vec rv;
+	struct tide_mc_table_segment_info *si;
+	struct tide_mc_ping_info pi;
+	struct tide_mc_str re = S("^(p|q)[0-9]$");
+	uint64_t base_alloc, base_keys, base_used_a = 0;
+	size_t n;
+	bool ex;
+
+	mk(0, 1024);
+	cfg1.preferred_segment = S("A");   /* every dead put keeps a replica in A */
+	mount(1, "A", 0x100000, MIB, &C1); /* C1: alive throughout */
+	mount(2, "B", 0x800000, MIB, &C2); /* C2: has a segment, dies */
+	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C3, 0, &pi), 0); /* C3: pure client, dies */
+	CU_ASSERT_EQUAL(put("kept", 5000, 1, 0), 0);
+	base_alloc = metrics().allocated_bytes;
+	base_keys = metrics().keys;
+	CU_ASSERT_EQUAL(tide_mc_table_segments_list(T, &A, &si, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		if (si[i].name.len == 1 && si[i].name.ptr[0] == 'A')
+			base_used_a = si[i].used;
+
+	/* Every start path, none ended: PutStart (2 replicas, on A and B), BatchPutStart,
+	   UpsertStart of an absent key; C2 also writes 2 replicas, one in its own B. */
+	k = S("p1");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C3, &k, 4096, &cfg2, 10, &A, &d), 0);
+	CU_ASSERT_EQUAL(d.n, 2);
+	CU_ASSERT_EQUAL(
+		tide_mc_table_batch_put_start(T, false, &C3, bkeys, 3, lens, 3, &cfg1, 10, &A, sr),
+		0);
+	CU_ASSERT(sr[0].ok && sr[1].ok && sr[2].ok);
+	k = S("p5");
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C3, &k, 999, &cfg1, 10, &A, &d), 0);
+	k = S("q1");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &k, 8192, &cfg2, 10, &A, &d), 0);
+	CU_ASSERT_EQUAL(metrics().processing_keys, 6);
+	CU_ASSERT(metrics().allocated_bytes > base_alloc);
+	for (size_t i = 0; i < 6; i++) {
+		k = S(dead_keys[i]);
+		CU_ASSERT_EQUAL(get(dead_keys[i], 20, NULL), TIDE_MC_EC_REPLICA_IS_NOT_READY);
+		CU_ASSERT_EQUAL(tide_mc_table_exist_key(T, &k, 20, &ex), 0);
+		CU_ASSERT_FALSE(ex);
+	}
+
+	/* Heartbeats stop at t=0; the TTL is 10 s. Just before it nothing is reclaimed. */
+	for (uint64_t now = 1000; now < 10000; now += 1000)
+		tick_alive(now);
+	tick_alive(9999);
+	CU_ASSERT_EQUAL(metrics().processing_keys, 6);
+	CU_ASSERT_EQUAL(metrics().reclaimed_puts, 0);
+	tick_alive(10000);
+
+	CU_ASSERT_EQUAL(metrics().expired_clients, 2);
+	CU_ASSERT_EQUAL(metrics().reclaimed_puts, 6);
+	CU_ASSERT_EQUAL(metrics().processing_keys, 0);
+	CU_ASSERT_EQUAL(metrics().keys, base_keys);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, base_alloc);
+	CU_ASSERT_EQUAL(metrics().discarded_buffers, 0);
+	CU_ASSERT_EQUAL(metrics().segments, 1); /* B went with C2 */
+	tide_mc_table_arena_reset(&A);
+	CU_ASSERT_EQUAL(tide_mc_table_segments_list(T, &A, &si, &n), 0);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_EQUAL(si[0].used, base_used_a);
+	for (size_t i = 0; i < 6; i++) {
+		k = S(dead_keys[i]);
+		CU_ASSERT_EQUAL(get(dead_keys[i], 10001, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+		CU_ASSERT_EQUAL(tide_mc_table_exist_key(T, &k, 10001, &ex), 0);
+		CU_ASSERT_FALSE(ex);
+	}
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 10001, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 0);
+	CU_ASSERT_EQUAL(get("kept", 10001, NULL), 0);
+	/* The keys are free again: nothing stuck PROCESSING, no takeover wait. */
+	CU_ASSERT_EQUAL(put("p1", 4096, 2, 10002), 0);
+	CU_ASSERT_EQUAL(get("p1", 10003, NULL), 0);
+	rm();
+}
+
+static void
+read_key(const char *key, uint64_t now)
+{
+	CU_ASSERT_EQUAL(get(key, now, NULL), 0);
+}
+
+static int
+count_present(int from, int to)
+{
+	int n = 0;
+
+	for (int i = from; i < to; i++)
+		n += present(i);
+	return n;
+}
+
+/*
+ * 95 objects in a 100-object segment: e00..e49 read (GetReplicaList,
+ * BatchGetReplicaList, GetReplicaListByRegex), e50..e59 only ExistKey'd,
+ * e60..e69 only QueryKey'd, e70..e92 untouched, e93 hard-pinned and read,
+ * e94 hard-pinned and unread.
+ */
+static void
+fill_rl(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_exp_replica_list gr[20];
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_regex_entry_vec rv;
+	struct tide_mc_str keys[20], k, re = S("^e4[0-9]$");
+	char names[20][8];
+	bool ex;
+
+	fill(93, 0);
+	cfg.with_hard_pin = true;
+	for (int i = 93; i < 95; i++) {
+		snprintf(names[0], sizeof(names[0]), "e%02d", i);
+		k = S(names[0]);
+		CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, KIB, &cfg, 0, &A, &d), 0);
+		CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	}
+	for (int i = 0; i < 20; i++) {
+		snprintf(names[0], sizeof(names[0]), "e%02d", i);
+		read_key(names[0], 0);
+	}
+	for (int i = 0; i < 20; i++) {
+		snprintf(names[i], sizeof(names[i]), "e%02d", 20 + i);
+		keys[i] = S(names[i]);
+	}
+	CU_ASSERT_EQUAL(tide_mc_table_batch_get_replica_list(T, keys, 20, 0, &A, gr), 0);
+	for (int i = 0; i < 20; i++)
+		CU_ASSERT(gr[i].ok);
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 10);
+	for (int i = 50; i < 60; i++) {
+		snprintf(names[0], sizeof(names[0]), "e%02d", i);
+		k = S(names[0]);
+		CU_ASSERT_EQUAL(tide_mc_table_exist_key(T, &k, 0, &ex), 0);
+		CU_ASSERT_TRUE(ex);
+	}
+	for (int i = 60; i < 70; i++)
+		CU_ASSERT(present(i)); /* present() is the admin QueryKey */
+	read_key("e93", 0);
+	CU_ASSERT_EQUAL(metrics().hard_pinned_keys, 2);
+	tide_mc_table_arena_reset(&A);
+}
+
+static void
+test_eviction_pin_unread(void)
+{
+	uint64_t now = 2000;
+	int rc = 0, fails = 0;
+	char key[32];
+
+	/* Stock: the oldest leases go first, and the unread objects have the oldest
+	   (PutEnd's 0 ms lease): used .95, target .10 of a base of 93 = 10 evicted. */
+	mk_opts(1000, 4096, false);
+	mount(1, "A", 0x100000, 100 * KIB, &C1);
+	fill_rl();
+	tide_mc_table_tick(T, now);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 10);
+	CU_ASSERT_EQUAL(count_present(60, 93), 33 - 10);
+	CU_ASSERT_EQUAL(metrics().evict_skipped_unread, 0);
+	rm();
+
+	/* RL mode: only read objects are candidates. Base = the 50 read unpinned ones
+	   (e00..e49): ceil(50 * .10) = 5 evicted, all read; the 43 unread kept. */
+	mk_opts(1000, 4096, true);
+	mount(1, "A", 0x100000, 100 * KIB, &C1);
+	fill_rl();
+	tide_mc_table_tick(T, now);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 5);
+	CU_ASSERT_EQUAL(count_present(0, 50), 45);
+	CU_ASSERT_EQUAL(count_present(50, 95), 45);
+	CU_ASSERT_EQUAL(metrics().evict_skipped_unread, 43);
+	CU_ASSERT_EQUAL(metrics().eviction_rounds, 1);
+
+	/* Keep putting (new objects are unread too): each failure asks for a round,
+	   which takes read objects only, until nothing evictable is left. */
+	for (int i = 0; i < 200 && fails < 3; i++) {
+		snprintf(key, sizeof(key), "n%03d", i);
+		rc = put(key, KIB, 1, now);
+		fails = rc == 0 ? 0 : fails + 1;
+		if (rc != 0)
+			CU_ASSERT_EQUAL(rc, TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+		tide_mc_table_tick(T, ++now);
+	}
+	CU_ASSERT_EQUAL(rc, TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	CU_ASSERT_EQUAL(count_present(0, 50), 0);   /* every read object went */
+	CU_ASSERT_EQUAL(count_present(50, 95), 45); /* every unread and hard-pinned one stayed */
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 50);
+	CU_ASSERT_EQUAL(metrics().keys, 100);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, metrics().capacity_bytes);
+	CU_ASSERT_EQUAL(metrics().hard_pinned_keys, 2);
+	CU_ASSERT(metrics().evict_skipped_unread > 43);
+
+	/* Backpressure lifts when a reader catches up: e70 read, its lease expires,
+	   the next failed put's round evicts it, and the put after that fits. */
+	read_key("e70", now);
+	now += 1001;
+	CU_ASSERT_EQUAL(put("late", KIB, 1, now), TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	tide_mc_table_tick(T, now);
+	CU_ASSERT_FALSE(present(70));
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 51);
+	CU_ASSERT_EQUAL(put("late", KIB, 1, now), 0);
+	rm();
+}
+
+/* An upsert in place is new content: unread again, so pinned again. */
+static void
+test_eviction_pin_unread_upsert(void)
+{
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k = S("e00");
+	char key[32];
+
+	mk_opts(1000, 4096, true);
+	mount(1, "A", 0x100000, 10 * KIB, &C1);
+	fill(10, 0);
+	read_key("e00", 0); /* the oldest lease: first to go if it stayed read */
+	for (int i = 1; i < 10; i++) {
+		snprintf(key, sizeof(key), "e%02d", i);
+		read_key(key, 100);
+	}
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(T, &C1, &k, KIB, &cfg, 200, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 200), 0);
+	/* used 1.0: target .15 of the 9 read objects = 2, the oldest leases e01, e02 (all
+	   at 1100; order among equals is unspecified, so count only). */
+	tide_mc_table_tick(T, 2000);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 2);
+	CU_ASSERT(present(0));
+	CU_ASSERT_EQUAL(metrics().evict_skipped_unread, 1);
+	rm();
+}
+
 static void
 test_query_ip_and_segments(void)
 {
@@ -898,6 +1148,7 @@ test_create_rejects(void)
 	tide_mc_table_opts_init(&o, sizeof(o));
 	CU_ASSERT_EQUAL(o.default_kv_lease_ttl_ms, 10000);
 	CU_ASSERT_EQUAL(o.client_ttl_ms, 10000);
+	CU_ASSERT_FALSE(o.pin_unread); /* stock eviction unless asked */
 	o.eviction_ratio = 1.5;
 	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
 	tide_mc_table_opts_init(&o, sizeof(o));
@@ -1101,6 +1352,9 @@ register_tests(void)
 	CU_add_test(s, "eviction", test_eviction);
 	CU_add_test(s, "eviction_soft_pin_last", test_eviction_soft_pin_last);
 	CU_add_test(s, "eviction_after_put_failure", test_eviction_after_put_failure);
+	CU_add_test(s, "eviction_pin_unread", test_eviction_pin_unread);
+	CU_add_test(s, "eviction_pin_unread_upsert", test_eviction_pin_unread_upsert);
+	CU_add_test(s, "dead_writer_leaves_nothing", test_dead_writer_leaves_nothing);
 	CU_add_test(s, "query_ip_and_segments", test_query_ip_and_segments);
 	CU_add_test(s, "hash_stress", test_hash_stress);
 	CU_add_test(s, "threads", test_threads);
