@@ -207,6 +207,8 @@ render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
 	       m.expired_clients);
 	metric(b, "master_reclaimed_puts_total", "counter", "Abandoned puts reclaimed.",
 	       m.reclaimed_puts);
+	metric(b, "master_evict_skipped_unread_total", "counter",
+	       "Unread objects kept by eviction (pin_unread).", m.evict_skipped_unread);
 	metric(b, "master_uptime_seconds", "gauge", "Seconds since start.",
 	       (tide_mc_server_now_ms() - s->start_ms) / 1000u);
 	for (op = 0; op < TIDE_MC_TABLE_OP_COUNT; op++) {
