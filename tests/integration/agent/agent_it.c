@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The per-node agent end to end: a real mooncake_master ($AGENT_IT_MASTER_BIN),
+ * two "nodes" in this process, each an embedded store (the node's segment)
+ * served by an agent server on its own UNIX socket, and client stores
+ * attached to them. Clients run the whole API through the agents: data
+ * crosses from node A's client into node B's segment and back, from heap
+ * memory (bounced) and from shared regions (not copied). Also: modes without
+ * an agent, data outliving a client, a client SIGKILLed mid-put, an agent
+ * restart under an attached client, and hostile connections.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include "agent_proto.h"
+#include "tide_agent_server.h"
+#include "tide_mc_client.h"
+#include "tide_store.h"
+#include "tide_ut.h"
+
+#define SEG_SIZE (160u << 20)
+
+static pid_t master_pid = -1;
+static char master_addr[64];
+static char sock_a[108], sock_b[108];
+static struct tide_store *node_a, *node_b; /* the agents' embedded stores */
+static struct tide_agent_server *srv_a, *srv_b;
+
+static uint16_t
+free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t l = sizeof(a);
+	uint16_t port = 0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return 0;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static int
+start_master(void)
+{
+	const char *bin = getenv("AGENT_IT_MASTER_BIN");
+	struct tide_mc_client *c = NULL;
+	char port_s[16];
+	uint16_t port = free_port();
+
+	if (bin == NULL || port == 0)
+		return -1;
+	snprintf(port_s, sizeof(port_s), "%u", port);
+	master_pid = fork();
+	if (master_pid < 0)
+		return -1;
+	if (master_pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		execl(bin, "mooncake_master", "--rpc_port", port_s, "--rpc_address", "127.0.0.1",
+		      "--metrics_port", "0", "--metrics_host", "127.0.0.1", "--client_ttl", "3",
+		      "--log_level", "warn", (char *)NULL);
+		_exit(127);
+	}
+	snprintf(master_addr, sizeof(master_addr), "127.0.0.1:%u", port);
+	for (int i = 0; i < 100; i++) {
+		if (tide_mc_client_connect_addr(master_addr, 1000, &c) == 0) {
+			tide_mc_client_close(c);
+			return 0;
+		}
+		sleep_ms(50);
+	}
+	return -1;
+}
+
+static int
+new_store(struct tide_store **out, int agent, const char *sock, uint64_t seg, uint64_t local)
+{
+	struct tide_store_cfg cfg = {
+		.local_hostname = "127.0.0.1",
+		.metadata_server = "P2PHANDSHAKE",
+		.global_segment_size = seg,
+		.local_buffer_size = local,
+		.protocol = "tcp",
+		.master_server_addr = master_addr,
+		.agent = agent,
+		.agent_socket = sock,
+	};
+	int rc = tide_store_create(out);
+
+	if (rc == 0)
+		rc = tide_store_setup(*out, &cfg);
+	if (rc != 0) {
+		tide_store_close(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static int
+attach(struct tide_store **out, const char *sock)
+{
+	return new_store(out, TIDE_STORE_AGENT_REQUIRED, sock, 0, 32u << 20);
+}
+
+static int
+suite_init(void)
+{
+	/* Kernel sockets whatever the environment says. */
+	unsetenv("TIDE_DPDK_DEVICE");
+	unsetenv("TIDE_NODE_ENV");
+	setenv("MC_FORCE_TCP", "1", 1);
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(sock_a, sizeof(sock_a), "/tmp/tide-agent-it-%d/a.sock", (int)getpid());
+	snprintf(sock_b, sizeof(sock_b), "/tmp/tide-agent-it-%d/b.sock", (int)getpid());
+	if (start_master() != 0)
+		return -1;
+	if (new_store(&node_a, TIDE_STORE_AGENT_OFF, NULL, SEG_SIZE, 0) != 0 ||
+	    new_store(&node_b, TIDE_STORE_AGENT_OFF, NULL, SEG_SIZE, 0) != 0)
+		return -1;
+	if (tide_agent_server_start(node_a, sock_a, &srv_a) != 0 ||
+	    tide_agent_server_start(node_b, sock_b, &srv_b) != 0)
+		return -1;
+	return 0;
+}
+
+static int
+suite_clean(void)
+{
+	char dir[128];
+
+	tide_agent_server_stop(srv_a);
+	tide_agent_server_stop(srv_b);
+	tide_store_close(node_a);
+	tide_store_close(node_b);
+	if (master_pid > 0) {
+		kill(master_pid, SIGTERM);
+		waitpid(master_pid, NULL, 0);
+	}
+	snprintf(dir, sizeof(dir), "/tmp/tide-agent-it-%d", (int)getpid());
+	rmdir(dir);
+	return 0;
+}
+
+static void
+fill(uint8_t *p, size_t n, unsigned seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x = x * 1103515245u + 12345u;
+		p[i] = (uint8_t)(x >> 16);
+	}
+}
+
+static bool
+check(const uint8_t *p, size_t n, unsigned seed)
+{
+	uint8_t *want = malloc(n ? n : 1);
+	bool ok;
+
+	fill(want, n, seed);
+	ok = memcmp(p, want, n) == 0;
+	free(want);
+	return ok;
+}
+
+/* ------------------------------------------------------------------ cases */
+
+static void
+test_attach_and_modes(void)
+{
+	struct tide_store *c = NULL;
+	char missing[128];
+
+	TIDE_UT_OK(attach(&c, sock_a));
+	CU_ASSERT_EQUAL(tide_store_attached(c), 1);
+	/* The client's segment is the node's. */
+	CU_ASSERT_STRING_EQUAL(tide_store_endpoint(c), tide_store_endpoint(node_a));
+	CU_ASSERT_EQUAL(tide_store_health_check(c), 0);
+	tide_store_close(c);
+
+	/* Required and nobody there: a clear failure, not a silent fallback. */
+	snprintf(missing, sizeof(missing), "/tmp/tide-agent-it-%d/none.sock", (int)getpid());
+	CU_ASSERT_EQUAL(new_store(&c, TIDE_STORE_AGENT_REQUIRED, missing, 0, 0), -ENOENT);
+	/* Auto falls back to an embedded engine. */
+	TIDE_UT_OK(new_store(&c, TIDE_STORE_AGENT_AUTO, missing, 0, 0));
+	CU_ASSERT_EQUAL(tide_store_attached(c), 0);
+	tide_store_close(c);
+	/* Auto with an agent attaches. */
+	TIDE_UT_OK(new_store(&c, TIDE_STORE_AGENT_AUTO, sock_b, 0, 0));
+	CU_ASSERT_EQUAL(tide_store_attached(c), 1);
+	tide_store_close(c);
+	/* A bad mode is refused. */
+	CU_ASSERT_EQUAL(new_store(&c, 17, sock_a, 0, 0), -EINVAL);
+}
+
+/* Objects of several sizes from heap memory on node A's client, read on
+ * node B's client into heap memory (bounced both ways) and into its local
+ * buffer (no copy in the client). */
+static void
+test_put_get_sizes(void)
+{
+	static const size_t sizes[] = {1, 255, 4096, 1u << 20, 64u << 20};
+	struct tide_store *ca = NULL, *cb = NULL;
+	struct tide_store_rc rc = {.replica_num = 1};
+	void *lb;
+	size_t lblen;
+
+	TIDE_UT_OK(attach(&ca, sock_a));
+	TIDE_UT_OK(attach(&cb, sock_b));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cb);
+	TIDE_UT_OK(tide_store_local_buffer(cb, &lb, &lblen));
+	CU_ASSERT_EQUAL(lblen, 32u << 20);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char key[64];
+		size_t n = sizes[i];
+		uint8_t *src = malloc(n), *dst = malloc(n + 16);
+
+		snprintf(key, sizeof(key), "agent-it/size/%zu", n);
+		fill(src, n, (unsigned)n);
+		TIDE_UT_OK(tide_store_put(ca, key, src, n, &rc));
+		CU_ASSERT_EQUAL(tide_store_get_size(cb, key), (int64_t)n);
+		memset(dst, 0, n + 16);
+		CU_ASSERT_EQUAL(tide_store_get_into(cb, key, dst, n + 16), (int64_t)n);
+		CU_ASSERT_TRUE(check(dst, n, (unsigned)n));
+		if (n <= lblen) {
+			memset(lb, 0, n);
+			CU_ASSERT_EQUAL(tide_store_get_into(cb, key, lb, n), (int64_t)n);
+			CU_ASSERT_TRUE(check(lb, n, (unsigned)n));
+		}
+		/* Too small a buffer: nothing read, the size error. */
+		if (n > 1)
+			CU_ASSERT_EQUAL(tide_store_get_into(cb, key, dst, n - 1), -ENOBUFS);
+		TIDE_UT_OK(tide_store_remove(ca, key, true));
+		free(src);
+		free(dst);
+	}
+	CU_ASSERT_EQUAL(tide_store_get_into(cb, "agent-it/none", lb, 16), -ENOENT);
+	CU_ASSERT_EQUAL(tide_store_remove(cb, "agent-it/none", true), -ENOENT);
+	tide_store_close(ca);
+	tide_store_close(cb);
+}
+
+/* Batches, ranges, existence, removal, from the local buffer and a mapped
+ * region (the zero-copy path) and a registered heap buffer. */
+static void
+test_batches_and_ranges(void)
+{
+	enum { N = 40 };
+	struct tide_store *ca = NULL, *cb = NULL;
+	const char *keys[N];
+	char names[N][64];
+	const void *bufs[N];
+	size_t lens[N];
+	int rcs[N], ex[N];
+	int64_t got[N];
+	void *lb, *mb, *gets[N];
+	size_t lblen, off = 0;
+	const char *groups[N];
+
+	TIDE_UT_OK(attach(&ca, sock_a));
+	TIDE_UT_OK(attach(&cb, sock_b));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cb);
+	TIDE_UT_OK(tide_store_local_buffer(ca, &lb, &lblen));
+	/* Miles' shard: most objects tiny, a few large. */
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "agent-it/shard/%d", i);
+		keys[i] = names[i];
+		lens[i] = i % 10 == 9 ? (size_t)(256u << 10) * (size_t)(i / 10 + 1) : 16 + i * 6;
+		fill((uint8_t *)lb + off, lens[i], 1000 + i);
+		bufs[i] = (uint8_t *)lb + off;
+		off += (lens[i] + 63) & ~(size_t)63;
+		groups[i] = "structured-agent-it";
+	}
+	struct tide_store_rc rc = {.replica_num = 1, .group_ids = groups};
+	TIDE_UT_OK(tide_store_batch_put_from(ca, keys, bufs, lens, N, &rc, rcs));
+	for (int i = 0; i < N; i++)
+		CU_ASSERT_EQUAL(rcs[i], 0);
+
+	TIDE_UT_OK(tide_store_batch_is_exist(cb, keys, N, ex));
+	for (int i = 0; i < N; i++)
+		CU_ASSERT_EQUAL(ex[i], 1);
+
+	/* Read back into a mapped region. */
+	TIDE_UT_OK(tide_store_map_buffer(cb, 8u << 20, &mb));
+	off = 0;
+	for (int i = 0; i < N; i++) {
+		gets[i] = (uint8_t *)mb + off;
+		off += (lens[i] + 63) & ~(size_t)63;
+	}
+	TIDE_UT_OK(tide_store_batch_get_into(cb, keys, gets, lens, N, got));
+	for (int i = 0; i < N; i++) {
+		CU_ASSERT_EQUAL(got[i], (int64_t)lens[i]);
+		CU_ASSERT_TRUE(check(gets[i], lens[i], 1000 + i));
+	}
+
+	/* Ranges into a registered heap buffer (bounced): three pieces of key 9,
+	 * one of key 0, an out-of-range piece and a missing key. */
+	const char *rkeys[] = {keys[9], keys[0], "agent-it/none"};
+	uint8_t *heap = calloc(1, 1u << 20), *want = malloc(lens[9]);
+	TIDE_UT_OK(tide_store_register_buffer(cb, heap, 1u << 20));
+	CU_ASSERT_EQUAL(tide_store_register_buffer(cb, heap, 1u << 20), -EEXIST);
+	fill(want, lens[9], 1009);
+	struct tide_store_frag f[] = {
+		{0, 0, heap, 100, 0},
+		{0, 1000, heap + 100, 5000, 0},
+		{0, lens[9] - 10, heap + 6000, 10, 0},
+		{1, 3, heap + 7000, 10, 0},
+		{0, lens[9] - 5, heap + 8000, 10, 0},
+		{2, 0, heap + 9000, 4, 0},
+	};
+	int r = tide_store_get_into_ranges(cb, rkeys, 3, f, 6);
+	CU_ASSERT_TRUE(r < 0); /* partial success reports the first failure */
+	CU_ASSERT_EQUAL(f[0].result, 100);
+	CU_ASSERT_EQUAL(memcmp(heap, want, 100), 0);
+	CU_ASSERT_EQUAL(f[1].result, 5000);
+	CU_ASSERT_EQUAL(memcmp(heap + 100, want + 1000, 5000), 0);
+	CU_ASSERT_EQUAL(f[2].result, 10);
+	CU_ASSERT_EQUAL(memcmp(heap + 6000, want + lens[9] - 10, 10), 0);
+	CU_ASSERT_EQUAL(f[3].result, 10);
+	{
+		uint8_t k0[64];
+
+		fill(k0, lens[0], 1000);
+		CU_ASSERT_EQUAL(memcmp(heap + 7000, k0 + 3, 10), 0);
+	}
+	CU_ASSERT_EQUAL(f[4].result, -EINVAL);
+	CU_ASSERT_EQUAL(f[5].result, -ENOENT);
+	TIDE_UT_OK(tide_store_unregister_buffer(cb, heap));
+	CU_ASSERT_EQUAL(tide_store_unregister_buffer(cb, heap), -ENOENT);
+
+	/* Remove half by batch, the rest by regex; missing keys say so. */
+	TIDE_UT_OK(tide_store_batch_remove(cb, keys, N / 2, true, rcs));
+	CU_ASSERT_EQUAL(tide_store_batch_remove(cb, keys, N / 2, true, rcs), -ENOENT);
+	CU_ASSERT_EQUAL(rcs[0], -ENOENT);
+	CU_ASSERT_EQUAL(tide_store_remove_by_regex(ca, "^agent-it/shard/.*", true), N / 2);
+	TIDE_UT_OK(tide_store_batch_is_exist(cb, keys, N, ex));
+	for (int i = 0; i < N; i++)
+		CU_ASSERT_EQUAL(ex[i], 0);
+	TIDE_UT_OK(tide_store_unmap_buffer(cb, mb));
+	CU_ASSERT_EQUAL(tide_store_unmap_buffer(cb, mb), -ENOENT);
+	free(heap);
+	free(want);
+	tide_store_close(ca);
+	tide_store_close(cb);
+}
+
+/* What a node contributes outlives its clients. */
+static void
+test_data_outlives_client(void)
+{
+	struct tide_store *c = NULL;
+	uint8_t buf[3000], out[3000];
+
+	fill(buf, sizeof(buf), 77);
+	TIDE_UT_OK(attach(&c, sock_a));
+	TIDE_UT_OK(tide_store_put(c, "agent-it/outlives", buf, sizeof(buf), NULL));
+	tide_store_close(c);
+	TIDE_UT_OK(attach(&c, sock_a));
+	CU_ASSERT_EQUAL(tide_store_get_into(c, "agent-it/outlives", out, sizeof(out)),
+			(int64_t)sizeof(out));
+	CU_ASSERT_EQUAL(memcmp(buf, out, sizeof(out)), 0);
+	TIDE_UT_OK(tide_store_remove(c, "agent-it/outlives", true));
+	tide_store_close(c);
+}
+
+/* A client SIGKILLed while its puts are in flight: each object is either
+ * whole or absent, and the agent drops the dead client's regions. */
+static void
+test_client_killed_mid_put(void)
+{
+	struct tide_agent_stats st0, st;
+	struct tide_store *c = NULL;
+	enum { K = 12 };
+	const size_t n = 24u << 20;
+	pid_t pid;
+
+	tide_agent_server_stats(srv_b, &st0);
+	pid = fork();
+	CU_ASSERT_TRUE_FATAL(pid >= 0);
+	if (pid == 0) {
+		struct tide_store *w = NULL;
+		uint8_t *src = malloc(n);
+
+		if (attach(&w, sock_b) != 0)
+			_exit(2);
+		for (int i = 0; i < K; i++) {
+			char key[64];
+
+			snprintf(key, sizeof(key), "agent-it/killed/%d", i);
+			fill(src, n, 500 + i);
+			tide_store_put(w, key, src, n, NULL);
+		}
+		_exit(0);
+	}
+	sleep_ms(400);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	TIDE_UT_OK(attach(&c, sock_a));
+	uint8_t *dst = malloc(n);
+	int whole = 0;
+	for (int i = 0; i < K; i++) {
+		char key[64];
+		int64_t got;
+
+		snprintf(key, sizeof(key), "agent-it/killed/%d", i);
+		got = tide_store_get_into(c, key, dst, n);
+		CU_ASSERT_TRUE(got == (int64_t)n || got == -ENOENT);
+		if (got == (int64_t)n) {
+			CU_ASSERT_TRUE(check(dst, n, 500 + i));
+			whole++;
+		}
+	}
+	CU_ASSERT_TRUE(whole < K); /* it really died mid-way */
+	for (int i = 0; i < 50; i++) {
+		tide_agent_server_stats(srv_b, &st);
+		if (st.clients_now == st0.clients_now && st.regions_now == st0.regions_now)
+			break;
+		sleep_ms(100);
+	}
+	CU_ASSERT_EQUAL(st.clients_now, st0.clients_now);
+	CU_ASSERT_EQUAL(st.regions_now, st0.regions_now);
+	TIDE_UT_OK(tide_store_remove_by_regex(c, "^agent-it/killed/", true) >= 0 ? 0 : -1);
+	free(dst);
+	tide_store_close(c);
+}
+
+/* The agent restarts under an attached client: the call that meets the dead
+ * connection fails, the next one re-attaches (regions mapped again). */
+static void
+test_agent_restart(void)
+{
+	struct tide_store *c = NULL;
+	uint8_t buf[512], out[512];
+	void *lb;
+	size_t lblen;
+	int rc;
+
+	fill(buf, sizeof(buf), 9);
+	TIDE_UT_OK(attach(&c, sock_a));
+	TIDE_UT_OK(tide_store_local_buffer(c, &lb, &lblen));
+	tide_agent_server_stop(srv_a);
+	srv_a = NULL;
+	TIDE_UT_OK(tide_agent_server_start(node_a, sock_a, &srv_a));
+	rc = tide_store_put(c, "agent-it/restart", buf, sizeof(buf), NULL);
+	if (rc != 0) /* the first call may meet the old connection */
+		rc = tide_store_put(c, "agent-it/restart", buf, sizeof(buf), NULL);
+	TIDE_UT_OK(rc);
+	/* The local buffer was mapped again: reading into it works. */
+	CU_ASSERT_EQUAL(tide_store_get_into(c, "agent-it/restart", lb, sizeof(out)),
+			(int64_t)sizeof(out));
+	CU_ASSERT_EQUAL(memcmp(lb, buf, sizeof(buf)), 0);
+	TIDE_UT_OK(tide_store_remove(c, "agent-it/restart", true));
+	/* A second agent on the same socket is refused while this one answers. */
+	struct tide_agent_server *dup = NULL;
+	CU_ASSERT_EQUAL(tide_agent_server_start(node_a, sock_a, &dup), -EADDRINUSE);
+	/* An attached store cannot serve as an agent. */
+	CU_ASSERT_EQUAL(tide_agent_server_start(c, "/tmp/x.sock", &dup), -EINVAL);
+	tide_store_close(c);
+}
+
+static int
+raw_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int s = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
+/* The agent is closed on by whoever sends garbage; others are unaffected. */
+static void
+test_hostile_connections(void)
+{
+	struct tide_agent_stats st0, st;
+	struct agent_wbuf w;
+	struct agent_hdr h;
+	uint8_t *body;
+	struct tide_store *c = NULL;
+	int s;
+
+	TIDE_UT_OK(attach(&c, sock_b));
+	tide_agent_server_stats(srv_b, &st0);
+	/* Garbage instead of a header. */
+	s = raw_connect(sock_b);
+	CU_ASSERT_TRUE_FATAL(s >= 0);
+	CU_ASSERT_EQUAL(write(s, "GET / HTTP/1.0\r\n\r\n", 18), 18);
+	CU_ASSERT_EQUAL(agent_recv(s, &h, &body, NULL), -ECONNRESET);
+	close(s);
+	/* A request before hello. */
+	s = raw_connect(sock_b);
+	agent_w_init(&w);
+	agent_w_u8(&w, 1);
+	TIDE_UT_OK(agent_send(s, AGENT_REMOVE_ALL, 1, w.p, w.len, -1));
+	CU_ASSERT_EQUAL(agent_recv(s, &h, &body, NULL), -ECONNRESET);
+	agent_w_free(&w);
+	close(s);
+	/* A get that points outside anything mapped. */
+	s = raw_connect(sock_b);
+	agent_w_init(&w);
+	agent_w_u32(&w, AGENT_VERSION);
+	agent_w_u32(&w, 1);
+	TIDE_UT_OK(agent_send(s, AGENT_HELLO, 1, w.p, w.len, -1));
+	TIDE_UT_OK(agent_recv(s, &h, &body, NULL));
+	free(body);
+	agent_w_free(&w);
+	agent_w_init(&w);
+	agent_w_u32(&w, 1);
+	agent_w_str(&w, "agent-it/x");
+	struct agent_loc l = {0, 0, 4096};
+	agent_w_loc(&w, &l);
+	TIDE_UT_OK(agent_send(s, AGENT_GET, 2, w.p, w.len, -1));
+	CU_ASSERT_EQUAL(agent_recv(s, &h, &body, NULL), -ECONNRESET);
+	agent_w_free(&w);
+	close(s);
+	/* A truncated batch. */
+	s = raw_connect(sock_b);
+	agent_w_init(&w);
+	agent_w_u32(&w, AGENT_VERSION);
+	agent_w_u32(&w, 1);
+	TIDE_UT_OK(agent_send(s, AGENT_HELLO, 1, w.p, w.len, -1));
+	TIDE_UT_OK(agent_recv(s, &h, &body, NULL));
+	free(body);
+	agent_w_free(&w);
+	agent_w_init(&w);
+	agent_w_u32(&w, 1000);
+	agent_w_str(&w, "only-one");
+	TIDE_UT_OK(agent_send(s, AGENT_EXIST, 2, w.p, w.len, -1));
+	CU_ASSERT_EQUAL(agent_recv(s, &h, &body, NULL), -ECONNRESET);
+	agent_w_free(&w);
+	close(s);
+
+	tide_agent_server_stats(srv_b, &st);
+	/* Three malformed requests; the garbage never made a header. */
+	CU_ASSERT_EQUAL(st.bad_requests - st0.bad_requests, 3);
+	/* The well-behaved client still works. */
+	CU_ASSERT_EQUAL(tide_store_health_check(c), 0);
+	CU_ASSERT_EQUAL(tide_store_is_exist(c, "agent-it/x"), 0);
+	tide_store_close(c);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("agent", suite_init, suite_clean);
+
+	CU_add_test(s, "attach_and_modes", test_attach_and_modes);
+	CU_add_test(s, "put_get_sizes", test_put_get_sizes);
+	CU_add_test(s, "batches_and_ranges", test_batches_and_ranges);
+	CU_add_test(s, "data_outlives_client", test_data_outlives_client);
+	CU_add_test(s, "client_killed_mid_put", test_client_killed_mid_put);
+	CU_add_test(s, "agent_restart", test_agent_restart);
+	CU_add_test(s, "hostile_connections", test_hostile_connections);
+}
+
+TIDE_UT_MAIN(register_tests)
