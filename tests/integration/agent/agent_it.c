@@ -288,7 +288,8 @@ test_batches_and_ranges(void)
 	for (int i = 0; i < N; i++) {
 		snprintf(names[i], sizeof(names[i]), "agent-it/shard/%d", i);
 		keys[i] = names[i];
-		lens[i] = i % 10 == 9 ? (size_t)(256u << 10) * (size_t)(i / 10 + 1) : 16 + i * 6;
+		lens[i] = i % 10 == 9 ? (size_t)(256u << 10) * (size_t)(i / 10 + 1)
+				      : (size_t)(16 + i * 6);
 		fill((uint8_t *)lb + off, lens[i], 1000 + i);
 		bufs[i] = (uint8_t *)lb + off;
 		off += (lens[i] + 63) & ~(size_t)63;
