@@ -2,5 +2,14 @@
 
 The store API is backed by Tide's C store client (libtidestore.so, loaded with
 ctypes), which talks to a Mooncake-protocol master and moves bytes with Tide's
-transfer engine.
+transfer engine (or through the node's agent, tide-node).
 """
+
+__all__ = ["BufferPool", "RegisteredBufferPool"]
+
+
+def __getattr__(name):
+    if name in __all__:
+        from mooncake import buffer_pool
+        return getattr(buffer_pool, name)
+    raise AttributeError(name)

@@ -1,57 +1,115 @@
-"""`mooncake.store`: MooncakeDistributedStore and ReplicateConfig over Tide.
+"""`mooncake.store`: Mooncake's store API (MooncakeDistributedStore, ReplicateConfig,
+BufferPool) over Tide's C store client, libtidestore.so, loaded with ctypes.
 
-Only methods that fully work are exposed (Mooncake's structured-object helper
-picks its path by which attributes exist): setup, put, get, remove, is_exist,
-get_size, close, get_hostname, health_check. Return codes are Mooncake's
-(0 or a negative ErrorCode: -200 no space, -600 bad arguments, -704 missing).
+Only methods that fully work are exposed: Mooncake's structured-object helper picks its
+path by which attributes exist, so a method whose C function is missing from the loaded
+library is left out of the class (never a stub returning an error). With the full
+library the surface is Mooncake's P1 set:
 
-The library is found through $LIBTIDESTORE, next to this package, or in a
-build tree of the repository (build*/store/client/libtidestore.so).
+  setup, put, get, remove, is_exist, get_size, close, get_hostname, health_check,
+  put_from, batch_put_from, get_into, batch_get_into, get_into_ranges,
+  register_buffer, unregister_buffer, batch_remove, batch_is_exist,
+  remove_by_regex, remove_all, _get_pyclient_capsule, and the BufferPool class.
+
+Return codes are Mooncake's ErrorCode values. The C library returns 0/sizes or a
+negative errno; it is mapped here:
+
+  -ENOENT  -> -704 OBJECT_NOT_FOUND     -ENOSPC -> -200 NO_AVAILABLE_HANDLE (store full)
+  -EINVAL  -> -600 INVALID_PARAMS       -ENOMEM -> -600 (Mooncake: "allocation failed")
+  -ENOBUFS -> -600 INVALID_PARAMS: the destination of get_into/batch_get_into is smaller
+              than the object. Mooncake reports a too-small destination as a bad
+              argument; -10 BUFFER_OVERFLOW is its code for its own staging buffer
+              running out, which cannot happen here (no staging copy).
+  -EEXIST  -> -600 from register_buffer (a duplicate registration, as Mooncake; the
+              helper relies on it), -705 OBJECT_ALREADY_EXISTS elsewhere
+  -ENOENT from unregister_buffer -> -600 (not a registered buffer: a bad argument)
+  -EPROTO  -> -300 INVALID_VERSION      -EAGAIN -> -703 REPLICA_IS_NOT_READY
+  -EBUSY   -> -706 OBJECT_HAS_LEASE     -ESTALE -> -707 LEASE_EXPIRED
+  -ENODEV  -> -101 SEGMENT_NOT_FOUND    -EIO, -EFAULT -> -800 TRANSFER_FAIL
+  -ECONNREFUSED, -ETIMEDOUT, -ECONNRESET, -ENOTCONN, -EPIPE, -ECONNABORTED,
+  -EHOSTUNREACH, -ENETUNREACH -> -900 RPC_FAIL
+  anything else -> -1 INTERNAL_ERROR
+  batch_is_exist reports any error as -1 (Mooncake's list[1/0/-1]).
+
+Before setup() and after close(): int methods return -600, get() b"", list methods a
+list of -600 (batch_is_exist: -1), health_check() 1, get_hostname() "",
+_get_pyclient_capsule() None. close() may be called any number of times.
+
+Threading: every call releases the GIL (ctypes) and may run from any thread. close()
+waits for calls in progress; if BufferPool leases are still held, the C store (and the
+memory the leases point into) is torn down when the last lease is released.
+
+The library is found through $LIBTIDESTORE, next to this package (libtidestore.so), in
+a build tree of the repository (build*/store/client/libtidestore.so), or by the dynamic
+loader (ldconfig / LD_LIBRARY_PATH, e.g. after `meson install`).
 """
+import bisect
+import gc
 import ctypes
+import ctypes.util
 import glob
+import operator
 import os
 import re
 import sys
+import threading
+import time
+import weakref
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig"]
 
 # Mooncake ErrorCode values (mooncake-store types.h).
 _OK = 0
 _INTERNAL_ERROR = -1
+_SEGMENT_NOT_FOUND = -101
 _NO_AVAILABLE_HANDLE = -200
 _INVALID_VERSION = -300
-_INVALID_KEY = -400
 _INVALID_PARAMS = -600
 _REPLICA_IS_NOT_READY = -703
 _OBJECT_NOT_FOUND = -704
+_OBJECT_ALREADY_EXISTS = -705
 _OBJECT_HAS_LEASE = -706
 _LEASE_EXPIRED = -707
 _TRANSFER_FAIL = -800
 _RPC_FAIL = -900
 
+_E = __import__("errno")
 _ERRNO_TO_MC = {
-    0: _OK,
-    2: _OBJECT_NOT_FOUND,      # ENOENT
-    28: _NO_AVAILABLE_HANDLE,  # ENOSPC
-    22: _INVALID_PARAMS,       # EINVAL
-    71: _INVALID_VERSION,      # EPROTO
-    11: _REPLICA_IS_NOT_READY, # EAGAIN
-    16: _OBJECT_HAS_LEASE,     # EBUSY
-    116: _LEASE_EXPIRED,       # ESTALE
-    5: _TRANSFER_FAIL,         # EIO
-    14: _TRANSFER_FAIL,        # EFAULT
-    105: _INVALID_PARAMS,      # ENOBUFS (caller's buffer too small)
-    111: _RPC_FAIL,            # ECONNREFUSED
-    110: _RPC_FAIL,            # ETIMEDOUT
-    104: _RPC_FAIL,            # ECONNRESET
+    _E.ENOENT: _OBJECT_NOT_FOUND,
+    _E.ENOSPC: _NO_AVAILABLE_HANDLE,
+    _E.EINVAL: _INVALID_PARAMS,
+    _E.ENOMEM: _INVALID_PARAMS,
+    _E.ENOBUFS: _INVALID_PARAMS,  # the caller's buffer is smaller than the object
+    _E.EEXIST: _OBJECT_ALREADY_EXISTS,
+    _E.EPROTO: _INVALID_VERSION,
+    _E.EAGAIN: _REPLICA_IS_NOT_READY,
+    _E.EBUSY: _OBJECT_HAS_LEASE,
+    _E.ESTALE: _LEASE_EXPIRED,
+    _E.ENODEV: _SEGMENT_NOT_FOUND,
+    _E.EIO: _TRANSFER_FAIL,
+    _E.EFAULT: _TRANSFER_FAIL,
+    _E.ECONNREFUSED: _RPC_FAIL,
+    _E.ETIMEDOUT: _RPC_FAIL,
+    _E.ECONNRESET: _RPC_FAIL,
+    _E.ENOTCONN: _RPC_FAIL,
+    _E.EPIPE: _RPC_FAIL,
+    _E.ECONNABORTED: _RPC_FAIL,
+    _E.EHOSTUNREACH: _RPC_FAIL,
+    _E.ENETUNREACH: _RPC_FAIL,
 }
 
 
-def _mc_code(rc):
+def _mc_code(rc, override=None):
+    """Mooncake code for a C result (0 for any non-negative result)."""
     if rc >= 0:
         return 0
+    if override and -rc in override:
+        return override[-rc]
     return _ERRNO_TO_MC.get(-rc, _INTERNAL_ERROR)
+
+
+_REGISTER_CODES = {_E.EEXIST: _INVALID_PARAMS}
+_UNREGISTER_CODES = {_E.ENOENT: _INVALID_PARAMS}
 
 
 def _find_lib():
@@ -65,40 +123,95 @@ def _find_lib():
     for c in cands:
         if os.path.exists(c):
             return c
-    raise ImportError("mooncake.store: libtidestore.so not found; set LIBTIDESTORE or build "
-                      "Tide (meson setup build && ninja -C build)")
+    found = ctypes.util.find_library("tidestore")
+    if found:
+        return found
+    raise ImportError("mooncake.store: libtidestore.so not found; set LIBTIDESTORE, or build "
+                      "Tide (meson setup build && ninja -C build), or install it "
+                      "(meson install -C build; ldconfig)")
 
 
 _lib = ctypes.CDLL(_find_lib())
 
+_vp = ctypes.c_void_p
+_cp = ctypes.c_char_p
+_sz = ctypes.c_size_t
+
 
 class _Cfg(ctypes.Structure):
-    _fields_ = [("local_hostname", ctypes.c_char_p), ("metadata_server", ctypes.c_char_p),
+    _fields_ = [("local_hostname", _cp), ("metadata_server", _cp),
                 ("global_segment_size", ctypes.c_uint64), ("local_buffer_size", ctypes.c_uint64),
-                ("protocol", ctypes.c_char_p), ("master_server_addr", ctypes.c_char_p)]
+                ("protocol", _cp), ("master_server_addr", _cp),
+                ("agent", ctypes.c_int), ("agent_socket", _cp)]
 
 
-_vp = ctypes.c_void_p
-_lib.tide_store_create.argtypes = [ctypes.POINTER(_vp)]
-_lib.tide_store_create.restype = ctypes.c_int
-_lib.tide_store_setup.argtypes = [_vp, ctypes.POINTER(_Cfg)]
-_lib.tide_store_setup.restype = ctypes.c_int
-_lib.tide_store_put.argtypes = [_vp, ctypes.c_char_p, _vp, ctypes.c_size_t, ctypes.c_uint]
-_lib.tide_store_put.restype = ctypes.c_int
-_lib.tide_store_get_into.argtypes = [_vp, ctypes.c_char_p, _vp, ctypes.c_size_t]
-_lib.tide_store_get_into.restype = ctypes.c_int64
-_lib.tide_store_get_size.argtypes = [_vp, ctypes.c_char_p]
-_lib.tide_store_get_size.restype = ctypes.c_int64
-_lib.tide_store_is_exist.argtypes = [_vp, ctypes.c_char_p]
-_lib.tide_store_is_exist.restype = ctypes.c_int
-_lib.tide_store_remove.argtypes = [_vp, ctypes.c_char_p, ctypes.c_bool]
-_lib.tide_store_remove.restype = ctypes.c_int
-_lib.tide_store_endpoint.argtypes = [_vp]
-_lib.tide_store_endpoint.restype = ctypes.c_char_p
-_lib.tide_store_close.argtypes = [_vp]
-_lib.tide_store_close.restype = None
-_lib.tide_store_strerror.argtypes = [ctypes.c_int]
-_lib.tide_store_strerror.restype = ctypes.c_char_p
+class _RC(ctypes.Structure):
+    """struct tide_store_rc (Mooncake's ReplicateConfig)."""
+    _fields_ = [("replica_num", ctypes.c_uint), ("with_hard_pin", ctypes.c_bool),
+                ("preferred_segment", _cp), ("preferred_segments", ctypes.POINTER(_cp)),
+                ("n_preferred_segments", _sz), ("prefer_alloc_in_same_node", ctypes.c_bool),
+                ("group_ids", ctypes.POINTER(_cp))]
+
+
+class _Frag(ctypes.Structure):
+    """struct tide_store_frag (one fragment of get_into_ranges)."""
+    _fields_ = [("key", _sz), ("src_off", ctypes.c_uint64), ("dst", _vp),
+                ("len", ctypes.c_uint64), ("result", ctypes.c_int64)]
+
+
+_P = ctypes.POINTER
+_SIGS = {
+    "tide_store_create": (ctypes.c_int, [_P(_vp)]),
+    "tide_store_setup": (ctypes.c_int, [_vp, _P(_Cfg)]),
+    "tide_store_put": (ctypes.c_int, [_vp, _cp, _vp, _sz, _P(_RC)]),
+    "tide_store_get_into": (ctypes.c_int64, [_vp, _cp, _vp, _sz]),
+    "tide_store_get_size": (ctypes.c_int64, [_vp, _cp]),
+    "tide_store_is_exist": (ctypes.c_int, [_vp, _cp]),
+    "tide_store_remove": (ctypes.c_int, [_vp, _cp, ctypes.c_bool]),
+    "tide_store_remove_all": (ctypes.c_int64, [_vp, ctypes.c_bool]),
+    "tide_store_batch_put_from": (ctypes.c_int, [_vp, _P(_cp), _P(_vp), _P(_sz), _sz, _P(_RC),
+                                                 _P(ctypes.c_int)]),
+    "tide_store_batch_get_into": (ctypes.c_int, [_vp, _P(_cp), _P(_vp), _P(_sz), _sz,
+                                                 _P(ctypes.c_int64)]),
+    "tide_store_get_into_ranges": (ctypes.c_int, [_vp, _P(_cp), _sz, _P(_Frag), _sz]),
+    "tide_store_batch_is_exist": (ctypes.c_int, [_vp, _P(_cp), _sz, _P(ctypes.c_int)]),
+    "tide_store_batch_remove": (ctypes.c_int, [_vp, _P(_cp), _sz, ctypes.c_bool,
+                                               _P(ctypes.c_int)]),
+    "tide_store_remove_by_regex": (ctypes.c_int64, [_vp, _cp, ctypes.c_bool]),
+    "tide_store_register_buffer": (ctypes.c_int, [_vp, _vp, _sz]),
+    "tide_store_unregister_buffer": (ctypes.c_int, [_vp, _vp]),
+    "tide_store_local_buffer": (ctypes.c_int, [_vp, _P(_vp), _P(_sz)]),
+    "tide_store_map_buffer": (ctypes.c_int, [_vp, _sz, _P(_vp)]),
+    "tide_store_unmap_buffer": (ctypes.c_int, [_vp, _vp]),
+    "tide_store_health_check": (ctypes.c_int, [_vp]),
+    "tide_store_attached": (ctypes.c_int, [_vp]),
+    "tide_store_endpoint": (_cp, [_vp]),
+    "tide_store_close": (None, [_vp]),
+    "tide_store_strerror": (_cp, [ctypes.c_int]),
+}
+_HAVE = set()
+for _name, (_res, _args) in _SIGS.items():
+    _fn = getattr(_lib, _name, None)
+    if _fn is None:
+        continue
+    _fn.restype = _res
+    _fn.argtypes = _args
+    _HAVE.add(_name)
+_CORE = {"tide_store_create", "tide_store_setup", "tide_store_put", "tide_store_get_into",
+         "tide_store_get_size", "tide_store_is_exist", "tide_store_remove",
+         "tide_store_endpoint", "tide_store_close", "tide_store_strerror"}
+if not _CORE <= _HAVE:
+    raise ImportError(f"mooncake.store: {_find_lib()} lacks {sorted(_CORE - _HAVE)}")
+
+# PyCapsule through the C API (PyDLL: called with the GIL held).
+_pyapi = ctypes.pythonapi
+_pyapi.PyCapsule_New.restype = ctypes.py_object
+_pyapi.PyCapsule_New.argtypes = [_vp, _cp, _vp]
+_pyapi.PyCapsule_GetPointer.restype = _vp
+_pyapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, _cp]
+_pyapi.PyCapsule_IsValid.restype = ctypes.c_int
+_pyapi.PyCapsule_IsValid.argtypes = [ctypes.py_object, _cp]
+_CAPSULE_NAME = b"mooncake.PyClient.shared_ptr"  # kept alive: capsules point at it
 
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
@@ -119,8 +232,9 @@ def _parse_size(v, what):
 
 
 class ReplicateConfig:
-    """Mooncake's ReplicateConfig. replica_num is honoured; the placement hints are
-    accepted and kept (Tide's master places replicas on distinct segments)."""
+    """Mooncake's ReplicateConfig. replica_num, with_hard_pin, preferred_segment(s),
+    prefer_alloc_in_same_node and group_ids go to the master with every put; the
+    other fields are kept for compatibility (no NoF/DFS tiers, no soft-pin policy)."""
 
     def __init__(self):
         self.replica_num = 1
@@ -131,39 +245,202 @@ class ReplicateConfig:
         self.preferred_segments = []
         self.prefer_alloc_in_same_node = False
         self.nof_replica_num = 0
+        self.dfs_replica_num = 0
+        self.preferred_nof_segments = []
         self.data_type = 0
 
     def __repr__(self):
-        return f"ReplicateConfig(replica_num={self.replica_num})"
+        return (f"ReplicateConfig(replica_num={self.replica_num}, "
+                f"with_hard_pin={self.with_hard_pin}, "
+                f"preferred_segment={self.preferred_segment!r}, "
+                f"preferred_segments={self.preferred_segments!r}, "
+                f"prefer_alloc_in_same_node={self.prefer_alloc_in_same_node}, "
+                f"group_ids={self.group_ids!r})")
+
+    __str__ = __repr__
+
+
+class _BadArg(Exception):
+    pass
+
+
+def _key(k):
+    b = k if isinstance(k, (bytes, bytearray)) else str(k).encode()
+    if b"\0" in b:
+        raise _BadArg("key contains NUL")
+    return bytes(b)
+
+
+def _keys(keys):
+    ks = [_key(k) for k in keys]
+    return ks, (_cp * len(ks))(*ks)
+
+
+def _ptr(p):
+    p = operator.index(p)
+    if p < 0:
+        raise _BadArg("negative pointer")
+    return p
+
+
+def _size(n):
+    n = operator.index(n)
+    if n < 0:
+        raise _BadArg("negative size")
+    return n
+
+
+def _ptrs_sizes(ptrs, sizes, n):
+    """ctypes arrays for n (address, size) pairs; a NULL address with a size is refused."""
+    ptrs, sizes = [_ptr(p) for p in ptrs], [_size(x) for x in sizes]
+    if len(ptrs) != n or len(sizes) != n:
+        raise _BadArg("keys, buffer_ptrs and sizes differ in length")
+    if any(not p and x for p, x in zip(ptrs, sizes)):
+        raise _BadArg("NULL buffer")
+    return (_vp * n)(*[p or None for p in ptrs]), (_sz * n)(*sizes)
+
+
+def _strs(items):
+    if not items:
+        return None, None
+    bs = [str(x).encode() for x in items]
+    return (_cp * len(bs))(*bs), bs
+
+
+def _rc(config, nkeys=None):
+    """(struct tide_store_rc or None, keepalive) for a ReplicateConfig-like object.
+    For a batch (nkeys given) group_ids must have nkeys entries; a single put uses the
+    first entry. Empty or None = ungrouped."""
+    if config is None:
+        return None, None
+    g = lambda name, dflt: getattr(config, name, dflt)  # noqa: E731
+    replicas = g("replica_num", 1)
+    replicas = 1 if replicas is None else operator.index(replicas)
+    if replicas < 0:
+        raise _BadArg("replica_num is negative")
+    rc = _RC()
+    rc.replica_num = replicas
+    rc.with_hard_pin = bool(g("with_hard_pin", False))
+    pseg = g("preferred_segment", "") or ""
+    keep = []
+    if pseg:
+        b = str(pseg).encode()
+        keep.append(b)
+        rc.preferred_segment = b
+    arr, bs = _strs(g("preferred_segments", None))
+    if arr is not None:
+        keep += [arr, bs]
+        rc.preferred_segments = arr
+        rc.n_preferred_segments = len(bs)
+    rc.prefer_alloc_in_same_node = bool(g("prefer_alloc_in_same_node", False))
+    groups = g("group_ids", None)
+    if groups:
+        groups = list(groups)
+        if nkeys is None:
+            groups = groups[:1]
+        elif len(groups) != nkeys:
+            raise _BadArg(f"group_ids has {len(groups)} entries for {nkeys} keys")
+        arr, bs = _strs(["" if x is None else x for x in groups])
+        keep += [arr, bs]
+        rc.group_ids = arr
+    return rc, keep
 
 
 def _buffer(value):
-    """(ctypes pointer, nbytes, keepalive) for any 1-D byte buffer."""
+    """(address, nbytes, keepalive) for any contiguous buffer, without copying
+    writable buffers and bytes."""
+    if isinstance(value, bytes):
+        return (ctypes.cast(_cp(value), _vp).value if value else None), len(value), value
     mv = memoryview(value)
     if not mv.contiguous:
-        raise ValueError("value must be a contiguous buffer")
-    mv = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+        raise _BadArg("value must be a contiguous buffer")
     n = mv.nbytes
     if n == 0:
         return None, 0, mv
     if mv.readonly:
-        data = bytes(mv)  # ctypes cannot point into read-only memory without a copy
-        return ctypes.cast(ctypes.c_char_p(data), _vp), n, data
+        data = mv.tobytes()  # ctypes cannot point into read-only memory without a copy
+        return ctypes.cast(_cp(data), _vp).value, n, data
+    mv = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
     arr = (ctypes.c_char * n).from_buffer(mv)
-    return ctypes.cast(arr, _vp), n, arr
+    return ctypes.addressof(arr), n, arr
+
+
+class _Life:
+    """The C handle's lifetime: calls in flight and memory pins (BufferPool leases and
+    mapped regions) keep it alive; close() stops new calls, waits for calls in flight
+    and frees the handle once nothing is pinned."""
+
+    def __init__(self, h):
+        self.h = h
+        self.cv = threading.Condition(threading.Lock())
+        self.busy = 0
+        self.pins = 0
+        self.closing = False
+        self.freed = False
+
+    def enter(self):
+        with self.cv:
+            if self.closing:
+                return None
+            self.busy += 1
+            return self.h
+
+    def leave(self):
+        with self.cv:
+            self.busy -= 1
+            last = self.closing and self.busy == 0
+            if last:
+                self.cv.notify_all()
+        if last:
+            self._maybe_free()
+
+    def pin(self):
+        with self.cv:
+            if self.closing:
+                return False
+            self.pins += 1
+            return True
+
+    def unpin(self):
+        with self.cv:
+            self.pins -= 1
+        self._maybe_free()
+
+    def close(self):
+        with self.cv:
+            self.closing = True
+            while self.busy:
+                self.cv.wait()
+        self._maybe_free()
+
+    def _maybe_free(self):
+        with self.cv:
+            if not self.closing or self.busy or self.pins or self.freed:
+                return
+            self.freed = True
+        _lib.tide_store_close(self.h)
+
+
+_STORES = {}  # C handle address -> weakref(MooncakeDistributedStore), for capsules
+_STORES_LOCK = threading.Lock()
 
 
 class MooncakeDistributedStore:
     """Mooncake's distributed store client, backed by Tide."""
 
     def __init__(self):
-        self._h = None
+        self._life = None
         self._hostname = ""
+        self._lbuf = (0, 0)
+        self._arena = None  # the local buffer's allocator, shared by BufferPools
+        self._setup_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
 
     def setup(self, *args, **kwargs):
         """setup(config: dict) or setup(local_hostname, metadata_server, global_segment_size,
         local_buffer_size, protocol, rdma_devices, master_server_addr, ...). 0 on success."""
-        if len(args) == 1 and isinstance(args[0], dict):
+        if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             c = dict(args[0])
         else:
             names = ["local_hostname", "metadata_server", "global_segment_size",
@@ -192,81 +469,52 @@ class MooncakeDistributedStore:
                   "(no verbs transport); set protocol 'tcp' (MOONCAKE_PROTOCOL=tcp)",
                   file=sys.stderr)
             return _INVALID_PARAMS
-        if self._h is not None:
-            return _INVALID_PARAMS
-        h = _vp()
-        rc = _lib.tide_store_create(ctypes.byref(h))
-        if rc != 0:
-            return _mc_code(rc)
-        cfg = _Cfg(host.encode(), meta.encode(), gss, lbs, proto.encode(), master.encode())
-        rc = _lib.tide_store_setup(h, ctypes.byref(cfg))
-        if rc != 0:
-            print(f"mooncake.store: setup with master {master}: "
-                  f"{_lib.tide_store_strerror(rc).decode()}", file=sys.stderr)
-            _lib.tide_store_close(h)
-            return _mc_code(rc)
-        self._h = h
-        self._hostname = (_lib.tide_store_endpoint(h) or b"").decode()
+        with self._setup_lock:
+            if self._life is not None and not self._life.closing:
+                return _INVALID_PARAMS
+            h = _vp()
+            rc = _lib.tide_store_create(ctypes.byref(h))
+            if rc != 0:
+                return _mc_code(rc)
+            # agent 0: the node file's TIDE_AGENT decides; agent_socket NULL: its socket.
+            cfg = _Cfg(host.encode(), meta.encode(), gss, lbs, proto.encode(), master.encode(),
+                       0, None)
+            rc = _lib.tide_store_setup(h, ctypes.byref(cfg))
+            if rc != 0:
+                print(f"mooncake.store: setup with master {master}: "
+                      f"{_lib.tide_store_strerror(rc).decode()}", file=sys.stderr)
+                _lib.tide_store_close(h)
+                return _mc_code(rc)
+            self._hostname = (_lib.tide_store_endpoint(h) or b"").decode()
+            self._lbuf = (0, 0)
+            self._arena = None
+            if "tide_store_local_buffer" in _HAVE:
+                base, n = _vp(), _sz()
+                if _lib.tide_store_local_buffer(h, ctypes.byref(base), ctypes.byref(n)) == 0:
+                    self._lbuf = (base.value or 0, n.value if base.value else 0)
+            self._life = _Life(h)
+            with _STORES_LOCK:
+                _STORES[h.value] = weakref.ref(self)
         return 0
 
-    def _ready(self):
-        if self._h is None:
-            raise RuntimeError("mooncake.store: call setup() first")
+    def _enter(self):
+        life = self._life
+        return None if life is None else life.enter()
 
-    def put(self, key, value, config=None):
-        """Store value (any 1-D byte buffer) under key. 0, or -200 when the store is full,
-        -600 on bad arguments."""
-        self._ready()
-        replicas = 1 if config is None else int(getattr(config, "replica_num", 1) or 1)
-        ptr, n, keep = _buffer(value)
-        rc = _lib.tide_store_put(self._h, str(key).encode(), ptr, n, replicas)
-        del keep
-        return _mc_code(rc)
-
-    def get(self, key):
-        """The object's bytes; b"" when it does not exist (as Mooncake)."""
-        self._ready()
-        k = str(key).encode()
-        for _ in range(3):
-            size = _lib.tide_store_get_size(self._h, k)
-            if size <= 0:
-                return b""
-            buf = ctypes.create_string_buffer(size)
-            got = _lib.tide_store_get_into(self._h, k, buf, size)
-            if got >= 0:
-                return buf.raw[:got]
-            if got != -105:  # ENOBUFS: replaced by a larger object meanwhile; retry
-                return b""
-        return b""
-
-    def remove(self, key, force=False):
-        """0, or -704 when the key does not exist."""
-        self._ready()
-        return _mc_code(_lib.tide_store_remove(self._h, str(key).encode(), bool(force)))
-
-    def is_exist(self, key):
-        """1 exists, 0 not, negative on error."""
-        self._ready()
-        rc = _lib.tide_store_is_exist(self._h, str(key).encode())
-        return rc if rc >= 0 else _mc_code(rc)
-
-    def get_size(self, key):
-        """Object size in bytes, or a negative code (-704 missing)."""
-        self._ready()
-        rc = _lib.tide_store_get_size(self._h, str(key).encode())
-        return rc if rc >= 0 else _mc_code(rc)
-
-    def get_hostname(self):
-        return self._hostname
-
-    def health_check(self):
-        """0 healthy, 1 not set up."""
-        return 0 if self._h is not None else 1
+    def _leave(self):
+        self._life.leave()
 
     def close(self):
-        if self._h is not None:
-            _lib.tide_store_close(self._h)
-            self._h = None
+        """Leave the cluster (objects held in this client's segment vanish). 0; calling it
+        again is a no-op."""
+        with self._setup_lock:
+            life = self._life
+            if life is None or life.closing:
+                return 0
+            life.close()
+            with _STORES_LOCK:
+                _STORES.pop(life.h.value, None)
+            self._hostname = ""
         return 0
 
     def __del__(self):
@@ -274,3 +522,758 @@ class MooncakeDistributedStore:
             self.close()
         except Exception:
             pass
+
+    def health_check(self):
+        """0 healthy, 1 not set up or closed, 2 the master (or the node agent) does not
+        answer."""
+        h = self._enter()
+        if h is None:
+            return 1
+        try:
+            if "tide_store_health_check" not in _HAVE:
+                return 0
+            return int(_lib.tide_store_health_check(h))
+        finally:
+            self._leave()
+
+    def get_hostname(self):
+        """This client's segment name ("host:port"); "" before setup and after close."""
+        return self._hostname
+
+    # ---------------------------------------------------------------- bytes API
+
+    def put(self, key, value, config=None):
+        """Store value (any contiguous buffer; its bytes) under key. 0, or -200 when the
+        store is full, -600 on bad arguments (0 bytes, empty key)."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            k = _key(key)
+            ptr, n, keep = _buffer(value)
+            rc, keep_rc = _rc(config)
+            r = _lib.tide_store_put(h, k, ptr, n, None if rc is None else ctypes.byref(rc))
+            del keep, keep_rc
+            return _mc_code(r)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def get(self, key):
+        """The object's bytes; b"" when it does not exist or on error (as Mooncake)."""
+        h = self._enter()
+        if h is None:
+            return b""
+        try:
+            k = _key(key)
+            for _ in range(3):
+                size = _lib.tide_store_get_size(h, k)
+                if size <= 0:
+                    return b""
+                buf = ctypes.create_string_buffer(size)
+                got = _lib.tide_store_get_into(h, k, buf, size)
+                if got >= 0:
+                    return buf.raw[:got]
+                if got != -_E.ENOBUFS:  # replaced by a larger object meanwhile: retry
+                    return b""
+            return b""
+        except _BadArg:
+            return b""
+        finally:
+            self._leave()
+
+    def remove(self, key, force=False):
+        """0, -704 when the key does not exist, -706 when leased (force False)."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            return _mc_code(_lib.tide_store_remove(h, _key(key), bool(force)))
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def is_exist(self, key):
+        """1 exists, 0 not, negative on error."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            r = _lib.tide_store_is_exist(h, _key(key))
+            return r if r >= 0 else _mc_code(r)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def get_size(self, key):
+        """Object size in bytes, or a negative code (-704 missing)."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            r = _lib.tide_store_get_size(h, _key(key))
+            return r if r >= 0 else _mc_code(r)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def remove_all(self, force=False):
+        """Number of objects removed, or a negative code."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            r = _lib.tide_store_remove_all(h, bool(force))
+            return r if r >= 0 else _mc_code(r)
+        finally:
+            self._leave()
+
+    def remove_by_regex(self, pattern, force=False):
+        """Remove every key matching the regular expression (evaluated by the master);
+        the number removed, or a negative code (-600 bad pattern)."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            r = _lib.tide_store_remove_by_regex(h, _key(pattern), bool(force))
+            return r if r >= 0 else _mc_code(r)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    # ------------------------------------------------------------ batches
+
+    def _batch(self, n, fill, call, mapper):
+        """Run a per-key C batch call; entries the call left untouched (bad arguments,
+        a connection error before any key) get the call's own code."""
+        h = self._enter()
+        if h is None:
+            return [fill] * n
+        try:
+            if n == 0:
+                return []
+            r, out = call(h)
+            return [mapper(r if v is _UNTOUCHED else v) for v in out]
+        except _BadArg:
+            return [fill] * n
+        finally:
+            self._leave()
+
+    def batch_put_from(self, keys, buffer_ptrs, sizes, config=None):
+        """Store len(keys) objects from raw memory (ptrs are integer addresses). Per key 0
+        or a negative code; config.group_ids, if set, must have one entry per key (else
+        every key gets -600)."""
+        keys = list(keys)
+        n = len(keys)
+
+        def call(h):
+            parr, sarr = _ptrs_sizes(buffer_ptrs, sizes, n)
+            rc, keep = _rc(config, n)
+            _, karr = _keys(keys)
+            out = (ctypes.c_int * n)(*([_SENTINEL_INT] * n))
+            r = _lib.tide_store_batch_put_from(h, karr, parr, sarr, n,
+                                               None if rc is None else ctypes.byref(rc), out)
+            del keep
+            return r, [_UNTOUCHED if v == _SENTINEL_INT else v for v in out]
+        return self._batch(n, _INVALID_PARAMS, call, _mc_code)
+
+    def put_from(self, key, buffer_ptr, size, config=None):
+        """Store size bytes at address buffer_ptr under key. 0 or a negative code."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            k = _key(key)
+            p, n = _ptr(buffer_ptr), _size(size)
+            if not p and n:
+                return _INVALID_PARAMS
+            rc, keep = _rc(config)
+            r = _lib.tide_store_put(h, k, p or None, n, None if rc is None else ctypes.byref(rc))
+            del keep
+            return _mc_code(r)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def get_into(self, key, buffer_ptr, size):
+        """Read the object into size bytes at buffer_ptr: its size, or a negative code
+        (-704 missing, -600 buffer smaller than the object)."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            p, n = _ptr(buffer_ptr), _size(size)
+            if not p and n:
+                return _INVALID_PARAMS
+            r = _lib.tide_store_get_into(h, _key(key), p or None, n)
+            return r if r >= 0 else _mc_code(r)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def batch_get_into(self, keys, buffer_ptrs, sizes):
+        """get_into for each key: per key its size or a negative code."""
+        keys = list(keys)
+        n = len(keys)
+
+        def call(h):
+            parr, sarr = _ptrs_sizes(buffer_ptrs, sizes, n)
+            _, karr = _keys(keys)
+            out = (ctypes.c_int64 * n)(*([_SENTINEL_I64] * n))
+            r = _lib.tide_store_batch_get_into(h, karr, parr, sarr, n, out)
+            return r, [_UNTOUCHED if v == _SENTINEL_I64 else v for v in out]
+        return self._batch(n, _INVALID_PARAMS, call, lambda v: v if v >= 0 else _mc_code(v))
+
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
+                        all_sizes):
+        """Read byte ranges of objects into buffers, in one master round trip.
+
+        For buffer b, key k (all_keys[b][k]) and fragment f: copy all_sizes[b][k][f] bytes
+        from offset all_src_offsets[b][k][f] of the object to buffer_ptrs[b] +
+        all_dst_offsets[b][k][f]. Returns result[b][k][f]: the bytes read, or a negative
+        code for that fragment (-704 missing key, -600 range outside the object or a
+        negative offset/size); the other fragments still succeed."""
+        nb = len(buffer_ptrs)
+        if not (len(all_keys) == len(all_dst_offsets) == len(all_src_offsets)
+                == len(all_sizes) == nb):
+            raise ValueError("get_into_ranges: buffer_ptrs, all_keys, all_dst_offsets, "
+                             "all_src_offsets and all_sizes must have one entry per buffer")
+        shape = []
+        for b in range(nb):
+            nk = len(all_keys[b])
+            if not (len(all_dst_offsets[b]) == len(all_src_offsets[b])
+                    == len(all_sizes[b]) == nk):
+                raise ValueError(f"get_into_ranges: buffer {b}: all_keys, all_dst_offsets, "
+                                 "all_src_offsets and all_sizes must have one entry per key")
+            row = []
+            for k in range(nk):
+                nf = len(all_sizes[b][k])
+                if not (len(all_dst_offsets[b][k]) == len(all_src_offsets[b][k]) == nf):
+                    raise ValueError(f"get_into_ranges: buffer {b} key {k}: dst, src and "
+                                     "sizes must have one entry per fragment")
+                row.append(nf)
+            shape.append(row)
+        result = [[[_INVALID_PARAMS] * nf for nf in row] for row in shape]
+        h = self._enter()
+        if h is None:
+            return result
+        try:
+            kidx, klist, frags, where = {}, [], [], []
+            for b in range(nb):
+                base = operator.index(buffer_ptrs[b])
+                for k, key in enumerate(all_keys[b]):
+                    try:
+                        kb = _key(key)
+                    except _BadArg:
+                        continue
+                    i = kidx.get(kb)
+                    if i is None:
+                        i = kidx[kb] = len(klist)
+                        klist.append(kb)
+                    for f in range(shape[b][k]):
+                        d = operator.index(all_dst_offsets[b][k][f])
+                        s = operator.index(all_src_offsets[b][k][f])
+                        n = operator.index(all_sizes[b][k][f])
+                        if d < 0 or s < 0 or n < 0 or base <= 0:
+                            continue
+                        frags.append((i, s, base + d, n))
+                        where.append((b, k, f))
+            if not frags:
+                return result
+            nf = len(frags)
+            arr = (_Frag * nf)()
+            for j, (i, s, d, n) in enumerate(frags):
+                fr = arr[j]
+                fr.key, fr.src_off, fr.dst, fr.len, fr.result = i, s, d, n, _SENTINEL_I64
+            karr = (_cp * len(klist))(*klist)
+            r = _lib.tide_store_get_into_ranges(h, karr, len(klist), arr, nf)
+            for j, (b, k, f) in enumerate(where):
+                v = arr[j].result
+                if v == _SENTINEL_I64:
+                    v = r if r < 0 else -_E.EIO
+                result[b][k][f] = v if v >= 0 else _mc_code(v)
+            return result
+        finally:
+            self._leave()
+
+    def batch_is_exist(self, keys):
+        """Per key: 1 exists, 0 does not, -1 error."""
+        keys = list(keys)
+        n = len(keys)
+
+        def call(h):
+            _, karr = _keys(keys)
+            out = (ctypes.c_int * n)(*([_SENTINEL_INT] * n))
+            r = _lib.tide_store_batch_is_exist(h, karr, n, out)
+            return r, [_UNTOUCHED if v == _SENTINEL_INT else v for v in out]
+        return self._batch(n, -1, call, lambda v: v if v >= 0 else -1)
+
+    def batch_remove(self, keys, force=False):
+        """Per key: 0 removed, -704 missing, -706 leased (force False), other codes."""
+        keys = list(keys)
+        n = len(keys)
+
+        def call(h):
+            _, karr = _keys(keys)
+            out = (ctypes.c_int * n)(*([_SENTINEL_INT] * n))
+            r = _lib.tide_store_batch_remove(h, karr, n, bool(force), out)
+            return r, [_UNTOUCHED if v == _SENTINEL_INT else v for v in out]
+        return self._batch(n, _INVALID_PARAMS, call, _mc_code)
+
+    # ------------------------------------------------------ registered memory
+
+    def register_buffer(self, buffer_ptr, size):
+        """Declare [ptr, ptr+size) as memory puts read from and gets write into. 0; -600 on
+        a duplicate registration of ptr or a bad argument."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            r = _lib.tide_store_register_buffer(h, _ptr(buffer_ptr) or None, _size(size))
+            return _mc_code(r, _REGISTER_CODES)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def unregister_buffer(self, buffer_ptr):
+        """Undo register_buffer(ptr). 0; -600 when ptr is not registered."""
+        h = self._enter()
+        if h is None:
+            return _INVALID_PARAMS
+        try:
+            r = _lib.tide_store_unregister_buffer(h, _ptr(buffer_ptr) or None)
+            return _mc_code(r, _UNREGISTER_CODES)
+        except _BadArg:
+            return _INVALID_PARAMS
+        finally:
+            self._leave()
+
+    def _get_pyclient_capsule(self):
+        """A PyCapsule named "mooncake.PyClient.shared_ptr" holding this client's C handle
+        (struct tide_store *; not a C++ shared_ptr: only Tide's BufferPool reads it). None
+        before setup, after close, or without a local buffer (so Mooncake's helper does not
+        build a BufferPool that could not allocate)."""
+        life = self._life
+        if life is None or life.closing or not self._lbuf[1]:
+            return None
+        return _pyapi.PyCapsule_New(life.h.value, _CAPSULE_NAME, None)
+
+
+_UNTOUCHED = object()
+_SENTINEL_INT = -(1 << 31)
+_SENTINEL_I64 = -(1 << 63)
+
+# ------------------------------------------------------------------ BufferPool
+
+_GRAIN = 4096  # lease granularity: page-aligned leases
+_POLL = 0.05  # a waiting acquire() also looks for leases dropped without release()
+
+
+def _round(n, a):
+    return (n + a - 1) // a * a
+
+
+class _Extents:
+    """First-fit allocator over [0, size): sorted free extents, merged on free."""
+
+    def __init__(self, size):
+        self.size = size
+        self.starts = [0] if size else []
+        self.lens = {0: size} if size else {}
+        self.free = size
+
+    def alloc(self, n):
+        for i, s in enumerate(self.starts):
+            ln = self.lens[s]
+            if ln >= n:
+                del self.lens[s]
+                if ln == n:
+                    del self.starts[i]
+                else:
+                    self.starts[i] = s + n
+                    self.lens[s + n] = ln - n
+                self.free -= n
+                return s
+        return None
+
+    def release(self, off, n):
+        self.free += n
+        i = bisect.bisect_left(self.starts, off)
+        end = off + n
+        if i < len(self.starts) and self.starts[i] == end:
+            n += self.lens.pop(end)
+            del self.starts[i]
+        if i > 0:
+            p = self.starts[i - 1]
+            if p + self.lens[p] == off:
+                self.lens[p] += n
+                return
+        self.starts.insert(i, off)
+        self.lens[off] = n
+
+    def empty(self):
+        return self.free == self.size
+
+
+class _Region:
+    """A mapped overflow region (tide_store_map_buffer), unmapped when its last lease
+    is released."""
+
+    def __init__(self, base, size):
+        self.base = base
+        self.ext = _Extents(size)
+
+
+class _PoolTimeout(RuntimeError, TimeoutError):
+    """BufferPool.acquire timed out (a RuntimeError, as Mooncake's, and a TimeoutError)."""
+
+
+class BufferLease:
+    """Memory leased from a BufferPool: ptr, size, buffer (a new writable memoryview each
+    time), release(); a context manager that releases on exit."""
+
+    __slots__ = ("_pool", "_ptr", "_size", "_alloc", "_region", "_off", "_view",
+                 "_released", "__weakref__")
+
+    def __init__(self, pool, ptr, size, alloc, region, off):
+        self._pool = pool
+        self._ptr = ptr
+        self._size = size
+        self._alloc = alloc
+        self._region = region
+        self._off = off
+        self._released = False
+        self._view = None  # weakref to the ctypes array every live view hangs on
+
+    @property
+    def ptr(self):
+        if self._released:
+            raise RuntimeError("buffer lease is closed")
+        return self._ptr
+
+    @property
+    def size(self):
+        return self._size
+
+    @property
+    def buffer(self):
+        """A writable uint8 memoryview of the lease; while any such view (or a slice or
+        an array over it) is alive the lease cannot be released, and it keeps the lease
+        object alive."""
+        if self._released:
+            raise RuntimeError("buffer lease is closed")
+        arr = self._view() if self._view is not None else None
+        if arr is None:
+            arr = (ctypes.c_ubyte * self._size).from_address(self._ptr)
+            arr._lease = self
+            self._view = weakref.ref(arr)
+        return memoryview(arr).cast("B")
+
+    def _views_alive(self):
+        return self._view is not None and self._view() is not None
+
+    def release(self):
+        """Return the memory to the pool. Raises RuntimeError while memoryviews from
+        .buffer (or arrays over them) are alive; a second call does nothing."""
+        self._pool._release(self, check=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+    def __del__(self):
+        # May run inside any allocation (garbage collection), even while this thread
+        # holds the pool's lock: queue it, the pool takes it back under its lock.
+        if not self._released:
+            self._pool._dropped.append(self)
+
+    def __repr__(self):
+        state = "released" if self._released else hex(self._ptr)
+        return f"<BufferLease {state} size={self._size}>"
+
+
+BufferLeaseView = memoryview
+
+
+def _store_of(store):
+    if isinstance(store, MooncakeDistributedStore):
+        return store
+    get = getattr(store, "_get_pyclient_capsule", None)
+    if get is None:
+        raise RuntimeError("BufferPool store parameter must be a MooncakeDistributedStore or "
+                           "a store wrapper that implements _get_pyclient_capsule()")
+    cap = get()
+    if cap is None:
+        raise RuntimeError("MooncakeDistributedStore is not initialized")
+    if not _pyapi.PyCapsule_IsValid(cap, _CAPSULE_NAME):
+        raise RuntimeError("store wrapper returned an unexpected PyClient capsule type")
+    addr = _pyapi.PyCapsule_GetPointer(cap, _CAPSULE_NAME)
+    with _STORES_LOCK:
+        ref = _STORES.get(addr)
+    s = ref() if ref is not None else None
+    if s is None:
+        raise RuntimeError("the capsule's store is closed")
+    return s
+
+
+class BufferPool:
+    """Leases of registered memory for put_from/get_into: carved from the store's local
+    buffer (local_buffer_size of setup), then from overflow regions mapped on demand
+    (tide_store_map_buffer, in multiples of `alignment`, unmapped when unused).
+
+    max_bytes: leased bytes at once (0: twice the local buffer; never less than it).
+    min_size_class / max_size_class: validated (Mooncake's knobs); leases are rounded to
+    4 KiB. alignment: overflow regions are multiples of it (a power of two). When
+    exhausted, acquire() waits for a release (block_on_exhaustion, or block=True) up to
+    timeout seconds (default_timeout; None = forever), else raises RuntimeError.
+    max_regions: at most this many leases at once. prewarm is a no-op (the local buffer
+    is mapped and registered at setup), as Mooncake's."""
+
+    def __init__(self, store, max_bytes=0, min_size_class=64 * 1024, max_size_class=None,
+                 alignment=8 * 1024 * 1024, block_on_exhaustion=True, default_timeout=None,
+                 max_regions=None, prewarm_size=None, prewarm_count=0):
+        st = _store_of(store)
+        life = st._life
+        if life is None or life.closing:
+            raise RuntimeError("MooncakeDistributedStore is not initialized")
+        max_bytes, min_size_class, alignment = (operator.index(max_bytes),
+                                                operator.index(min_size_class),
+                                                operator.index(alignment))
+        if min_size_class <= 0 or alignment <= 0:
+            raise RuntimeError("min_size_class and alignment must be positive")
+        if alignment < ctypes.sizeof(_vp) or alignment & (alignment - 1):
+            raise RuntimeError("alignment must be a power of two and at least sizeof(void*)")
+        base, cap = st._lbuf
+        if not cap:
+            raise RuntimeError("BufferPool requires a store configured with a local buffer")
+        if max_bytes < 0:
+            raise RuntimeError("max_bytes must not be negative")
+        self._max_bytes = 2 * cap if max_bytes == 0 else max(max_bytes, cap)
+        self._max_size_class = (self._max_bytes if max_size_class is None
+                                else operator.index(max_size_class))
+        self._min_size_class = min_size_class
+        self._alignment = alignment
+        self._block = bool(block_on_exhaustion)
+        self._timeout = None if default_timeout is None else float(default_timeout)
+        self._max_regions = None if max_regions is None else operator.index(max_regions)
+        self._store = st
+        self._life = life
+        with life.cv:
+            if st._arena is None:
+                # one allocator (and one condition) for the local buffer per store,
+                # shared by every pool of that store
+                st._arena = (_Region(base, cap - cap % _GRAIN),
+                             threading.Condition(threading.Lock()))
+        self._local, self._cv = st._arena
+        self._regions = []
+        self._dropped = []  # leases garbage-collected without release()
+        self._used = 0
+        self._active = 0
+        self._closed = False
+        self.stats = {"acquire": 0, "release": 0, "wait": 0, "overflow_map": 0,
+                      "overflow_unmap": 0}
+        if prewarm_size is not None and prewarm_count:
+            self.prewarm(prewarm_size, prewarm_count)
+
+    def acquire(self, size, block=None, timeout=None):
+        """A lease of size bytes (page-aligned pointer)."""
+        size = operator.index(size)
+        if size < 0:
+            raise RuntimeError("size must not be negative")
+        should_block = self._block if block is None else bool(block)
+        t = self._timeout if timeout is None else float(timeout)
+        if t is not None and t < 0:
+            raise RuntimeError("timeout must be non-negative")
+        need = _round(max(size, 1), _GRAIN)
+        if need > self._max_bytes:
+            raise RuntimeError(f"requested buffer size {size} exceeds pool capacity "
+                               f"{self._max_bytes}")
+        deadline = None if t is None else time.monotonic() + t
+        collected = False
+        unpins = 0
+        try:
+            with self._cv:
+                while True:
+                    unpins += self._drain_locked()
+                    if self._closed:
+                        raise RuntimeError("buffer pool is closed")
+                    lease = self._try_locked(size, need)
+                    if lease is not None:
+                        self.stats["acquire"] += 1
+                        return lease
+                    if not collected and (self._active or self._dropped):
+                        # leases dropped without release() come back through __del__
+                        collected = True
+                        self._cv.release()
+                        try:
+                            gc.collect()
+                        finally:
+                            self._cv.acquire()
+                        continue
+                    if not should_block:
+                        raise RuntimeError("buffer pool is exhausted")
+                    self.stats["wait"] += 1
+                    left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+                    if left <= 0:
+                        raise _PoolTimeout("timed out waiting for buffer")
+                    self._cv.wait(left)
+        finally:
+            for _ in range(unpins):
+                self._life.unpin()
+
+    buffer = acquire
+
+    def _try_locked(self, size, need):
+        if self._max_regions is not None and self._active >= self._max_regions:
+            return None
+        if self._used + need > self._max_bytes:
+            return None
+        if not self._life.pin():
+            raise RuntimeError("the store is closed")
+        try:
+            region, off = None, None
+            if need <= self._max_size_class:
+                off = self._local.ext.alloc(need)
+            if off is not None:
+                region = self._local
+            else:
+                for r in self._regions:
+                    off = r.ext.alloc(need)
+                    if off is not None:
+                        region = r
+                        break
+            if region is None:
+                region = self._map_locked(need)
+                if region is None:
+                    self._life.unpin()
+                    return None
+                off = region.ext.alloc(need)
+        except BaseException:
+            self._life.unpin()
+            raise
+        self._used += need
+        self._active += 1
+        return BufferLease(self, region.base + off, size, need, region, off)
+
+    def _map_locked(self, need):
+        if "tide_store_map_buffer" not in _HAVE:
+            return None
+        rsize = _round(need, self._alignment)
+        h = self._life.h  # pinned by the caller
+        p = _vp()
+        r = _lib.tide_store_map_buffer(h, rsize, ctypes.byref(p))
+        if r == -_E.ENOMEM:
+            return None  # wait for releases
+        if r != 0:
+            raise RuntimeError(f"overflow buffer mapping failed: "
+                               f"{_lib.tide_store_strerror(r).decode()}")
+        self._life.pin()  # the region keeps the store alive until unmapped
+        region = _Region(p.value, rsize)
+        self._regions.append(region)
+        self.stats["overflow_map"] += 1
+        return region
+
+    def _free_locked(self, lease):
+        """Give a lease's memory back; the number of store pins to drop (after unlocking)."""
+        lease._released = True
+        lease._region.ext.release(lease._off, lease._alloc)
+        self._used -= lease._alloc
+        self._active -= 1
+        unpins = 1
+        region = lease._region
+        if region is not self._local and region.ext.empty():
+            self._regions.remove(region)
+            _lib.tide_store_unmap_buffer(self._life.h, region.base)  # pinned: alive
+            self.stats["overflow_unmap"] += 1
+            unpins += 1
+        self.stats["release"] += 1
+        self._cv.notify_all()
+        return unpins
+
+    def _drain_locked(self):
+        unpins = 0
+        while self._dropped:
+            lease = self._dropped.pop()
+            if not lease._released:
+                unpins += self._free_locked(lease)
+        return unpins
+
+    def _release(self, lease, check):
+        with self._cv:
+            if lease._released:
+                return
+            if check and lease._views_alive():
+                raise RuntimeError("cannot release buffer while exported views exist")
+            unpins = self._free_locked(lease) + self._drain_locked()
+        for _ in range(unpins):
+            self._life.unpin()
+
+    def prewarm(self, size, count):
+        """No-op (as Mooncake's): the local buffer is mapped and registered at setup."""
+        operator.index(size)
+        operator.index(count)
+
+    def close(self):
+        """Refuse further acquires. Raises RuntimeError while leases are active; a second
+        call does nothing."""
+        with self._cv:
+            if self._closed:
+                return
+            unpins = self._drain_locked()
+            if unpins:
+                self._cv.release()
+                try:
+                    for _ in range(unpins):
+                        self._life.unpin()
+                finally:
+                    self._cv.acquire()
+            if self._active:
+                raise RuntimeError("cannot close buffer pool with active leases")
+            self._closed = True
+            self._cv.notify_all()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+RegisteredBufferPool = BufferPool
+RegisteredBufferLease = BufferLease
+
+# Expose only what the loaded library fully implements.
+_NEEDS = {
+    "put_from": {"tide_store_put"},
+    "batch_put_from": {"tide_store_batch_put_from"},
+    "get_into": {"tide_store_get_into"},
+    "batch_get_into": {"tide_store_batch_get_into"},
+    "get_into_ranges": {"tide_store_get_into_ranges"},
+    "register_buffer": {"tide_store_register_buffer", "tide_store_unregister_buffer"},
+    "unregister_buffer": {"tide_store_register_buffer", "tide_store_unregister_buffer"},
+    "batch_is_exist": {"tide_store_batch_is_exist"},
+    "batch_remove": {"tide_store_batch_remove"},
+    "remove_by_regex": {"tide_store_remove_by_regex"},
+    "remove_all": {"tide_store_remove_all"},
+    "_get_pyclient_capsule": {"tide_store_local_buffer", "tide_store_map_buffer",
+                              "tide_store_unmap_buffer"},
+}
+for _m, _syms in _NEEDS.items():
+    if not _syms <= _HAVE:
+        delattr(MooncakeDistributedStore, _m)
+if hasattr(MooncakeDistributedStore, "_get_pyclient_capsule"):
+    __all__ += ["BufferPool", "RegisteredBufferPool", "BufferLease"]
+else:
+    del BufferPool, RegisteredBufferPool, RegisteredBufferLease, BufferLease, BufferLeaseView
