@@ -47,8 +47,15 @@ class Node:
         self.log = env_file + ".log"
 
     def client_env(self, extra=None):
-        """Environment for a client process of this node."""
+        """Environment for a client process of this node: the node file exported (as
+        `set -a; . node.env` before `ray start` does) plus TIDE_NODE_ENV naming it."""
         env = clean_env({"TIDE_NODE_ENV": self.env_file})
+        with open(self.env_file) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    k, v = line.split("=", 1)
+                    env[k] = v
         env.update(extra or {})
         return env
 
@@ -113,7 +120,7 @@ class LocalStoreCluster:
         self.master = subprocess.Popen(
             [self._bin("tools", "master", "mooncake_master"), "--rpc_port", str(port),
              "--rpc_address", "127.0.0.1", "--metrics_port", "0", "--metrics_host",
-             "127.0.0.1", "--log_level", "warn"],
+             "127.0.0.1"],
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -150,6 +157,21 @@ class LocalStoreCluster:
         for node in self.nodes:
             self._start_agent(node)
         return self
+
+    def metrics(self):
+        """The master's Prometheus metrics as {name: value} (unlabelled series only)."""
+        m = re.search(r"metrics HTTP on [^ ]*:(\d+)", self.read_log("master.log"))
+        if not m:
+            raise RuntimeError("master metrics port not found in its log")
+        import urllib.request
+        body = urllib.request.urlopen(f"http://127.0.0.1:{m.group(1)}/metrics",
+                                      timeout=5).read().decode()
+        out = {}
+        for line in body.splitlines():
+            if line and not line.startswith("#") and "{" not in line:
+                k, v = line.split()[:2]
+                out[k] = float(v)
+        return out
 
     def read_log(self, name):
         try:
