@@ -68,7 +68,7 @@ def run(build, transport, shards, readers, big):
         handle = os.path.join(c.tmp, "handle.json")
         wargs = ["--handle", handle, "--shards", str(shards)]
         if big:
-            wargs += ["--big-chunks", "3"]
+            wargs += ["--big-chunks", "2"]
         ok = finish(role(a, "writer", wargs), "writer  (node A)")
         if ok:
             m = c.metrics()
@@ -112,7 +112,7 @@ def main():
     ap.add_argument("--transport", default="both", choices=["kernel", "memif", "both"])
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--readers", type=int, default=2)
-    ap.add_argument("--big", action="store_true", help="add 3 x 64 MiB chunks per shard")
+    ap.add_argument("--big", action="store_true", help="add 2 x 64 MiB chunks per shard")
     a = ap.parse_args()
     ts = ["memif", "kernel"] if a.transport == "both" else [a.transport]
     ok = True

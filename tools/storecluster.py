@@ -38,7 +38,8 @@ def clean_env(extra=None):
 
 
 class Node:
-    def __init__(self, name, env_file, sock):
+    def __init__(self, name, env_file, sock, base_env=None):
+        self.base_env = base_env or {}
         self.name = name
         self.env_file = env_file
         self.sock = sock
@@ -49,7 +50,7 @@ class Node:
     def client_env(self, extra=None):
         """Environment for a client process of this node: the node file exported (as
         `set -a; . node.env` before `ray start` does) plus TIDE_NODE_ENV naming it."""
-        env = clean_env({"TIDE_NODE_ENV": self.env_file})
+        env = clean_env({"TIDE_NODE_ENV": self.env_file, **self.base_env})
         with open(self.env_file) as f:
             for line in f:
                 line = line.strip()
@@ -110,7 +111,13 @@ class LocalStoreCluster:
         path = os.path.join(self.tmp, f"{name}.env")
         with open(path, "w") as f:
             f.write("# written by tools/storecluster.py\n" + "\n".join(lines) + "\n")
-        return Node(name, path, sock)
+        # Clients load this build's libtidestore.so and the package from the tree
+        # unless the caller's environment says otherwise.
+        src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        base = {"LIBTIDESTORE": os.environ.get(
+                    "LIBTIDESTORE", self._bin("store", "client", "libtidestore.so")),
+                "PYTHONPATH": os.environ.get("PYTHONPATH", os.path.join(src, "store", "python"))}
+        return Node(name, path, sock, base)
 
     def _start_master(self):
         port = free_port()
