@@ -65,11 +65,82 @@ add(cJSON *obj, const char *key, cJSON *item)
 	return true;
 }
 
+/* [k0, k1, ...] as exact JSON numbers. NULL on ENOMEM. */
+static cJSON *
+keys_item(const uint32_t *keys, uint32_t n)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (uint32_t i = 0; arr != NULL && i < n; i++) {
+		cJSON *it = u64_item(keys[i]);
+
+		if (it == NULL || !cJSON_AddItemToArray(arr, it)) {
+			cJSON_Delete(it);
+			cJSON_Delete(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+/* "devices" and Mooncake's "priority_matrix": for every buffer location, every device
+ * preferred (Tide spreads over all devices itself). */
+static bool
+encode_rdma(cJSON *root, const struct te_desc *desc)
+{
+	cJSON *devs = cJSON_CreateArray(), *pm;
+	bool ok = add(root, "devices", devs);
+
+	for (uint32_t i = 0; ok && i < desc->ndevs; i++) {
+		cJSON *o = cJSON_CreateObject();
+		char lid[8];
+
+		ok = o != NULL && cJSON_AddItemToArray(devs, o);
+		if (!ok) {
+			cJSON_Delete(o);
+			break;
+		}
+		snprintf(lid, sizeof(lid), "%u", (unsigned)desc->devs[i].lid);
+		ok = add(o, "name", cJSON_CreateString(desc->devs[i].name)) &&
+		     add(o, "lid", cJSON_CreateRaw(lid)) &&
+		     add(o, "gid", cJSON_CreateString(desc->devs[i].gid));
+	}
+	pm = ok ? cJSON_CreateObject() : NULL;
+	ok = ok && add(root, "priority_matrix", pm);
+	for (uint32_t b = 0; ok && b < desc->nbufs; b++) {
+		cJSON *entry, *pref, *avail;
+
+		if (cJSON_GetObjectItemCaseSensitive(pm, desc->bufs[b].name) != NULL)
+			continue;
+		entry = cJSON_CreateArray();
+		ok = add(pm, desc->bufs[b].name, entry);
+		pref = ok ? cJSON_CreateArray() : NULL;
+		ok = ok && pref != NULL && cJSON_AddItemToArray(entry, pref);
+		for (uint32_t i = 0; ok && i < desc->ndevs; i++) {
+			cJSON *n = cJSON_CreateString(desc->devs[i].name);
+
+			ok = n != NULL && cJSON_AddItemToArray(pref, n);
+			if (!ok)
+				cJSON_Delete(n);
+		}
+		avail = ok ? cJSON_CreateArray() : NULL;
+		ok = ok && avail != NULL && cJSON_AddItemToArray(entry, avail);
+	}
+	return ok;
+}
+
+bool
+te_desc_is_rdma(const struct te_desc *d)
+{
+	return strcmp(d->protocol, "rdma") == 0 && d->ndevs > 0;
+}
+
 int
 te_desc_encode(const struct te_desc *desc, char **json)
 {
 	cJSON *root, *arr;
 	char inst[20], num[16];
+	bool rdma = strcmp(desc->protocol, "rdma") == 0;
 	bool ok;
 
 	root = cJSON_CreateObject();
@@ -101,7 +172,12 @@ te_desc_encode(const struct te_desc *desc, char **json)
 		}
 		ok = add(o, "name", cJSON_CreateString(b->name)) &&
 		     add(o, "addr", u64_item(b->addr)) && add(o, "length", u64_item(b->length));
+		if (ok && rdma)
+			ok = add(o, "rkey", keys_item(b->rkey, b->nkeys)) &&
+			     add(o, "lkey", keys_item(b->lkey, b->nkeys));
 	}
+	if (ok && rdma)
+		ok = encode_rdma(root, desc);
 	*json = ok ? cJSON_PrintUnformatted(root) : NULL;
 	cJSON_Delete(root);
 	return *json != NULL ? 0 : -ENOMEM;
@@ -332,9 +408,93 @@ check_buf(const struct te_desc_buf *b, uint32_t i, char *err, size_t errlen)
 	return 0;
 }
 
+/* A u32 array of exactly `want` entries (one key per device). */
+static int
+get_keys(const cJSON *obj, const char *key, const char *path, uint32_t *out, uint32_t *n,
+	 uint32_t want, char *err, size_t errlen)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(obj, key), *it;
+	uint32_t i = 0;
+
+	if (arr == NULL || !cJSON_IsArray(arr)) {
+		seterr(err, errlen, "%s%s: %s", path, key,
+		       arr == NULL ? "missing" : "not an array");
+		return -EPROTO;
+	}
+	if ((uint32_t)cJSON_GetArraySize(arr) != want) {
+		seterr(err, errlen, "%s%s: %d keys for %" PRIu32 " devices", path, key,
+		       cJSON_GetArraySize(arr), want);
+		return -EPROTO;
+	}
+	cJSON_ArrayForEach(it, arr)
+	{
+		const char *why = NULL;
+		uint64_t v;
+
+		if (item_u64(it, false, &v, &why) < 0 || v > UINT32_MAX) {
+			seterr(err, errlen, "%s%s[%" PRIu32 "]: %s", path, key, i,
+			       why ? why : "> 2^32-1");
+			return -EPROTO;
+		}
+		out[i++] = (uint32_t)v;
+	}
+	*n = i;
+	return 0;
+}
+
+static int
+decode_devices(const cJSON *root, struct te_desc *d, char *err, size_t errlen)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "devices"), *it;
+	int cnt;
+
+	if (arr == NULL || cJSON_IsNull(arr))
+		return 0; /* checked against the buffers in decode_bufs */
+	if (!cJSON_IsArray(arr)) {
+		seterr(err, errlen, "devices: not an array");
+		return -EPROTO;
+	}
+	cnt = cJSON_GetArraySize(arr);
+	if (cnt > TE_DESC_MAX_DEVS) {
+		seterr(err, errlen, "devices: %d entries (limit %d)", cnt, TE_DESC_MAX_DEVS);
+		return -EPROTO;
+	}
+	cJSON_ArrayForEach(it, arr)
+	{
+		struct te_desc_dev *dv = &d->devs[d->ndevs];
+		char path[32];
+		uint64_t lid = 0;
+		bool present;
+		int rc;
+
+		snprintf(path, sizeof(path), "devices[%" PRIu32 "].", d->ndevs);
+		if (!cJSON_IsObject(it)) {
+			seterr(err, errlen, "devices[%" PRIu32 "]: not an object", d->ndevs);
+			return -EPROTO;
+		}
+		rc = get_str(it, "name", path, dv->name, sizeof(dv->name), true, true, false, err,
+			     errlen);
+		if (rc == 0)
+			rc = get_str(it, "gid", path, dv->gid, sizeof(dv->gid), true, true, false,
+				     err, errlen);
+		if (rc == 0)
+			rc = get_u64(it, "lid", path, false, &present, &lid, err, errlen);
+		if (rc != 0)
+			return rc;
+		if (lid > 65535) {
+			seterr(err, errlen, "%slid: %" PRIu64 " > 65535", path, lid);
+			return -EPROTO;
+		}
+		dv->lid = (uint16_t)lid;
+		d->ndevs++;
+	}
+	return 0;
+}
+
 static int
 decode_bufs(const cJSON *arr, struct te_desc *d, char *err, size_t errlen)
 {
+	bool rdma = strcmp(d->protocol, "rdma") == 0;
 	struct sort_ent *ents;
 	const cJSON *it;
 	uint32_t n = 0;
@@ -347,6 +507,10 @@ decode_bufs(const cJSON *arr, struct te_desc *d, char *err, size_t errlen)
 	}
 	if (cnt == 0)
 		return 0;
+	if (rdma && d->ndevs == 0) {
+		seterr(err, errlen, "devices: none, but %d RDMA buffers need keys", cnt);
+		return -EPROTO;
+	}
 	ents = calloc((size_t)cnt, sizeof(*ents));
 	if (ents == NULL)
 		return -ENOMEM;
@@ -379,6 +543,15 @@ decode_bufs(const cJSON *arr, struct te_desc *d, char *err, size_t errlen)
 		}
 		if (rc == 0)
 			rc = check_buf(b, n, err, errlen);
+		if (rc == 0 && rdma) {
+			rc = get_keys(it, "rkey", path, b->rkey, &b->nkeys, d->ndevs, err, errlen);
+			if (rc == 0) {
+				uint32_t nl = 0;
+
+				rc = get_keys(it, "lkey", path, b->lkey, &nl, d->ndevs, err,
+					      errlen);
+			}
+		}
 		if (rc != 0)
 			break;
 		n++;
@@ -404,7 +577,7 @@ decode_root(const cJSON *root, struct te_desc *d, char *err, size_t errlen)
 {
 	const cJSON *it;
 	uint64_t v;
-	bool present;
+	bool present, rdma;
 	int rc;
 
 	rc = get_str(root, "name", "", d->name, sizeof(d->name), true, true, false, err, errlen);
@@ -413,14 +586,17 @@ decode_root(const cJSON *root, struct te_desc *d, char *err, size_t errlen)
 			     false, err, errlen);
 	if (rc != 0)
 		return rc;
+	rdma = strcmp(d->protocol, "rdma") == 0;
 	rc = get_u64(root, "tcp_data_port", "", false, &present, &v, err, errlen);
 	if (rc != 0)
 		return rc;
-	if (!present) {
+	if (!present && !rdma) {
 		seterr(err, errlen, "tcp_data_port: missing");
 		return -EPROTO;
 	}
-	if (v == 0 || v > 65535) {
+	if (!present || (rdma && v == 0)) {
+		v = 0; /* an RDMA-only node */
+	} else if (v == 0 || v > 65535) {
 		seterr(err, errlen, "tcp_data_port: %" PRIu64 " not in 1..65535", v);
 		return -EPROTO;
 	}
@@ -457,6 +633,11 @@ decode_root(const cJSON *root, struct te_desc *d, char *err, size_t errlen)
 			return -EPROTO;
 		}
 		snprintf(d->data_ip, sizeof(d->data_ip), "%s", it->valuestring);
+	}
+	if (rdma) {
+		rc = decode_devices(root, d, err, errlen);
+		if (rc != 0)
+			return rc;
 	}
 	it = cJSON_GetObjectItemCaseSensitive(root, "buffers");
 	if (it == NULL || cJSON_IsNull(it))
@@ -584,12 +765,21 @@ te_desc_equal(const struct te_desc *a, const struct te_desc *b)
 {
 	if (strcmp(a->name, b->name) != 0 || a->tcp_data_port != b->tcp_data_port ||
 	    a->tcp_proto_version != b->tcp_proto_version || a->instance != b->instance ||
-	    strcmp(a->data_ip, b->data_ip) != 0 || a->nbufs != b->nbufs)
+	    strcmp(a->data_ip, b->data_ip) != 0 || a->nbufs != b->nbufs ||
+	    strcmp(a->protocol, b->protocol) != 0 || a->ndevs != b->ndevs)
 		return false;
+	for (uint32_t i = 0; i < a->ndevs; i++) {
+		if (strcmp(a->devs[i].name, b->devs[i].name) != 0 ||
+		    strcmp(a->devs[i].gid, b->devs[i].gid) != 0 || a->devs[i].lid != b->devs[i].lid)
+			return false;
+	}
 	for (uint32_t i = 0; i < a->nbufs; i++) {
 		const struct te_desc_buf *x = &a->bufs[i], *y = &b->bufs[i];
 
-		if (x->addr != y->addr || x->length != y->length || strcmp(x->name, y->name) != 0)
+		if (x->addr != y->addr || x->length != y->length || strcmp(x->name, y->name) != 0 ||
+		    x->nkeys != y->nkeys ||
+		    memcmp(x->rkey, y->rkey, x->nkeys * sizeof(x->rkey[0])) != 0 ||
+		    memcmp(x->lkey, y->lkey, x->nkeys * sizeof(x->lkey[0])) != 0)
 			return false;
 	}
 	return true;

@@ -34,6 +34,11 @@ struct te_meta {
 	size_t pub_len;
 	char http_name[TE_NAME_MAX]; /* name our HTTP keys are under (after a successful
 				      * rpc_meta PUT), for close; "" when none */
+	/* Connection (RDMA) handler; conn_lock is held across each call so that
+	 * te_meta_set_conn_handler() can wait for a running one. */
+	pthread_mutex_t conn_lock;
+	te_hs_handler_fn conn_fn;
+	void *conn_arg;
 };
 
 static void __attribute__((format(printf, 3, 4)))
@@ -68,8 +73,6 @@ hs_handler(void *arg, uint8_t type, const char *json, size_t len, char **reply, 
 	struct te_meta *m = arg;
 	int rc;
 
-	(void)json;
-	(void)len;
 	switch (type) {
 	case TE_HS_METADATA:
 		/* The request carries the caller's descriptor; we do not need it. */
@@ -85,6 +88,13 @@ hs_handler(void *arg, uint8_t type, const char *json, size_t len, char **reply, 
 	case TE_HS_NOTIFY:
 		return dupreply("{}", 2, reply, reply_len);
 	case TE_HS_CONNECTION:
+		pthread_mutex_lock(&m->conn_lock);
+		if (m->conn_fn != NULL) {
+			rc = m->conn_fn(m->conn_arg, type, json, len, reply, reply_len);
+			pthread_mutex_unlock(&m->conn_lock);
+			return rc;
+		}
+		pthread_mutex_unlock(&m->conn_lock);
 		TIDE_LOG_RATELIMIT(NOTICE, 10, "handshake: RDMA Connection request refused");
 		return dupreply(CONN_REFUSAL, sizeof(CONN_REFUSAL) - 1, reply, reply_len);
 	default:
@@ -110,6 +120,7 @@ te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int timeo
 	m->timeout_ms = timeout_ms > 0 ? timeout_ms : 3000;
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->publish_lock, NULL);
+	pthread_mutex_init(&m->conn_lock, NULL);
 	if (strcmp(conn, "P2PHANDSHAKE") == 0) {
 		m->p2p = true;
 	} else if (strncasecmp(conn, "http://", 7) == 0) {
@@ -427,5 +438,52 @@ te_meta_close(struct te_meta *m)
 	free(m->pub_json);
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->publish_lock);
+	pthread_mutex_destroy(&m->conn_lock);
 	free(m);
+}
+
+void
+te_meta_set_conn_handler(struct te_meta *m, te_hs_handler_fn fn, void *arg)
+{
+	pthread_mutex_lock(&m->conn_lock);
+	m->conn_fn = fn;
+	m->conn_arg = arg;
+	pthread_mutex_unlock(&m->conn_lock);
+}
+
+int
+te_meta_request(struct te_meta *m, const char *name, uint8_t type, const char *json, size_t len,
+		char **reply, size_t *reply_len, char *err, size_t errlen)
+{
+	char host[TE_NAME_MAX];
+	uint16_t port = 0;
+	int rc;
+
+	if (m->p2p) {
+		if (meta_split_hostport(name, host, sizeof(host), &port) < 0) {
+			seterr(err, errlen,
+			       "segment name \"%.200s\": P2PHANDSHAKE names are host:port", name);
+			return -EINVAL;
+		}
+	} else {
+		char *k = rpc_key(m, name), *j = NULL;
+		size_t jl = 0;
+
+		if (k == NULL)
+			return -ENOMEM;
+		rc = te_http_get(m->http, k, &j, &jl);
+		if (rc == 0)
+			rc = te_rpcmeta_decode(j, jl, host, sizeof(host), &port, err, errlen);
+		else
+			seterr(err, errlen, "GET %.200s: %s", k, strerror(-rc));
+		free(k);
+		free(j);
+		if (rc < 0)
+			return rc;
+	}
+	rc = te_hs_request(host, port, type, json, len, m->timeout_ms, reply, reply_len);
+	if (rc < 0)
+		seterr(err, errlen, "handshake with %.200s (%.200s:%u): %s", name, host,
+		       (unsigned)port, strerror(-rc));
+	return rc;
 }

@@ -33,17 +33,33 @@
 #define TE_PROTO_V2     2
 #define TE_PROTO_NATIVE 3
 
+#define TE_DESC_MAX_DEVS 16 /* RDMA devices per descriptor (Tide and Mooncake nodes use 1..8) */
+#define TE_DEV_NAME_MAX  64 /* RDMA device name, bytes incl. NUL */
+#define TE_GID_STR_MAX   48 /* "xx:xx:...:xx" (47) + NUL */
+
 struct te_desc_buf {
 	char name[TE_NAME_MAX];
 	uint64_t addr;
 	uint64_t length;
+	/* RDMA only ("protocol":"rdma"): the buffer's keys, one per entry of devices[], in
+	 * the same order; nkeys is 0 in a TCP descriptor. */
+	uint32_t nkeys;
+	uint32_t rkey[TE_DESC_MAX_DEVS];
+	uint32_t lkey[TE_DESC_MAX_DEVS];
 };
 
-/** A TCP segment descriptor. */
+/** An RDMA device of a descriptor, as Mooncake's DeviceDesc. */
+struct te_desc_dev {
+	char name[TE_DEV_NAME_MAX]; /* "mlx5_0" */
+	uint16_t lid;               /* 0 on RoCE */
+	char gid[TE_GID_STR_MAX];   /* "00:00:...:ff:ff:0a:00:00:01" */
+};
+
+/** A segment descriptor: TCP, or RDMA (which may also carry a TCP data port). */
 struct te_desc {
 	char name[TE_NAME_MAX];
-	char protocol[16];          /* "tcp" (others parsed, kept, not used) */
-	uint16_t tcp_data_port;     /* required */
+	char protocol[16];          /* "tcp" or "rdma" (others parsed, kept, not used) */
+	uint16_t tcp_data_port;     /* required for "tcp"; "rdma": 0 = no TCP server */
 	uint32_t tcp_proto_version; /* absent => 1 */
 	char timestamp[32];         /* "YYYY-MM-DD HH:MM:SS", informational */
 	/* Tide extension "tide_instance" (hex string, absent => 0): a random value chosen at
@@ -57,11 +73,20 @@ struct te_desc {
 	char data_ip[16];
 	uint32_t nbufs;
 	struct te_desc_buf *bufs; /* malloc'd array of nbufs, sorted by addr on decode */
+	/* RDMA only: the devices buffers' keys refer to (ndevs 0 in a TCP descriptor). */
+	uint32_t ndevs;
+	struct te_desc_dev devs[TE_DESC_MAX_DEVS];
 };
+
+/** True when d is an RDMA descriptor with at least one device (keys checked on decode). */
+bool te_desc_is_rdma(const struct te_desc *d);
 
 /**
  * Descriptor JSON: {"name","protocol","tcp_data_port","tcp_proto_version","timestamp",
  * "tide_instance":"<16 hex digits>","buffers":[{"name","addr","length"}]}.
+ * With protocol "rdma" (Mooncake's RDMA descriptor) also "devices":[{"name","lid","gid"}],
+ * per buffer "rkey":[...] and "lkey":[...] (one per device) and "priority_matrix"
+ * ({"<location>": [[devices], []]} for every buffer location: every device is preferred).
  * addr/length are written as exact JSON integers when < 2^53 (what Mooncake reads) and as
  * decimal strings otherwise; te_desc_decode accepts both forms (see te_desc_decode).
  * \param desc  Descriptor; bufs are written in array order (not re-sorted).
@@ -79,9 +104,13 @@ int te_desc_encode(const struct te_desc *desc, char **json);
  * TE_NAME_MAX bytes or more, protocol of 16 bytes or more, tcp_proto_version 0 or
  * > 2^32-1, a tide_instance that is not 1..16 hex digits, more than TE_DESC_MAX_BUFS
  * buffers. u64 fields: a JSON number must be integral, >= 0 and < 2^53 (larger doubles
- * are inexact); a string of decimal digits is accepted for any u64. Unknown keys (RDMA's
- * devices, rkey, ...) are ignored; "buffers" absent or null means no buffers; an
- * over-long timestamp is truncated.
+ * are inexact); a string of decimal digits is accepted for any u64. Unknown keys are
+ * ignored; "buffers" absent or null means no buffers; an over-long timestamp is truncated.
+ * protocol "rdma" (Mooncake's rules plus bounds): tcp_data_port may be absent (0);
+ * "devices" up to TE_DESC_MAX_DEVS entries (absent = none), each with a non-empty name
+ * shorter than TE_DEV_NAME_MAX, a non-empty GID string shorter than TE_GID_STR_MAX and lid
+ * 0..65535; every buffer needs "rkey" and "lkey" arrays of u32, as many as devices (so
+ * buffers without devices are rejected); priority_matrix is ignored.
  * \param json, len  Text (need not be NUL-terminated).
  * \param[out] out  malloc'd on success, bufs sorted by addr; free with te_desc_free().
  * \param err, errlen  Reason on failure, naming the field (may be NULL).
@@ -110,7 +139,7 @@ int te_desc_dup(const struct te_desc *desc, struct te_desc **out);
  */
 bool te_desc_contains(const struct te_desc *desc, uint64_t addr, uint64_t len);
 /** True when a and b describe the same segment instance (name, port, version, instance,
- * buffers in order; protocol and timestamp are ignored). Thread: any (read only). */
+ * buffers in order with their keys, devices; timestamp is ignored). Thread: any. */
 bool te_desc_equal(const struct te_desc *a, const struct te_desc *b);
 
 /**
@@ -210,7 +239,8 @@ int te_hs_request(const char *host, uint16_t port, uint8_t type, const char *jso
  * with -EPROTONOSUPPORT and a message that names the supported ones.
  * The daemon runs in both modes and answers Metadata with the last published
  * descriptor ({} before the first publish), Probe with {"status":"success"}, Notify with
- * {} and Connection (RDMA) with {"reply_msg":"..."} refusing it. Thread-safe.
+ * {} and Connection (RDMA) through the handler set with te_meta_set_conn_handler(), or
+ * with {"reply_msg":"..."} refusing it when none is set. Thread-safe.
  */
 struct te_meta;
 /**
@@ -251,6 +281,23 @@ int te_meta_publish(struct te_meta *m, const struct te_desc *desc, const char *h
  */
 int te_meta_fetch(struct te_meta *m, const char *name, struct te_desc **desc, char *host,
 		  size_t host_len, char *err, size_t errlen);
+/**
+ * Route Connection (RDMA QP exchange) requests to fn (NULL: refuse them again). fn runs on
+ * the daemon thread and may block up to the metadata timeout (it may fetch the caller's
+ * descriptor). Setting returns only when no call of the previous handler is running, so
+ * after te_meta_set_conn_handler(m, NULL, NULL) the old arg may be freed.
+ * Thread: any but the daemon's.
+ */
+void te_meta_set_conn_handler(struct te_meta *m, te_hs_handler_fn fn, void *arg);
+/**
+ * Send one handshake request of `type` to the daemon of segment `name` (P2P: the name's
+ * host:port; HTTP: its rpc_meta) and return the reply (malloc'd, NUL-terminated).
+ *
+eturn 0; -EINVAL name not host:port in P2P mode; HTTP errors as te_http_get; handshake
+ * errors as te_hs_request. err says which step failed. Thread: any.
+ */
+int te_meta_request(struct te_meta *m, const char *name, uint8_t type, const char *json, size_t len,
+		    char **reply, size_t *reply_len, char *err, size_t errlen);
 /** Stop the daemon, remove our entries (HTTP mode, best effort, logged), free. NULL
  * ignored. No other call on m may be in progress. */
 void te_meta_close(struct te_meta *m);

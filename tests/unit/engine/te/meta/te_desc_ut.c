@@ -398,6 +398,109 @@ test_contains(void)
 	te_desc_free(d);
 }
 
+/* An RDMA descriptor as Tide publishes it: devices, per-buffer keys, priority matrix. */
+static void
+test_rdma_roundtrip(void)
+{
+	struct te_desc *a = mk(2), *b = NULL;
+	char *j = NULL;
+
+	snprintf(a->protocol, sizeof(a->protocol), "rdma");
+	a->ndevs = 2;
+	a->devs[0] = (struct te_desc_dev){"mlx5_0", 0,
+					  "00:00:00:00:00:00:00:00:00:00:ff:ff:0a:00:00:01"};
+	a->devs[1] = (struct te_desc_dev){"mlx5_1", 7,
+					  "fe:80:00:00:00:00:00:00:00:00:00:00:00:00:00:02"};
+	a->bufs[0] = (struct te_desc_buf){"cpu:0", 0x1000, 10, 2, {11, 12}, {21, 22}};
+	a->bufs[1] = (struct te_desc_buf){"cpu:1", 0x2000, 10, 2, {13, UINT32_MAX}, {23, 24}};
+	TIDE_UT_OK(te_desc_encode(a, &j));
+	CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"devices\":[{\"name\":\"mlx5_0\",\"lid\":0,"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(j, "\"rkey\":[13,4294967295],\"lkey\":[23,24]"));
+	CU_ASSERT_PTR_NOT_NULL(
+		strstr(j, "\"priority_matrix\":{\"cpu:0\":[[\"mlx5_0\",\"mlx5_1\"],[]],"));
+	TIDE_UT_OK(dec(j, &b));
+	CU_ASSERT_TRUE(te_desc_is_rdma(b));
+	CU_ASSERT_TRUE(te_desc_equal(a, b));
+	CU_ASSERT_EQUAL(b->devs[1].lid, 7);
+	CU_ASSERT_EQUAL(b->bufs[1].rkey[1], UINT32_MAX);
+	b->bufs[1].rkey[0]++;
+	CU_ASSERT_FALSE(te_desc_equal(a, b)); /* re-registered: new keys */
+	b->bufs[1].rkey[0]--;
+	b->devs[0].gid[0] = '1';
+	CU_ASSERT_FALSE(te_desc_equal(a, b));
+	free(j);
+	te_desc_free(b);
+	te_desc_free(a);
+}
+
+/* What a stock Mooncake RDMA node publishes (no tcp_proto_version, tcp_data_port 0). */
+static void
+test_rdma_mooncake_sample(void)
+{
+	const char *j =
+		"{\"name\":\"10.0.0.2:12345\",\"protocol\":\"rdma\",\"tcp_data_port\":0,"
+		"\"timestamp\":\"2026-08-22 12:00:00\",\"devices\":[{\"name\":\"mlx5_2\",\"lid\":0,"
+		"\"gid\":\"00:00:00:00:00:00:00:00:00:00:ff:ff:0a:00:00:02\"}],\"buffers\":[{"
+		"\"name\":"
+		"\"cpu:0\",\"addr\":140737488355328,\"length\":1073741824,\"rkey\":[2097664],"
+		"\"lkey\":[2097664]}],\"priority_matrix\":{\"cpu:0\":[[\"mlx5_2\"],[]]}}";
+	struct te_desc *d = NULL;
+
+	TIDE_UT_OK(dec(j, &d));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+	CU_ASSERT_TRUE(te_desc_is_rdma(d));
+	CU_ASSERT_EQUAL(d->tcp_data_port, 0);
+	CU_ASSERT_EQUAL(d->ndevs, 1);
+	CU_ASSERT_STRING_EQUAL(d->devs[0].name, "mlx5_2");
+	CU_ASSERT_EQUAL(d->bufs[0].nkeys, 1);
+	CU_ASSERT_EQUAL(d->bufs[0].rkey[0], 2097664);
+	te_desc_free(d);
+	/* tcp_data_port may be absent in an RDMA descriptor, not in a TCP one. */
+	TIDE_UT_OK(dec("{\"name\":\"n\",\"protocol\":\"rdma\"}", &d));
+	CU_ASSERT_FALSE(te_desc_is_rdma(d)); /* no devices: not usable for RDMA */
+	te_desc_free(d);
+	expect_reject("{\"name\":\"n\",\"protocol\":\"tcp\"}", "tcp_data_port");
+}
+
+static void
+test_rdma_rejects(void)
+{
+#define DEV  "\"devices\":[{\"name\":\"d0\",\"lid\":0,\"gid\":\"g\"}]"
+#define HEAD "{\"name\":\"n\",\"protocol\":\"rdma\",\"tcp_data_port\":1,"
+	expect_reject(HEAD "\"buffers\":[{\"name\":\"x\",\"addr\":1,\"length\":1,\"rkey\":[1],"
+			   "\"lkey\":[1]}]}",
+		      "devices");
+	expect_reject(HEAD DEV ",\"buffers\":[{\"name\":\"x\",\"addr\":1,\"length\":1}]}",
+		      "buffers[0].rkey");
+	expect_reject(HEAD DEV ",\"buffers\":[{\"name\":\"x\",\"addr\":1,\"length\":1,"
+			       "\"rkey\":[1,2],\"lkey\":[1,2]}]}",
+		      "buffers[0].rkey");
+	expect_reject(HEAD DEV ",\"buffers\":[{\"name\":\"x\",\"addr\":1,\"length\":1,"
+			       "\"rkey\":[1],\"lkey\":[]}]}",
+		      "buffers[0].lkey");
+	expect_reject(HEAD DEV ",\"buffers\":[{\"name\":\"x\",\"addr\":1,\"length\":1,"
+			       "\"rkey\":[4294967296],\"lkey\":[1]}]}",
+		      "buffers[0].rkey[0]");
+	expect_reject(HEAD "\"devices\":[{\"name\":\"d0\",\"lid\":0}]}", "devices[0].gid");
+	expect_reject(HEAD "\"devices\":[{\"name\":\"\",\"gid\":\"g\"}]}", "devices[0].name");
+	expect_reject(HEAD "\"devices\":[{\"name\":\"d\",\"gid\":\"g\",\"lid\":65536}]}",
+		      "devices[0].lid");
+	expect_reject(HEAD "\"devices\":{}}", "devices");
+	{
+		char big[2048];
+		size_t off = (size_t)snprintf(big, sizeof(big), HEAD "\"devices\":[");
+
+		for (int i = 0; i <= TE_DESC_MAX_DEVS; i++)
+			off += (size_t)snprintf(big + off, sizeof(big) - off,
+						"%s{\"name\":\"d%d\",\"gid\":\"g\"}", i ? "," : "",
+						i);
+		snprintf(big + off, sizeof(big) - off, "]}");
+		expect_reject(big, "devices");
+	}
+#undef DEV
+#undef HEAD
+}
+
 static void
 test_equal_dup_normalize(void)
 {
@@ -409,8 +512,10 @@ test_equal_dup_normalize(void)
 	CU_ASSERT_PTR_NOT_EQUAL(a->bufs, b->bufs);
 	CU_ASSERT_TRUE(te_desc_equal(a, b));
 	snprintf(b->timestamp, sizeof(b->timestamp), "other");
+	CU_ASSERT_TRUE(te_desc_equal(a, b)); /* informational field */
 	snprintf(b->protocol, sizeof(b->protocol), "rdma");
-	CU_ASSERT_TRUE(te_desc_equal(a, b)); /* informational fields */
+	CU_ASSERT_FALSE(te_desc_equal(a, b)); /* decides the transport */
+	snprintf(b->protocol, sizeof(b->protocol), "%s", a->protocol);
 	b->instance++;
 	CU_ASSERT_FALSE(te_desc_equal(a, b));
 	b->instance--;
@@ -560,6 +665,9 @@ register_tests(void)
 	CU_add_test(s, "roundtrip", test_roundtrip);
 	CU_add_test(s, "exact_limit_2^53", test_exact_limit);
 	CU_add_test(s, "mooncake_sample", test_mooncake_sample);
+	CU_add_test(s, "rdma_roundtrip", test_rdma_roundtrip);
+	CU_add_test(s, "rdma_mooncake_sample", test_rdma_mooncake_sample);
+	CU_add_test(s, "rdma_rejects", test_rdma_rejects);
 	CU_add_test(s, "missing_fields", test_missing);
 	CU_add_test(s, "wrong_types", test_types);
 	CU_add_test(s, "ranges", test_ranges);
