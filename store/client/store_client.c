@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Store client core (spec mooncake-master.md section 5): placement through the
- * master, bytes through the transfer engine.
+ * master, bytes through the transfer engine; or, when the node runs an agent,
+ * a thin forwarder to it (store_agent.h).
  *
- * Two master connections: `mc` for caller operations (serialised by `mc_lock`,
- * since a tide_mc_client belongs to one thread at a time) and `hb_mc` owned by
- * the heartbeat thread alone, so a slow put never delays a Ping past the
- * master's client TTL.
+ * Master connections: a small pool for caller operations (each connection is
+ * locked for one RPC at a time, never across a transfer, so concurrent callers
+ * do not queue behind each other's data movement), and `hb_mc` owned by the
+ * heartbeat thread alone, so a slow put never delays a Ping past the master's
+ * client TTL. A pooled connection that broke is reopened by the next call.
+ *
+ * Small objects: a 256 B put costs two master round trips and one transfer.
+ * The calls keep their arrays on the stack up to a typical size (no malloc
+ * per call apart from the decoded answers), and a replica in this process's
+ * own segment is copied with memcpy without going through an engine batch.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "store_agent.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
 #include "tide_store.h"
@@ -36,21 +46,58 @@
 /* Wait bound for one transfer batch; the engine fails stalled requests within
  * its own io_timeout_ms (10 s) so this only guards against an engine bug. */
 #define XFER_WAIT_MS 60000
+/* Master connections for caller operations (threads beyond this share them). */
+#define MC_POOL 4
+/* health_check(): connect and answer bound, so a dead master is reported fast. */
+#define HEALTH_TIMEOUT_MS 2000
+/* Transfer requests kept on the stack; more go to the heap. */
+#define XFER_INLINE 16
+/* Per-call scratch kept on the stack (key and request arrays of a typical call). */
+#define SCRATCH_INLINE 4096
+/* Registered-buffer table: initial slots (power of two), grown at half load. */
+#define REG_INIT_CAP 64
+
+struct mc_conn {
+	pthread_mutex_t lock;
+	struct tide_mc_client *c; /* NULL: not connected (yet, or since it broke) */
+};
+
+/* One registered buffer; addr 0 marks a free slot. */
+struct reg_ent {
+	uintptr_t addr;
+	size_t len;
+};
+
+/* A tide_store_map_buffer() region. */
+struct mapped {
+	void *base;
+	size_t len;
+	struct mapped *next;
+};
 
 struct tide_store {
 	bool set_up;
+	/* Attached to the node's agent: every call forwards there, nothing below is used. */
+	struct tide_agent_conn *agent;
 	char *hostname; /* local_hostname as given */
 	char *proto;    /* "tcp" / "rdma" */
 	char *master;   /* "host:port" */
 	struct tide_te *te;
-	struct tide_mc_client *mc;
-	pthread_mutex_t mc_lock;
+	struct mc_conn mcp[MC_POOL];
+	atomic_uint mc_rr; /* which busy connection a caller queues on */
 	struct tide_mc_uuid client_id;
 	struct tide_mc_uuid seg_id;
 	void *seg_base; /* NULL: nothing contributed */
 	size_t seg_size;
 	bool seg_registered;
 	bool mounted;
+	/* Local buffer (caller staging) and extra mapped regions. */
+	void *lbuf;
+	size_t lbuf_len;
+	pthread_mutex_t buf_lock; /* maps and reg */
+	struct mapped *maps;
+	struct reg_ent *reg; /* open addressing, linear probing, power-of-two cap */
+	size_t reg_cap, reg_n;
 	/* Heartbeat. */
 	struct tide_mc_client *hb_mc;
 	pthread_t hb_thread;
@@ -128,6 +175,8 @@ mstr(const char *p)
 	return r;
 }
 
+static const struct tide_mc_str tenant_default = {(char *)"default", 7};
+
 static void
 segment_fill(const struct tide_store *s, struct tide_mc_segment *seg)
 {
@@ -141,6 +190,64 @@ segment_fill(const struct tide_store *s, struct tide_mc_segment *seg)
 	seg->host_id = mstr("");
 }
 
+static bool
+ready(const struct tide_store *s)
+{
+	return s != NULL && s->set_up;
+}
+
+static bool
+key_ok(const char *key)
+{
+	return key != NULL && key[0] != '\0';
+}
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/*
+ * Per-call arrays: on the stack up to SCRATCH_INLINE bytes, else one heap
+ * block. Carve with sc_take() after sizing the whole call with sc_size().
+ */
+struct scratch {
+	void *heap;
+	unsigned char *next;
+	_Alignas(16) unsigned char inl[SCRATCH_INLINE];
+};
+
+static size_t
+sc_size(size_t n, size_t elem)
+{
+	return (n * elem + 15) & ~(size_t)15;
+}
+
+static bool
+sc_init(struct scratch *sc, size_t bytes)
+{
+	sc->heap = NULL;
+	sc->next = sc->inl;
+	if (bytes > sizeof(sc->inl)) {
+		sc->heap = calloc(1, bytes);
+		sc->next = sc->heap;
+	}
+	return sc->next != NULL;
+}
+
+static void *
+sc_take(struct scratch *sc, size_t n, size_t elem)
+{
+	void *p = sc->next;
+
+	sc->next += sc_size(n, elem);
+	return p;
+}
+
 int
 tide_store_create(struct tide_store **out)
 {
@@ -151,11 +258,83 @@ tide_store_create(struct tide_store **out)
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
-	pthread_mutex_init(&s->mc_lock, NULL);
+	for (int i = 0; i < MC_POOL; i++)
+		pthread_mutex_init(&s->mcp[i].lock, NULL);
+	pthread_mutex_init(&s->buf_lock, NULL);
 	pthread_mutex_init(&s->hb_lock, NULL);
 	pthread_cond_init(&s->hb_cond, NULL);
 	*out = s;
 	return 0;
+}
+
+/* ------------------------------------------------------------------------ master connections */
+
+/*
+ * A master connection for one call, locked: the first idle one, else queue on
+ * one in turn. A connection that broke (or was never opened) is opened here.
+ * timeout_ms bounds the connect (0: the client's default).
+ */
+static struct mc_conn *
+mc_get(struct tide_store *s, int timeout_ms, int *err)
+{
+	struct mc_conn *m = NULL;
+	int rc;
+
+	for (int i = 0; i < MC_POOL && m == NULL; i++)
+		if (pthread_mutex_trylock(&s->mcp[i].lock) == 0)
+			m = &s->mcp[i];
+	if (m == NULL) {
+		m = &s->mcp[atomic_fetch_add_explicit(&s->mc_rr, 1, memory_order_relaxed) %
+			    MC_POOL];
+		pthread_mutex_lock(&m->lock);
+	}
+	if (m->c != NULL && !tide_mc_client_connected(m->c)) {
+		tide_mc_client_close(m->c);
+		m->c = NULL;
+	}
+	if (m->c == NULL) {
+		rc = tide_mc_client_connect_addr(s->master, timeout_ms, &m->c);
+		if (rc != 0) {
+			m->c = NULL;
+			pthread_mutex_unlock(&m->lock);
+			TIDE_LOG_RATELIMIT(WARN, 5, "connect to master %s: %s", s->master,
+					   strerror(-rc));
+			*err = rc;
+			return NULL;
+		}
+		if (timeout_ms > 0)
+			tide_mc_client_set_timeout(m->c, 0);
+	}
+	return m;
+}
+
+static void
+mc_put(struct mc_conn *m)
+{
+	pthread_mutex_unlock(&m->lock);
+}
+
+/* One generic master RPC on a pooled connection. */
+static int
+mc_call(struct tide_store *s, const struct tide_mc_req *r, struct tide_mc_resp *resp)
+{
+	struct mc_conn *m;
+	int rc;
+
+	m = mc_get(s, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_call(m->c, r, resp, NULL);
+	mc_put(m);
+	return rc;
+}
+
+static void
+req_init(struct tide_mc_req *r, enum tide_mc_fn fn)
+{
+	memset(r, 0, sizeof(*r));
+	r->fn = fn;
+	r->layout = TIDE_MC_LAYOUT_HEAD;
 }
 
 /* ---------------------------------------------------------------------------- heartbeat */
@@ -258,15 +437,42 @@ hb_stop(struct tide_store *s)
 
 /* ------------------------------------------------------------------------- setup / close */
 
+static void
+buffers_release(struct tide_store *s)
+{
+	struct mapped *m, *next;
+
+	for (m = s->maps; m != NULL; m = next) {
+		next = m->next;
+		munmap(m->base, m->len);
+		free(m);
+	}
+	s->maps = NULL;
+	if (s->lbuf != NULL)
+		munmap(s->lbuf, s->lbuf_len);
+	s->lbuf = NULL;
+	s->lbuf_len = 0;
+	free(s->reg);
+	s->reg = NULL;
+	s->reg_cap = s->reg_n = 0;
+}
+
 /* Undo whatever setup did; safe on a partly set-up store. */
 static void
 teardown(struct tide_store *s)
 {
+	struct mc_conn *m;
 	int32_t ec;
+	int rc;
 
 	hb_stop(s);
-	if (s->mounted && s->mc != NULL) {
-		if (tide_mc_client_unmount(s->mc, &s->seg_id, &s->client_id, &ec) != 0 || ec != 0)
+	if (s->mounted) {
+		m = mc_get(s, HEALTH_TIMEOUT_MS, &rc);
+		if (m != NULL) {
+			rc = tide_mc_client_unmount(m->c, &s->seg_id, &s->client_id, &ec);
+			mc_put(m);
+		}
+		if (rc != 0 || ec != 0)
 			TIDE_LOG(WARN, "unmount of our segment failed");
 	}
 	s->mounted = false;
@@ -278,8 +484,11 @@ teardown(struct tide_store *s)
 		munmap(s->seg_base, s->seg_size);
 	s->seg_base = NULL;
 	s->seg_size = 0;
-	tide_mc_client_close(s->mc);
-	s->mc = NULL;
+	for (int i = 0; i < MC_POOL; i++) {
+		tide_mc_client_close(s->mcp[i].c);
+		s->mcp[i].c = NULL;
+	}
+	buffers_release(s);
 	free(s->hostname);
 	free(s->proto);
 	free(s->master);
@@ -314,15 +523,17 @@ static int
 setup_master(struct tide_store *s)
 {
 	char version[VERSION_MAX];
+	struct mc_conn *m;
 	int32_t ec = 0;
 	int rc;
 
-	rc = tide_mc_client_connect_addr(s->master, 0, &s->mc);
-	if (rc != 0) {
+	m = mc_get(s, 0, &rc);
+	if (m == NULL) {
 		TIDE_LOG(ERR, "connect to master %s: %s", s->master, strerror(-rc));
 		return rc;
 	}
-	rc = tide_mc_client_service_ready(s->mc, version, sizeof(version), &ec);
+	rc = tide_mc_client_service_ready(m->c, version, sizeof(version), &ec);
+	mc_put(m);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "master %s: ServiceReady failed (%d/%d)", s->master, rc, ec);
 		return mc_result(rc, ec);
@@ -412,6 +623,7 @@ static int
 setup_segment(struct tide_store *s, uint64_t size)
 {
 	struct tide_mc_segment seg;
+	struct mc_conn *m;
 	int32_t ec = 0;
 	void *p;
 	int rc;
@@ -436,7 +648,11 @@ setup_segment(struct tide_store *s, uint64_t size)
 	if (rc != 0)
 		return rc;
 	segment_fill(s, &seg);
-	rc = tide_mc_client_mount(s->mc, &seg, &s->client_id, &ec);
+	m = mc_get(s, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_mount(m->c, &seg, &s->client_id, &ec);
+	mc_put(m);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "MountSegment failed (%d/%d)", rc, ec);
 		return mc_result(rc, ec);
@@ -445,13 +661,54 @@ setup_segment(struct tide_store *s, uint64_t size)
 	return hb_start(s);
 }
 
+/*
+ * The local buffer: address space only (MAP_NORESERVE); callers ask for tens
+ * of GiB and touch little of it. Not registered with the engine: peers never
+ * address it, and the engine reads and writes any local memory.
+ */
+static int
+setup_buffers(struct tide_store *s, uint64_t lbuf_size)
+{
+	void *p;
+
+	s->reg = calloc(REG_INIT_CAP, sizeof(*s->reg));
+	if (s->reg == NULL)
+		return -ENOMEM;
+	s->reg_cap = REG_INIT_CAP;
+	if (lbuf_size == 0)
+		return 0;
+	if (lbuf_size > SIZE_MAX)
+		return -EINVAL;
+	p = mmap(NULL, (size_t)lbuf_size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED) {
+		TIDE_LOG(ERR, "local buffer of %" PRIu64 " bytes: %s", lbuf_size, strerror(errno));
+		return -ENOMEM;
+	}
+	s->lbuf = p;
+	s->lbuf_len = (size_t)lbuf_size;
+	return 0;
+}
+
 int
 tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 {
+	struct tide_agent_conn *a = NULL;
 	int rc;
 
-	if (s == NULL || cfg == NULL || s->set_up || cfg->local_hostname == NULL ||
-	    cfg->metadata_server == NULL || cfg->master_server_addr == NULL)
+	if (s == NULL || cfg == NULL || s->set_up || s->agent != NULL)
+		return -EINVAL;
+	rc = tide_agent_setup(cfg, &a);
+	if (rc < 0)
+		return rc;
+	if (rc == 1) {
+		/* The agent runs the engine, the segment and the master calls. */
+		s->agent = a;
+		s->set_up = true;
+		return 0;
+	}
+	if (cfg->local_hostname == NULL || cfg->metadata_server == NULL ||
+	    cfg->master_server_addr == NULL)
 		return -EINVAL;
 	s->hostname = strdup(cfg->local_hostname);
 	s->proto = strdup(cfg->protocol != NULL && cfg->protocol[0] ? cfg->protocol : "tcp");
@@ -463,6 +720,8 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 	rc = random_uuid(&s->client_id);
 	if (rc == 0)
 		rc = setup_master(s);
+	if (rc == 0)
+		rc = setup_buffers(s, cfg->local_buffer_size);
 	if (rc == 0)
 		rc = setup_engine(s, cfg);
 	if (rc == 0)
@@ -483,196 +742,255 @@ tide_store_close(struct tide_store *s)
 {
 	if (s == NULL)
 		return;
-	teardown(s);
+	if (s->agent != NULL) {
+		tide_agent_close(s->agent);
+		s->agent = NULL;
+	} else {
+		teardown(s);
+	}
 	pthread_cond_destroy(&s->hb_cond);
 	pthread_mutex_destroy(&s->hb_lock);
-	pthread_mutex_destroy(&s->mc_lock);
+	pthread_mutex_destroy(&s->buf_lock);
+	for (int i = 0; i < MC_POOL; i++)
+		pthread_mutex_destroy(&s->mcp[i].lock);
 	free(s);
 }
 
 const char *
 tide_store_endpoint(const struct tide_store *s)
 {
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_endpoint(s->agent);
 	return s != NULL && s->te != NULL ? tide_te_local_name(s->te) : "";
+}
+
+int
+tide_store_attached(const struct tide_store *s)
+{
+	return s != NULL && s->agent != NULL;
+}
+
+int
+tide_store_health_check(struct tide_store *s)
+{
+	struct mc_conn *m;
+	int32_t ec = 0;
+	int rc;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_health_check(s->agent);
+	if (!ready(s))
+		return 1;
+	/* ServiceReady: no side effect at the master (a Ping would register a client). */
+	m = mc_get(s, HEALTH_TIMEOUT_MS, &rc);
+	if (m == NULL)
+		return 2;
+	tide_mc_client_set_timeout(m->c, HEALTH_TIMEOUT_MS);
+	rc = tide_mc_client_service_ready(m->c, NULL, 0, &ec);
+	tide_mc_client_set_timeout(m->c, 0);
+	mc_put(m);
+	return rc == 0 && ec == 0 ? 0 : 2;
 }
 
 /* ------------------------------------------------------------------------------ transfers */
 
+/* One transfer of a call: in ep/raddr/local/len, out rc. */
+struct xfer {
+	const char *ep;
+	uint64_t raddr;
+	void *local;
+	uint64_t len;
+	int rc;
+};
+
 /*
- * One batch of n requests, each against the named segment of the same index.
- * rcs[i] gets 0 or the request's error. Returns 0 when every request completed,
- * else the first error.
+ * The range lies in our own mounted segment: copy it here. The engine would
+ * copy it too (same-process shortcut), but only after a batch alloc, submit,
+ * wait, status and free; for a small object that is most of the work.
  */
-static int transfer_reqs(struct tide_store *s, enum tide_te_op op, const char *const *ep,
-			 const uint64_t *raddr, void *const *local, const uint64_t *len, uint32_t n,
-			 int *rcs, struct tide_te_req *reqs);
-
-static int
-transfer(struct tide_store *s, enum tide_te_op op, const char *const *ep, const uint64_t *raddr,
-	 void *const *local, const uint64_t *len, uint32_t n, int *rcs)
+static bool
+self_copy(struct tide_store *s, enum tide_te_op op, const struct xfer *x, const char *self)
 {
-	struct tide_te_req *reqs = calloc(n ? n : 1, sizeof(*reqs));
-	int rc = reqs ? transfer_reqs(s, op, ep, raddr, local, len, n, rcs, reqs) : -ENOMEM;
+	uintptr_t base = (uintptr_t)s->seg_base;
+	void *remote;
 
-	free(reqs);
-	return rc;
+	if (s->seg_base == NULL || strcmp(x->ep, self) != 0 || x->raddr < base ||
+	    x->len > s->seg_size || x->raddr - base > s->seg_size - x->len)
+		return false;
+	remote = (void *)(uintptr_t)x->raddr;
+	if (op == TIDE_TE_READ)
+		memcpy(x->local, remote, x->len);
+	else
+		memcpy(remote, x->local, x->len);
+	return true;
 }
 
+/*
+ * Move n ranges in one engine batch (ranges in our own segment are copied
+ * directly). x[i].rc gets 0 or the request's error. Returns 0 when every
+ * range moved, else the first error.
+ */
 static int
-transfer_reqs(struct tide_store *s, enum tide_te_op op, const char *const *ep,
-	      const uint64_t *raddr, void *const *local, const uint64_t *len, uint32_t n, int *rcs,
-	      struct tide_te_req *reqs)
+transfer(struct tide_store *s, enum tide_te_op op, struct xfer *x, size_t n)
 {
+	struct tide_te_req inl[XFER_INLINE], *reqs = inl;
+	const char *self = tide_te_local_name(s->te);
 	struct tide_te_status st;
-	tide_te_batch_t b;
+	tide_te_batch_t b = 0;
+	size_t i, nr = 0;
+	uint32_t sub = 0;
 	int first = 0, rc;
-	uint32_t i, sub = 0;
+	bool have_b;
 
 	for (i = 0; i < n; i++) {
-		rcs[i] = tide_te_open_segment(s->te, ep[i], &reqs[sub].seg);
-		if (rcs[i] != 0) {
-			TIDE_LOG(WARN, "open segment %s: %s", ep[i], tide_te_strerror(rcs[i]));
+		x[i].rc = 0;
+		if (x[i].len == 0 || self_copy(s, op, &x[i], self))
+			continue;
+		x[i].rc = 1; /* for the engine */
+		nr++;
+	}
+	if (nr == 0)
+		return 0;
+	if (nr > UINT32_MAX)
+		return -EINVAL;
+	if (nr > XFER_INLINE) {
+		reqs = calloc(nr, sizeof(*reqs));
+		if (reqs == NULL) {
+			for (i = 0; i < n; i++)
+				if (x[i].rc == 1)
+					x[i].rc = -ENOMEM;
+			return -ENOMEM;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		if (x[i].rc != 1)
+			continue;
+		rc = tide_te_open_segment(s->te, x[i].ep, &reqs[sub].seg);
+		if (rc != 0) {
+			TIDE_LOG_RATELIMIT(WARN, 5, "open segment %s: %s", x[i].ep,
+					   tide_te_strerror(rc));
+			x[i].rc = rc;
 			if (first == 0)
-				first = rcs[i];
+				first = rc;
 			continue;
 		}
 		reqs[sub].op = op;
-		reqs[sub].local = local[i];
-		reqs[sub].remote_addr = raddr[i];
-		reqs[sub].len = len[i];
+		reqs[sub].local = x[i].local;
+		reqs[sub].remote_addr = x[i].raddr;
+		reqs[sub].len = x[i].len;
 		sub++;
 	}
 	if (sub == 0)
-		return first;
+		goto out;
 	rc = tide_te_batch_alloc(s->te, sub, &b);
-	if (rc != 0)
-		return rc;
-	rc = tide_te_submit(s->te, b, reqs, sub);
-	if (rc == 0)
-		rc = tide_te_wait(s->te, b, XFER_WAIT_MS);
-	if (rc != 0) {
-		/* Requests may still be in flight: the batch cannot be freed yet; the
-		 * engine fails them within io_timeout_ms, so wait once more. */
-		tide_te_wait(s->te, b, -1);
-		tide_te_batch_free(s->te, b);
-		return rc;
+	have_b = rc == 0;
+	if (have_b) {
+		rc = tide_te_submit(s->te, b, reqs, sub);
+		if (rc == 0)
+			rc = tide_te_wait(s->te, b, XFER_WAIT_MS);
+		if (rc != 0) {
+			/* Requests may still be in flight: the batch cannot be freed yet; the
+			 * engine fails them within io_timeout_ms, so wait once more. */
+			tide_te_wait(s->te, b, -1);
+		}
 	}
 	for (i = 0, sub = 0; i < n; i++) {
-		if (rcs[i] != 0)
+		int xr = rc;
+
+		if (x[i].rc != 1)
 			continue;
-		rc = tide_te_status(s->te, b, sub, &st);
-		if (rc == 0 && st.state != TIDE_TE_COMPLETED)
-			rc = st.error != 0 ? st.error : -EIO;
-		if (rc != 0) {
-			/* The handle stays open: other threads may be using it, and the engine
-			 * fetches a restarted peer's descriptor again by itself. */
-			TIDE_LOG(WARN, "transfer with %s failed: %s", ep[i], tide_te_strerror(rc));
-			rcs[i] = rc;
-			if (first == 0)
-				first = rc;
+		if (xr == 0) {
+			xr = tide_te_status(s->te, b, sub, &st);
+			if (xr == 0 && st.state != TIDE_TE_COMPLETED)
+				xr = st.error != 0 ? st.error : -EIO;
 		}
 		sub++;
+		x[i].rc = xr;
+		if (xr != 0) {
+			/* The handle stays open: other threads may be using it, and the engine
+			 * fetches a restarted peer's descriptor again by itself. */
+			TIDE_LOG_RATELIMIT(WARN, 5, "transfer with %s failed: %s", x[i].ep,
+					   tide_te_strerror(xr));
+			if (first == 0)
+				first = xr;
+		}
 	}
-	tide_te_batch_free(s->te, b);
+	if (have_b)
+		tide_te_batch_free(s->te, b);
+out:
+	if (reqs != inl)
+		free(reqs);
 	return first;
 }
 
-/* ---------------------------------------------------------------------------- operations */
+/* ---------------------------------------------------------------------- replicate config */
 
-int
-tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t len,
-	       unsigned replica_num)
-{
-	struct tide_mc_resp resp;
-	int32_t ec = 0, ec2 = 0;
-	int rc, rc2;
-	size_t i, n;
-
-	if (s == NULL || !s->set_up || key == NULL || key[0] == '\0' || replica_num == 0 ||
-	    (buf == NULL && len > 0))
-		return -EINVAL;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_put_start(s->mc, &s->client_id, key, len, replica_num, &resp, &ec);
-	pthread_mutex_unlock(&s->mc_lock);
-	if (rc != 0)
-		return rc;
-	if (ec != 0) {
-		tide_mc_resp_free(&resp);
-		/* Spec 5.3 step 1: an existing key is a successful put. */
-		return ec == TIDE_MC_EC_OBJECT_ALREADY_EXISTS ? 0 : ec_to_errno(ec);
-	}
-	n = resp.u.put_start.val.n;
-	{
-		const char *ep[n ? n : 1];
-		uint64_t raddr[n ? n : 1], lens[n ? n : 1];
-		void *loc[n ? n : 1];
-		int rcs[n ? n : 1];
-		uint32_t m = 0;
-
-		rc = n == 0 ? -EREMOTEIO : 0;
-		for (i = 0; i < n && rc == 0; i++) {
-			const struct tide_mc_replica_desc *d = &resp.u.put_start.val.v[i];
-			const struct tide_mc_buffer_desc *bd = &d->u.memory;
-
-			if (d->kind != TIDE_MC_RK_MEMORY || bd->size < len) {
-				/* Only memory replicas exist at this master (spec 3.3). */
-				rc = -EREMOTEIO;
-				break;
-			}
-			ep[m] = bd->transport_endpoint.ptr;
-			raddr[m] = bd->buffer_address;
-			loc[m] = (void *)(uintptr_t)buf;
-			lens[m] = len;
-			m++;
-		}
-		if (rc == 0)
-			rc = transfer(s, TIDE_TE_WRITE, ep, raddr, loc, lens, m, rcs);
-	}
-	tide_mc_resp_free(&resp);
-	pthread_mutex_lock(&s->mc_lock);
-	if (rc == 0) {
-		rc = mc_result(tide_mc_client_put_end(s->mc, &s->client_id, key, &ec), ec);
-		if (rc != 0)
-			TIDE_LOG(WARN, "PutEnd %s failed: %s", key, tide_store_strerror(rc));
-	} else {
-		/* Nothing partly written may stay visible. */
-		rc2 = tide_mc_client_put_revoke(s->mc, &s->client_id, key, &ec2);
-		if (rc2 != 0 || ec2 != 0)
-			TIDE_LOG(WARN, "PutRevoke %s failed (%d/%d)", key, rc2, ec2);
-	}
-	pthread_mutex_unlock(&s->mc_lock);
-	return rc;
-}
-
-/* GetReplicaList under the lock; resp is valid (free it) when 0 is returned. */
+/*
+ * Check a config for a call of nkeys keys. 0; -EINVAL: a NULL preferred
+ * segment, or a NULL among the first nkeys group ids (the caller's array is
+ * shorter than the keys; entries past nkeys are never read).
+ */
 static int
-replica_list(struct tide_store *s, const char *key, struct tide_mc_resp *resp)
+rc_check(const struct tide_store_rc *rc, size_t nkeys)
 {
-	int32_t ec = 0;
-	int rc;
+	size_t i;
 
-	if (s == NULL || !s->set_up || key == NULL || key[0] == '\0')
+	if (rc == NULL)
+		return 0;
+	if (rc->n_preferred_segments > 0 && rc->preferred_segments == NULL)
 		return -EINVAL;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_get_replica_list(s->mc, key, resp, &ec);
-	pthread_mutex_unlock(&s->mc_lock);
-	if (rc != 0)
-		return rc;
-	if (ec != 0) {
-		tide_mc_resp_free(resp);
-		return ec_to_errno(ec);
-	}
+	for (i = 0; i < rc->n_preferred_segments; i++)
+		if (rc->preferred_segments[i] == NULL)
+			return -EINVAL;
+	for (i = 0; rc->group_ids != NULL && i < nkeys; i++)
+		if (rc->group_ids[i] == NULL)
+			return -EINVAL;
 	return 0;
 }
 
-static uint64_t
-now_ms(void)
+/* Strings rc_fill() needs room for. */
+static size_t
+rc_nstrs(const struct tide_store_rc *rc, size_t nkeys)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return rc == NULL ? 0 : rc->n_preferred_segments + (rc->group_ids != NULL ? nkeys : 0);
 }
+
+/*
+ * Mooncake's ReplicateConfig from ours (checked by rc_check()); strs has
+ * rc_nstrs() entries and borrows the caller's strings.
+ */
+static void
+rc_fill(const struct tide_store_rc *rc, size_t nkeys, struct tide_mc_str *strs,
+	struct tide_mc_replicate_config *out)
+{
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	out->replica_num = 1;
+	if (rc == NULL)
+		return;
+	if (rc->replica_num != 0)
+		out->replica_num = rc->replica_num;
+	out->with_hard_pin = rc->with_hard_pin;
+	out->prefer_alloc_in_same_node = rc->prefer_alloc_in_same_node;
+	out->preferred_segment = mstr(rc->preferred_segment);
+	if (rc->n_preferred_segments > 0) {
+		for (i = 0; i < rc->n_preferred_segments; i++)
+			strs[i] = mstr(rc->preferred_segments[i]);
+		out->preferred_segments.v = strs;
+		out->preferred_segments.n = rc->n_preferred_segments;
+		strs += rc->n_preferred_segments;
+	}
+	if (rc->group_ids != NULL) {
+		for (i = 0; i < nkeys; i++)
+			strs[i] = mstr(rc->group_ids[i]);
+		out->group_ids.has = true;
+		out->group_ids.val.v = strs;
+		out->group_ids.val.n = nkeys;
+	}
+}
+
+/* ---------------------------------------------------------------------------- operations */
 
 static const struct tide_mc_buffer_desc *
 complete_memory(const struct tide_mc_replica_desc *d)
@@ -683,6 +1001,130 @@ complete_memory(const struct tide_mc_replica_desc *d)
 	return &d->u.memory;
 }
 
+/*
+ * Fill x[*nx..] with one write of buf per replica of v. 0; -EREMOTEIO the
+ * master gave no replica, or one we cannot write (not memory, too small).
+ */
+static int
+replica_writes(const struct tide_mc_replica_desc_vec *v, const void *buf, size_t len,
+	       struct xfer *x, size_t *nx)
+{
+	if (v->n == 0)
+		return -EREMOTEIO;
+	for (size_t k = 0; k < v->n; k++) {
+		const struct tide_mc_buffer_desc *bd = &v->v[k].u.memory;
+
+		/* Only memory replicas exist at this master (spec 3.3). */
+		if (v->v[k].kind != TIDE_MC_RK_MEMORY || bd->size < len)
+			return -EREMOTEIO;
+		x[*nx].ep = bd->transport_endpoint.ptr;
+		x[*nx].raddr = bd->buffer_address;
+		x[*nx].local = (void *)(uintptr_t)buf;
+		x[*nx].len = len;
+		(*nx)++;
+	}
+	return 0;
+}
+
+int
+tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t len,
+	       const struct tide_store_rc *rc)
+{
+	struct tide_mc_str strs_inl[XFER_INLINE], *strs = strs_inl;
+	struct xfer x_inl[XFER_INLINE], *x = x_inl;
+	struct tide_mc_replicate_config cfg;
+	const struct tide_mc_replica_desc_vec *v;
+	struct tide_mc_resp resp;
+	struct mc_conn *m;
+	size_t nstrs, nx = 0;
+	int32_t ec = 0;
+	int ret, rc2;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_put(s->agent, key, buf, len, rc);
+	/* A 0-byte object is refused by the master (INVALID_PARAMS): spare the trip. */
+	if (!ready(s) || !key_ok(key) || buf == NULL || len == 0 || rc_check(rc, 1) != 0)
+		return -EINVAL;
+	nstrs = rc_nstrs(rc, 1);
+	if (nstrs > XFER_INLINE) {
+		strs = calloc(nstrs, sizeof(*strs));
+		if (strs == NULL)
+			return -ENOMEM;
+	}
+	rc_fill(rc, 1, strs, &cfg);
+	m = mc_get(s, 0, &ret);
+	if (m != NULL) {
+		ret = tide_mc_client_put_start(m->c, &s->client_id, key, len, &cfg, &resp, &ec);
+		mc_put(m);
+	}
+	if (strs != strs_inl)
+		free(strs);
+	if (ret != 0)
+		return ret;
+	if (ec != 0) {
+		tide_mc_resp_free(&resp);
+		/* Spec 5.3 step 1: an existing key is a successful put. */
+		return ec == TIDE_MC_EC_OBJECT_ALREADY_EXISTS ? 0 : ec_to_errno(ec);
+	}
+	v = &resp.u.put_start.val;
+	if (v->n > XFER_INLINE) {
+		x = calloc(v->n, sizeof(*x));
+		if (x == NULL)
+			ret = -ENOMEM;
+	}
+	if (ret == 0)
+		ret = replica_writes(v, buf, len, x, &nx);
+	if (ret == 0)
+		ret = transfer(s, TIDE_TE_WRITE, x, nx);
+	if (x != x_inl)
+		free(x);
+	tide_mc_resp_free(&resp);
+	m = mc_get(s, 0, &rc2);
+	if (m == NULL) {
+		/* The master dropped the connection: it revokes nothing by itself, but a
+		 * later PutStart of the key discards the stale put (spec 3.3). */
+		return ret != 0 ? ret : rc2;
+	}
+	if (ret == 0) {
+		ret = mc_result(tide_mc_client_put_end(m->c, &s->client_id, key, &ec), ec);
+		if (ret != 0)
+			TIDE_LOG_RATELIMIT(WARN, 5, "PutEnd %s failed: %s", key,
+					   tide_store_strerror(ret));
+	}
+	if (ret != 0) {
+		/* Nothing partly written (or not ended) may stay visible. */
+		rc2 = tide_mc_client_put_revoke(m->c, &s->client_id, key, &ec);
+		if (rc2 != 0 || ec != 0)
+			TIDE_LOG_RATELIMIT(WARN, 5, "PutRevoke %s failed (%d/%d)", key, rc2, ec);
+	}
+	mc_put(m);
+	return ret;
+}
+
+/* GetReplicaList; resp is valid (free it) when 0 is returned. */
+static int
+replica_list(struct tide_store *s, const char *key, struct tide_mc_resp *resp)
+{
+	struct mc_conn *m;
+	int32_t ec = 0;
+	int rc;
+
+	if (!ready(s) || !key_ok(key))
+		return -EINVAL;
+	m = mc_get(s, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_get_replica_list(m->c, key, resp, &ec);
+	mc_put(m);
+	if (rc != 0)
+		return rc;
+	if (ec != 0) {
+		tide_mc_resp_free(resp);
+		return ec_to_errno(ec);
+	}
+	return 0;
+}
+
 int64_t
 tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len)
 {
@@ -690,9 +1132,12 @@ tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len
 	struct tide_mc_resp resp;
 	int64_t ret = -EAGAIN;
 	uint64_t t0, lease;
+	struct xfer x;
 	int rc;
 	size_t i;
 
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_get_into(s->agent, key, buf, len);
 	if (buf == NULL && len > 0)
 		return -EINVAL;
 	t0 = now_ms();
@@ -707,14 +1152,11 @@ tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len
 			ret = -ENOBUFS;
 			break;
 		}
-		{
-			const char *ep = bd->transport_endpoint.ptr;
-			uint64_t raddr = bd->buffer_address, l = bd->size;
-			void *loc = buf;
-			int one;
-
-			rc = transfer(s, TIDE_TE_READ, &ep, &raddr, &loc, &l, 1, &one);
-		}
+		x.ep = bd->transport_endpoint.ptr;
+		x.raddr = bd->buffer_address;
+		x.local = buf;
+		x.len = bd->size;
+		rc = transfer(s, TIDE_TE_READ, &x, 1);
 		if (rc == 0) {
 			/* Spec 5.4: past the lease the buffer may have been reused (LEASE_EXPIRED).
 			 */
@@ -738,6 +1180,8 @@ tide_store_get_size(struct tide_store *s, const char *key)
 	size_t i;
 	int rc;
 
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_get_size(s->agent, key);
 	rc = replica_list(s, key, &resp);
 	if (rc != 0)
 		return rc;
@@ -755,15 +1199,20 @@ tide_store_get_size(struct tide_store *s, const char *key)
 int
 tide_store_is_exist(struct tide_store *s, const char *key)
 {
+	struct mc_conn *m;
 	bool exists = false;
 	int32_t ec = 0;
 	int rc;
 
-	if (s == NULL || !s->set_up || key == NULL || key[0] == '\0')
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_is_exist(s->agent, key);
+	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_exist_key(s->mc, key, &exists, &ec);
-	pthread_mutex_unlock(&s->mc_lock);
+	m = mc_get(s, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_exist_key(m->c, key, &exists, &ec);
+	mc_put(m);
 	rc = mc_result(rc, ec);
 	if (rc == -ENOENT)
 		return 0;
@@ -773,36 +1222,68 @@ tide_store_is_exist(struct tide_store *s, const char *key)
 int
 tide_store_remove(struct tide_store *s, const char *key, bool force)
 {
+	struct mc_conn *m;
 	int32_t ec = 0;
 	int rc;
 
-	if (s == NULL || !s->set_up || key == NULL || key[0] == '\0')
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_remove(s->agent, key, force);
+	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_remove(s->mc, key, force, &ec);
-	pthread_mutex_unlock(&s->mc_lock);
+	m = mc_get(s, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_remove(m->c, key, force, &ec);
+	mc_put(m);
 	return mc_result(rc, ec);
 }
 
 int64_t
 tide_store_remove_all(struct tide_store *s, bool force)
 {
+	struct mc_conn *m;
 	int64_t removed = 0;
 	int rc;
 
-	if (s == NULL || !s->set_up)
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_remove_all(s->agent, force);
+	if (!ready(s))
 		return -EINVAL;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_remove_all(s->mc, force, &removed);
-	pthread_mutex_unlock(&s->mc_lock);
+	m = mc_get(s, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_remove_all(m->c, force, &removed);
+	mc_put(m);
 	if (rc != 0)
 		return rc;
 	return removed < 0 ? 0 : removed;
 }
 
-/* ------------------------------------------------------------------------------ batches */
+int64_t
+tide_store_remove_by_regex(struct tide_store *s, const char *pattern, bool force)
+{
+	struct tide_mc_resp resp;
+	struct tide_mc_req r;
+	int64_t ret;
+	int rc;
 
-static const struct tide_mc_str tenant_default = {(char *)"default", 7};
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_remove_by_regex(s->agent, pattern, force);
+	if (!ready(s) || !key_ok(pattern))
+		return -EINVAL;
+	req_init(&r, TIDE_MC_FN_REMOVE_BY_REGEX);
+	r.u.remove.key = mstr(pattern);
+	r.u.remove.force = force;
+	r.u.remove.tenant_id = tenant_default;
+	rc = mc_call(s, &r, &resp);
+	if (rc != 0)
+		return rc;
+	ret = resp.u.count.ok ? resp.u.count.val : ec_to_errno(resp.u.count.err);
+	tide_mc_resp_free(&resp);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------------ batches */
 
 /* Business result of one element of an expected<void> vector (missing: -EBADMSG). */
 static int
@@ -815,20 +1296,9 @@ vec_status(const struct tide_mc_resp *r, size_t i)
 
 /*
  * BatchPutEnd for the keys with rcs[i] == 0 and pending[i], BatchPutRevoke for
- * the pending ones that failed; an End that fails turns rcs[i] into its error.
+ * the pending ones that failed; an End that fails turns rcs[i] into its error
+ * and is revoked too. ks, metas and idx are n-entry scratch arrays.
  */
-
-/* One generic master RPC, serialised with every other call on the connection. */
-static int
-mc_call(struct tide_store *s, const struct tide_mc_req *r, struct tide_mc_resp *resp)
-{
-	int rc;
-	pthread_mutex_lock(&s->mc_lock);
-	rc = tide_mc_client_call(s->mc, r, resp, NULL);
-	pthread_mutex_unlock(&s->mc_lock);
-	return rc;
-}
-
 static void
 batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool *pending, int *rcs,
 	     struct tide_mc_str *ks, struct tide_mc_object_meta *metas, size_t *idx)
@@ -842,13 +1312,12 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 		if (pending[i] && rcs[i] == 0) {
 			metas[ne].key = mstr(keys[i]);
 			metas[ne].object_checksum.has = false;
+			metas[ne].object_checksum.val = 0;
 			idx[ne++] = i;
 		}
 	}
 	if (ne > 0) {
-		memset(&r, 0, sizeof(r));
-		r.fn = TIDE_MC_FN_BATCH_PUT_END;
-		r.layout = TIDE_MC_LAYOUT_HEAD;
+		req_init(&r, TIDE_MC_FN_BATCH_PUT_END);
 		r.u.batch_put_end.client_id = s->client_id;
 		r.u.batch_put_end.metas.v = metas;
 		r.u.batch_put_end.metas.n = ne;
@@ -861,13 +1330,11 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 			tide_mc_resp_free(&resp);
 	}
 	for (i = 0; i < n; i++)
-		if (pending[i] && rcs[i] != 0 && nr < n)
+		if (pending[i] && rcs[i] != 0)
 			ks[nr++] = mstr(keys[i]);
-	/* Ends that failed are revoked too: nothing partly stored stays visible. */
+	/* Nothing partly stored (or not ended) may stay visible. */
 	if (nr > 0) {
-		memset(&r, 0, sizeof(r));
-		r.fn = TIDE_MC_FN_BATCH_PUT_REVOKE;
-		r.layout = TIDE_MC_LAYOUT_HEAD;
+		req_init(&r, TIDE_MC_FN_BATCH_PUT_REVOKE);
 		r.u.batch_put_revoke.client_id = s->client_id;
 		r.u.batch_put_revoke.keys.v = ks;
 		r.u.batch_put_revoke.keys.n = nr;
@@ -877,62 +1344,83 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 		if (rc == 0)
 			tide_mc_resp_free(&resp);
 		else
-			TIDE_LOG(WARN, "BatchPutRevoke of %zu keys failed: %d", nr, rc);
+			TIDE_LOG_RATELIMIT(WARN, 5, "BatchPutRevoke of %zu keys failed: %d", nr,
+					   rc);
 	}
+}
+
+static int
+first_error(const int *rcs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rcs[i] != 0)
+			return rcs[i];
+	return 0;
 }
 
 int
 tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const void *const *bufs,
-			  const size_t *lens, size_t n, unsigned replica_num, int *rcs)
+			  const size_t *lens, size_t n, const struct tide_store_rc *rc, int *rcs)
 {
-	struct tide_mc_str *ks = NULL;
-	struct tide_mc_object_meta *metas = NULL;
-	uint64_t *slens = NULL, *raddr = NULL, *xlen = NULL;
-	const char **ep = NULL;
-	void **loc = NULL;
-	size_t *owner = NULL, *idx = NULL, nx = 0, cap = 0, i, k;
-	int *xrc = NULL, first = 0, rc;
-	bool *pending = NULL;
+	struct tide_mc_replicate_config cfg;
+	struct tide_mc_object_meta *metas;
+	struct tide_mc_str *ks, *strs;
+	struct scratch sc, sc2;
 	struct tide_mc_resp resp;
 	struct tide_mc_req r;
+	struct xfer *x = NULL;
+	size_t *idx, *owner = NULL, nx = 0, cap = 0, nstrs, i, k;
+	uint64_t *slens;
+	bool *pending;
+	int ret;
 
-	if (s == NULL || !s->set_up || keys == NULL || bufs == NULL || lens == NULL ||
-	    rcs == NULL || n == 0 || n > UINT32_MAX || replica_num == 0)
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_batch_put_from(s->agent, keys, bufs, lens, n, rc, rcs);
+	if (!ready(s) || keys == NULL || bufs == NULL || lens == NULL || rcs == NULL || n == 0 ||
+	    n > UINT32_MAX)
 		return -EINVAL;
 	for (i = 0; i < n; i++)
-		if (keys[i] == NULL || keys[i][0] == '\0' || (bufs[i] == NULL && lens[i] > 0))
+		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
 			return -EINVAL;
-	ks = calloc(n, sizeof(*ks));
-	metas = calloc(n, sizeof(*metas));
-	slens = calloc(n, sizeof(*slens));
-	pending = calloc(n, sizeof(*pending));
-	idx = calloc(n, sizeof(*idx));
-	if (!ks || !metas || !slens || !pending || !idx) {
-		rc = -ENOMEM;
-		goto out;
+	if (rc_check(rc, n) != 0) {
+		/* e.g. fewer group ids than keys: every key is refused. */
+		for (i = 0; i < n; i++)
+			rcs[i] = -EINVAL;
+		return -EINVAL;
 	}
+	nstrs = rc_nstrs(rc, n);
+	if (!sc_init(&sc, sc_size(n, sizeof(*ks)) + sc_size(n, sizeof(*slens)) +
+				  sc_size(n, sizeof(*pending)) + sc_size(n, sizeof(*metas)) +
+				  sc_size(n, sizeof(*idx)) + sc_size(nstrs, sizeof(*strs))))
+		return -ENOMEM;
+	ks = sc_take(&sc, n, sizeof(*ks));
+	slens = sc_take(&sc, n, sizeof(*slens));
+	pending = sc_take(&sc, n, sizeof(*pending));
+	metas = sc_take(&sc, n, sizeof(*metas));
+	idx = sc_take(&sc, n, sizeof(*idx));
+	strs = sc_take(&sc, nstrs, sizeof(*strs));
 	for (i = 0; i < n; i++) {
 		ks[i] = mstr(keys[i]);
 		slens[i] = lens[i];
-		rcs[i] = 0;
+		pending[i] = false;
 	}
-	memset(&r, 0, sizeof(r));
-	r.fn = TIDE_MC_FN_BATCH_PUT_START;
-	r.layout = TIDE_MC_LAYOUT_HEAD;
+	rc_fill(rc, n, strs, &cfg);
+	req_init(&r, TIDE_MC_FN_BATCH_PUT_START);
 	r.u.batch_put_start.client_id = s->client_id;
 	r.u.batch_put_start.keys.v = ks;
 	r.u.batch_put_start.keys.n = n;
 	r.u.batch_put_start.slice_lengths.v = slens;
 	r.u.batch_put_start.slice_lengths.n = n;
-	r.u.batch_put_start.config.replica_num = replica_num;
+	r.u.batch_put_start.config = cfg;
 	r.u.batch_put_start.tenant_id = tenant_default;
-	rc = mc_call(s, &r, &resp);
-	if (rc != 0)
+	ret = mc_call(s, &r, &resp);
+	if (ret != 0)
 		goto out;
 	for (i = 0; i < n; i++) {
 		const struct tide_mc_exp_replicas *e =
 			i < resp.u.batch_put_start.n ? &resp.u.batch_put_start.v[i] : NULL;
 
+		rcs[i] = 0;
 		if (e == NULL) {
 			rcs[i] = -EBADMSG;
 		} else if (!e->ok) {
@@ -944,103 +1432,85 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 			cap += e->val.n;
 		}
 	}
-	ep = calloc(cap + 1, sizeof(*ep));
-	raddr = calloc(cap + 1, sizeof(*raddr));
-	xlen = calloc(cap + 1, sizeof(*xlen));
-	loc = calloc(cap + 1, sizeof(*loc));
-	xrc = calloc(cap + 1, sizeof(*xrc));
-	owner = calloc(cap + 1, sizeof(*owner));
-	if (!ep || !raddr || !xlen || !loc || !xrc || !owner || cap > UINT32_MAX) {
-		for (i = 0; i < n; i++)
-			if (pending[i])
-				rcs[i] = -ENOMEM;
-	} else {
-		for (i = 0; i < n; i++) {
-			const struct tide_mc_replica_desc_vec *v;
-
-			if (!pending[i])
-				continue;
-			v = &resp.u.batch_put_start.v[i].val;
-			if (v->n == 0)
-				rcs[i] = -EREMOTEIO;
-			for (k = 0; k < v->n; k++) {
-				const struct tide_mc_buffer_desc *bd = &v->v[k].u.memory;
-
-				if (v->v[k].kind != TIDE_MC_RK_MEMORY || bd->size < lens[i]) {
-					rcs[i] = -EREMOTEIO;
-					continue;
-				}
-				ep[nx] = bd->transport_endpoint.ptr;
-				raddr[nx] = bd->buffer_address;
-				xlen[nx] = lens[i];
-				loc[nx] = (void *)(uintptr_t)bufs[i];
-				owner[nx++] = i;
-			}
-		}
-		if (nx > 0)
-			transfer(s, TIDE_TE_WRITE, ep, raddr, loc, xlen, (uint32_t)nx, xrc);
-		for (k = 0; k < nx; k++)
-			if (xrc[k] != 0 && rcs[owner[k]] == 0)
-				rcs[owner[k]] = xrc[k];
+	sc2.heap = NULL;
+	if (cap > 0 && sc_init(&sc2, sc_size(cap, sizeof(*x)) + sc_size(cap, sizeof(*owner)))) {
+		x = sc_take(&sc2, cap, sizeof(*x));
+		owner = sc_take(&sc2, cap, sizeof(*owner));
 	}
-	batch_finish(s, keys, n, pending, rcs, ks, metas, idx);
+	for (i = 0; i < n; i++) {
+		size_t mark = nx;
+
+		if (!pending[i])
+			continue;
+		if (x == NULL) {
+			rcs[i] = cap > 0 ? -ENOMEM : -EREMOTEIO;
+			continue;
+		}
+		rcs[i] = replica_writes(&resp.u.batch_put_start.v[i].val, bufs[i], lens[i], x, &nx);
+		if (rcs[i] != 0) {
+			nx = mark; /* none of this key's replicas is written */
+			continue;
+		}
+		for (k = mark; k < nx; k++)
+			owner[k] = i;
+	}
+	if (nx > 0)
+		transfer(s, TIDE_TE_WRITE, x, nx);
+	for (k = 0; k < nx; k++)
+		if (x[k].rc != 0 && rcs[owner[k]] == 0)
+			rcs[owner[k]] = x[k].rc;
+	free(sc2.heap);
 	tide_mc_resp_free(&resp);
-	for (i = 0; i < n && first == 0; i++)
-		first = rcs[i];
-	rc = first;
+	batch_finish(s, keys, n, pending, rcs, ks, metas, idx);
+	ret = first_error(rcs, n);
 out:
-	free(ks);
-	free(metas);
-	free(slens);
-	free(pending);
-	free(idx);
-	free(ep);
-	free(raddr);
-	free(xlen);
-	free(loc);
-	free(xrc);
-	free(owner);
-	return rc;
+	free(sc.heap);
+	return ret;
+}
+
+/* BatchGetReplicaList of n keys; resp valid (free it) on 0. ks: n-entry scratch. */
+static int
+batch_replica_list(struct tide_store *s, const char *const *keys, size_t n, struct tide_mc_str *ks,
+		   struct tide_mc_resp *resp)
+{
+	struct tide_mc_req r;
+
+	for (size_t i = 0; i < n; i++)
+		ks[i] = mstr(keys[i]);
+	req_init(&r, TIDE_MC_FN_BATCH_GET_REPLICA_LIST);
+	r.u.keys.keys.v = ks;
+	r.u.keys.keys.n = n;
+	r.u.keys.tenant_id = tenant_default;
+	return mc_call(s, &r, resp);
 }
 
 int
 tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *const *bufs,
 			  const size_t *lens, size_t n, int64_t *sizes)
 {
-	struct tide_mc_str *ks = NULL;
-	uint64_t *raddr = NULL, *xlen = NULL;
-	const char **ep = NULL;
-	size_t *owner = NULL, nx = 0, i, k;
-	int *xrc = NULL, first = 0, rc;
 	struct tide_mc_resp resp;
-	struct tide_mc_req r;
+	struct tide_mc_str *ks;
+	struct scratch sc;
+	struct xfer *x;
+	size_t *owner, nx = 0, i, k;
+	int ret;
 
-	if (s == NULL || !s->set_up || keys == NULL || bufs == NULL || lens == NULL ||
-	    sizes == NULL || n == 0 || n > UINT32_MAX)
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_batch_get_into(s->agent, keys, bufs, lens, n, sizes);
+	if (!ready(s) || keys == NULL || bufs == NULL || lens == NULL || sizes == NULL || n == 0 ||
+	    n > UINT32_MAX)
 		return -EINVAL;
 	for (i = 0; i < n; i++)
-		if (keys[i] == NULL || keys[i][0] == '\0' || (bufs[i] == NULL && lens[i] > 0))
+		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
 			return -EINVAL;
-	ks = calloc(n, sizeof(*ks));
-	ep = calloc(n, sizeof(*ep));
-	raddr = calloc(n, sizeof(*raddr));
-	xlen = calloc(n, sizeof(*xlen));
-	xrc = calloc(n, sizeof(*xrc));
-	owner = calloc(n, sizeof(*owner));
-	if (!ks || !ep || !raddr || !xlen || !xrc || !owner) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (i = 0; i < n; i++)
-		ks[i] = mstr(keys[i]);
-	memset(&r, 0, sizeof(r));
-	r.fn = TIDE_MC_FN_BATCH_GET_REPLICA_LIST;
-	r.layout = TIDE_MC_LAYOUT_HEAD;
-	r.u.keys.keys.v = ks;
-	r.u.keys.keys.n = n;
-	r.u.keys.tenant_id = tenant_default;
-	rc = mc_call(s, &r, &resp);
-	if (rc != 0)
+	if (!sc_init(&sc,
+		     sc_size(n, sizeof(*ks)) + sc_size(n, sizeof(*x)) + sc_size(n, sizeof(*owner))))
+		return -ENOMEM;
+	ks = sc_take(&sc, n, sizeof(*ks));
+	x = sc_take(&sc, n, sizeof(*x));
+	owner = sc_take(&sc, n, sizeof(*owner));
+	ret = batch_replica_list(s, keys, n, ks, &resp);
+	if (ret != 0)
 		goto out;
 	for (i = 0; i < n; i++) {
 		const struct tide_mc_exp_replica_list *e =
@@ -1065,41 +1535,431 @@ tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *c
 			continue;
 		}
 		sizes[i] = (int64_t)bd->size;
-		ep[nx] = bd->transport_endpoint.ptr;
-		raddr[nx] = bd->buffer_address;
-		xlen[nx] = bd->size;
+		x[nx].ep = bd->transport_endpoint.ptr;
+		x[nx].raddr = bd->buffer_address;
+		x[nx].local = bufs[i];
+		x[nx].len = bd->size;
 		owner[nx++] = i;
 	}
-	if (nx > 0) {
-		void **loc = calloc(nx, sizeof(*loc));
-
-		if (loc == NULL) {
-			for (k = 0; k < nx; k++)
-				xrc[k] = -ENOMEM;
-		} else {
-			for (k = 0; k < nx; k++)
-				loc[k] = bufs[owner[k]];
-			transfer(s, TIDE_TE_READ, ep, raddr, loc, xlen, (uint32_t)nx, xrc);
-			free(loc);
-		}
-	}
+	if (nx > 0)
+		transfer(s, TIDE_TE_READ, x, nx);
 	tide_mc_resp_free(&resp);
 	/* A failed first replica: the single-key path tries the others. */
 	for (k = 0; k < nx; k++)
-		if (xrc[k] != 0)
+		if (x[k].rc != 0)
 			sizes[owner[k]] = tide_store_get_into(s, keys[owner[k]], bufs[owner[k]],
 							      lens[owner[k]]);
-	for (i = 0; i < n && first == 0; i++)
-		first = sizes[i] < 0 ? (int)sizes[i] : 0;
-	rc = first;
+	ret = 0;
+	for (i = 0; i < n && ret == 0; i++)
+		ret = sizes[i] < 0 ? (int)sizes[i] : 0;
 out:
-	free(ks);
-	free(ep);
-	free(raddr);
-	free(xlen);
-	free(xrc);
-	free(owner);
+	free(sc.heap);
+	return ret;
+}
+
+/* What get_into_ranges knows about one key. */
+struct rkey {
+	const struct tide_mc_replica_desc_vec *reps; /* NULL: err */
+	uint64_t size;
+	uint64_t lease_ms;
+	int err;
+};
+
+/* The next COMPLETE memory replica at or after *from (advanced past it), or NULL. */
+static const struct tide_mc_buffer_desc *
+next_replica(const struct rkey *k, uint32_t *from)
+{
+	const struct tide_mc_buffer_desc *bd;
+
+	while (*from < k->reps->n) {
+		bd = complete_memory(&k->reps->v[(*from)++]);
+		if (bd != NULL)
+			return bd;
+	}
+	return NULL;
+}
+
+/*
+ * One BatchGetReplicaList, then rounds of one engine batch each: round r
+ * reads every still-failing fragment from its key's r-th COMPLETE replica,
+ * so the number of rounds is bounded by the replica count (a handful).
+ */
+int
+tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t nkeys,
+			   struct tide_store_frag *frags, size_t nfrags)
+{
+	const struct tide_mc_buffer_desc *bd;
+	struct tide_mc_resp resp;
+	struct tide_mc_str *ks;
+	struct scratch sc;
+	struct rkey *ki;
+	struct xfer *x;
+	uint32_t *next;
+	bool *todo;
+	size_t *owner, nx, i, f;
+	uint64_t t0;
+	int ret;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_get_into_ranges(s->agent, keys, nkeys, frags, nfrags);
+	if (!ready(s) || keys == NULL || frags == NULL || nkeys == 0 || nfrags == 0 ||
+	    nkeys > UINT32_MAX || nfrags > UINT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < nkeys; i++)
+		if (!key_ok(keys[i]))
+			return -EINVAL;
+	for (f = 0; f < nfrags; f++)
+		if (frags[f].dst == NULL && frags[f].len > 0)
+			return -EINVAL;
+	if (!sc_init(&sc, sc_size(nkeys, sizeof(*ks)) + sc_size(nkeys, sizeof(*ki)) +
+				  sc_size(nfrags, sizeof(*next)) + sc_size(nfrags, sizeof(*todo)) +
+				  sc_size(nfrags, sizeof(*x)) + sc_size(nfrags, sizeof(*owner))))
+		return -ENOMEM;
+	ks = sc_take(&sc, nkeys, sizeof(*ks));
+	ki = sc_take(&sc, nkeys, sizeof(*ki));
+	next = sc_take(&sc, nfrags, sizeof(*next));
+	todo = sc_take(&sc, nfrags, sizeof(*todo));
+	x = sc_take(&sc, nfrags, sizeof(*x));
+	owner = sc_take(&sc, nfrags, sizeof(*owner));
+	t0 = now_ms();
+	ret = batch_replica_list(s, keys, nkeys, ks, &resp);
+	if (ret != 0)
+		goto out;
+	for (i = 0; i < nkeys; i++) {
+		const struct tide_mc_exp_replica_list *e =
+			i < resp.u.batch_replica_list.n ? &resp.u.batch_replica_list.v[i] : NULL;
+		uint32_t from = 0;
+
+		ki[i].reps = NULL;
+		ki[i].err = e == NULL ? -EBADMSG : !e->ok ? ec_to_errno(e->err) : 0;
+		if (ki[i].err != 0)
+			continue;
+		ki[i].reps = &e->val.replicas;
+		ki[i].lease_ms = e->val.lease_ttl_ms;
+		bd = next_replica(&ki[i], &from);
+		if (bd == NULL) {
+			ki[i].reps = NULL;
+			ki[i].err = -EAGAIN; /* no COMPLETE replica */
+			continue;
+		}
+		ki[i].size = bd->size;
+	}
+	/* Fragments that cannot be read are settled now; the others read in rounds. */
+	for (f = 0; f < nfrags; f++) {
+		struct tide_store_frag *fr = &frags[f];
+
+		next[f] = 0;
+		todo[f] = false;
+		if (fr->key >= nkeys)
+			fr->result = -EINVAL;
+		else if (ki[fr->key].err != 0)
+			fr->result = ki[fr->key].err;
+		else if (fr->src_off > ki[fr->key].size || fr->len > ki[fr->key].size - fr->src_off)
+			fr->result = -EINVAL;
+		else if (fr->len == 0)
+			fr->result = 0;
+		else
+			todo[f] = true;
+	}
+	for (;;) {
+		nx = 0;
+		for (f = 0; f < nfrags; f++) {
+			if (!todo[f])
+				continue;
+			bd = next_replica(&ki[frags[f].key], &next[f]);
+			if (bd == NULL) {
+				todo[f] = false; /* every replica failed: keeps the last error */
+				continue;
+			}
+			x[nx].ep = bd->transport_endpoint.ptr;
+			x[nx].raddr = bd->buffer_address + frags[f].src_off;
+			x[nx].local = frags[f].dst;
+			x[nx].len = frags[f].len;
+			owner[nx++] = f;
+		}
+		if (nx == 0)
+			break;
+		transfer(s, TIDE_TE_READ, x, nx);
+		for (i = 0; i < nx; i++) {
+			f = owner[i];
+			frags[f].result = x[i].rc == 0 ? (int64_t)frags[f].len : x[i].rc;
+			todo[f] = x[i].rc != 0;
+		}
+	}
+	/* As get_into: past the read lease the bytes may come from a reused buffer. */
+	for (f = 0; f < nfrags; f++) {
+		struct tide_store_frag *fr = &frags[f];
+
+		if (fr->result > 0 && fr->key < nkeys && ki[fr->key].lease_ms != 0 &&
+		    now_ms() - t0 > ki[fr->key].lease_ms)
+			fr->result = -ESTALE;
+	}
+	tide_mc_resp_free(&resp);
+	ret = 0;
+	for (f = 0; f < nfrags && ret == 0; f++)
+		ret = frags[f].result < 0 ? (int)frags[f].result : 0;
+out:
+	free(sc.heap);
+	return ret;
+}
+
+int
+tide_store_batch_is_exist(struct tide_store *s, const char *const *keys, size_t n, int *out)
+{
+	struct tide_mc_resp resp;
+	struct tide_mc_str *ks;
+	struct tide_mc_req r;
+	struct scratch sc;
+	size_t i;
+	int ret;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_batch_is_exist(s->agent, keys, n, out);
+	if (!ready(s) || keys == NULL || out == NULL || n == 0 || n > UINT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (!key_ok(keys[i]))
+			return -EINVAL;
+	if (!sc_init(&sc, sc_size(n, sizeof(*ks))))
+		return -ENOMEM;
+	ks = sc_take(&sc, n, sizeof(*ks));
+	for (i = 0; i < n; i++)
+		ks[i] = mstr(keys[i]);
+	req_init(&r, TIDE_MC_FN_BATCH_EXIST_KEY);
+	r.u.keys.keys.v = ks;
+	r.u.keys.keys.n = n;
+	r.u.keys.tenant_id = tenant_default;
+	ret = mc_call(s, &r, &resp);
+	if (ret == 0) {
+		for (i = 0; i < n; i++) {
+			const struct tide_mc_exp_bool *e =
+				i < resp.u.batch_exist.n ? &resp.u.batch_exist.v[i] : NULL;
+
+			if (e == NULL)
+				out[i] = -EBADMSG;
+			else if (e->ok)
+				out[i] = e->val ? 1 : 0;
+			else
+				out[i] = e->err == TIDE_MC_EC_OBJECT_NOT_FOUND
+						 ? 0
+						 : ec_to_errno(e->err);
+		}
+		tide_mc_resp_free(&resp);
+	}
+	free(sc.heap);
+	return ret;
+}
+
+int
+tide_store_batch_remove(struct tide_store *s, const char *const *keys, size_t n, bool force,
+			int *rcs)
+{
+	struct tide_mc_resp resp;
+	struct tide_mc_str *ks;
+	struct tide_mc_req r;
+	struct scratch sc;
+	size_t i;
+	int ret;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_batch_remove(s->agent, keys, n, force, rcs);
+	if (!ready(s) || keys == NULL || rcs == NULL || n == 0 || n > UINT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (!key_ok(keys[i]))
+			return -EINVAL;
+	if (!sc_init(&sc, sc_size(n, sizeof(*ks))))
+		return -ENOMEM;
+	ks = sc_take(&sc, n, sizeof(*ks));
+	for (i = 0; i < n; i++)
+		ks[i] = mstr(keys[i]);
+	req_init(&r, TIDE_MC_FN_BATCH_REMOVE);
+	r.u.batch_remove.keys.v = ks;
+	r.u.batch_remove.keys.n = n;
+	r.u.batch_remove.force = force;
+	r.u.batch_remove.tenant_id = tenant_default;
+	ret = mc_call(s, &r, &resp);
+	if (ret == 0) {
+		for (i = 0; i < n; i++)
+			rcs[i] = vec_status(&resp, i);
+		tide_mc_resp_free(&resp);
+		ret = first_error(rcs, n);
+	}
+	free(sc.heap);
+	return ret;
+}
+
+/* ------------------------------------------------------------------------------ buffers */
+
+/*
+ * Registered buffers: an open-addressing table keyed by start address under
+ * buf_lock. Miles registers and unregisters a buffer around every GET, so
+ * both are O(1) (a hash and a short probe), with no allocation until the
+ * table outgrows REG_INIT_CAP / 2 entries.
+ */
+static size_t
+reg_home(uintptr_t addr, size_t cap)
+{
+	return (size_t)(((uint64_t)addr * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+
+/* Slot of addr, or of the free slot where it would go. */
+static size_t
+reg_find(const struct reg_ent *t, size_t cap, uintptr_t addr)
+{
+	size_t i = reg_home(addr, cap);
+
+	while (t[i].addr != 0 && t[i].addr != addr)
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
+static int
+reg_grow(struct tide_store *s)
+{
+	size_t cap = s->reg_cap * 2, i, j;
+	struct reg_ent *t = calloc(cap, sizeof(*t));
+
+	if (t == NULL)
+		return -ENOMEM;
+	for (i = 0; i < s->reg_cap; i++) {
+		if (s->reg[i].addr == 0)
+			continue;
+		j = reg_find(t, cap, s->reg[i].addr);
+		t[j] = s->reg[i];
+	}
+	free(s->reg);
+	s->reg = t;
+	s->reg_cap = cap;
+	return 0;
+}
+
+int
+tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len)
+{
+	size_t i;
+	int rc = 0;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_register_buffer(s->agent, ptr, len);
+	if (!ready(s) || ptr == NULL || len == 0)
+		return -EINVAL;
+	pthread_mutex_lock(&s->buf_lock);
+	if ((s->reg_n + 1) * 2 > s->reg_cap)
+		rc = reg_grow(s);
+	if (rc == 0) {
+		i = reg_find(s->reg, s->reg_cap, (uintptr_t)ptr);
+		if (s->reg[i].addr != 0) {
+			rc = -EEXIST;
+		} else {
+			s->reg[i].addr = (uintptr_t)ptr;
+			s->reg[i].len = len;
+			s->reg_n++;
+		}
+	}
+	pthread_mutex_unlock(&s->buf_lock);
 	return rc;
+}
+
+int
+tide_store_unregister_buffer(struct tide_store *s, void *ptr)
+{
+	size_t i, j, h, cap;
+	int rc = 0;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_unregister_buffer(s->agent, ptr);
+	if (!ready(s))
+		return -EINVAL;
+	if (ptr == NULL)
+		return -ENOENT;
+	pthread_mutex_lock(&s->buf_lock);
+	cap = s->reg_cap;
+	i = reg_find(s->reg, cap, (uintptr_t)ptr);
+	if (s->reg[i].addr == 0) {
+		rc = -ENOENT;
+	} else {
+		/* Backward-shift deletion: no tombstones, probes stay short. */
+		for (j = (i + 1) & (cap - 1); s->reg[j].addr != 0; j = (j + 1) & (cap - 1)) {
+			h = reg_home(s->reg[j].addr, cap);
+			/* Move j into the hole at i unless its home lies in (i, j]. */
+			if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
+				s->reg[i] = s->reg[j];
+				i = j;
+			}
+		}
+		s->reg[i].addr = 0;
+		s->reg[i].len = 0;
+		s->reg_n--;
+	}
+	pthread_mutex_unlock(&s->buf_lock);
+	return rc;
+}
+
+int
+tide_store_local_buffer(struct tide_store *s, void **base, size_t *len)
+{
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_local_buffer(s->agent, base, len);
+	if (!ready(s) || base == NULL || len == NULL)
+		return -EINVAL;
+	*base = s->lbuf;
+	*len = s->lbuf_len;
+	return 0;
+}
+
+int
+tide_store_map_buffer(struct tide_store *s, size_t len, void **out)
+{
+	struct mapped *m;
+	void *p;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_map_buffer(s->agent, len, out);
+	if (!ready(s) || len == 0 || out == NULL)
+		return -EINVAL;
+	m = malloc(sizeof(*m));
+	if (m == NULL)
+		return -ENOMEM;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		 0);
+	if (p == MAP_FAILED) {
+		free(m);
+		return -ENOMEM;
+	}
+	m->base = p;
+	m->len = len;
+	pthread_mutex_lock(&s->buf_lock);
+	m->next = s->maps;
+	s->maps = m;
+	pthread_mutex_unlock(&s->buf_lock);
+	*out = p;
+	return 0;
+}
+
+int
+tide_store_unmap_buffer(struct tide_store *s, void *ptr)
+{
+	struct mapped **pp, *m = NULL;
+
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_unmap_buffer(s->agent, ptr);
+	if (!ready(s))
+		return -ENOENT;
+	pthread_mutex_lock(&s->buf_lock);
+	for (pp = &s->maps; *pp != NULL; pp = &(*pp)->next) {
+		if ((*pp)->base == ptr) {
+			m = *pp;
+			*pp = m->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->buf_lock);
+	if (m == NULL)
+		return -ENOENT;
+	munmap(m->base, m->len);
+	free(m);
+	return 0;
 }
 
 const char *

@@ -102,7 +102,10 @@ struct tide_store_rc {
 	/** Prefer a segment on this node (Mooncake's prefer_alloc_in_same_node). */
 	bool prefer_alloc_in_same_node;
 	/** Group ids, one per key of the call ("" = ungrouped), or NULL. In a batch it
-	 * must have exactly as many entries as keys (else every key gets -EINVAL). */
+	 * must have exactly as many entries as keys (1 for tide_store_put()). C cannot
+	 * see the array's length: only the first n entries are read, and a NULL among
+	 * them (a shorter, NULL-terminated array) is the count mismatch that gives
+	 * every key -EINVAL. */
 	const char *const *group_ids;
 };
 

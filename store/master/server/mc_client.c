@@ -669,8 +669,8 @@ tide_mc_client_unmount(struct tide_mc_client *c, const struct tide_mc_uuid *segm
 
 int
 tide_mc_client_put_start(struct tide_mc_client *c, const struct tide_mc_uuid *client,
-			 const char *key, uint64_t len, unsigned replicas, struct tide_mc_resp *out,
-			 int32_t *ec)
+			 const char *key, uint64_t len, const struct tide_mc_replicate_config *cfg,
+			 struct tide_mc_resp *out, int32_t *ec)
 {
 	struct tide_mc_resp resp;
 	struct tide_mc_req r;
@@ -680,7 +680,11 @@ tide_mc_client_put_start(struct tide_mc_client *c, const struct tide_mc_uuid *cl
 	r.u.put_start.client_id = *client;
 	r.u.put_start.key = cstr(key);
 	r.u.put_start.slice_length = len;
-	r.u.put_start.config.replica_num = replicas;
+	if (cfg != NULL) {
+		r.u.put_start.config = *cfg;
+	} else {
+		r.u.put_start.config.replica_num = 1;
+	}
 	r.u.put_start.tenant_id = tenant;
 	rc = tide_mc_client_call(c, &r, &resp, NULL);
 	if (rc != 0) {

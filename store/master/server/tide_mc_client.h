@@ -153,14 +153,18 @@ int tide_mc_client_unmount(struct tide_mc_client *c, const struct tide_mc_uuid *
 			   const struct tide_mc_uuid *client, int32_t *ec);
 
 /**
- * PutStart with a default ReplicateConfig of `replicas` replicas.
+ * PutStart.
+ * \param cfg       The ReplicateConfig sent as is (HEAD layout; strings and arrays are
+ *                  borrowed for the call); NULL = Mooncake's defaults (1 replica, no pin,
+ *                  no preference, no group).
  * \param[out] out  Descriptors on success (free with tide_mc_resp_free(out) when rc is 0);
  *                  may be NULL when not needed.
  * Thread: the owner.
  */
 int tide_mc_client_put_start(struct tide_mc_client *c, const struct tide_mc_uuid *client,
-			     const char *key, uint64_t len, unsigned replicas,
-			     struct tide_mc_resp *out, int32_t *ec);
+			     const char *key, uint64_t len,
+			     const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *out,
+			     int32_t *ec);
 
 /** PutEnd (replica type ALL, no checksum). Thread: the owner. */
 int tide_mc_client_put_end(struct tide_mc_client *c, const struct tide_mc_uuid *client,

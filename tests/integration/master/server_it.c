@@ -140,7 +140,7 @@ test_client_sequence(void)
 	CU_ASSERT_EQUAL(resp.u.tasks.val.n, 0);
 	tide_mc_resp_free(&resp);
 
-	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "smoke_key", 140, 1, &resp, &ec));
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "smoke_key", 140, NULL, &resp, &ec));
 	CU_ASSERT_EQUAL(ec, 0);
 	CU_ASSERT_EQUAL_FATAL(resp.u.put_start.val.n, 1);
 	d = &resp.u.put_start.val.v[0];
@@ -159,7 +159,7 @@ test_client_sequence(void)
 	TIDE_UT_OK(tide_mc_client_put_end(c, &client_a, "smoke_key", &ec));
 	CU_ASSERT_EQUAL(ec, 0);
 	/* A duplicate put is refused. */
-	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "smoke_key", 140, 1, NULL, &ec));
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "smoke_key", 140, NULL, NULL, &ec));
 	CU_ASSERT_EQUAL(ec, TIDE_MC_EC_OBJECT_ALREADY_EXISTS);
 
 	TIDE_UT_OK(tide_mc_client_get_replica_list(c, "smoke_key", &resp, &ec));
@@ -182,7 +182,7 @@ test_client_sequence(void)
 	CU_ASSERT_EQUAL(ec, TIDE_MC_EC_OBJECT_NOT_FOUND);
 
 	/* Revoke path. */
-	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "k2", 64, 1, NULL, &ec));
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "k2", 64, NULL, NULL, &ec));
 	CU_ASSERT_EQUAL(ec, 0);
 	TIDE_UT_OK(tide_mc_client_put_revoke(c, &client_a, "k2", &ec));
 	CU_ASSERT_EQUAL(ec, 0);
@@ -192,7 +192,7 @@ test_client_sequence(void)
 	TIDE_UT_OK(tide_mc_client_unmount(c, &seg_a, &client_a, &ec));
 	CU_ASSERT_EQUAL(ec, 0);
 	/* Nothing left to allocate in. */
-	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "k3", 64, 1, NULL, &ec));
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "k3", 64, NULL, NULL, &ec));
 	CU_ASSERT_NOT_EQUAL(ec, 0);
 
 	tide_mc_client_close(c);
@@ -442,7 +442,7 @@ test_pipelined_backpressure(void)
 
 	CU_ASSERT_FATAL(reqs != NULL && resps != NULL && rcs != NULL);
 	mount_ok(c);
-	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "flood", 1000, 1, NULL, &ec));
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "flood", 1000, NULL, NULL, &ec));
 	TIDE_UT_OK(tide_mc_client_put_end(c, &client_a, "flood", &ec));
 	for (i = 0; i < FLOOD_N; i++) {
 		reqs[i].fn = TIDE_MC_FN_GET_REPLICA_LIST;
@@ -684,7 +684,7 @@ test_http_admin(void)
 	free(body);
 
 	mount_ok(c);
-	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "hkey", 4096, 1, NULL, &ec));
+	TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, "hkey", 4096, NULL, NULL, &ec));
 	TIDE_UT_OK(tide_mc_client_put_end(c, &client_a, "hkey", &ec));
 	CU_ASSERT_EQUAL(ec, 0);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,13 +22,17 @@
 #include "tide_store.h"
 #include "tide_ut.h"
 
-#define SEG_SIZE (64ull << 20)
+/* Room for a 64 MiB object next to what the other cases leave behind. */
+#define SEG_SIZE (128ull << 20)
+/* A config of n replicas and nothing else. */
+#define RC(n) (&(struct tide_store_rc){.replica_num = (n)})
 /* Short enough that a store without a working heartbeat loses its segment
  * during the test (checked by heartbeat_keeps_segment). */
 #define CLIENT_TTL_S "3"
 
 static pid_t master_pid = -1;
 static char master_addr[64];
+static uint16_t metrics_port;
 static struct tide_store *sa, *sb;
 
 static uint16_t
@@ -60,14 +65,16 @@ start_master(void)
 {
 	const char *bin = getenv("STORE_IT_MASTER_BIN");
 	struct tide_mc_client *c = NULL;
-	char port_s[16];
+	char port_s[16], mport_s[16];
 	uint16_t port = free_port();
 
 	if (bin == NULL || port == 0) {
 		fprintf(stderr, "STORE_IT_MASTER_BIN not set or no free port\n");
 		return -1;
 	}
+	metrics_port = free_port();
 	snprintf(port_s, sizeof(port_s), "%u", port);
+	snprintf(mport_s, sizeof(mport_s), "%u", metrics_port);
 	master_pid = fork();
 	if (master_pid < 0)
 		return -1;
@@ -75,7 +82,7 @@ start_master(void)
 		/* Never outlive the test, even if it crashes. */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		execl(bin, "mooncake_master", "--rpc_port", port_s, "--rpc_address", "127.0.0.1",
-		      "--metrics_port", "0", "--metrics_host", "127.0.0.1", "--client_ttl",
+		      "--metrics_port", mport_s, "--metrics_host", "127.0.0.1", "--client_ttl",
 		      CLIENT_TTL_S, "--log_level", "warn", (char *)NULL);
 		_exit(127);
 	}
@@ -100,6 +107,7 @@ new_store(struct tide_store **out, uint64_t seg)
 		.local_buffer_size = 16u << 20,
 		.protocol = "tcp",
 		.master_server_addr = master_addr,
+		.agent = TIDE_STORE_AGENT_OFF,
 	};
 	int rc = tide_store_create(out);
 
@@ -181,6 +189,71 @@ replica_endpoints(const char *key, char eps[][64], size_t max)
 	return n;
 }
 
+/* GET path from the master's admin HTTP server; the body, NUL-terminated (free it), or NULL. */
+static char *
+http_get(const char *path)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {2, 0};
+	size_t len = 0, cap = 65536;
+	char req[256], *buf = malloc(cap), *body;
+	ssize_t n;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_port = htons(metrics_port);
+	if (fd < 0 || buf == NULL)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0)
+		goto fail;
+	n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", path);
+	if (write(fd, req, (size_t)n) != n)
+		goto fail;
+	/* The server closes after the answer. */
+	while ((n = read(fd, buf + len, cap - len - 1)) > 0) {
+		len += (size_t)n;
+		if (cap - len < 4096) {
+			char *p = realloc(buf, cap * 2);
+
+			if (p == NULL)
+				goto fail;
+			buf = p;
+			cap *= 2;
+		}
+	}
+	buf[len] = '\0';
+	close(fd);
+	body = strstr(buf, "\r\n\r\n");
+	if (body == NULL || strncmp(buf, "HTTP/1.1 200", 12) != 0) {
+		free(buf);
+		return NULL;
+	}
+	memmove(buf, body + 4, strlen(body + 4) + 1);
+	return buf;
+fail:
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return NULL;
+}
+
+/* A gauge or counter from /metrics (no labels); -1 when absent. */
+static long long
+metric(const char *name)
+{
+	char *m = http_get("/metrics"), pat[128], *p;
+	long long v = -1;
+
+	if (m == NULL)
+		return -1;
+	snprintf(pat, sizeof(pat), "\n%s ", name);
+	p = strstr(m, pat);
+	if (p != NULL)
+		v = strtoll(p + strlen(pat), NULL, 10);
+	free(m);
+	return v;
+}
+
 static void
 roundtrip(struct tide_store *w, struct tide_store *r, const char *key, size_t len)
 {
@@ -189,7 +262,7 @@ roundtrip(struct tide_store *w, struct tide_store *r, const char *key, size_t le
 	CU_ASSERT_FATAL(src != NULL && dst != NULL);
 	fill(src, len, (unsigned)len);
 	memset(dst, 0xee, len + 16);
-	CU_ASSERT_EQUAL(tide_store_put(w, key, src, len, 1), 0);
+	CU_ASSERT_EQUAL(tide_store_put(w, key, src, len, NULL), 0);
 	CU_ASSERT_EQUAL(tide_store_is_exist(r, key), 1);
 	CU_ASSERT_EQUAL(tide_store_get_size(r, key), (int64_t)len);
 	CU_ASSERT_EQUAL(tide_store_get_into(r, key, dst, len + 16), (int64_t)len);
@@ -234,7 +307,7 @@ test_throughput_16m(void)
 	for (int i = 0; i < rounds; i++) {
 		snprintf(key, sizeof(key), "tp-%d", i);
 		t0 = now_s();
-		CU_ASSERT_EQUAL(tide_store_put(sa, key, src, len, 1), 0);
+		CU_ASSERT_EQUAL(tide_store_put(sa, key, src, len, NULL), 0);
 		tput += now_s() - t0;
 		t0 = now_s();
 		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, dst, len), (int64_t)len);
@@ -254,7 +327,7 @@ test_zero_length(void)
 	char b = 0;
 
 	/* The master refuses empty objects (INVALID_PARAMS), as Mooncake's. */
-	CU_ASSERT_EQUAL(tide_store_put(sa, "zero", &b, 0, 1), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "zero", &b, 0, NULL), -EINVAL);
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "zero"), 0);
 }
 
@@ -265,8 +338,8 @@ test_put_exists_is_success(void)
 
 	fill(a, sizeof(a), 7);
 	fill(b2, sizeof(b2), 8);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "dup", a, sizeof(a), 1), 0);
-	CU_ASSERT_EQUAL(tide_store_put(sb, "dup", b2, sizeof(b2), 1), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "dup", a, sizeof(a), NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "dup", b2, sizeof(b2), NULL), 0);
 	CU_ASSERT_EQUAL(tide_store_get_into(sb, "dup", out, sizeof(out)), 100);
 	CU_ASSERT_EQUAL(memcmp(out, a, sizeof(a)), 0); /* the first value stays */
 }
@@ -283,7 +356,7 @@ test_placed_in_other_segment(void)
 	for (int i = 0; i < 64 && !found; i++) {
 		snprintf(key, sizeof(key), "other-%d", i);
 		fill(src, sizeof(src), (unsigned)i + 100);
-		CU_ASSERT_EQUAL_FATAL(tide_store_put(sa, key, src, sizeof(src), 1), 0);
+		CU_ASSERT_EQUAL_FATAL(tide_store_put(sa, key, src, sizeof(src), NULL), 0);
 		CU_ASSERT_EQUAL_FATAL(replica_endpoints(key, eps, 4), 1);
 		if (strcmp(eps[0], epb) != 0)
 			continue;
@@ -306,7 +379,7 @@ test_two_replicas(void)
 	char eps[4][64];
 
 	fill(src, sizeof(src), 2);
-	CU_ASSERT_EQUAL(tide_store_put(sb, "two", src, sizeof(src), 2), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "two", src, sizeof(src), RC(2)), 0);
 	n = replica_endpoints("two", eps, 4);
 	CU_ASSERT_EQUAL_FATAL(n, 2);
 	CU_ASSERT_NOT_EQUAL(strcmp(eps[0], eps[1]), 0);
@@ -317,7 +390,7 @@ test_two_replicas(void)
 	CU_ASSERT_EQUAL(tide_store_get_into(sa, "two", dst, sizeof(dst)), (int64_t)sizeof(src));
 	CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(src)), 0);
 	/* Only two segments exist: placement is best effort (at least one), as Mooncake's. */
-	CU_ASSERT_EQUAL(tide_store_put(sb, "three", src, 10, 3), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "three", src, 10, RC(3)), 0);
 	CU_ASSERT_EQUAL(replica_endpoints("three", eps, 4), 2);
 }
 
@@ -340,7 +413,8 @@ test_batch(void)
 		dlens[i] = lens[i];
 	}
 	CU_ASSERT_EQUAL(
-		tide_store_batch_put_from(sa, keys, (const void *const *)src, lens, N, 2, rcs), 0);
+		tide_store_batch_put_from(sa, keys, (const void *const *)src, lens, N, RC(2), rcs),
+		0);
 	for (int i = 0; i < N; i++)
 		CU_ASSERT_EQUAL(rcs[i], 0);
 	CU_ASSERT_EQUAL(tide_store_batch_get_into(sb, keys, (void *const *)dst, dlens, N, sizes),
@@ -351,7 +425,8 @@ test_batch(void)
 	}
 	/* Existing keys are a success again; a missing key and a short buffer are per key. */
 	CU_ASSERT_EQUAL(
-		tide_store_batch_put_from(sb, keys, (const void *const *)src, lens, N, 1, rcs), 0);
+		tide_store_batch_put_from(sb, keys, (const void *const *)src, lens, N, NULL, rcs),
+		0);
 	keys[1] = "b-missing";
 	dlens[2] = 10;
 	CU_ASSERT_EQUAL(tide_store_batch_get_into(sa, keys, (void *const *)dst, dlens, N, sizes),
@@ -378,12 +453,12 @@ test_missing_and_remove(void)
 	CU_ASSERT_EQUAL(tide_store_remove(sa, "nope", false), -ENOENT);
 
 	fill(src, sizeof(src), 3);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "rm", src, sizeof(src), 1), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "rm", src, sizeof(src), NULL), 0);
 	CU_ASSERT_EQUAL(tide_store_remove(sb, "rm", false), 0); /* never read: no lease */
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "rm"), 0);
 	CU_ASSERT_EQUAL(tide_store_get_into(sa, "rm", dst, sizeof(dst)), -ENOENT);
 
-	CU_ASSERT_EQUAL(tide_store_put(sa, "rm2", src, sizeof(src), 1), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "rm2", src, sizeof(src), NULL), 0);
 	CU_ASSERT_EQUAL(tide_store_get_into(sa, "rm2", dst, sizeof(dst)), 64);
 	CU_ASSERT_EQUAL(tide_store_remove(sa, "rm2", false), -EBUSY); /* read lease */
 	CU_ASSERT_EQUAL(tide_store_remove(sa, "rm2", true), 0);
@@ -396,7 +471,7 @@ test_small_buffer(void)
 	unsigned char src[1000], dst[1000];
 
 	fill(src, sizeof(src), 4);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "small", src, sizeof(src), 1), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "small", src, sizeof(src), NULL), 0);
 	CU_ASSERT_EQUAL(tide_store_get_into(sb, "small", dst, 999), -ENOBUFS);
 	CU_ASSERT_EQUAL(tide_store_get_into(sb, "small", dst, 1000), 1000);
 }
@@ -408,7 +483,7 @@ test_no_space(void)
 	unsigned char *src = calloc(1, len);
 
 	CU_ASSERT_FATAL(src != NULL);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "huge", src, len, 1), -ENOSPC);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "huge", src, len, NULL), -ENOSPC);
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "huge"), 0);
 	CU_ASSERT_EQUAL(tide_store_get_into(sa, "huge", src, len), -ENOENT);
 	free(src);
@@ -446,7 +521,7 @@ test_failed_write_revoked(void)
 	CU_ASSERT_EQUAL(ec, 0);
 
 	fill(src, sizeof(src), 5);
-	CU_ASSERT_TRUE(tide_store_put(sa, "ghosted", src, sizeof(src), 3) < 0);
+	CU_ASSERT_TRUE(tide_store_put(sa, "ghosted", src, sizeof(src), RC(3)) < 0);
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "ghosted"), 0);
 	CU_ASSERT_EQUAL(tide_store_get_into(sb, "ghosted", dst, sizeof(dst)), -ENOENT);
 	{
@@ -455,7 +530,7 @@ test_failed_write_revoked(void)
 		size_t bl[2] = {100, sizeof(src)};
 		int brc[2];
 
-		CU_ASSERT_TRUE(tide_store_batch_put_from(sb, bk, bb, bl, 2, 3, brc) < 0);
+		CU_ASSERT_TRUE(tide_store_batch_put_from(sb, bk, bb, bl, 2, RC(3), brc) < 0);
 		CU_ASSERT_TRUE(brc[0] < 0 && brc[1] < 0);
 		CU_ASSERT_EQUAL(tide_store_is_exist(sa, "ghost-b0"), 0);
 		CU_ASSERT_EQUAL(tide_store_is_exist(sa, "ghost-b1"), 0);
@@ -463,7 +538,7 @@ test_failed_write_revoked(void)
 	/* The key is free again: a put the ghost cannot take part in succeeds. */
 	CU_ASSERT_EQUAL(tide_mc_client_unmount(c, &fake_seg, &fake_client, &ec), 0);
 	CU_ASSERT_EQUAL(ec, 0);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "ghosted", src, sizeof(src), 2), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "ghosted", src, sizeof(src), RC(2)), 0);
 	CU_ASSERT_EQUAL(tide_store_get_into(sb, "ghosted", dst, sizeof(dst)), 4096);
 	CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
 	tide_mc_client_close(c);
@@ -477,11 +552,11 @@ test_heartbeat_keeps_segment(void)
 	char eps[4][64];
 
 	fill(src, sizeof(src), 6);
-	CU_ASSERT_EQUAL(tide_store_put(sb, "hb", src, sizeof(src), 2), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "hb", src, sizeof(src), RC(2)), 0);
 	sleep_ms(5000);
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "hb"), 1);
 	/* Both segments are still mounted. */
-	CU_ASSERT_EQUAL(tide_store_put(sa, "hb2", src, sizeof(src), 2), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "hb2", src, sizeof(src), RC(2)), 0);
 	CU_ASSERT_EQUAL(replica_endpoints("hb2", eps, 4), 2);
 	CU_ASSERT_EQUAL(tide_store_get_into(sa, "hb", dst, sizeof(dst)), 2048);
 	CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
@@ -492,8 +567,8 @@ test_remove_all(void)
 {
 	unsigned char src[16] = {1};
 
-	CU_ASSERT_EQUAL(tide_store_put(sa, "ra-1", src, sizeof(src), 1), 0);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "ra-2", src, sizeof(src), 1), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "ra-1", src, sizeof(src), NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "ra-2", src, sizeof(src), NULL), 0);
 	CU_ASSERT_TRUE(tide_store_remove_all(sb, true) >= 2);
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "ra-1"), 0);
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "ra-2"), 0);
@@ -503,12 +578,12 @@ static void
 test_bad_args(void)
 {
 	struct tide_store *s = NULL;
-	struct tide_store_cfg cfg = {0};
+	struct tide_store_cfg cfg = {.agent = TIDE_STORE_AGENT_OFF};
 	char b[4];
 
 	CU_ASSERT_EQUAL(tide_store_create(NULL), -EINVAL);
 	CU_ASSERT_EQUAL_FATAL(tide_store_create(&s), 0);
-	CU_ASSERT_EQUAL(tide_store_put(s, "k", b, 4, 1), -EINVAL); /* not set up */
+	CU_ASSERT_EQUAL(tide_store_put(s, "k", b, 4, NULL), -EINVAL); /* not set up */
 	CU_ASSERT_EQUAL(tide_store_setup(s, &cfg), -EINVAL);
 	cfg.local_hostname = "127.0.0.1";
 	cfg.metadata_server = "P2PHANDSHAKE";
@@ -516,8 +591,490 @@ test_bad_args(void)
 	CU_ASSERT_TRUE(tide_store_setup(s, &cfg) < 0);
 	CU_ASSERT_STRING_EQUAL(tide_store_endpoint(s), "");
 	tide_store_close(s);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "", b, 4, 1), -EINVAL);
-	CU_ASSERT_EQUAL(tide_store_put(sa, "k", b, 4, 0), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "", b, 4, NULL), -EINVAL);
+	/* replica_num 0 means 1; a preferred-segment list without entries is refused. */
+	CU_ASSERT_EQUAL(
+		tide_store_put(sa, "k", b, 4, &(struct tide_store_rc){.n_preferred_segments = 1}),
+		-EINVAL);
+	CU_ASSERT_EQUAL(
+		tide_store_put(sa, "k-rc0", b, 4, &(struct tide_store_rc){.replica_num = 0}), 0);
+}
+
+/* Not a benchmark: what a Miles shard costs per object (256 B, one key per call). */
+static void
+test_small_object_cost(void)
+{
+	enum { N = 2000 };
+	unsigned char src[256], dst[256];
+	const char *k1[1];
+	const void *b1[1] = {src};
+	size_t l1[1] = {sizeof(src)};
+	struct tide_store_frag fr = {.key = 0, .src_off = 0, .dst = dst, .len = sizeof(dst)};
+	char key[32];
+	int rc1[1];
+	void *d1[1] = {dst};
+	int64_t sz1[1];
+	double t0, tput, tbp, tget, tbg, trng, treg;
+
+	fill(src, sizeof(src), 11);
+	t0 = now_s();
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "sp-%d", i);
+		CU_ASSERT_EQUAL(tide_store_put(sa, key, src, sizeof(src), NULL), 0);
+	}
+	tput = now_s() - t0;
+	t0 = now_s();
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "sb-%d", i);
+		k1[0] = key;
+		CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, k1, b1, l1, 1, RC(1), rc1), 0);
+	}
+	tbp = now_s() - t0;
+	t0 = now_s();
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "sp-%d", i);
+		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, dst, sizeof(dst)), 256);
+	}
+	tget = now_s() - t0;
+	CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
+	t0 = now_s();
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "sb-%d", i);
+		k1[0] = key;
+		CU_ASSERT_EQUAL(tide_store_get_into_ranges(sb, k1, 1, &fr, 1), 0);
+	}
+	trng = now_s() - t0;
+	CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
+	t0 = now_s();
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "sb-%d", i);
+		k1[0] = key;
+		CU_ASSERT_EQUAL(tide_store_batch_get_into(sb, k1, d1, l1, 1, sz1), 0);
+	}
+	tbg = now_s() - t0;
+	t0 = now_s();
+	for (int i = 0; i < 100000; i++) {
+		CU_ASSERT_EQUAL(tide_store_register_buffer(sb, dst, sizeof(dst)), 0);
+		CU_ASSERT_EQUAL(tide_store_unregister_buffer(sb, dst), 0);
+	}
+	treg = now_s() - t0;
+	printf("\n    256 B x %d: put %.1f us (%.0f/s), batch_put_from(1 key) %.1f us (%.0f/s), "
+	       "get_into %.1f us (%.0f/s), batch_get_into(1 key) %.1f us (%.0f/s), "
+	       "get_into_ranges %.1f us (%.0f/s); register+unregister %.0f ns\n",
+	       N, tput / N * 1e6, N / tput, tbp / N * 1e6, N / tbp, tget / N * 1e6, N / tget,
+	       tbg / N * 1e6, N / tbg, trng / N * 1e6, N / trng, treg / 100000 * 1e9);
+	CU_ASSERT_TRUE(tide_store_remove_by_regex(sa, "^s[pb]-", true) >= 2 * N);
+}
+
+static void
+test_put_sizes_edges(void)
+{
+	size_t big = 64u << 20;
+	unsigned char one = 0x5a, out[2] = {0}, *src, *dst;
+
+	CU_ASSERT_EQUAL(tide_store_put(sa, "edge-0", &one, 0, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "edge-null", NULL, 1, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_is_exist(sb, "edge-0"), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "edge-1", &one, 1, RC(2)), 0);
+	CU_ASSERT_EQUAL(tide_store_get_into(sb, "edge-1", out, sizeof(out)), 1);
+	CU_ASSERT_EQUAL(out[0], 0x5a);
+	src = malloc(big);
+	dst = malloc(big);
+	CU_ASSERT_FATAL(src != NULL && dst != NULL);
+	fill(src, big, 64);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "edge-64m", src, big, NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_get_size(sa, "edge-64m"), (int64_t)big);
+	memset(dst, 0, big);
+	CU_ASSERT_EQUAL(tide_store_get_into(sa, "edge-64m", dst, big), (int64_t)big);
+	CU_ASSERT_EQUAL(memcmp(src, dst, big), 0);
+	CU_ASSERT_EQUAL(tide_store_remove(sa, "edge-64m", true), 0);
+	free(src);
+	free(dst);
+}
+
+static void
+test_group_ids(void)
+{
+	const char *keys[3] = {"grp-0", "grp-1", "grp-2"};
+	const char *two[] = {"g1", "", NULL}, *three[] = {"g1", "g1", "g2", NULL};
+	const char *one[] = {"g9", NULL}, *none[] = {NULL};
+	unsigned char v[3][32];
+	const void *bufs[3] = {v[0], v[1], v[2]};
+	size_t lens[3] = {32, 32, 32};
+	struct tide_store_rc rc = {.replica_num = 1, .group_ids = two};
+	int rcs[3] = {1, 1, 1}, ex[3];
+
+	for (int i = 0; i < 3; i++)
+		fill(v[i], 32, 200u + (unsigned)i);
+	/* Two ids (NULL-terminated) for three keys: every key refused, nothing stored. */
+	CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, keys, bufs, lens, 3, &rc, rcs), -EINVAL);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(rcs[i], -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_is_exist(sb, keys, 3, ex), 0);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(ex[i], 0);
+	rc.group_ids = three;
+	CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, keys, bufs, lens, 3, &rc, rcs), 0);
+	CU_ASSERT_EQUAL(tide_store_batch_is_exist(sb, keys, 3, ex), 0);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(ex[i], 1);
+	/* A single put takes exactly one id. */
+	rc.group_ids = one;
+	CU_ASSERT_EQUAL(tide_store_put(sa, "grp-3", v[0], 32, &rc), 0);
+	rc.group_ids = none;
+	CU_ASSERT_EQUAL(tide_store_put(sa, "grp-4", v[0], 32, &rc), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "grp-4"), 0);
+}
+
+static void
+test_hard_pin_forwarded(void)
+{
+	const char *keys[2] = {"pin-b0", "pin-b1"};
+	unsigned char v[64];
+	const void *bufs[2] = {v, v};
+	size_t lens[2] = {64, 64};
+	struct tide_store_rc rc = {.replica_num = 1, .with_hard_pin = true};
+	long long before = metric("master_hard_pin_key_count");
+	int rcs[2];
+
+	CU_ASSERT_FATAL(before >= 0);
+	fill(v, sizeof(v), 77);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "pin-0", v, sizeof(v), &rc), 0);
+	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before + 1);
+	CU_ASSERT_EQUAL(tide_store_batch_put_from(sb, keys, bufs, lens, 2, &rc, rcs), 0);
+	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before + 3);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "pin-no", v, sizeof(v), NULL), 0);
+	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before + 3);
+	CU_ASSERT_EQUAL(tide_store_batch_remove(sa, keys, 2, true, rcs), 0);
+	CU_ASSERT_EQUAL(tide_store_remove(sa, "pin-0", true), 0);
+	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before);
+}
+
+static void
+test_preferred_segment(void)
+{
+	const char *epa = tide_store_endpoint(sa), *epb = tide_store_endpoint(sb);
+	const char *list[2] = {"no-such-segment", epa};
+	struct tide_store_rc rc = {.replica_num = 1};
+	unsigned char v[512], out[512];
+	char key[32], eps[4][64];
+	const char *bk[1] = {key};
+	const void *bb[1] = {v};
+	size_t bl[1] = {sizeof(v)};
+	int rcs[1];
+
+	fill(v, sizeof(v), 31);
+	for (int i = 0; i < 8; i++) {
+		/* Written by sa, placed in sb's segment (a remote write), and back. */
+		rc.preferred_segment = i % 2 ? epb : epa;
+		snprintf(key, sizeof(key), "pref-%d", i);
+		CU_ASSERT_EQUAL(tide_store_put(sa, key, v, sizeof(v), &rc), 0);
+		CU_ASSERT_EQUAL_FATAL(replica_endpoints(key, eps, 4), 1);
+		CU_ASSERT_STRING_EQUAL(eps[0], rc.preferred_segment);
+		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, out, sizeof(out)), 512);
+		CU_ASSERT_EQUAL(memcmp(v, out, sizeof(v)), 0);
+	}
+	rc.preferred_segment = NULL;
+	rc.preferred_segments = list;
+	rc.n_preferred_segments = 2;
+	for (int i = 0; i < 4; i++) {
+		snprintf(key, sizeof(key), "prefs-%d", i);
+		CU_ASSERT_EQUAL(tide_store_batch_put_from(sb, bk, bb, bl, 1, &rc, rcs), 0);
+		CU_ASSERT_EQUAL_FATAL(replica_endpoints(key, eps, 4), 1);
+		CU_ASSERT_STRING_EQUAL(eps[0], epa);
+	}
+}
+
+static void
+test_ranges(void)
+{
+	enum { LA = 4096, LB = 1u << 20 };
+	const char *keys[4] = {"rg-a", "rg-b", "rg-missing", "rg-c"};
+	unsigned char *a = malloc(LA), *b = malloc(LB), c[100], *dst = calloc(1, 2u << 20);
+	struct tide_store_rc ob = {.replica_num = 1, .preferred_segment = tide_store_endpoint(sb)};
+	struct tide_store_frag fr[9];
+
+	CU_ASSERT_FATAL(a != NULL && b != NULL && dst != NULL);
+	fill(a, LA, 1);
+	fill(b, LB, 2);
+	fill(c, sizeof(c), 3);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "rg-a", a, LA, NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "rg-b", b, LB, &ob), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "rg-c", c, sizeof(c), RC(2)), 0);
+	memset(fr, 0, sizeof(fr));
+	fr[0] = (struct tide_store_frag){0, 0, dst, 100, 0};
+	fr[1] = (struct tide_store_frag){0, LA - 10, dst + 100, 10, 0};
+	fr[2] = (struct tide_store_frag){1, 4096, dst + 200, 65536, 0};
+	fr[3] = (struct tide_store_frag){1, LB - 300000, dst + 70000, 300000, 0};
+	fr[4] = (struct tide_store_frag){0, LA - 10, dst + 400000, 11, 0}; /* 1 byte past the end */
+	fr[5] = (struct tide_store_frag){2, 0, dst + 400100, 10, 0};       /* missing key */
+	fr[6] = (struct tide_store_frag){7, 0, dst + 400200, 10, 0};       /* no such key index */
+	fr[7] = (struct tide_store_frag){3, 1, dst + 400300, 99, 0};
+	fr[8] = (struct tide_store_frag){1, LB, dst + 400400, 0, 0}; /* empty, at the end */
+	CU_ASSERT_EQUAL(tide_store_get_into_ranges(sa, keys, 4, fr, 9), -EINVAL);
+	CU_ASSERT_EQUAL(fr[0].result, 100);
+	CU_ASSERT_EQUAL(fr[1].result, 10);
+	CU_ASSERT_EQUAL(fr[2].result, 65536);
+	CU_ASSERT_EQUAL(fr[3].result, 300000);
+	CU_ASSERT_EQUAL(fr[4].result, -EINVAL);
+	CU_ASSERT_EQUAL(fr[5].result, -ENOENT);
+	CU_ASSERT_EQUAL(fr[6].result, -EINVAL);
+	CU_ASSERT_EQUAL(fr[7].result, 99);
+	CU_ASSERT_EQUAL(fr[8].result, 0);
+	CU_ASSERT_EQUAL(memcmp(dst, a, 100), 0);
+	CU_ASSERT_EQUAL(memcmp(dst + 100, a + LA - 10, 10), 0);
+	CU_ASSERT_EQUAL(memcmp(dst + 200, b + 4096, 65536), 0);
+	CU_ASSERT_EQUAL(memcmp(dst + 70000, b + LB - 300000, 300000), 0);
+	CU_ASSERT_EQUAL(memcmp(dst + 400300, c + 1, 99), 0);
+	/* Every fragment fine: 0; from the other store too. */
+	CU_ASSERT_EQUAL(tide_store_get_into_ranges(sb, keys, 4, fr, 4), 0);
+	/* Bad arguments leave the results alone. */
+	fr[0].result = 12345;
+	CU_ASSERT_EQUAL(tide_store_get_into_ranges(sa, keys, 0, fr, 1), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_get_into_ranges(sa, NULL, 4, fr, 1), -EINVAL);
+	fr[0].dst = NULL;
+	CU_ASSERT_EQUAL(tide_store_get_into_ranges(sa, keys, 4, fr, 1), -EINVAL);
+	CU_ASSERT_EQUAL(fr[0].result, 12345);
+	free(a);
+	free(b);
+	free(dst);
+}
+
+/*
+ * A COMPLETE replica on a segment nobody serves, ahead of a good one: reads
+ * fall back to the next replica (get_into_ranges and get_into).
+ */
+static void
+test_ranges_replica_fallback(void)
+{
+	static const struct tide_mc_uuid ghost_client = {0x9057, 0x1}, ghost_seg = {0x9057, 0x2};
+	const char *prefs[2] = {"ghost2", tide_store_endpoint(sa)};
+	struct tide_mc_replicate_config cfg = {0};
+	struct tide_mc_str pv[2];
+	struct tide_mc_segment seg = {0};
+	struct tide_mc_client *c = NULL;
+	struct tide_mc_resp resp;
+	unsigned char v[5000], out[5000];
+	const char *keys[1] = {"fallback"};
+	struct tide_store_frag fr[2] = {{0, 0, out, 1000, 0}, {0, 1000, out + 1000, 4000, 0}};
+	char ep[64];
+	int32_t ec = -1;
+	size_t good = 0;
+
+	snprintf(ep, sizeof(ep), "127.0.0.1:%u", free_port());
+	seg.id = ghost_seg;
+	seg.name.ptr = (char *)"ghost2";
+	seg.name.len = 6;
+	seg.base = 0x7e0000000000ull;
+	seg.size = 1u << 20;
+	seg.te_endpoint.ptr = ep;
+	seg.te_endpoint.len = strlen(ep);
+	seg.protocol.ptr = (char *)"tcp";
+	seg.protocol.len = 3;
+	CU_ASSERT_EQUAL_FATAL(tide_mc_client_connect_addr(master_addr, 0, &c), 0);
+	CU_ASSERT_EQUAL(tide_mc_client_mount(c, &seg, &ghost_client, &ec), 0);
+	CU_ASSERT_EQUAL(ec, 0);
+	/* PutStart as the ghost client: replicas on ghost2 first, then sa's segment. */
+	pv[0].ptr = (char *)prefs[0];
+	pv[0].len = strlen(prefs[0]);
+	pv[1].ptr = (char *)prefs[1];
+	pv[1].len = strlen(prefs[1]);
+	cfg.replica_num = 2;
+	cfg.preferred_segments.v = pv;
+	cfg.preferred_segments.n = 2;
+	CU_ASSERT_EQUAL_FATAL(
+		tide_mc_client_put_start(c, &ghost_client, "fallback", sizeof(v), &cfg, &resp, &ec),
+		0);
+	CU_ASSERT_EQUAL_FATAL(ec, 0);
+	CU_ASSERT_EQUAL_FATAL(resp.u.put_start.val.n, 2);
+	fill(v, sizeof(v), 9);
+	for (size_t i = 0; i < 2; i++) {
+		const struct tide_mc_buffer_desc *bd = &resp.u.put_start.val.v[i].u.memory;
+
+		/* sa's segment is this process's memory: write the good replica directly. */
+		if (strcmp(bd->transport_endpoint.ptr, tide_store_endpoint(sa)) == 0) {
+			memcpy((void *)(uintptr_t)bd->buffer_address, v, sizeof(v));
+			good++;
+		}
+	}
+	CU_ASSERT_EQUAL(good, 1);
+	CU_ASSERT_STRING_EQUAL(resp.u.put_start.val.v[0].u.memory.transport_endpoint.ptr, ep);
+	tide_mc_resp_free(&resp);
+	CU_ASSERT_EQUAL(tide_mc_client_put_end(c, &ghost_client, "fallback", &ec), 0);
+	CU_ASSERT_EQUAL(ec, 0);
+
+	memset(out, 0, sizeof(out));
+	CU_ASSERT_EQUAL(tide_store_get_into_ranges(sb, keys, 1, fr, 2), 0);
+	CU_ASSERT_EQUAL(fr[0].result, 1000);
+	CU_ASSERT_EQUAL(fr[1].result, 4000);
+	CU_ASSERT_EQUAL(memcmp(out, v, sizeof(v)), 0);
+	memset(out, 0, sizeof(out));
+	CU_ASSERT_EQUAL(tide_store_get_into(sb, "fallback", out, sizeof(out)), (int64_t)sizeof(v));
+	CU_ASSERT_EQUAL(memcmp(out, v, sizeof(v)), 0);
+	CU_ASSERT_EQUAL(tide_store_remove(sb, "fallback", true), 0);
+	CU_ASSERT_EQUAL(tide_mc_client_unmount(c, &ghost_seg, &ghost_client, &ec), 0);
+	tide_mc_client_close(c);
+}
+
+static void
+test_batch_exist_remove(void)
+{
+	const char *keys[4] = {"bx-0", "bx-missing", "bx-2", "bx-3"};
+	unsigned char v[10] = {1, 2, 3};
+	int out[4], rcs[4];
+
+	CU_ASSERT_EQUAL(tide_store_put(sa, "bx-0", v, sizeof(v), NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "bx-2", v, sizeof(v), NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "bx-3", v, sizeof(v), RC(2)), 0);
+	/* bx-0 is read (leased): a non-forced remove is refused for it only. */
+	CU_ASSERT_EQUAL(tide_store_get_into(sa, "bx-0", v, sizeof(v)), 10);
+	CU_ASSERT_EQUAL(tide_store_batch_remove(sa, keys, 4, false, rcs), -EBUSY);
+	CU_ASSERT_EQUAL(rcs[0], -EBUSY);
+	CU_ASSERT_EQUAL(rcs[1], -ENOENT);
+	CU_ASSERT_EQUAL(rcs[2], 0);
+	CU_ASSERT_EQUAL(rcs[3], 0);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "bx-2", v, sizeof(v), NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "bx-3", v, sizeof(v), RC(2)), 0);
+	/* Exists also leases the objects, as Mooncake's ExistKey. */
+	CU_ASSERT_EQUAL(tide_store_batch_is_exist(sb, keys, 4, out), 0);
+	CU_ASSERT_EQUAL(out[0], 1);
+	CU_ASSERT_EQUAL(out[1], 0);
+	CU_ASSERT_EQUAL(out[2], 1);
+	CU_ASSERT_EQUAL(out[3], 1);
+	CU_ASSERT_EQUAL(tide_store_batch_remove(sb, keys, 4, true, rcs), -ENOENT);
+	CU_ASSERT_EQUAL(rcs[0], 0);
+	CU_ASSERT_EQUAL(rcs[1], -ENOENT);
+	CU_ASSERT_EQUAL(rcs[2], 0);
+	CU_ASSERT_EQUAL(rcs[3], 0);
+	CU_ASSERT_EQUAL(tide_store_batch_is_exist(sa, keys, 4, out), 0);
+	for (int i = 0; i < 4; i++)
+		CU_ASSERT_EQUAL(out[i], 0);
+	CU_ASSERT_EQUAL(tide_store_batch_is_exist(sa, keys, 0, out), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_remove(sa, NULL, 1, true, rcs), -EINVAL);
+}
+
+static void
+test_remove_by_regex(void)
+{
+	unsigned char v[8] = {7};
+	const char *names[] = {"rx-a-1", "rx-a-2", "rx-a-33", "rx-b-1", "xrx-a-1"};
+
+	for (int i = 0; i < 5; i++)
+		CU_ASSERT_EQUAL(tide_store_put(i % 2 ? sa : sb, names[i], v, sizeof(v), NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_remove_by_regex(sa, "^rx-a-[0-9]+$", true), 3);
+	CU_ASSERT_EQUAL(tide_store_is_exist(sb, "rx-a-1"), 0);
+	CU_ASSERT_EQUAL(tide_store_is_exist(sb, "rx-b-1"), 1);
+	CU_ASSERT_EQUAL(tide_store_is_exist(sb, "xrx-a-1"), 1);
+	CU_ASSERT_EQUAL(tide_store_remove_by_regex(sb, "^rx-a-", true), 0);
+	CU_ASSERT_EQUAL(tide_store_remove_by_regex(sb, "rx-", true), 2);
+	CU_ASSERT_EQUAL(tide_store_remove_by_regex(sb, "(", true), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_remove_by_regex(sb, "", true), -EINVAL);
+}
+
+static void
+test_register_buffers(void)
+{
+	enum { M = 1000 };
+	static char pool[M * 8];
+
+	CU_ASSERT_EQUAL(tide_store_register_buffer(sa, pool, 100), 0);
+	CU_ASSERT_EQUAL(tide_store_register_buffer(sa, pool, 100), -EEXIST);
+	CU_ASSERT_EQUAL(tide_store_register_buffer(sa, pool, 5), -EEXIST);
+	CU_ASSERT_EQUAL(tide_store_register_buffer(sa, NULL, 100), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_register_buffer(sa, pool + 1, 0), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_unregister_buffer(sa, pool + 1), -ENOENT);
+	CU_ASSERT_EQUAL(tide_store_unregister_buffer(sa, pool), 0);
+	CU_ASSERT_EQUAL(tide_store_unregister_buffer(sa, pool), -ENOENT);
+	/* Enough to grow the table several times; removal order differs from insertion. */
+	for (int i = 0; i < M; i++)
+		CU_ASSERT_EQUAL(tide_store_register_buffer(sa, pool + i * 8, 8), 0);
+	for (int i = 0; i < M; i += 2)
+		CU_ASSERT_EQUAL(tide_store_unregister_buffer(sa, pool + i * 8), 0);
+	for (int i = 0; i < M; i++)
+		CU_ASSERT_EQUAL(tide_store_register_buffer(sa, pool + i * 8, 8),
+				i % 2 ? -EEXIST : 0);
+	for (int i = M - 1; i >= 0; i--)
+		CU_ASSERT_EQUAL(tide_store_unregister_buffer(sa, pool + i * 8), 0);
+	CU_ASSERT_EQUAL(tide_store_unregister_buffer(sa, pool + 8), -ENOENT);
+}
+
+static void
+test_local_and_mapped_buffers(void)
+{
+	void *la = NULL, *lb = NULL, *m = NULL;
+	size_t lla = 0, llb = 0, n = 3u << 20;
+
+	CU_ASSERT_EQUAL(tide_store_local_buffer(sa, &la, &lla), 0);
+	CU_ASSERT_EQUAL(tide_store_local_buffer(sb, &lb, &llb), 0);
+	CU_ASSERT_FATAL(la != NULL && lb != NULL);
+	CU_ASSERT_EQUAL(lla, 16u << 20);
+	CU_ASSERT_EQUAL(llb, 16u << 20);
+	/* Staged in one store's local buffer, read into the other's. */
+	fill(la, n, 17);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "lbuf", la, n, NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_get_into(sb, "lbuf", (char *)lb + 4096, n), (int64_t)n);
+	CU_ASSERT_EQUAL(memcmp(la, (char *)lb + 4096, n), 0);
+
+	CU_ASSERT_EQUAL(tide_store_map_buffer(sb, 0, &m), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_map_buffer(sb, 1u << 20, &m), 0);
+	CU_ASSERT_FATAL(m != NULL);
+	CU_ASSERT_EQUAL(tide_store_register_buffer(sb, m, 1u << 20), 0);
+	CU_ASSERT_EQUAL(tide_store_get_into(sb, "lbuf", m, 1u << 20), -ENOBUFS);
+	fill(m, 1u << 20, 18);
+	CU_ASSERT_EQUAL(tide_store_put(sb, "mbuf", m, 1u << 20, RC(2)), 0);
+	CU_ASSERT_EQUAL(tide_store_get_into(sa, "mbuf", la, lla), 1 << 20);
+	CU_ASSERT_EQUAL(memcmp(la, m, 1u << 20), 0);
+	CU_ASSERT_EQUAL(tide_store_unregister_buffer(sb, m), 0);
+	CU_ASSERT_EQUAL(tide_store_unmap_buffer(sb, m), 0);
+	CU_ASSERT_EQUAL(tide_store_unmap_buffer(sb, m), -ENOENT);
+	CU_ASSERT_EQUAL(tide_store_unmap_buffer(sb, la), -ENOENT);
+	/* One left mapped: close unmaps it. */
+	CU_ASSERT_EQUAL(tide_store_map_buffer(sa, 4096, &m), 0);
+}
+
+static void
+test_health_and_unset(void)
+{
+	struct tide_store *s = NULL;
+	char b[4] = {0};
+	void *p;
+	size_t l;
+	int out[1];
+	const char *k[1] = {"k"};
+	struct tide_store_frag fr = {0, 0, b, 1, 0};
+
+	CU_ASSERT_EQUAL(tide_store_health_check(NULL), 1);
+	CU_ASSERT_EQUAL(tide_store_attached(NULL), 0);
+	CU_ASSERT_EQUAL_FATAL(tide_store_create(&s), 0);
+	CU_ASSERT_EQUAL(tide_store_health_check(s), 1);
+	CU_ASSERT_EQUAL(tide_store_attached(s), 0);
+	CU_ASSERT_EQUAL(tide_store_register_buffer(s, b, 4), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_unregister_buffer(s, b), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_local_buffer(s, &p, &l), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_map_buffer(s, 4096, &p), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_is_exist(s, k, 1, out), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_remove(s, k, 1, true, out), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_remove_by_regex(s, "k", true), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_get_into_ranges(s, k, 1, &fr, 1), -EINVAL);
+	tide_store_close(s);
+	CU_ASSERT_EQUAL(tide_store_health_check(sa), 0);
+	CU_ASSERT_EQUAL(tide_store_health_check(sb), 0);
+	CU_ASSERT_EQUAL(tide_store_attached(sa), 0);
+}
+
+/* Last: kills the master. */
+static void
+test_health_master_killed(void)
+{
+	int st;
+
+	CU_ASSERT_EQUAL(tide_store_health_check(sa), 0);
+	kill(master_pid, SIGKILL);
+	waitpid(master_pid, &st, 0);
+	master_pid = -1;
+	CU_ASSERT_EQUAL(tide_store_health_check(sa), 2);
+	CU_ASSERT_EQUAL(tide_store_health_check(sb), 2);
+	CU_ASSERT_TRUE(tide_store_is_exist(sa, "anything") < 0);
 }
 
 static void
@@ -528,7 +1085,19 @@ register_tests(void)
 	CU_add_test(s, "bad_args", test_bad_args);
 	CU_add_test(s, "roundtrip_sizes", test_roundtrip_sizes);
 	CU_add_test(s, "throughput_16m", test_throughput_16m);
+	CU_add_test(s, "small_object_cost", test_small_object_cost);
 	CU_add_test(s, "zero_length", test_zero_length);
+	CU_add_test(s, "put_sizes_edges", test_put_sizes_edges);
+	CU_add_test(s, "group_ids", test_group_ids);
+	CU_add_test(s, "hard_pin_forwarded", test_hard_pin_forwarded);
+	CU_add_test(s, "preferred_segment", test_preferred_segment);
+	CU_add_test(s, "ranges", test_ranges);
+	CU_add_test(s, "ranges_replica_fallback", test_ranges_replica_fallback);
+	CU_add_test(s, "batch_exist_remove", test_batch_exist_remove);
+	CU_add_test(s, "remove_by_regex", test_remove_by_regex);
+	CU_add_test(s, "register_buffers", test_register_buffers);
+	CU_add_test(s, "local_and_mapped_buffers", test_local_and_mapped_buffers);
+	CU_add_test(s, "health_and_unset", test_health_and_unset);
 	CU_add_test(s, "put_exists_is_success", test_put_exists_is_success);
 	CU_add_test(s, "placed_in_other_segment", test_placed_in_other_segment);
 	CU_add_test(s, "two_replicas", test_two_replicas);
@@ -540,6 +1109,7 @@ register_tests(void)
 	/* A failed allocation makes the master evict a few objects: keep it late. */
 	CU_add_test(s, "no_space", test_no_space);
 	CU_add_test(s, "remove_all", test_remove_all);
+	CU_add_test(s, "health_master_killed", test_health_master_killed);
 }
 
 TIDE_UT_MAIN(register_tests)
