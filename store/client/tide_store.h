@@ -25,7 +25,8 @@
  * of them.
  *
  * Threading: after setup, put/get/exist/remove may be called from any
- * thread concurrently (calls to the master are serialised by a mutex; the
+ * thread concurrently (calls to the master share a small pool of connections,
+ * each carrying one call at a time and never held across a transfer; the
  * heartbeat uses its own connection). create/setup/close belong to one thread.
  */
 #ifndef TIDE_STORE_H
