@@ -673,3 +673,147 @@ def test_miles_pattern_roles(master, tmp_path):
         assert r.returncode != 0 and "missing" in (r.stdout + r.stderr)
     finally:
         seg_holder.close()
+
+
+def test_close_while_calls_in_flight(master):
+    s = mk(master, seg=8 << 20, lbuf=1 << 20)
+    assert s.put("cf-k", b"z" * 1000) == 0
+    stop, results, errors = threading.Event(), [], []
+
+    def reader():
+        out, p = nbuf(1000)
+        try:
+            while not stop.is_set():
+                results.append(s.get_into("cf-k", p, 1000))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    ts = [threading.Thread(target=reader) for _ in range(3)]
+    for t in ts:
+        t.start()
+    time.sleep(0.2)
+    assert s.close() == 0  # waits for the calls in flight
+    time.sleep(0.05)
+    stop.set()
+    for t in ts:
+        t.join()
+    assert not errors
+    assert 1000 in results and results[-1] == -600
+    assert set(results) <= {1000, -600}
+
+
+# ------------------------------------------------------------ through the node agent
+
+@pytest.fixture(scope="module")
+def agents(master, tmp_path_factory):
+    """Two tide-node agents (two "nodes") on this master, each owning a segment."""
+    node = os.environ.get("STORE_TEST_NODE_BIN")
+    if not node:
+        pytest.skip("STORE_TEST_NODE_BIN not set (tide-node)")
+    d = tmp_path_factory.mktemp("agents")
+    procs, socks = [], []
+    for i in range(2):
+        sock = str(d / f"agent{i}.sock")
+        env = dict(os.environ, MOONCAKE_MASTER=master, MOONCAKE_LOCAL_HOSTNAME="127.0.0.1",
+                   MOONCAKE_PROTOCOL="tcp", MOONCAKE_GLOBAL_SEGMENT_SIZE=str(256 << 20),
+                   TIDE_NODE_ENV=os.devnull)
+        env.pop("TIDE_AGENT", None)
+        log = open(d / f"agent{i}.log", "w")
+        procs.append(subprocess.Popen([node, "--socket", sock], env=env, stdout=log,
+                                      stderr=subprocess.STDOUT))
+        socks.append(sock)
+    deadline = time.monotonic() + 15
+    for sock, p in zip(socks, procs):
+        while not os.path.exists(sock):
+            assert p.poll() is None, open(d / "agent0.log").read()
+            assert time.monotonic() < deadline, "tide-node did not come up"
+            time.sleep(0.05)
+    yield socks
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        p.wait(timeout=10)
+
+
+def mk_attached(master, sock, lbuf=LBUF):
+    """A store attached to the agent at sock (TIDE_AGENT=required for this setup)."""
+    saved = {k: os.environ.get(k) for k in ("TIDE_AGENT", "TIDE_AGENT_SOCKET")}
+    os.environ["TIDE_AGENT"] = "required"
+    os.environ["TIDE_AGENT_SOCKET"] = sock
+    try:
+        return mk(master, seg=0, lbuf=lbuf)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def test_agent_round_trip_and_pool(master, agents):
+    a = mk_attached(master, agents[0])
+    b = mk_attached(master, agents[1])
+    try:
+        assert a.health_check() == 0 and b.health_check() == 0
+        assert a.get_hostname() and a.get_hostname() != b.get_hostname()
+        data = pattern(300000, 11)
+        assert a.put("ag-1", data) == 0
+        assert b.get("ag-1") == data
+        # leases live in shared memory the agent maps: moved without a copy
+        pa, pb = BufferPool(a), BufferPool(b)
+        with pa.acquire(len(data)) as l:
+            l.buffer[:] = data
+            cfg = ReplicateConfig()
+            cfg.group_ids = ["structured-agent"]
+            assert a.batch_put_from(["ag-2"], [l.ptr], [l.size], config=cfg) == [0]
+        with pb.acquire(len(data)) as r:
+            assert b.get_into_ranges([r.ptr], [["ag-2"]], [[[0]]], [[[0]]],
+                                     [[[len(data)]]]) == [[[len(data)]]]
+            assert bytes(r.buffer) == data
+        # overflow regions mapped through the agent
+        big = [pa.acquire(12 * MiB) for _ in range(2)]
+        assert pa.stats["overflow_map"] == 1
+        big[1].buffer[:5] = b"hello"
+        assert a.put_from("ag-ovf", big[1].ptr, 5) == 0
+        for l in big:
+            l.release()
+        assert pa.stats["overflow_unmap"] == 1
+        assert b.get("ag-ovf") == b"hello"
+        # heap memory: register_buffer, bounced through the agent's staging
+        heap = bytearray(len(data))
+        hp = ctypes.addressof((ctypes.c_char * len(heap)).from_buffer(heap))
+        assert b.register_buffer(hp, len(heap)) == 0
+        assert b.register_buffer(hp, len(heap)) == -600
+        assert b.batch_get_into(["ag-1", "ag-missing"], [hp, hp], [len(heap), 10]) \
+            == [len(data), -704]
+        assert bytes(heap) == data
+        assert b.unregister_buffer(hp) == 0
+        assert b.batch_remove(["ag-1", "ag-2", "ag-ovf", "ag-x"], True) == [0, 0, 0, -704]
+        assert b.batch_is_exist(["ag-1", "ag-2"]) == [0, 0]
+        pa.close()
+        pb.close()
+    finally:
+        a.close()
+        b.close()
+    assert a.health_check() == 1
+
+
+def test_agent_miles_pattern_two_nodes(master, agents, tmp_path):
+    """Writer attached to node 0, reader to node 1, driver to node 0."""
+    script = os.path.join(REPO, "tools", "miles_pattern.py")
+    handle = str(tmp_path / "h.json")
+    base = dict(os.environ, MOONCAKE_MASTER=master, MOONCAKE_LOCAL_HOSTNAME="127.0.0.1",
+                MOONCAKE_PROTOCOL="tcp", MOONCAKE_LOCAL_BUFFER_SIZE="128mb",
+                TIDE_AGENT="required")
+
+    def run(node, *args):
+        env = dict(base, TIDE_AGENT_SOCKET=agents[node])
+        r = subprocess.run([sys.executable, script, *args], env=env, capture_output=True,
+                           text=True, timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    assert "writer:" in run(0, "writer", "--shards", "4", "--big-chunks", "1",
+                            "--chunk-mib", "8", "--handle", handle)
+    assert "every byte verified" in run(1, "reader", "--handle", handle)
+    assert "none left" in run(0, "driver", "--handle", handle)
