@@ -42,10 +42,19 @@
 #ifndef TE_HAVE_DPDK
 #define TE_HAVE_DPDK 0
 #endif
+#ifndef TE_HAVE_RDMA
+#define TE_HAVE_RDMA 0
+#endif
 
 struct te_mem {
 	uint64_t addr, len;
 	char location[64];
+};
+
+/* A local buffer registered for the data path only (tide_te_register_local). */
+struct te_lmem {
+	uint64_t addr, len;
+	bool covered; /* inside a segment buffer: uses its keys, nothing registered */
 };
 
 struct te_seg {
@@ -57,6 +66,8 @@ struct te_seg {
 	struct te_desc *desc;
 	struct te_peer_addr addr;
 	struct te_xpeer *peer;
+	const struct te_xport_ops *pops; /* transport the peer belongs to */
+	struct te_xport *px;
 };
 
 struct te_task {
@@ -94,6 +105,8 @@ struct tide_te {
 	pthread_rwlock_t mem_lock;
 	struct te_mem *mem; /* sorted by addr, disjoint */
 	size_t nmem, capmem;
+	struct te_lmem *lmem; /* local-only registrations, unsorted (few) */
+	size_t nlmem, caplmem;
 
 	pthread_mutex_t seg_lock;
 	struct te_seg segs[TE_MAX_SEGS]; /* handle = index; 0 is the local segment */
@@ -102,9 +115,12 @@ struct tide_te {
 	struct te_batch **batches; /* TE_MAX_BATCHES slots */
 	uint32_t batch_gen;
 
-	const struct te_xport_ops *xops;
+	const struct te_xport_ops *xops; /* TCP (kernel or user-space) */
 	struct te_xport *x;
 	uint16_t data_port;
+	const struct te_xport_ops *rxops; /* RDMA, when installed */
+	struct te_xport *rx;
+	char rdma_devices[256];
 
 	struct {
 		_Atomic uint64_t reqs_submitted, reqs_completed, reqs_failed, reqs_timeout;
@@ -259,7 +275,7 @@ build_desc(struct tide_te *te, struct te_desc *d)
 	strftime(d->timestamp, sizeof(d->timestamp), "%Y-%m-%d %H:%M:%S", &tm);
 	d->nbufs = (uint32_t)te->nmem;
 	if (te->nmem == 0) {
-		return 0;
+		return te->rx != NULL ? te->rxops->describe(te->rx, d) : 0;
 	}
 	d->bufs = calloc(te->nmem, sizeof(*d->bufs));
 	if (d->bufs == NULL) {
@@ -270,7 +286,9 @@ build_desc(struct tide_te *te, struct te_desc *d)
 		d->bufs[i].addr = te->mem[i].addr;
 		d->bufs[i].length = te->mem[i].len;
 	}
-	return 0;
+	/* RDMA adds devices and every buffer's keys; the TCP port stays advertised, so
+	 * a peer without RDMA still reaches us. */
+	return te->rx != NULL ? te->rxops->describe(te->rx, d) : 0;
 }
 
 /* Publish the current descriptor. Only meaningful once a data port exists,
@@ -312,10 +330,22 @@ tide_te_register(struct tide_te *te, void *addr, size_t len, const char *locatio
 		pthread_rwlock_unlock(&te->mem_lock);
 		return -EEXIST;
 	}
+	if (te->rx != NULL) {
+		/* Once, here: every device gets keys for the whole buffer. */
+		int rc = te->rxops->mem_reg(te->rx, a, len);
+
+		if (rc != 0) {
+			pthread_rwlock_unlock(&te->mem_lock);
+			return rc;
+		}
+	}
 	if (te->nmem == te->capmem) {
 		size_t cap = te->capmem ? te->capmem * 2 : 16;
 		struct te_mem *m = realloc(te->mem, cap * sizeof(*m));
 		if (m == NULL) {
+			if (te->rx != NULL) {
+				te->rxops->mem_dereg(te->rx, a);
+			}
 			pthread_rwlock_unlock(&te->mem_lock);
 			return -ENOMEM;
 		}
@@ -348,8 +378,80 @@ tide_te_unregister(struct tide_te *te, void *addr)
 	}
 	memmove(&te->mem[i], &te->mem[i + 1], (te->nmem - i - 1) * sizeof(*te->mem));
 	te->nmem--;
+	if (te->rx != NULL) {
+		te->rxops->mem_dereg(te->rx, a);
+	}
 	pthread_rwlock_unlock(&te->mem_lock);
 	return publish(te);
+}
+
+int
+tide_te_register_local(struct tide_te *te, void *addr, size_t len)
+{
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	int rc = 0;
+
+	if (addr == NULL || len == 0 || a + len < a) {
+		return -EINVAL;
+	}
+	pthread_rwlock_wrlock(&te->mem_lock);
+	for (size_t k = 0; k < te->nlmem; k++) {
+		if (te->lmem[k].addr < a + len && a < te->lmem[k].addr + te->lmem[k].len) {
+			pthread_rwlock_unlock(&te->mem_lock);
+			return -EEXIST;
+		}
+	}
+	if (te->nlmem == te->caplmem) {
+		size_t cap = te->caplmem ? te->caplmem * 2 : 8;
+		struct te_lmem *m = realloc(te->lmem, cap * sizeof(*m));
+
+		if (m == NULL) {
+			pthread_rwlock_unlock(&te->mem_lock);
+			return -ENOMEM;
+		}
+		te->lmem = m;
+		te->caplmem = cap;
+	}
+	struct te_lmem *lm = &te->lmem[te->nlmem];
+
+	lm->addr = a;
+	lm->len = len;
+	lm->covered = mem_contains(te, a, len);
+	if (!lm->covered) {
+		size_t i = mem_find(te, a);
+
+		if (i < te->nmem && te->mem[i].addr < a + len) {
+			rc = -EEXIST; /* straddles a segment buffer */
+		} else if (te->rx != NULL) {
+			rc = te->rxops->mem_reg(te->rx, a, len);
+		}
+	}
+	if (rc == 0) {
+		te->nlmem++;
+	}
+	pthread_rwlock_unlock(&te->mem_lock);
+	return rc;
+}
+
+int
+tide_te_unregister_local(struct tide_te *te, void *addr)
+{
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+
+	pthread_rwlock_wrlock(&te->mem_lock);
+	for (size_t k = 0; k < te->nlmem; k++) {
+		if (te->lmem[k].addr != a) {
+			continue;
+		}
+		if (!te->lmem[k].covered && te->rx != NULL) {
+			te->rxops->mem_dereg(te->rx, a);
+		}
+		te->lmem[k] = te->lmem[--te->nlmem];
+		pthread_rwlock_unlock(&te->mem_lock);
+		return 0;
+	}
+	pthread_rwlock_unlock(&te->mem_lock);
+	return -ENOENT;
 }
 
 /* ---- engine ------------------------------------------------------------ */
@@ -452,6 +554,13 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 	if (opts->opts_size >= offsetof(struct tide_te_opts, node_env) + sizeof(opts->node_env)) {
 		te->o.node_env = opts->node_env;
 	}
+	te->o.rdma_devices = NULL;
+	if (opts->opts_size >=
+		    offsetof(struct tide_te_opts, rdma_devices) + sizeof(opts->rdma_devices) &&
+	    opts->rdma_devices != NULL) {
+		snprintf(te->rdma_devices, sizeof(te->rdma_devices), "%s", opts->rdma_devices);
+		te->o.rdma_devices = te->rdma_devices;
+	}
 	TIDE_LOG(INFO, "transfer engine '%s': metadata %s, handshake port %u", te->name,
 		 te->metadata, te_meta_rpc_port(te->meta));
 	*out = te;
@@ -490,27 +599,39 @@ want_dpdk(const struct tide_te *te, bool *yes)
 	return rc;
 }
 
-int
-tide_te_install_transport(struct tide_te *te, const char *proto)
+/* The transport config every transport shares. */
+static void
+xport_cfg(struct tide_te *te, struct te_xport_cfg *cfg)
 {
-	struct te_xport_cfg cfg = {0};
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->bind_ip = NULL;
+	cfg->data_port = te->o.data_port;
+	cfg->conns_per_peer = te->o.conns_per_peer;
+	cfg->io_threads = te->o.io_threads;
+	cfg->io_timeout_ms = te->o.io_timeout_ms;
+	cfg->connect_timeout_ms = te->o.connect_timeout_ms;
+	cfg->slice_size = te->o.slice_size;
+	cfg->srv.check = srv_check;
+	cfg->srv.release = srv_release;
+	cfg->srv.count = srv_count;
+	cfg->srv.arg = te;
+	cfg->srv.instance = te->instance;
+	cfg->node_env = te->o.node_env;
+	cfg->local_name = te->name;
+}
+
+/* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
+static int
+install_tcp(struct tide_te *te)
+{
+	struct te_xport_cfg cfg;
 	const struct te_xport_ops *ops;
+	bool dpdk = false;
 	int rc;
 
-	if (proto == NULL || strcmp(proto, "tcp") != 0) {
-		if (proto != NULL && strcmp(proto, "rdma") == 0) {
-			TIDE_LOG(ERR, "protocol 'rdma': this build has no verbs transport; set "
-				      "protocol 'tcp' (MOONCAKE_PROTOCOL=tcp)");
-		} else {
-			TIDE_LOG(ERR, "protocol '%s' is not supported; use 'tcp'",
-				 proto ? proto : "(null)");
-		}
-		return -EPROTONOSUPPORT;
-	}
 	if (te->x != NULL) {
 		return 0;
 	}
-	bool dpdk = false;
 	rc = want_dpdk(te, &dpdk);
 	if (rc != 0) {
 		return rc;
@@ -524,19 +645,7 @@ tide_te_install_transport(struct tide_te *te, const char *proto)
 		return -EPROTONOSUPPORT;
 #endif
 	}
-	cfg.bind_ip = NULL;
-	cfg.data_port = te->o.data_port;
-	cfg.conns_per_peer = te->o.conns_per_peer;
-	cfg.io_threads = te->o.io_threads;
-	cfg.io_timeout_ms = te->o.io_timeout_ms;
-	cfg.connect_timeout_ms = te->o.connect_timeout_ms;
-	cfg.slice_size = te->o.slice_size;
-	cfg.srv.check = srv_check;
-	cfg.srv.release = srv_release;
-	cfg.srv.count = srv_count;
-	cfg.srv.arg = te;
-	cfg.srv.instance = te->instance;
-	cfg.node_env = te->o.node_env;
+	xport_cfg(te, &cfg);
 	rc = ops->create(&cfg, &te->x);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "transport %s: start failed: %s", ops->name, tide_te_strerror(rc));
@@ -546,13 +655,133 @@ tide_te_install_transport(struct tide_te *te, const char *proto)
 	te->xops = ops;
 	te->data_port = ops->data_port(te->x);
 	TIDE_LOG(INFO, "transport %s: data port %u", ops->name, te->data_port);
-	return publish(te);
+	return 0;
+}
+
+#if TE_HAVE_RDMA
+/* Handshake daemon thread: a peer's Connection request. */
+static int
+conn_handler(void *arg, uint8_t type, const char *json, size_t len, char **reply, size_t *reply_len)
+{
+	struct tide_te *te = arg;
+
+	(void)type;
+	return te->rxops->on_connection(te->rx, json, len, reply, reply_len);
+}
+
+static int
+hook_conn_request(void *arg, const char *peer, const char *json, size_t len, char **reply,
+		  size_t *reply_len)
+{
+	struct tide_te *te = arg;
+	char err[256] = "";
+	int rc = te_meta_request(te->meta, peer, TE_HS_CONNECTION, json, len, reply, reply_len, err,
+				 sizeof(err));
+
+	if (rc != 0) {
+		TIDE_LOG_RATELIMIT(WARN, 5, "rdma: %s", err);
+	}
+	return rc;
+}
+
+static int
+hook_fetch_desc(void *arg, const char *peer, struct te_desc **out)
+{
+	struct tide_te *te = arg;
+	char host[TE_NAME_MAX], err[256] = "";
+	int rc = te_meta_fetch(te->meta, peer, out, host, sizeof(host), err, sizeof(err));
+
+	if (rc != 0) {
+		TIDE_LOG_RATELIMIT(WARN, 5, "rdma: descriptor of %s: %s", peer,
+				   err[0] ? err : tide_te_strerror(rc));
+	}
+	return rc;
+}
+
+/*
+ * RDMA next to TCP: the verbs transport first (so a host without a device
+ * fails before anything starts), then TCP for peers without RDMA, then every
+ * buffer registered so far gets its keys, then the descriptor advertises both.
+ */
+static int
+install_rdma(struct tide_te *te)
+{
+	struct te_xport_cfg cfg;
+	struct te_xport *rx = NULL;
+	int rc;
+
+	if (te->rx != NULL) {
+		return 0;
+	}
+	xport_cfg(te, &cfg);
+	cfg.rdma_devices = te->o.rdma_devices;
+	cfg.meta.conn_request = hook_conn_request;
+	cfg.meta.fetch_desc = hook_fetch_desc;
+	cfg.meta.arg = te;
+	rc = te_rdma_ops.create(&cfg, &rx);
+	if (rc != 0) {
+		TIDE_LOG(ERR,
+			 "protocol 'rdma' is not available on this node (%s); to run without RDMA "
+			 "set MOONCAKE_PROTOCOL=tcp",
+			 tide_te_strerror(rc));
+		return rc;
+	}
+	rc = install_tcp(te);
+	if (rc != 0) {
+		te_rdma_ops.destroy(rx);
+		return rc;
+	}
+	pthread_rwlock_wrlock(&te->mem_lock);
+	for (size_t i = 0; i < te->nmem && rc == 0; i++) {
+		rc = te_rdma_ops.mem_reg(rx, te->mem[i].addr, te->mem[i].len);
+	}
+	for (size_t k = 0; k < te->nlmem && rc == 0; k++) {
+		if (!te->lmem[k].covered) {
+			rc = te_rdma_ops.mem_reg(rx, te->lmem[k].addr, te->lmem[k].len);
+		}
+	}
+	if (rc != 0) {
+		pthread_rwlock_unlock(&te->mem_lock);
+		TIDE_LOG(ERR, "rdma: registering existing buffers: %s", tide_te_strerror(rc));
+		te_rdma_ops.destroy(rx);
+		return rc;
+	}
+	te->rxops = &te_rdma_ops;
+	te->rx = rx;
+	pthread_rwlock_unlock(&te->mem_lock);
+	te_meta_set_conn_handler(te->meta, conn_handler, te);
+	return 0;
+}
+#endif
+
+int
+tide_te_install_transport(struct tide_te *te, const char *proto)
+{
+	int rc;
+
+	if (proto != NULL && strcmp(proto, "tcp") == 0) {
+		/* Never touches verbs: no dlopen, no device probe. */
+		rc = install_tcp(te);
+	} else if (proto != NULL && strcmp(proto, "rdma") == 0) {
+#if TE_HAVE_RDMA
+		rc = install_rdma(te);
+#else
+		TIDE_LOG(ERR, "protocol 'rdma': this build has no verbs transport (built without "
+			      "libibverbs-dev); set MOONCAKE_PROTOCOL=tcp");
+		rc = -EPROTONOSUPPORT;
+#endif
+	} else {
+		TIDE_LOG(ERR, "protocol '%s' is not supported; use 'tcp' or 'rdma'",
+			 proto ? proto : "(null)");
+		return -EPROTONOSUPPORT;
+	}
+	return rc != 0 ? rc : publish(te);
 }
 
 const char *
 tide_te_transport_name(const struct tide_te *te)
 {
-	return te->xops ? te->xops->name : "";
+	return te->rx != NULL ? te->rxops->name : te->xops ? te->xops->name : "";
 }
 
 const char *
@@ -615,7 +844,24 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 		TIDE_LOG(ERR, "segment '%s': no transport installed", sg->name);
 		return -ENOTCONN;
 	}
-	rc = te->xops->peer_open(te->x, &pa, &peer);
+	/* The best transport both ends have: RDMA when both advertise devices, else TCP. */
+	snprintf(pa.name, sizeof(pa.name), "%s", sg->name);
+	pa.desc = d;
+	const struct te_xport_ops *pops = te->xops;
+	struct te_xport *px = te->x;
+	if (te->rx != NULL && te_desc_is_rdma(d)) {
+		pops = te->rxops;
+		px = te->rx;
+	} else if (d->tcp_data_port == 0) {
+		te_desc_free(d);
+		TIDE_LOG(ERR,
+			 "segment '%s' is reachable over RDMA only; install protocol 'rdma' here "
+			 "(MOONCAKE_PROTOCOL=rdma) or give the peer a TCP transport",
+			 sg->name);
+		return -EPROTONOSUPPORT;
+	}
+	rc = pops->peer_open(px, &pa, &peer);
+	pa.desc = NULL;
 	if (rc != 0) {
 		te_desc_free(d);
 		return rc;
@@ -623,7 +869,7 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 	if (sg->peer != NULL) {
 		/* The peer restarted or moved: nothing queued for the old instance may
 		 * reach the new one. */
-		te->xops->peer_close(te->x, sg->peer, -ESTALE);
+		sg->pops->peer_close(sg->px, sg->peer, -ESTALE);
 		atomic_fetch_add_explicit(&te->st.desc_refreshes, 1, memory_order_relaxed);
 		TIDE_LOG(NOTICE, "segment '%s': descriptor changed (peer restarted?); reloaded",
 			 sg->name);
@@ -632,6 +878,8 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 	sg->desc = d;
 	sg->addr = pa;
 	sg->peer = peer;
+	sg->pops = pops;
+	sg->px = px;
 	sg->stale = false;
 	return 0;
 }
@@ -733,7 +981,7 @@ tide_te_close_segment(struct tide_te *te, tide_te_seg_t seg)
 		return -ENOENT;
 	}
 	if (sg->peer != NULL) {
-		te->xops->peer_close(te->x, sg->peer, -ECANCELED);
+		sg->pops->peer_close(sg->px, sg->peer, -ECANCELED);
 	}
 	te_desc_free(sg->desc);
 	sg->desc = NULL;
@@ -874,12 +1122,13 @@ task_end(struct te_task *t, int err)
 	}
 }
 
-/* Connection-level errors mean the peer may have restarted or moved. */
+/* Connection-level errors mean the peer may have restarted or moved; a refused
+ * address (-EFAULT: over RDMA, a stale rkey) that it re-registered its memory. */
 static bool
 err_needs_refresh(int err)
 {
 	return err == -ECONNREFUSED || err == -ECONNRESET || err == -EPIPE || err == -ESTALE ||
-	       err == -EHOSTUNREACH || err == -ETIMEDOUT;
+	       err == -EHOSTUNREACH || err == -ETIMEDOUT || err == -EFAULT;
 }
 
 void
@@ -973,7 +1222,7 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 		s->submitted_ns = now;
 	}
 	atomic_store(&t->state, TIDE_TE_PENDING);
-	rc = te->xops->submit(te->x, sg->peer, &t->slices[0]);
+	rc = sg->pops->submit(sg->px, sg->peer, &t->slices[0]);
 	if (rc != 0) {
 		atomic_store(&t->left, 0);
 		task_end(t, rc);
@@ -1122,9 +1371,15 @@ tide_te_destroy(struct tide_te *te)
 	 * so no completion runs after the batches are freed. */
 	for (int i = 1; i < TE_MAX_SEGS; i++) {
 		if (te->segs[i].peer != NULL) {
-			te->xops->peer_close(te->x, te->segs[i].peer, -ECANCELED);
+			te->segs[i].pops->peer_close(te->segs[i].px, te->segs[i].peer, -ECANCELED);
 			te->segs[i].peer = NULL;
 		}
+	}
+	if (te->rx != NULL) {
+		/* No Connection request may reach the transport once it is gone. */
+		te_meta_set_conn_handler(te->meta, NULL, NULL);
+		te->rxops->destroy(te->rx);
+		te->rx = NULL;
 	}
 	if (te->x != NULL) {
 		te->xops->destroy(te->x);
@@ -1141,6 +1396,7 @@ tide_te_destroy(struct tide_te *te)
 	}
 	free(te->batches);
 	free(te->mem);
+	free(te->lmem);
 	pthread_rwlock_destroy(&te->mem_lock);
 	pthread_mutex_destroy(&te->seg_lock);
 	for (int i = 0; i < TE_MAX_SEGS; i++) {

@@ -2,7 +2,7 @@
 /*
  * Internal to engine/te: the seam between the engine core (te_engine.c:
  * batches, segments, registered memory) and a data transport (kernel sockets,
- * user-space TCP on DPDK lcores, RDMA later).
+ * user-space TCP on DPDK lcores, RDMA verbs).
  *
  * The core splits each request into slices (at most slice_size bytes, never
  * crossing a registered-buffer boundary on the remote side) and hands them to
@@ -36,6 +36,7 @@ struct te_slice {
 	 * back until the device released the slice's zero-copy frames). */
 	uint64_t xport_mark;
 	int xport_err;
+	uint32_t xport_key; /* free for the transport (rdma: the remote key) */
 };
 
 /*
@@ -69,8 +70,20 @@ struct te_srv_ctx {
 struct te_peer_addr {
 	char host[TE_NAME_MAX]; /* IPv4 literal or resolvable host */
 	uint16_t data_port;
-	uint32_t proto;    /* framing to speak: TE_PROTO_V1, V2 or NATIVE */
-	uint64_t instance; /* peer's tide_instance (NATIVE only) */
+	uint32_t proto;             /* framing to speak: TE_PROTO_V1, V2 or NATIVE */
+	uint64_t instance;          /* peer's tide_instance (NATIVE only) */
+	char name[TE_NAME_MAX];     /* the peer's segment name (rdma: handshake target) */
+	const struct te_desc *desc; /* the peer's descriptor; valid during peer_open only */
+};
+
+/* Meta services a transport may need (rdma: the Connection handshake). */
+struct te_meta_hooks {
+	/* One Connection request to segment peer's handshake daemon; reply malloc'd. */
+	int (*conn_request)(void *arg, const char *peer, const char *json, size_t len, char **reply,
+			    size_t *reply_len);
+	/* The descriptor of segment peer (free with te_desc_free). */
+	int (*fetch_desc)(void *arg, const char *peer, struct te_desc **out);
+	void *arg;
 };
 
 struct te_xport_cfg {
@@ -82,7 +95,10 @@ struct te_xport_cfg {
 	uint32_t connect_timeout_ms;
 	uint32_t slice_size;
 	struct te_srv_ctx srv;
-	const char *node_env; /* node environment file (tcp-dpdk); NULL: $TIDE_NODE_ENV */
+	const char *node_env;     /* node environment file (tcp-dpdk); NULL: $TIDE_NODE_ENV */
+	const char *local_name;   /* our segment name (rdma NIC paths "<name>@<device>") */
+	const char *rdma_devices; /* rdma: device list; NULL: MOONCAKE_DEVICE of the node env */
+	struct te_meta_hooks meta;
 };
 
 struct te_xport;
@@ -108,9 +124,23 @@ struct te_xport_ops {
 	int (*submit)(struct te_xport *x, struct te_xpeer *p, struct te_slice *head);
 	/* Stop: every slice still owned ends with -ECANCELED; then free. */
 	void (*destroy)(struct te_xport *x);
+	/*
+	 * Optional (rdma), NULL for TCP transports. Local memory: mem_reg gives
+	 * [addr, addr+len) keys on every device, once (segment buffers and local
+	 * buffers alike; never per transfer); mem_dereg drops the region starting at
+	 * addr. describe adds the transport's part to our descriptor (protocol, devices,
+	 * every buffer's keys). on_connection answers a peer's Connection handshake
+	 * (daemon thread; may block up to the metadata timeout).
+	 */
+	int (*mem_reg)(struct te_xport *x, uint64_t addr, uint64_t len);
+	int (*mem_dereg)(struct te_xport *x, uint64_t addr);
+	int (*describe)(struct te_xport *x, struct te_desc *d);
+	int (*on_connection)(struct te_xport *x, const char *json, size_t len, char **reply,
+			     size_t *reply_len);
 };
 
 extern const struct te_xport_ops te_tcp_kernel_ops;
 extern const struct te_xport_ops te_tcp_dpdk_ops;
+extern const struct te_xport_ops te_rdma_ops;
 
 #endif /* TE_XPORT_H */

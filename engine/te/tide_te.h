@@ -108,9 +108,13 @@ struct tide_te_opts {
 	uint32_t io_timeout_ms;
 	/** Connect and metadata round-trip timeout. Default 3000. */
 	uint32_t connect_timeout_ms;
-	/** Node environment file for the user-space TCP path (NULL: $TIDE_NODE_ENV, else kernel
-	 * sockets only). */
+	/** Node environment file for the user-space TCP path and the RDMA workers (NULL:
+	 * $TIDE_NODE_ENV, else kernel sockets only). */
 	const char *node_env;
+	/** RDMA devices to use, comma list ("mlx5_0,mlx5_1"); NULL: MOONCAKE_DEVICE from the
+	 * node environment; "" there too: every device with an active port. Names are this
+	 * node's own (they may differ from the peers'). Copied at create time. */
+	const char *rdma_devices;
 };
 
 /**
@@ -131,14 +135,24 @@ int tide_te_create(const struct tide_te_opts *opts, struct tide_te **out);
 /**
  * Install a transport: "tcp" (user-space TCP when a DPDK device is configured in
  * the node file and MC_FORCE_TCP is not 1, kernel sockets otherwise) or "rdma".
- * Starts the data server and republishes the descriptor. Installing "tcp" twice is a no-op.
- * \return 0; -EPROTONOSUPPORT unknown protocol, or rdma without a verbs device
- *         (logged with what to set); -EADDRINUSE data_port taken; -ENOMEM.
+ * Starts the data server and republishes the descriptor. Installing a protocol twice is a
+ * no-op (the descriptor is republished).
+ *
+ * "tcp" never touches verbs: libibverbs is not loaded and no device is probed.
+ * "rdma" loads libibverbs.so.1 (dlopen), opens the devices (tide_te_opts.rdma_devices or
+ * MOONCAKE_DEVICE; MC_IB_PORT, MC_GID_INDEX, MC_NUM_QP_PER_EP, MC_MTU as in Mooncake),
+ * registers every buffer registered so far, and also installs "tcp", so the descriptor
+ * advertises both: a peer with RDMA devices is then reached over RDMA, any other over TCP.
+ * \return 0; -EPROTONOSUPPORT unknown protocol, or rdma on a node without libibverbs or
+ *         without an RDMA device (logged: what is missing, and MOONCAKE_PROTOCOL=tcp);
+ *         -ENETDOWN a listed device's port is down; -EINVAL a bad MC_* value or device list;
+ *         -EADDRINUSE data_port taken; -ENOMEM; another -errno of a verbs call (logged).
  * Thread: any, before transfers start.
  */
 int tide_te_install_transport(struct tide_te *te, const char *proto);
 
-/** Name of the data path in use: "tcp-kernel", "tcp-dpdk" or "" before install. Thread: any. */
+/** Name of the preferred data path: "rdma" (TCP kept for peers without RDMA), "tcp-kernel",
+ * "tcp-dpdk", or "" before install. Thread: any. */
 const char *tide_te_transport_name(const struct tide_te *te);
 
 /**
@@ -156,6 +170,30 @@ int tide_te_register(struct tide_te *te, void *addr, size_t len, const char *loc
  * \return 0; -ENOENT not a registered start address.
  */
 int tide_te_unregister(struct tide_te *te, void *addr);
+
+/**
+ * Register [addr, addr+len) as a local source/destination of transfers, without
+ * publishing it (peers cannot address it). Cheap for TCP (bookkeeping only). With RDMA
+ * the buffer is registered once with every device here (or when "rdma" is installed
+ * later), so transfers from and into it go straight to the NIC; a transfer whose local
+ * range is not inside a registered buffer (tide_te_register or this) is copied through
+ * a registered staging area instead. Never registers per transfer. A range inside a
+ * tide_te_register()ed buffer is accepted and needs nothing new.
+ * \return 0; -EINVAL addr NULL, len 0 or wrap-around; -EEXIST overlaps another local
+ *         registration or straddles a registered buffer's edge; -ENOMEM; a verbs error
+ *         (-ENOMEM / -EPERM / -EFAULT: raise the memlock limit, logged).
+ * Ownership: the memory stays the caller's; keep it valid and do not pass it to
+ * tide_te_submit() after tide_te_unregister_local().
+ * Thread: any; not concurrently with transfers that use the same range.
+ */
+int tide_te_register_local(struct tide_te *te, void *addr, size_t len);
+
+/**
+ * Undo tide_te_register_local() for the buffer that starts at addr. Transfers using it
+ * must have ended. \return 0; -ENOENT not a start address registered that way.
+ * Thread: any.
+ */
+int tide_te_unregister_local(struct tide_te *te, void *addr);
 
 /**
  * Open a remote segment by name (fetching its descriptor through the metadata
