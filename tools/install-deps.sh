@@ -8,7 +8,7 @@ PKGS=(
 	libdpdk-dev dpdk            # DPDK 22.11 (ethdev, PMD plugins incl. net_ring/net_memif)
 	libcjson-dev libnuma-dev libbsd-dev libssl-dev
 	libcunit1-dev
-	libibverbs-dev              # optional RDMA path; the build says so when absent
+	libibverbs-dev ibverbs-utils # RDMA: verbs headers (libibverbs.so.1 is dlopen()ed at run time), ibv_devices for dts/rdma
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec
 	clang-format git
 	python3 python3-numpy python3-msgpack python3-pytest   # mooncake.store tests
