@@ -40,8 +40,8 @@ waits for calls in progress; if BufferPool leases are still held, the C store (a
 memory the leases point into) is torn down when the last lease is released.
 
 The library is found through $LIBTIDESTORE, next to this package (libtidestore.so), in
-a build tree of the repository (build*/store/client/libtidestore.so), or by the dynamic
-loader (ldconfig / LD_LIBRARY_PATH, e.g. after `meson install`).
+a build tree of the repository (the newest build*/store/client/libtidestore.so that is not
+a sanitizer build), or by the dynamic loader (ldconfig, e.g. after `meson install`).
 """
 import bisect
 import gc
@@ -112,6 +112,22 @@ _REGISTER_CODES = {_E.EEXIST: _INVALID_PARAMS}
 _UNREGISTER_CODES = {_E.ENOENT: _INVALID_PARAMS}
 
 
+# In every libtidestore.so with the ReplicateConfig ABI (tide_store_put taking a
+# struct tide_store_rc *); older builds would be called with the wrong arguments.
+_ABI_MARKER = "tide_store_health_check"
+
+
+def _usable(path):
+    """A build with the current ABI that loads into python3 (no sanitizer runtime)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    return (_ABI_MARKER.encode() + b"\0" in data and b"libasan.so" not in data
+            and b"libubsan.so" not in data and b"libtsan.so" not in data)
+
+
 def _find_lib():
     env = os.environ.get("LIBTIDESTORE")
     if env:
@@ -119,16 +135,18 @@ def _find_lib():
     here = os.path.dirname(os.path.abspath(__file__))
     cands = [os.path.join(here, "libtidestore.so")]
     repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    cands += sorted(glob.glob(os.path.join(repo, "build*", "store", "client", "libtidestore.so")))
+    built = glob.glob(os.path.join(repo, "build*", "store", "client", "libtidestore.so"))
+    cands += sorted(built, key=os.path.getmtime, reverse=True)  # the newest build first
     for c in cands:
-        if os.path.exists(c):
+        if os.path.exists(c) and _usable(c):
             return c
     found = ctypes.util.find_library("tidestore")
     if found:
         return found
-    raise ImportError("mooncake.store: libtidestore.so not found; set LIBTIDESTORE, or build "
-                      "Tide (meson setup build && ninja -C build), or install it "
-                      "(meson install -C build; ldconfig)")
+    raise ImportError("mooncake.store: no usable libtidestore.so (current ABI, not a sanitizer "
+                      "build) next to the package or in build*/store/client; set LIBTIDESTORE, "
+                      "build Tide (meson setup build && ninja -C build), or install it "
+                      "(meson install -C build && ldconfig)")
 
 
 _lib = ctypes.CDLL(_find_lib())
@@ -200,8 +218,11 @@ for _name, (_res, _args) in _SIGS.items():
 _CORE = {"tide_store_create", "tide_store_setup", "tide_store_put", "tide_store_get_into",
          "tide_store_get_size", "tide_store_is_exist", "tide_store_remove",
          "tide_store_endpoint", "tide_store_close", "tide_store_strerror"}
+if _ABI_MARKER not in _HAVE:
+    raise ImportError(f"mooncake.store: {_lib._name} predates the ReplicateConfig ABI of "
+                      "tide_store.h; rebuild it (ninja -C <build dir>)")
 if not _CORE <= _HAVE:
-    raise ImportError(f"mooncake.store: {_find_lib()} lacks {sorted(_CORE - _HAVE)}")
+    raise ImportError(f"mooncake.store: {_lib._name} lacks {sorted(_CORE - _HAVE)}")
 
 # PyCapsule through the C API (PyDLL: called with the GIL held).
 _pyapi = ctypes.pythonapi
