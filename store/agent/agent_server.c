@@ -199,7 +199,7 @@ op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
 		return -EPROTO;
 	agent_r_rc(rd, &arc, n);
-	char **keys = read_keys(rd, n);
+	char **keys = calloc(n, sizeof(*keys));
 	void **bufs = calloc(n, sizeof(*bufs));
 	size_t *lens = calloc(n, sizeof(*lens));
 	int *rcs = calloc(n, sizeof(*rcs));
@@ -208,6 +208,7 @@ op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	for (i = 0; i < n && !rd->bad; i++) {
 		struct agent_loc l;
 
+		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
 		agent_r_loc(rd, &l);
 		if (!rd->bad && !resolve(c, &l, &bufs[i]))
 			rd->bad = true;
@@ -502,6 +503,9 @@ client_main(void *arg)
 	 * touches the client's memory, so the regions can go. */
 	for (i = 0; i < c->nregions; i++)
 		region_unmap(srv, &c->regions[i]);
+	/* The peer sees EOF now; the descriptor itself is closed by the reaper
+	 * (closing it here could race with a stop() shutting it down). */
+	shutdown(c->sock, SHUT_RDWR);
 	TIDE_LOG(INFO, "client pid %u detached", c->pid);
 	pthread_mutex_lock(&srv->lock);
 	srv->st.clients_now--;
