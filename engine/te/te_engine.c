@@ -721,9 +721,8 @@ install_rdma(struct tide_te *te)
 	rc = te_rdma_ops.create(&cfg, &rx);
 	if (rc != 0) {
 		TIDE_LOG(ERR,
-			 "protocol 'rdma' is not available on this node (%s); to run without RDMA "
-			 "set MOONCAKE_PROTOCOL=tcp",
-			 tide_te_strerror(rc));
+			 "protocol 'rdma' is not available on this node (reason above); to run "
+			 "without RDMA set MOONCAKE_PROTOCOL=tcp");
 		return rc;
 	}
 	rc = install_tcp(te);
