@@ -12,6 +12,13 @@
 #   4. The transfer engine between two processes (tide-bench target and
 #      initiator, P2PHANDSHAKE, user-space TCP over net_memif): blocks written
 #      into the target's registered buffer, read back and compared.
+#   5. The store as Miles uses it (tools/store_cluster.py): mooncake_master in
+#      RL mode + two tide-node agents joined by user-space TCP on net_memif (then
+#      again over kernel TCP); Python `mooncake.store` clients attached to the
+#      agents: a writer (~40 objects per shard, 64 MiB chunks, BufferPool +
+#      batch_put_from with group_ids), two readers on the other node
+#      (get_into_ranges, every byte verified), a driver (batch_remove); the
+#      store must be empty afterwards.
 # Prints RESULT: OK only if every step succeeded. Usage: local_cluster.sh BUILD_DIR
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,12 +34,12 @@ trap cleanup EXIT
 failed=()
 step() { echo; echo "=== $*"; }
 
-step "1/4 two nodes in one process over DPDK net_ring: segments, allocator, verified writes"
+step "1/5 two nodes in one process over DPDK net_ring: segments, allocator, verified writes"
 if ! "$build/tools/cluster/tide-cluster" --node-env "$env_file"; then
 	failed+=("tide-cluster")
 fi
 
-step "2/4 mooncake_master (Tide's) driven over the Mooncake protocol"
+step "2/5 mooncake_master (Tide's) driven over the Mooncake protocol"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 setsid "$build/tools/master/mooncake_master" --rpc_port "$port" --metrics_port 0 \
 	>"$tmp/master.log" 2>&1 &
@@ -69,7 +76,7 @@ else
 fi
 master_pid=
 
-step "3/4 two processes, user-space TCP over DPDK net_memif"
+step "3/5 two processes, user-space TCP over DPDK net_memif"
 memif="net_memif0,socket=$tmp/memif.sock,socket-abstract=no"
 sender_log=$tmp/send.log
 TIDE_DPDK_DEVICE="$memif,role=server" TIDE_DATA_IP=10.77.0.1 TIDE_FILE_PREFIX=tide-local-a \
@@ -88,7 +95,7 @@ else
 	failed+=("memif TCP")
 fi
 
-step "4/4 transfer engine: two processes, Mooncake segments and handshake, user-space TCP over memif"
+step "4/5 transfer engine: two processes, Mooncake segments and handshake, user-space TCP over memif"
 te_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 te_memif="net_memif0,socket=$tmp/te-memif.sock,socket-abstract=no"
 # The memif server (initiator) starts first and exits first (DPDK 22.11 memif).
@@ -116,9 +123,14 @@ else
 	failed+=("transfer engine target shutdown")
 fi
 
+step "5/5 the store as Miles uses it: master + two tide-node agents, Python clients, Miles' pattern"
+if ! /usr/bin/python3 tools/store_cluster.py "$build" --transport both --shards 8 --readers 2 --big; then
+	failed+=("store cluster")
+fi
+
 echo
 if [ "${#failed[@]}" -eq 0 ]; then
-	echo "RESULT: OK: local cluster ran all 4 steps (verified writes, master RPCs, user-space TCP, transfer engine)"
+	echo "RESULT: OK: local cluster ran all 5 steps (verified writes, master RPCs, user-space TCP, transfer engine, store with agents)"
 	exit 0
 fi
 echo "RESULT: FAILED: ${failed[*]}"
