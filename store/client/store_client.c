@@ -56,6 +56,9 @@
 #define SCRATCH_INLINE 4096
 /* Registered-buffer table: initial slots (power of two), grown at half load. */
 #define REG_INIT_CAP 64
+/* Registered buffers at least this long are also registered with the engine
+ * (tide_te_register_local: an MR per device with RDMA, a record with TCP). */
+#define REG_ENGINE_MIN (1u << 20)
 
 struct mc_conn {
 	pthread_mutex_t lock;
@@ -724,6 +727,10 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 		rc = setup_buffers(s, cfg->local_buffer_size);
 	if (rc == 0)
 		rc = setup_engine(s, cfg);
+	/* The local buffer is what pools carve leases from: registered once with
+	 * the engine, so with RDMA transfers use it in place (no staging). */
+	if (rc == 0 && s->lbuf != NULL)
+		rc = tide_te_register_local(s->te, s->lbuf, s->lbuf_len);
 	if (rc == 0)
 		rc = setup_segment(s, cfg->global_segment_size);
 	if (rc != 0)
@@ -1858,6 +1865,19 @@ tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len)
 		}
 	}
 	pthread_mutex_unlock(&s->buf_lock);
+	/* Large buffers (an agent's client regions, a caller's own pools) are
+	 * registered with the engine once, so RDMA moves them in place. Small
+	 * ones stay bookkeeping: Miles registers a few-KiB bytearray per GET,
+	 * and a NIC registration per GET costs more than the engine's staging
+	 * copy. A range already covered (inside the local buffer) is fine. */
+	if (rc == 0 && len >= REG_ENGINE_MIN) {
+		int r = tide_te_register_local(s->te, ptr, len);
+
+		if (r != 0 && r != -EEXIST) {
+			tide_store_unregister_buffer(s, ptr);
+			rc = r;
+		}
+	}
 	return rc;
 }
 
@@ -1879,6 +1899,8 @@ tide_store_unregister_buffer(struct tide_store *s, void *ptr)
 	if (s->reg[i].addr == 0) {
 		rc = -ENOENT;
 	} else {
+		if (s->reg[i].len >= REG_ENGINE_MIN)
+			tide_te_unregister_local(s->te, ptr); /* -ENOENT: it was covered */
 		/* Backward-shift deletion: no tombstones, probes stay short. */
 		for (j = (i + 1) & (cap - 1); s->reg[j].addr != 0; j = (j + 1) & (cap - 1)) {
 			h = reg_home(s->reg[j].addr, cap);
@@ -1927,6 +1949,12 @@ tide_store_map_buffer(struct tide_store *s, size_t len, void **out)
 		free(m);
 		return -ENOMEM;
 	}
+	int rc = tide_te_register_local(s->te, p, len);
+	if (rc != 0) {
+		munmap(p, len);
+		free(m);
+		return rc;
+	}
 	m->base = p;
 	m->len = len;
 	pthread_mutex_lock(&s->buf_lock);
@@ -1957,6 +1985,7 @@ tide_store_unmap_buffer(struct tide_store *s, void *ptr)
 	pthread_mutex_unlock(&s->buf_lock);
 	if (m == NULL)
 		return -ENOENT;
+	tide_te_unregister_local(s->te, m->base);
 	munmap(m->base, m->len);
 	free(m);
 	return 0;

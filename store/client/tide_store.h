@@ -283,12 +283,17 @@ int64_t tide_store_remove_by_regex(struct tide_store *s, const char *pattern, bo
 
 /**
  * Declare [ptr, ptr+len) as a buffer that puts read from and gets write into.
- * Bookkeeping only on the TCP paths (the engine moves bytes from any memory);
- * with an agent, memory inside the local buffer or a tide_store_map_buffer()
- * region is the agent's own and moves without a copy, other memory is bounced
- * through a shared staging area.
+ * Cheap: bookkeeping, plus, for buffers of 1 MiB and more, one registration
+ * with the transfer engine (tide_te_register_local: with RDMA an MR per
+ * device, so the NIC uses it in place; smaller buffers go through the
+ * engine's registered staging area, cheaper than a NIC registration per GET).
+ * The local buffer and tide_store_map_buffer() regions are registered already.
+ * With an agent, memory inside the local buffer or a mapped region is the
+ * agent's own and moves without a copy; other memory is bounced through a
+ * shared staging area.
  * \return 0; -EEXIST ptr already registered (Mooncake's -600 on a duplicate);
- *         -EINVAL ptr NULL, len 0 or not set up; -ENOMEM.
+ *         -EINVAL ptr NULL, len 0 or not set up; -ENOMEM; verbs errors from the
+ *         engine registration (-EPERM / -ENOMEM: raise the memlock limit).
  * Thread: any.
  */
 int tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len);
