@@ -63,7 +63,7 @@ class Node:
 
 class LocalStoreCluster:
     def __init__(self, build, transport="kernel", segment="512mb", pin_unread=True,
-                 log_level="warn"):
+                 log_level="warn", node_extra=None):
         if transport not in ("kernel", "memif"):
             raise ValueError(f"transport {transport!r}: expected kernel or memif")
         self.build = os.path.abspath(build)
@@ -71,6 +71,7 @@ class LocalStoreCluster:
         self.segment = segment
         self.pin_unread = pin_unread
         self.log_level = log_level
+        self.node_extra = dict(node_extra or {})  # more KEY=value lines for both node files
         self.tmp = tempfile.mkdtemp(prefix="tide-store-cluster-")
         self.master = None
         self.master_addr = None
@@ -108,6 +109,7 @@ class LocalStoreCluster:
             ]
         else:
             lines.append("MC_FORCE_TCP=1")
+        lines += [f"{k}={v}" for k, v in self.node_extra.items()]
         path = os.path.join(self.tmp, f"{name}.env")
         with open(path, "w") as f:
             f.write("# written by tools/storecluster.py\n" + "\n".join(lines) + "\n")

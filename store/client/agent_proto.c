@@ -30,7 +30,7 @@ agent_w_free(struct agent_wbuf *w)
 static void
 w_put(struct agent_wbuf *w, const void *src, size_t n)
 {
-	if (w->err != 0)
+	if (w->err != 0 || n == 0)
 		return;
 	if (w->len + n > w->cap) {
 		size_t cap = w->cap ? w->cap : 256;
