@@ -272,6 +272,23 @@ tide_lcore_poller_add(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx)
 }
 
 int
+tide_lcore_poller_remove(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx)
+{
+	if (fn == NULL)
+		return -EINVAL;
+	for (unsigned i = 0; i < lc->npollers; i++) {
+		if (lc->pollers[i].fn != fn || lc->pollers[i].ctx != ctx)
+			continue;
+		/* Shift the rest down: pollers run in the order they were added. */
+		memmove(&lc->pollers[i], &lc->pollers[i + 1],
+			(lc->npollers - i - 1) * sizeof(lc->pollers[0]));
+		lc->npollers--;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int
 tide_lcore_post(struct tide_lcore *lc, tide_lcore_msg_fn fn, void *arg)
 {
 	uint64_t pos = atomic_load_explicit(&lc->tail, memory_order_relaxed);

@@ -121,10 +121,23 @@ int tide_lcore_cpu(const struct tide_lcore *lc);
 /**
  * Add a poller to a worker. Pollers run in the order added.
  * \return 0; -ENOSPC TIDE_LCORE_MAX_POLLERS reached; -EINVAL fn NULL.
- * Thread: before tide_lcore_group_start(), or on the worker itself (e.g. from
- * a message) afterwards.
+ * Thread: before tide_lcore_group_start() or after tide_lcore_group_stop(), or
+ * on the worker itself (e.g. from a message) while it runs.
  */
 int tide_lcore_poller_add(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx);
+
+/**
+ * Remove the poller added with this exact (fn, ctx) pair (the first one, if it
+ * was added twice). The others keep their order. Once this returns on the
+ * worker, the removed poller is never called again, so its ctx may be freed.
+ * A poller may remove itself or another from inside its own call; a poller
+ * after it may then miss that one iteration.
+ * \return 0; -ENOENT no such poller on this worker; -EINVAL fn NULL.
+ * Thread: as tide_lcore_poller_add(): before start, after stop, or on the
+ * worker itself while it runs (e.g. from a message posted with
+ * tide_lcore_post(); the poster waits for it to run before freeing ctx).
+ */
+int tide_lcore_poller_remove(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx);
 
 /**
  * Start every worker thread. Returns after each ran its thread_init.

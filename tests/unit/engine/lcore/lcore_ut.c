@@ -250,6 +250,160 @@ test_thread_init_failure_fails_start(void)
 	tide_lcore_group_destroy(g);
 }
 
+/* Pollers that log their id on each call, to check who runs and in which order. */
+struct trace {
+	char log[64];
+	atomic_uint n;
+	atomic_uint_fast64_t calls[4];
+};
+
+struct tracer {
+	struct trace *t;
+	int id;
+	unsigned remove_after; /* 0: never; else remove itself on that call */
+	int remove_rc;
+};
+
+static int
+trace_poll(void *ctx, uint64_t now)
+{
+	struct tracer *tr = ctx;
+	unsigned k = atomic_load(&tr->t->n);
+	uint64_t calls = atomic_fetch_add(&tr->t->calls[tr->id], 1) + 1;
+
+	(void)now;
+	if (k < sizeof(tr->t->log) - 1) {
+		tr->t->log[k] = (char)('A' + tr->id);
+		atomic_store(&tr->t->n, k + 1);
+	}
+	if (tr->remove_after != 0 && calls == tr->remove_after)
+		tr->remove_rc = tide_lcore_poller_remove(tide_lcore_current(), trace_poll, tr);
+	return 0;
+}
+
+struct remove_msg {
+	struct tide_lcore *lc;
+	struct tracer *tr;
+	int rc;
+	atomic_bool done;
+};
+
+static void
+remove_on_worker(void *arg)
+{
+	struct remove_msg *m = arg;
+
+	m->rc = tide_lcore_poller_remove(m->lc, trace_poll, m->tr);
+	atomic_store(&m->done, true);
+}
+
+static void
+wait_calls(struct trace *t, int id, uint64_t atleast)
+{
+	for (int i = 0; i < 5000 && atomic_load(&t->calls[id]) < atleast; i++)
+		usleep(1000);
+	CU_ASSERT_TRUE(atomic_load(&t->calls[id]) >= atleast);
+}
+
+static void
+test_poller_remove_before_start_keeps_order(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct trace t = {0};
+	struct tracer tr[3] = {{.t = &t, .id = 0}, {.t = &t, .id = 1}, {.t = &t, .id = 2}};
+	struct tide_lcore *lc;
+	int cpu = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.idle = TIDE_LCORE_IDLE_BUSY;
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	lc = tide_lcore_get(g, 0);
+	for (int i = 0; i < 3; i++)
+		TIDE_UT_OK(tide_lcore_poller_add(lc, trace_poll, &tr[i]));
+	CU_ASSERT_EQUAL(tide_lcore_poller_remove(lc, NULL, &tr[1]), -EINVAL);
+	/* The pair must match: same function, other context is not it. */
+	CU_ASSERT_EQUAL(tide_lcore_poller_remove(lc, count_poll, &tr[1]), -ENOENT);
+	CU_ASSERT_EQUAL(tide_lcore_poller_remove(lc, trace_poll, &t), -ENOENT);
+	TIDE_UT_OK(tide_lcore_poller_remove(lc, trace_poll, &tr[1]));
+	CU_ASSERT_EQUAL(tide_lcore_poller_remove(lc, trace_poll, &tr[1]), -ENOENT);
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	wait_calls(&t, 2, 40);
+	tide_lcore_group_stop(g);
+	CU_ASSERT_EQUAL(atomic_load(&t.calls[1]), 0);
+	CU_ASSERT_EQUAL(atomic_load(&t.n), sizeof(t.log) - 1);
+	for (unsigned i = 0; i < atomic_load(&t.n); i++)
+		CU_ASSERT_EQUAL(t.log[i], i % 2 == 0 ? 'A' : 'C');
+
+	/* After stop: remove A, add B back; B now runs after C. */
+	TIDE_UT_OK(tide_lcore_poller_remove(lc, trace_poll, &tr[0]));
+	TIDE_UT_OK(tide_lcore_poller_add(lc, trace_poll, &tr[1]));
+	memset(t.log, 0, sizeof(t.log));
+	atomic_store(&t.n, 0);
+	atomic_store(&t.calls[0], 0);
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	wait_calls(&t, 1, 40);
+	tide_lcore_group_stop(g);
+	CU_ASSERT_EQUAL(atomic_load(&t.calls[0]), 0);
+	for (unsigned i = 0; i < atomic_load(&t.n); i++)
+		CU_ASSERT_EQUAL(t.log[i], i % 2 == 0 ? 'C' : 'B');
+	tide_lcore_group_destroy(g);
+}
+
+static void
+test_poller_remove_on_worker(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct tide_lcore_stats st0, st1;
+	struct trace t = {0};
+	struct tracer tr[3] = {
+		{.t = &t, .id = 0}, {.t = &t, .id = 1, .remove_after = 100}, {.t = &t, .id = 2}};
+	struct remove_msg m = {0};
+	struct tide_lcore *lc;
+	uint64_t a_calls;
+	int cpu = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.idle = TIDE_LCORE_IDLE_BUSY;
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	lc = tide_lcore_get(g, 0);
+	for (int i = 0; i < 3; i++)
+		TIDE_UT_OK(tide_lcore_poller_add(lc, trace_poll, &tr[i]));
+	TIDE_UT_OK(tide_lcore_group_start(g));
+
+	/* B removes itself from inside its 100th call: it is never called again. */
+	wait_calls(&t, 2, 1000);
+	CU_ASSERT_EQUAL(tr[1].remove_rc, 0);
+	CU_ASSERT_EQUAL(atomic_load(&t.calls[1]), 100);
+
+	/* A is removed by a message run on the worker, as an owner tearing down does. */
+	m.lc = lc;
+	m.tr = &tr[0];
+	TIDE_UT_OK(tide_lcore_post(lc, remove_on_worker, &m));
+	for (int i = 0; i < 5000 && !atomic_load(&m.done); i++)
+		usleep(1000);
+	CU_ASSERT_TRUE_FATAL(atomic_load(&m.done));
+	CU_ASSERT_EQUAL(m.rc, 0);
+	a_calls = atomic_load(&t.calls[0]);
+	tide_lcore_stats_get(lc, &st0);
+	wait_calls(&t, 2, atomic_load(&t.calls[2]) + 1000);
+	tide_lcore_stats_get(lc, &st1);
+	/* The worker keeps going with C alone; A never runs after the message returned. */
+	CU_ASSERT_TRUE(st1.iterations > st0.iterations);
+	CU_ASSERT_EQUAL(atomic_load(&t.calls[0]), a_calls);
+	CU_ASSERT_EQUAL(atomic_load(&t.calls[1]), 100);
+
+	/* Removing it again on the worker: -ENOENT. */
+	atomic_store(&m.done, false);
+	TIDE_UT_OK(tide_lcore_post(lc, remove_on_worker, &m));
+	for (int i = 0; i < 5000 && !atomic_load(&m.done); i++)
+		usleep(1000);
+	CU_ASSERT_EQUAL(m.rc, -ENOENT);
+	tide_lcore_group_stop(g);
+	tide_lcore_group_destroy(g);
+}
+
 static void
 register_tests(void)
 {
@@ -264,6 +418,9 @@ register_tests(void)
 	CU_add_test(s, "ring_full_returns_eagain_before_start",
 		    test_ring_full_returns_eagain_before_start);
 	CU_add_test(s, "thread_init_failure_fails_start", test_thread_init_failure_fails_start);
+	CU_add_test(s, "poller_remove_before_start_keeps_order",
+		    test_poller_remove_before_start_keeps_order);
+	CU_add_test(s, "poller_remove_on_worker", test_poller_remove_on_worker);
 }
 
 TIDE_UT_MAIN(register_tests)
