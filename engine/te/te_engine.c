@@ -620,6 +620,15 @@ xport_cfg(struct tide_te *te, struct te_xport_cfg *cfg)
 	cfg->local_name = te->name;
 }
 
+/* Tests only (te_xport.h): the TCP transport to install instead of choosing one. */
+static const struct te_xport_ops *_Atomic tcp_ops_override;
+
+void
+te_engine_tcp_ops_override(const struct te_xport_ops *ops)
+{
+	atomic_store(&tcp_ops_override, ops);
+}
+
 /* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
 static int
 install_tcp(struct tide_te *te)
@@ -637,7 +646,9 @@ install_tcp(struct tide_te *te)
 		return rc;
 	}
 	ops = &te_tcp_kernel_ops;
-	if (dpdk) {
+	if (atomic_load(&tcp_ops_override) != NULL) {
+		ops = atomic_load(&tcp_ops_override);
+	} else if (dpdk) {
 #if TE_HAVE_DPDK
 		ops = &te_tcp_dpdk_ops;
 #else
@@ -698,37 +709,52 @@ hook_fetch_desc(void *arg, const char *peer, struct te_desc **out)
 	return rc;
 }
 
+/* Undo install_tcp() (a failed rdma install leaves nothing half-installed). */
+static void
+uninstall_tcp(struct tide_te *te)
+{
+	te->xops->destroy(te->x);
+	te->x = NULL;
+	te->xops = NULL;
+	te->data_port = 0;
+}
+
 /*
- * RDMA next to TCP: the verbs transport first (so a host without a device
- * fails before anything starts), then TCP for peers without RDMA, then every
- * buffer registered so far gets its keys, then the descriptor advertises both.
+ * RDMA next to TCP: TCP first (peers without RDMA use it), so that a
+ * user-space TCP transport can lend its polling lcores and the CQs are polled
+ * there, next to the packet rx, instead of on workers of their own; then the
+ * verbs transport; then every buffer registered so far gets its keys, then the
+ * descriptor advertises both. On failure a TCP transport started here is
+ * destroyed again, so nothing is half-installed (a user-space one cannot be
+ * started again in this process: the DPDK EAL starts once).
  */
 static int
 install_rdma(struct tide_te *te)
 {
 	struct te_xport_cfg cfg;
 	struct te_xport *rx = NULL;
+	bool tcp_here = te->x == NULL;
 	int rc;
 
 	if (te->rx != NULL) {
 		return 0;
+	}
+	rc = install_tcp(te);
+	if (rc != 0) {
+		return rc;
 	}
 	xport_cfg(te, &cfg);
 	cfg.rdma_devices = te->o.rdma_devices;
 	cfg.meta.conn_request = hook_conn_request;
 	cfg.meta.fetch_desc = hook_fetch_desc;
 	cfg.meta.arg = te;
+	cfg.shared_lcores = te->xops->lcores != NULL ? te->xops->lcores(te->x) : NULL;
 	rc = te_rdma_ops.create(&cfg, &rx);
 	if (rc != 0) {
 		TIDE_LOG(ERR,
 			 "protocol 'rdma' is not available on this node (reason above); to run "
 			 "without RDMA set MOONCAKE_PROTOCOL=tcp");
-		return rc;
-	}
-	rc = install_tcp(te);
-	if (rc != 0) {
-		te_rdma_ops.destroy(rx);
-		return rc;
+		goto fail;
 	}
 	pthread_rwlock_wrlock(&te->mem_lock);
 	for (size_t i = 0; i < te->nmem && rc == 0; i++) {
@@ -743,13 +769,18 @@ install_rdma(struct tide_te *te)
 		pthread_rwlock_unlock(&te->mem_lock);
 		TIDE_LOG(ERR, "rdma: registering existing buffers: %s", tide_te_strerror(rc));
 		te_rdma_ops.destroy(rx);
-		return rc;
+		goto fail;
 	}
 	te->rxops = &te_rdma_ops;
 	te->rx = rx;
 	pthread_rwlock_unlock(&te->mem_lock);
 	te_meta_set_conn_handler(te->meta, conn_handler, te);
 	return 0;
+fail:
+	if (tcp_here) {
+		uninstall_tcp(te);
+	}
+	return rc;
 }
 #endif
 
@@ -1375,7 +1406,8 @@ tide_te_destroy(struct tide_te *te)
 		}
 	}
 	if (te->rx != NULL) {
-		/* No Connection request may reach the transport once it is gone. */
+		/* Before TCP: it may poll on the user-space TCP transport's lcores.
+		 * No Connection request may reach the transport once it is gone. */
 		te_meta_set_conn_handler(te->meta, NULL, NULL);
 		te->rxops->destroy(te->rx);
 		te->rx = NULL;

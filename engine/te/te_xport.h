@@ -21,7 +21,8 @@
 
 #include "te_meta.h" /* meta/ */
 
-struct te_task; /* core-private */
+struct te_task;          /* core-private */
+struct tide_lcore_group; /* engine/lcore */
 
 /* One contiguous piece of a request. */
 struct te_slice {
@@ -99,6 +100,13 @@ struct te_xport_cfg {
 	const char *local_name;   /* our segment name (rdma NIC paths "<name>@<device>") */
 	const char *rdma_devices; /* rdma: device list; NULL: MOONCAKE_DEVICE of the node env */
 	struct te_meta_hooks meta;
+	/*
+	 * rdma: poll the CQs on these workers (another transport's, see ops->lcores)
+	 * instead of starting its own; NULL: own workers. The group must be running
+	 * with a CLOCK_MONOTONIC clock, and keep running until the borrowing
+	 * transport's destroy returned (destroy the borrower first).
+	 */
+	struct tide_lcore_group *shared_lcores;
 };
 
 struct te_xport;
@@ -137,7 +145,22 @@ struct te_xport_ops {
 	int (*describe)(struct te_xport *x, struct te_desc *d);
 	int (*on_connection)(struct te_xport *x, const char *json, size_t len, char **reply,
 			     size_t *reply_len);
+	/*
+	 * Optional (tcp-dpdk): the running polling workers this transport owns, so
+	 * another transport can add its pollers there (te_xport_cfg.shared_lcores)
+	 * instead of burning CPUs of its own. NULL op or NULL result: none. Valid
+	 * until destroy; the engine destroys borrowers first.
+	 */
+	struct tide_lcore_group *(*lcores)(struct te_xport *x);
 };
+
+/*
+ * Tests only: the engine installs ops as its TCP transport instead of choosing
+ * kernel sockets or user-space TCP from the node file (e.g. kernel sockets that
+ * also lend a test's lcore group through ->lcores). NULL restores the choice.
+ * Process-wide; set before installing a transport. Thread: any.
+ */
+void te_engine_tcp_ops_override(const struct te_xport_ops *ops);
 
 extern const struct te_xport_ops te_tcp_kernel_ops;
 extern const struct te_xport_ops te_tcp_dpdk_ops;

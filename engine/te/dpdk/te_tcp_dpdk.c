@@ -21,6 +21,10 @@
  *
  * The EAL is process-wide: one user-space transport per process.
  *
+ * The lcores are lent to the RDMA transport when both are installed
+ * (dpdk_lcores()): it adds its completion-queue poller on each lcore, after
+ * dpdk_poll(), so one pinned CPU per lcore polls the packet queue and the CQs.
+ *
  * Bounds: TE_DPDK_MAX_CONNS connections per peer; a client connection has at
  * most max_inflight slices (64) and 8 MiB in flight; a server connection
  * buffers nothing (WRITE payload is copied once from the stack's receive
@@ -803,6 +807,8 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 						       : TIDE_LCORE_IDLE_ADAPTIVE;
 	lo.idle_sleep_us = x->ne.idle_sleep_us;
 	lo.thread_init = tide_eal_thread_register;
+	/* lo.clock_ns stays CLOCK_MONOTONIC: slices are stamped with it, and the RDMA
+	 * poller sharing these lcores relies on it too. */
 	rc = tide_lcore_group_create(&lo, cpus, x->nlc, &x->g);
 	if (rc == 0) {
 		rc = tide_lcore_group_start(x->g);
@@ -1073,6 +1079,12 @@ dpdk_data_host(const struct te_xport *x, char *host, size_t len)
 	snprintf(host, len, "%s", x->ip_str);
 }
 
+static struct tide_lcore_group *
+dpdk_lcores(struct te_xport *x)
+{
+	return x->g;
+}
+
 const struct te_xport_ops te_tcp_dpdk_ops = {
 	.name = "tcp-dpdk",
 	.create = dpdk_create,
@@ -1082,4 +1094,5 @@ const struct te_xport_ops te_tcp_dpdk_ops = {
 	.peer_close = dpdk_peer_close,
 	.submit = dpdk_submit,
 	.destroy = dpdk_destroy,
+	.lcores = dpdk_lcores,
 };

@@ -4,6 +4,14 @@
  * pairs, driven by pinned polling workers (engine/lcore), through pmd/verbs'
  * glue table only.
  *
+ * Workers: when the user-space TCP transport runs, its lcores are borrowed
+ * (te_xport_cfg.shared_lcores): each worker's poller (rdma_poll) is added on
+ * one of them, next to the packet rx poller, from a message run on that lcore,
+ * and removed the same way at destroy before the worker's state is freed.
+ * Otherwise (kernel TCP) the transport starts a worker group of its own. Either
+ * way a worker (struct te_lc) is reached only through its inbox and
+ * tide_lcore_post().
+ *
  * Objects:
  * - an endpoint (struct rep) is one local device connected to one peer device
  *   ("<peer segment>@<peer device>", Mooncake's NIC path) with nqp RC QPs. It is
@@ -140,6 +148,7 @@ struct te_lc {
 	unsigned idx;
 	int numa;
 	struct tide_lcore *lc;
+	bool polling; /* rdma_poll is on lc, which runs: stop it there at destroy */
 	struct ibv_cq *cq[TIDE_VRB_MAX_DEVS];
 	pthread_mutex_t inbox_lock;
 	struct te_slice *in_head, *in_tail;
@@ -176,7 +185,7 @@ struct te_xport {
 	const struct tide_vrb_ops *ops;
 	unsigned ndev;
 	unsigned nqp;
-	struct tide_lcore_group *g;
+	struct tide_lcore_group *g; /* own workers; NULL when borrowing cfg.shared_lcores */
 	unsigned nlc;
 	struct te_lc lcs[TIDE_LCORE_MAX];
 
@@ -775,9 +784,14 @@ rdma_poll(void *ctx, uint64_t now)
 		}
 	}
 	if (now >= l->next_tick) {
+		/* A fresh read: slices drained above may have been stamped after `now`
+		 * (on a shared lcore the packet poller ran in between), and an age
+		 * computed from an older `now` would wrap around and time them out. */
+		uint64_t t = mono_ns();
+
 		l->next_tick = now + TE_RDMA_TICK_NS;
 		for (unsigned i = 0; i < neps; i++) {
-			ep_tick(l->eps[i], now);
+			ep_tick(l->eps[i], t);
 		}
 	}
 	return (int)work;
@@ -800,8 +814,9 @@ sync_trampoline(void *arg)
 	atomic_store(&m->done, true);
 }
 
-/* Run fn(arg) on worker l and wait (a worker never waits on us). */
-static void
+/* Run fn(arg) on worker l and wait (a worker never waits on us); l's lcore must
+ * be running. 0; -errno from tide_lcore_post() (then fn did not run). */
+static int
 run_on_lcore(struct te_lc *l, void (*fn)(void *), void *arg)
 {
 	struct sync_msg m = {.fn = fn, .arg = arg};
@@ -811,11 +826,12 @@ run_on_lcore(struct te_lc *l, void (*fn)(void *), void *arg)
 		usleep(100);
 	}
 	if (rc != 0) {
-		return;
+		return rc;
 	}
 	while (!atomic_load(&m.done)) {
 		usleep(50);
 	}
+	return 0;
 }
 
 /* ---- connection set-up (CM thread and handshake handler) ---------------------------- */
@@ -1425,13 +1441,71 @@ env_int(const char *name, long lo, long hi, long def, long *out)
 	return 0;
 }
 
+struct poller_arg {
+	struct te_lc *l;
+	int rc;
+};
+
+static void
+poller_add_on_lcore(void *arg)
+{
+	struct poller_arg *a = arg;
+
+	a->rc = tide_lcore_poller_add(a->l->lc, rdma_poll, a->l);
+}
+
+/* Worker i polls on lcore i of another transport's running group. */
+static int
+workers_borrow(struct te_xport *x, struct tide_lcore_group *g)
+{
+	for (unsigned i = 0; i < x->nlc; i++) {
+		struct te_lc *l = &x->lcs[i];
+		struct poller_arg a = {.l = l, .rc = -EINVAL};
+		int rc;
+
+		l->lc = tide_lcore_get(g, i);
+		rc = run_on_lcore(l, poller_add_on_lcore, &a);
+		if (rc == 0) {
+			rc = a.rc;
+		}
+		if (rc != 0) {
+			TIDE_LOG(ERR, "rdma: adding the CQ poller on lcore %u (CPU %d): %s", i,
+				 tide_lcore_cpu(l->lc), strerror(-rc));
+			return rc;
+		}
+		l->polling = true;
+	}
+	return 0;
+}
+
+/* A group of our own, worker i on cpus[i]. */
+static int
+workers_start(struct te_xport *x, const int *cpus)
+{
+	struct tide_lcore_opts lo;
+	int rc;
+
+	tide_lcore_opts_init(&lo, sizeof(lo));
+	rc = tide_lcore_group_create(&lo, cpus, x->nlc, &x->g);
+	for (unsigned i = 0; rc == 0 && i < x->nlc; i++) {
+		x->lcs[i].lc = tide_lcore_get(x->g, i);
+		rc = tide_lcore_poller_add(x->lcs[i].lc, rdma_poll, &x->lcs[i]);
+	}
+	if (rc == 0) {
+		rc = tide_lcore_group_start(x->g);
+	}
+	for (unsigned i = 0; rc == 0 && i < x->nlc; i++) {
+		x->lcs[i].polling = true;
+	}
+	return rc;
+}
+
 static void rdma_destroy(struct te_xport *x);
 
 static int
 rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 {
 	struct tide_vrb_cfg vc;
-	struct tide_lcore_opts lo;
 	struct tide_nodeenv *ne;
 	struct te_xport *x;
 	const struct tide_vrb_ops *ops;
@@ -1498,7 +1572,16 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		return rc == -ENODEV ? -EPROTONOSUPPORT : rc;
 	}
 	x->ndev = tide_vrb_ndev(x->v);
-	rc = tide_lcore_cpus_pick(ne->lcores, ne->lcores_per_numa, cpus, TIDE_LCORE_MAX, &ncpu);
+	if (cfg->shared_lcores != NULL) {
+		/* One worker per lcore of the user-space TCP transport, on its CPU. */
+		ncpu = tide_lcore_count(cfg->shared_lcores);
+		for (unsigned i = 0; i < ncpu; i++) {
+			cpus[i] = tide_lcore_cpu(tide_lcore_get(cfg->shared_lcores, i));
+		}
+	} else {
+		rc = tide_lcore_cpus_pick(ne->lcores, ne->lcores_per_numa, cpus, TIDE_LCORE_MAX,
+					  &ncpu);
+	}
 	free(ne);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "rdma: choosing worker CPUs (TIDE_LCORES / TIDE_LCORES_PER_NUMA): %s",
@@ -1521,20 +1604,8 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 			}
 		}
 	}
-	tide_lcore_opts_init(&lo, sizeof(lo));
-	rc = tide_lcore_group_create(&lo, cpus, x->nlc, &x->g);
-	if (rc == 0) {
-		for (unsigned i = 0; i < x->nlc; i++) {
-			x->lcs[i].lc = tide_lcore_get(x->g, i);
-			rc = tide_lcore_poller_add(x->lcs[i].lc, rdma_poll, &x->lcs[i]);
-			if (rc != 0) {
-				break;
-			}
-		}
-	}
-	if (rc == 0) {
-		rc = tide_lcore_group_start(x->g);
-	}
+	rc = cfg->shared_lcores != NULL ? workers_borrow(x, cfg->shared_lcores)
+					: workers_start(x, cpus);
 	if (rc == 0) {
 		rc = -pthread_create(&x->cm_thr, NULL, cm_main, x);
 		x->cm_started = rc == 0;
@@ -1544,12 +1615,15 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		rdma_destroy(x);
 		return rc;
 	}
-	TIDE_LOG(INFO, "rdma: %u device(s) via %s, %u worker(s), %u QP(s) per endpoint", x->ndev,
-		 ops->name, x->nlc, x->nqp);
+	TIDE_LOG(INFO, "rdma: %s (%u), %u device(s) via %s, %u QP(s) per endpoint",
+		 x->g == NULL ? "polling on the user-space TCP lcores" : "own workers", x->nlc,
+		 x->ndev, ops->name, x->nqp);
 	*out = x;
 	return 0;
 }
 
+/* Last run on a worker's lcore: end its slices and take its poller off, so a
+ * borrowed lcore never touches l again (an own one is stopped next anyway). */
 static void
 stop_on_lcore(void *arg)
 {
@@ -1562,6 +1636,10 @@ stop_on_lcore(void *arg)
 		ep_fail_inflight(l->eps[i], -ECANCELED);
 		atomic_store(&l->eps[i]->state, EP_BROKEN);
 	}
+	if (tide_lcore_poller_remove(l->lc, rdma_poll, l) != 0) {
+		TIDE_LOG(ERR, "rdma: worker %u: CQ poller missing on its lcore", l->idx);
+	}
+	l->polling = false;
 }
 
 static void
@@ -1574,14 +1652,12 @@ rdma_destroy(struct te_xport *x)
 		pthread_mutex_unlock(&x->cm_lock);
 		pthread_join(x->cm_thr, NULL);
 	}
-	if (x->g != NULL) {
-		for (unsigned i = 0; i < x->nlc; i++) {
-			if (x->lcs[i].lc != NULL) {
-				run_on_lcore(&x->lcs[i], stop_on_lcore, &x->lcs[i]);
-			}
+	for (unsigned i = 0; i < x->nlc; i++) {
+		if (x->lcs[i].polling) {
+			run_on_lcore(&x->lcs[i], stop_on_lcore, &x->lcs[i]);
 		}
-		tide_lcore_group_destroy(x->g);
 	}
+	tide_lcore_group_destroy(x->g); /* own workers only; NULL when borrowed */
 	for (unsigned i = 0; i < x->neps; i++) {
 		struct rep *ep = x->eps[i];
 
