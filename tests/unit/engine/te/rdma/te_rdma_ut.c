@@ -6,11 +6,14 @@
  * their buffers by the double's RC emulation. Covers posting and polling,
  * batching and signalling, bounce buffers, error completions, rkey
  * violations, a QP forced into error with work in flight, reconnection,
- * transport choice per pair, the descriptor and the Connection handshake, and
- * that protocol tcp never touches verbs.
+ * transport choice per pair, the descriptor and the Connection handshake, that
+ * protocol tcp never touches verbs, and polling on the lcores a TCP transport
+ * lends (as user-space TCP does) instead of on workers of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,9 @@
 
 #include "te_meta.h"
 #include "te_rdma.h"
+#include "te_xport.h"
+#include "tide_lcore.h"
+#include "tide_log.h"
 #include "tide_te.h"
 #include "tide_ut.h"
 #include "tide_vrb.h"
@@ -555,6 +561,227 @@ test_register_local_rules(void)
 	free(buf);
 }
 
+/* ---- polling on lent lcores (user-space TCP's) -------------------------------------------- */
+
+/*
+ * What tcp-dpdk lends, without DPDK: each node's TCP transport is kernel sockets
+ * wrapped so that ->lcores hands out a running lcore group this test owns (node
+ * i gets group i), and the verbs table's poll_cq is wrapped to see which lcore
+ * polls. A ticker poller on each group shows the group itself keeps running.
+ */
+#define SHARE_NODES 2
+
+static struct {
+	struct tide_lcore_group *g[SHARE_NODES];
+	struct te_xport *x[SHARE_NODES];
+	atomic_uint_fast64_t polls[SHARE_NODES]; /* CQ polls on group i's lcores */
+	atomic_uint_fast64_t polls_elsewhere;    /* on any other thread */
+	atomic_uint_fast64_t ticks[SHARE_NODES];
+	bool quiet_at_tcp_destroy[SHARE_NODES]; /* no CQ poll while TCP was destroyed */
+} sh;
+
+static struct te_xport_ops share_tcp_ops;
+static struct tide_vrb_ops share_vrb_ops;
+
+static int
+share_group_of(const struct tide_lcore *lc)
+{
+	for (int i = 0; lc != NULL && i < SHARE_NODES; i++) {
+		for (unsigned k = 0; sh.g[i] != NULL && k < tide_lcore_count(sh.g[i]); k++) {
+			if (tide_lcore_get(sh.g[i], k) == lc) {
+				return i;
+			}
+		}
+	}
+	return -1;
+}
+
+static int
+share_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
+{
+	int i = share_group_of(tide_lcore_current());
+
+	atomic_fetch_add(i < 0 ? &sh.polls_elsewhere : &sh.polls[i], 1);
+	return vdbl_ops()->poll_cq(cq, n, wc);
+}
+
+static int
+share_tick(void *ctx, uint64_t now)
+{
+	(void)now;
+	atomic_fetch_add((atomic_uint_fast64_t *)ctx, 1);
+	return 0;
+}
+
+static int
+share_tcp_create(const struct te_xport_cfg *cfg, struct te_xport **out)
+{
+	int rc = te_tcp_kernel_ops.create(cfg, out);
+
+	for (int i = 0; rc == 0 && i < SHARE_NODES; i++) {
+		if (sh.x[i] == NULL) {
+			sh.x[i] = *out;
+			break;
+		}
+	}
+	return rc;
+}
+
+static struct tide_lcore_group *
+share_tcp_lcores(struct te_xport *x)
+{
+	for (int i = 0; i < SHARE_NODES; i++) {
+		if (sh.x[i] == x) {
+			return sh.g[i];
+		}
+	}
+	return NULL;
+}
+
+static void
+share_tcp_destroy(struct te_xport *x)
+{
+	for (int i = 0; i < SHARE_NODES; i++) {
+		if (sh.x[i] == x) {
+			uint64_t p = atomic_load(&sh.polls[i]);
+
+			/* The engine destroyed the RDMA transport first: it polls no more. */
+			usleep(20000);
+			sh.quiet_at_tcp_destroy[i] = atomic_load(&sh.polls[i]) == p;
+			sh.x[i] = NULL;
+		}
+	}
+	te_tcp_kernel_ops.destroy(x);
+}
+
+static void
+share_nodes_up(void)
+{
+	node_up(&a, "dbl_a0,dbl_a1", "rdma");
+	node_up(&b, "dbl_b0", "rdma");
+}
+
+static void
+share_node_a_up(void)
+{
+	node_up(&a, "dbl_a0", "rdma");
+}
+
+static void
+share_with_info_log(void (*fn)(void), char *buf, size_t len)
+{
+	enum tide_log_level lvl = tide_log_get_level();
+
+	tide_log_set_level(TIDE_LOG_INFO);
+	capture_stderr(fn, buf, len);
+	tide_log_set_level(lvl);
+}
+
+/* Node i went down: its lcores never poll its CQs again, and keep running. */
+static void
+share_check_gone(int i)
+{
+	struct tide_lcore_stats st0, st1;
+	uint64_t polls = atomic_load(&sh.polls[i]), ticks = atomic_load(&sh.ticks[i]);
+
+	CU_ASSERT_TRUE(sh.quiet_at_tcp_destroy[i]);
+	tide_lcore_stats_get(tide_lcore_get(sh.g[i], 0), &st0);
+	usleep(50000);
+	tide_lcore_stats_get(tide_lcore_get(sh.g[i], 0), &st1);
+	CU_ASSERT_EQUAL(atomic_load(&sh.polls[i]), polls);
+	CU_ASSERT_TRUE(st1.iterations > st0.iterations);
+	CU_ASSERT_TRUE(atomic_load(&sh.ticks[i]) > ticks);
+}
+
+static void
+test_rdma_polls_on_lent_lcores(void)
+{
+	struct tide_lcore_opts lo;
+	struct tide_te_status s;
+	struct vdbl_stats vs;
+	char log[16384];
+	const uint64_t len = 3u << 20; /* slices over both of A's devices and lcores */
+	uint64_t polls_b;
+	tide_te_seg_t seg;
+	cpu_set_t set;
+	int cpus[2] = {0, 0};
+
+	memset(&sh, 0, sizeof(sh));
+	CU_ASSERT_EQUAL_FATAL(sched_getaffinity(0, sizeof(set), &set), 0);
+	for (int c = CPU_SETSIZE - 1; c >= 0; c--) {
+		if (CPU_ISSET(c, &set)) {
+			cpus[0] = cpus[1] = c;
+		}
+	}
+	devices_reset();
+	share_vrb_ops = *vdbl_ops();
+	share_vrb_ops.poll_cq = share_poll_cq;
+	tide_vrb_glue_set(&share_vrb_ops);
+	share_tcp_ops = te_tcp_kernel_ops;
+	share_tcp_ops.create = share_tcp_create;
+	share_tcp_ops.lcores = share_tcp_lcores;
+	share_tcp_ops.destroy = share_tcp_destroy;
+	te_engine_tcp_ops_override(&share_tcp_ops);
+	/* A lends two lcores (one per device), B one; both run before the engines start. */
+	for (int i = 0; i < SHARE_NODES; i++) {
+		tide_lcore_opts_init(&lo, sizeof(lo));
+		TIDE_UT_OK(tide_lcore_group_create(&lo, cpus, i == 0 ? 2 : 1, &sh.g[i]));
+		TIDE_UT_OK(tide_lcore_poller_add(tide_lcore_get(sh.g[i], 0), share_tick,
+						 &sh.ticks[i]));
+		TIDE_UT_OK(tide_lcore_group_start(sh.g[i]));
+	}
+
+	share_with_info_log(share_nodes_up, log, sizeof(log));
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "rdma: polling on the user-space TCP lcores (2)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "rdma: polling on the user-space TCP lcores (1)"));
+	CU_ASSERT_PTR_NULL(strstr(log, "own workers"));
+	CU_ASSERT_STRING_EQUAL(tide_te_transport_name(a.te), "rdma");
+
+	seg = open_seg(&a, &b);
+	fill(a.local, len, 31);
+	s = xfer(&a, seg, TIDE_TE_WRITE, a.local, (uint64_t)(uintptr_t)b.seg, len);
+	CU_ASSERT_EQUAL(s.state, TIDE_TE_COMPLETED);
+	CU_ASSERT_EQUAL(memcmp(a.local, b.seg, len), 0);
+	s = xfer(&a, seg, TIDE_TE_READ, a.local + len, (uint64_t)(uintptr_t)b.seg, len);
+	CU_ASSERT_EQUAL(s.state, TIDE_TE_COMPLETED);
+	CU_ASSERT_EQUAL(memcmp(a.local, a.local + len, len), 0);
+	/* Every CQ poll ran on a lent lcore, none on a thread of the transport's own. */
+	CU_ASSERT_TRUE(atomic_load(&sh.polls[0]) > 0);
+	CU_ASSERT_TRUE(atomic_load(&sh.polls[1]) > 0);
+	CU_ASSERT_EQUAL(atomic_load(&sh.polls_elsewhere), 0);
+
+	/* A goes: its pollers leave A's lcores, B's keep polling on B's. */
+	node_down(&a);
+	share_check_gone(0);
+	polls_b = atomic_load(&sh.polls[1]);
+	usleep(20000);
+	CU_ASSERT_TRUE(atomic_load(&sh.polls[1]) > polls_b);
+	node_down(&b);
+	share_check_gone(1);
+	vdbl_stats_get(&vs);
+	CU_ASSERT_EQUAL(vs.live_qp, 0);
+	CU_ASSERT_EQUAL(vs.live_cq, 0);
+	CU_ASSERT_EQUAL(vs.live_mr, 0);
+	for (int i = 0; i < SHARE_NODES; i++) {
+		tide_lcore_group_stop(sh.g[i]);
+		tide_lcore_group_destroy(sh.g[i]);
+		sh.g[i] = NULL;
+	}
+	CU_ASSERT_EQUAL(atomic_load(&sh.polls_elsewhere), 0);
+
+	/* Without lent lcores (kernel TCP): workers of its own, polling off the lcores above. */
+	te_engine_tcp_ops_override(NULL);
+	share_with_info_log(share_node_a_up, log, sizeof(log));
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "rdma: own workers ("));
+	CU_ASSERT_PTR_NULL(strstr(log, "polling on the user-space TCP lcores"));
+	for (int i = 0; i < 2000 && atomic_load(&sh.polls_elsewhere) == 0; i++) {
+		usleep(1000);
+	}
+	CU_ASSERT_TRUE(atomic_load(&sh.polls_elsewhere) > 0);
+	node_down(&a);
+	tide_vrb_glue_set(vdbl_ops());
+}
+
 static void
 register_tests(void)
 {
@@ -579,6 +806,7 @@ register_tests(void)
 	CU_add_test(s, "test_connection_handshake_as_stock_peer",
 		    test_connection_handshake_as_stock_peer);
 	CU_add_test(s, "test_register_local_rules", test_register_local_rules);
+	CU_add_test(s, "test_rdma_polls_on_lent_lcores", test_rdma_polls_on_lent_lcores);
 }
 
 TIDE_UT_MAIN(register_tests)
