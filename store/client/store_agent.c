@@ -51,11 +51,6 @@ struct region {
 	bool live; /* slot in use */
 };
 
-struct reg_buf {
-	uintptr_t ptr;
-	size_t len;
-};
-
 struct tide_agent_conn {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char endpoint[256];
@@ -64,12 +59,10 @@ struct tide_agent_conn {
 	pthread_mutex_t io_lock;
 	int sock; /* -1: reconnect before the next request */
 	uint32_t seq;
-	/* reg_lock: the region table and the registered-buffer table. */
+	/* reg_lock: the region table. */
 	pthread_mutex_t reg_lock;
 	struct region *regions;
 	size_t nregions;
-	struct reg_buf *regs;
-	size_t nregs, capregs;
 	int staging; /* index into regions, -1: none */
 };
 
@@ -532,7 +525,6 @@ tide_agent_close(struct tide_agent_conn *a)
 	if (a->sock >= 0)
 		close(a->sock);
 	free(a->regions);
-	free(a->regs);
 	pthread_mutex_destroy(&a->io_lock);
 	pthread_mutex_destroy(&a->reg_lock);
 	free(a);
@@ -881,55 +873,7 @@ tide_agent_health_check(struct tide_agent_conn *a)
 	return v < 0 ? 2 : (int)v;
 }
 
-/* ------------------------------------------------------- buffers (local) */
-
-int
-tide_agent_register_buffer(struct tide_agent_conn *a, void *ptr, size_t len)
-{
-	size_t i;
-	int rc = 0;
-
-	if (ptr == NULL || len == 0)
-		return -EINVAL;
-	pthread_mutex_lock(&a->reg_lock);
-	for (i = 0; i < a->nregs; i++)
-		if (a->regs[i].ptr == (uintptr_t)ptr)
-			rc = -EEXIST;
-	if (rc == 0 && a->nregs == a->capregs) {
-		size_t cap = a->capregs ? a->capregs * 2 : 16;
-		struct reg_buf *nr = realloc(a->regs, cap * sizeof(*nr));
-
-		if (nr == NULL)
-			rc = -ENOMEM;
-		else {
-			a->regs = nr;
-			a->capregs = cap;
-		}
-	}
-	if (rc == 0)
-		a->regs[a->nregs++] = (struct reg_buf){(uintptr_t)ptr, len};
-	pthread_mutex_unlock(&a->reg_lock);
-	return rc;
-}
-
-int
-tide_agent_unregister_buffer(struct tide_agent_conn *a, void *ptr)
-{
-	size_t i;
-	int rc = -ENOENT;
-
-	pthread_mutex_lock(&a->reg_lock);
-	for (i = 0; i < a->nregs; i++) {
-		if (a->regs[i].ptr == (uintptr_t)ptr) {
-			/* Order does not matter: swap with the last. */
-			a->regs[i] = a->regs[--a->nregs];
-			rc = 0;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&a->reg_lock);
-	return rc;
-}
+/* ----------------------------------------------------------------- buffers */
 
 int
 tide_agent_local_buffer(struct tide_agent_conn *a, void **base, size_t *len)

@@ -2,7 +2,8 @@
 /*
  * Internal to store/client: the client side of the per-node agent
  * (tide-node). When a store is attached, every public tide_store_X(s, ...)
- * forwards to tide_agent_X(s->agent, ...) with the same arguments, results
+ * (except the registered-buffer bookkeeping, which store_client.c keeps for
+ * both modes) forwards to tide_agent_X(s->agent, ...) with the same arguments, results
  * and error conventions as documented in tide_store.h; the agent runs the
  * operation on its embedded store with the caller's memory mapped (shared
  * regions) or bounced through a shared staging area (other memory).
@@ -48,8 +49,6 @@ int tide_agent_batch_is_exist(struct tide_agent_conn *a, const char *const *keys
 int tide_agent_batch_remove(struct tide_agent_conn *a, const char *const *keys, size_t n,
 			    bool force, int *rcs);
 int64_t tide_agent_remove_by_regex(struct tide_agent_conn *a, const char *pattern, bool force);
-int tide_agent_register_buffer(struct tide_agent_conn *a, void *ptr, size_t len);
-int tide_agent_unregister_buffer(struct tide_agent_conn *a, void *ptr);
 int tide_agent_local_buffer(struct tide_agent_conn *a, void **base, size_t *len);
 int tide_agent_map_buffer(struct tide_agent_conn *a, size_t len, void **out);
 int tide_agent_unmap_buffer(struct tide_agent_conn *a, void *ptr);

@@ -705,7 +705,14 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
-		/* The agent runs the engine, the segment and the master calls. */
+		/* The agent runs the engine, the segment and the master calls; the
+		 * registered-buffer bookkeeping stays here. */
+		s->reg = calloc(REG_INIT_CAP, sizeof(*s->reg));
+		if (s->reg == NULL) {
+			tide_agent_close(a);
+			return -ENOMEM;
+		}
+		s->reg_cap = REG_INIT_CAP;
 		s->agent = a;
 		s->set_up = true;
 		return 0;
@@ -752,6 +759,7 @@ tide_store_close(struct tide_store *s)
 	if (s->agent != NULL) {
 		tide_agent_close(s->agent);
 		s->agent = NULL;
+		free(s->reg);
 	} else {
 		teardown(s);
 	}
@@ -1847,8 +1855,6 @@ tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len)
 	size_t i;
 	int rc = 0;
 
-	if (s != NULL && s->agent != NULL)
-		return tide_agent_register_buffer(s->agent, ptr, len);
 	if (!ready(s) || ptr == NULL || len == 0)
 		return -EINVAL;
 	pthread_mutex_lock(&s->buf_lock);
@@ -1870,7 +1876,7 @@ tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len)
 	 * ones stay bookkeeping: Miles registers a few-KiB bytearray per GET,
 	 * and a NIC registration per GET costs more than the engine's staging
 	 * copy. A range already covered (inside the local buffer) is fine. */
-	if (rc == 0 && len >= REG_ENGINE_MIN) {
+	if (rc == 0 && len >= REG_ENGINE_MIN && s->agent == NULL) {
 		int r = tide_te_register_local(s->te, ptr, len);
 
 		if (r != 0 && r != -EEXIST) {
@@ -1887,8 +1893,6 @@ tide_store_unregister_buffer(struct tide_store *s, void *ptr)
 	size_t i, j, h, cap;
 	int rc = 0;
 
-	if (s != NULL && s->agent != NULL)
-		return tide_agent_unregister_buffer(s->agent, ptr);
 	if (!ready(s))
 		return -EINVAL;
 	if (ptr == NULL)
@@ -1899,7 +1903,7 @@ tide_store_unregister_buffer(struct tide_store *s, void *ptr)
 	if (s->reg[i].addr == 0) {
 		rc = -ENOENT;
 	} else {
-		if (s->reg[i].len >= REG_ENGINE_MIN)
+		if (s->reg[i].len >= REG_ENGINE_MIN && s->agent == NULL)
 			tide_te_unregister_local(s->te, ptr); /* -ENOENT: it was covered */
 		/* Backward-shift deletion: no tombstones, probes stay short. */
 		for (j = (i + 1) & (cap - 1); s->reg[j].addr != 0; j = (j + 1) & (cap - 1)) {

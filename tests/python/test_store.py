@@ -678,28 +678,35 @@ def test_miles_pattern_roles(master, tmp_path):
 def test_close_while_calls_in_flight(master):
     s = mk(master, seg=8 << 20, lbuf=1 << 20)
     assert s.put("cf-k", b"z" * 1000) == 0
-    stop, results, errors = threading.Event(), [], []
+    stop, errors = threading.Event(), []
+    per_thread = [[] for _ in range(3)]
 
-    def reader():
+    def reader(results):
         out, p = nbuf(1000)
         try:
-            while not stop.is_set():
+            # Run until stopped and until this thread saw a call after close.
+            while not stop.is_set() or not results or results[-1] != -600:
                 results.append(s.get_into("cf-k", p, 1000))
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
-    ts = [threading.Thread(target=reader) for _ in range(3)]
+    ts = [threading.Thread(target=reader, args=(r,)) for r in per_thread]
     for t in ts:
         t.start()
     time.sleep(0.2)
     assert s.close() == 0  # waits for the calls in flight
-    time.sleep(0.05)
     stop.set()
     for t in ts:
-        t.join()
+        t.join(timeout=30)
+        assert not t.is_alive()
     assert not errors
-    assert 1000 in results and results[-1] == -600
-    assert set(results) <= {1000, -600}
+    # Per thread: whole reads while open, then only "not initialized" after
+    # close, never a read after a refusal (threads interleave freely).
+    for results in per_thread:
+        assert results[-1] == -600 and set(results) <= {1000, -600}
+        first_refusal = results.index(-600)
+        assert all(r == -600 for r in results[first_refusal:])
+    assert any(1000 in results for results in per_thread)
 
 
 # ------------------------------------------------------------ through the node agent
