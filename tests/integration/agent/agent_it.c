@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -24,6 +23,7 @@
 #include <netinet/in.h>
 
 #include "agent_proto.h"
+#include "it_master.h"
 #include "tide_agent_server.h"
 #include "tide_mc_client.h"
 #include "tide_store.h"
@@ -31,68 +31,11 @@
 
 #define SEG_SIZE (160u << 20)
 
-static pid_t master_pid = -1;
-static char master_addr[64];
+static struct it_master master = {.pid = -1};
+static const char *master_addr = "";
 static char sock_a[108], sock_b[108];
 static struct tide_store *node_a, *node_b; /* the agents' embedded stores */
 static struct tide_agent_server *srv_a, *srv_b;
-
-static uint16_t
-free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(a);
-	uint16_t port = 0;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		return 0;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &l) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-static void
-sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
-static int
-start_master(void)
-{
-	const char *bin = getenv("AGENT_IT_MASTER_BIN");
-	struct tide_mc_client *c = NULL;
-	char port_s[16];
-	uint16_t port = free_port();
-
-	if (bin == NULL || port == 0)
-		return -1;
-	snprintf(port_s, sizeof(port_s), "%u", port);
-	master_pid = fork();
-	if (master_pid < 0)
-		return -1;
-	if (master_pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execl(bin, "mooncake_master", "--rpc_port", port_s, "--rpc_address", "127.0.0.1",
-		      "--metrics_port", "0", "--metrics_host", "127.0.0.1", "--client_ttl", "3",
-		      "--log_level", "warn", (char *)NULL);
-		_exit(127);
-	}
-	snprintf(master_addr, sizeof(master_addr), "127.0.0.1:%u", port);
-	for (int i = 0; i < 100; i++) {
-		if (tide_mc_client_connect_addr(master_addr, 1000, &c) == 0) {
-			tide_mc_client_close(c);
-			return 0;
-		}
-		sleep_ms(50);
-	}
-	return -1;
-}
 
 static int
 new_store(struct tide_store **out, int agent, const char *sock, uint64_t seg, uint64_t local)
@@ -134,8 +77,9 @@ suite_init(void)
 	signal(SIGPIPE, SIG_IGN);
 	snprintf(sock_a, sizeof(sock_a), "/tmp/tide-agent-it-%d/a.sock", (int)getpid());
 	snprintf(sock_b, sizeof(sock_b), "/tmp/tide-agent-it-%d/b.sock", (int)getpid());
-	if (start_master() != 0)
+	if (it_master_start(&master, "AGENT_IT_MASTER_BIN", "3") != 0)
 		return -1;
+	master_addr = master.addr;
 	if (new_store(&node_a, TIDE_STORE_AGENT_OFF, NULL, SEG_SIZE, 0) != 0 ||
 	    new_store(&node_b, TIDE_STORE_AGENT_OFF, NULL, SEG_SIZE, 0) != 0)
 		return -1;
@@ -154,10 +98,7 @@ suite_clean(void)
 	tide_agent_server_stop(srv_b);
 	tide_store_close(node_a);
 	tide_store_close(node_b);
-	if (master_pid > 0) {
-		kill(master_pid, SIGTERM);
-		waitpid(master_pid, NULL, 0);
-	}
+	it_master_stop(&master, 0);
 	snprintf(dir, sizeof(dir), "/tmp/tide-agent-it-%d", (int)getpid());
 	rmdir(dir);
 	return 0;
@@ -416,7 +357,7 @@ test_client_killed_mid_put(void)
 		}
 		_exit(0);
 	}
-	sleep_ms(400);
+	it_sleep_ms(400);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	TIDE_UT_OK(attach(&c, sock_a));
@@ -439,7 +380,7 @@ test_client_killed_mid_put(void)
 		tide_agent_server_stats(srv_b, &st);
 		if (st.clients_now == st0.clients_now && st.regions_now == st0.regions_now)
 			break;
-		sleep_ms(100);
+		it_sleep_ms(100);
 	}
 	CU_ASSERT_EQUAL(st.clients_now, st0.clients_now);
 	CU_ASSERT_EQUAL(st.regions_now, st0.regions_now);

@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "it_master.h"
 #include "tide_mc_client.h"
 #include "tide_store.h"
 #include "tide_ut.h"
@@ -30,71 +30,21 @@
  * during the test (checked by heartbeat_keeps_segment). */
 #define CLIENT_TTL_S "3"
 
-static pid_t master_pid = -1;
+static struct it_master master = {.pid = -1};
 static char master_addr[64];
 static uint16_t metrics_port;
 static struct tide_store *sa, *sb;
 
-static uint16_t
-free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t l = sizeof(a);
-	uint16_t port = 0;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	if (fd < 0)
-		return 0;
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &l) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-static void
-sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-	nanosleep(&ts, NULL);
-}
-
 static int
 start_master(void)
 {
-	const char *bin = getenv("STORE_IT_MASTER_BIN");
-	struct tide_mc_client *c = NULL;
-	char port_s[16], mport_s[16];
-	uint16_t port = free_port();
+	int rc = it_master_start(&master, "STORE_IT_MASTER_BIN", CLIENT_TTL_S);
 
-	if (bin == NULL || port == 0) {
-		fprintf(stderr, "STORE_IT_MASTER_BIN not set or no free port\n");
-		return -1;
+	if (rc == 0) {
+		snprintf(master_addr, sizeof(master_addr), "%s", master.addr);
+		metrics_port = master.metrics_port;
 	}
-	metrics_port = free_port();
-	snprintf(port_s, sizeof(port_s), "%u", port);
-	snprintf(mport_s, sizeof(mport_s), "%u", metrics_port);
-	master_pid = fork();
-	if (master_pid < 0)
-		return -1;
-	if (master_pid == 0) {
-		/* Never outlive the test, even if it crashes. */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		execl(bin, "mooncake_master", "--rpc_port", port_s, "--rpc_address", "127.0.0.1",
-		      "--metrics_port", mport_s, "--metrics_host", "127.0.0.1", "--client_ttl",
-		      CLIENT_TTL_S, "--log_level", "warn", (char *)NULL);
-		_exit(127);
-	}
-	snprintf(master_addr, sizeof(master_addr), "127.0.0.1:%u", port);
-	for (int i = 0; i < 100; i++) {
-		if (tide_mc_client_connect_addr(master_addr, 1000, &c) == 0) {
-			tide_mc_client_close(c);
-			return 0;
-		}
-		sleep_ms(50);
-	}
-	return -1;
+	return rc;
 }
 
 static int
@@ -141,16 +91,10 @@ suite_init(void)
 static int
 suite_clean(void)
 {
-	int st;
-
 	tide_store_close(sa);
 	tide_store_close(sb);
 	sa = sb = NULL;
-	if (master_pid > 0) {
-		kill(master_pid, SIGTERM);
-		waitpid(master_pid, &st, 0);
-		master_pid = -1;
-	}
+	it_master_stop(&master, 0);
 	return 0;
 }
 
@@ -499,7 +443,7 @@ static void
 test_failed_write_revoked(void)
 {
 	static const struct tide_mc_uuid fake_client = {0x5eed, 0x1}, fake_seg = {0x5eed, 0x2};
-	uint16_t dead = free_port(); /* nothing listens there once free_port returns */
+	uint16_t dead = it_free_port(); /* nothing listens there once free_port returns */
 	struct tide_mc_client *c = NULL;
 	struct tide_mc_segment seg = {0};
 	unsigned char src[4096], dst[4096];
@@ -553,7 +497,7 @@ test_heartbeat_keeps_segment(void)
 
 	fill(src, sizeof(src), 6);
 	CU_ASSERT_EQUAL(tide_store_put(sb, "hb", src, sizeof(src), RC(2)), 0);
-	sleep_ms(5000);
+	it_sleep_ms(5000);
 	CU_ASSERT_EQUAL(tide_store_is_exist(sa, "hb"), 1);
 	/* Both segments are still mounted. */
 	CU_ASSERT_EQUAL(tide_store_put(sa, "hb2", src, sizeof(src), RC(2)), 0);
@@ -867,7 +811,7 @@ test_ranges_replica_fallback(void)
 	int32_t ec = -1;
 	size_t good = 0;
 
-	snprintf(ep, sizeof(ep), "127.0.0.1:%u", free_port());
+	snprintf(ep, sizeof(ep), "127.0.0.1:%u", it_free_port());
 	seg.id = ghost_seg;
 	seg.name.ptr = (char *)"ghost2";
 	seg.name.len = 6;
@@ -1072,12 +1016,8 @@ test_health_and_unset(void)
 static void
 test_health_master_killed(void)
 {
-	int st;
-
 	CU_ASSERT_EQUAL(tide_store_health_check(sa), 0);
-	kill(master_pid, SIGKILL);
-	waitpid(master_pid, &st, 0);
-	master_pid = -1;
+	it_master_stop(&master, 1);
 	CU_ASSERT_EQUAL(tide_store_health_check(sa), 2);
 	CU_ASSERT_EQUAL(tide_store_health_check(sb), 2);
 	CU_ASSERT_TRUE(tide_store_is_exist(sa, "anything") < 0);
