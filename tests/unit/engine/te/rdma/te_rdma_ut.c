@@ -39,6 +39,7 @@ struct node {
 };
 
 static struct node a, b;
+static const char *node_env_path; /* node file for node_up(); NULL: $TIDE_NODE_ENV */
 
 static void
 devices_reset(void)
@@ -59,6 +60,7 @@ node_up(struct node *n, const char *devices, const char *proto)
 	tide_te_opts_init(&o, sizeof(o));
 	o.host = "127.0.0.1";
 	o.rdma_devices = devices;
+	o.node_env = node_env_path;
 	o.slice_size = 256 << 10; /* several slices per request: spread over QPs */
 	o.io_timeout_ms = 3000;
 	TIDE_UT_OK(tide_te_create(&o, &n->te));
@@ -341,7 +343,14 @@ test_rdma_error_completion_then_reconnect(void)
 	s = xfer(&a, seg, TIDE_TE_WRITE, a.local, (uint64_t)(uintptr_t)b.seg, 4096);
 	CU_ASSERT_EQUAL(s.state, TIDE_TE_COMPLETED);
 	CU_ASSERT_EQUAL(memcmp(a.local, b.seg, 4096), 0);
+	/* The request may have gone over the other device's endpoint while the CM
+	 * thread still rebuilds the broken one: wait for it. */
 	vdbl_stats_get(&s2);
+	for (int i = 0;
+	     i < 2000 && (s2.destroy_qp <= s1.destroy_qp || s2.create_qp <= s1.create_qp); i++) {
+		usleep(1000);
+		vdbl_stats_get(&s2);
+	}
 	CU_ASSERT(s2.destroy_qp > s1.destroy_qp);
 	CU_ASSERT(s2.create_qp > s1.create_qp);
 	pair_down();
@@ -782,6 +791,65 @@ test_rdma_polls_on_lent_lcores(void)
 	tide_vrb_glue_set(vdbl_ops());
 }
 
+/*
+ * The real pairing, end to end: A's TCP transport is user-space TCP (DPDK EAL
+ * without hugepages, net_null device that never receives) and its RDMA transport
+ * polls on those lcores; B is kernel TCP with RDMA on workers of its own. The
+ * EAL starts once per process, so this runs last.
+ */
+static void
+share_dpdk_node_up(void)
+{
+	node_up(&a, "dbl_a0,dbl_a1", "rdma");
+	node_env_path = NULL;
+	node_up(&b, "dbl_b0", "rdma");
+}
+
+static void
+test_rdma_polls_on_user_space_tcp_lcores(void)
+{
+	char path[] = "/tmp/te_rdma_ut_env.XXXXXX", text[512], log[16384];
+	const uint64_t len = 2u << 20;
+	struct tide_te_status s;
+	tide_te_seg_t seg;
+	cpu_set_t set;
+	int fd, cpu = 0;
+
+	CU_ASSERT_EQUAL_FATAL(sched_getaffinity(0, sizeof(set), &set), 0);
+	while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set)) {
+		cpu++;
+	}
+	snprintf(text, sizeof(text),
+		 "TIDE_DPDK_DEVICE=net_null0,no-rx=1\nTIDE_DATA_IP=10.77.0.1\n"
+		 "TIDE_HUGEPAGES=off\nTIDE_LCORES=%d\nTIDE_FILE_PREFIX=te-rdma-ut-%d\n",
+		 cpu, (int)getpid());
+	fd = mkstemp(path);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	devices_reset();
+	node_env_path = path;
+	share_with_info_log(share_dpdk_node_up, log, sizeof(log));
+	unlink(path);
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "transport tcp-dpdk"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "rdma: polling on the user-space TCP lcores (1)"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(log, "rdma: own workers ("));
+	CU_ASSERT_STRING_EQUAL(tide_te_transport_name(a.te), "rdma");
+
+	/* Both ways: A's CQs on its user-space TCP lcore, B's on its own worker. */
+	seg = open_seg(&a, &b);
+	fill(a.local, len, 41);
+	s = xfer(&a, seg, TIDE_TE_WRITE, a.local, (uint64_t)(uintptr_t)b.seg, len);
+	CU_ASSERT_EQUAL(s.state, TIDE_TE_COMPLETED);
+	CU_ASSERT_EQUAL(memcmp(a.local, b.seg, len), 0);
+	fill(b.local, len, 42);
+	s = xfer(&b, open_seg(&b, &a), TIDE_TE_WRITE, b.local, (uint64_t)(uintptr_t)a.seg, len);
+	CU_ASSERT_EQUAL(s.state, TIDE_TE_COMPLETED);
+	CU_ASSERT_EQUAL(memcmp(b.local, a.seg, len), 0);
+	/* RDMA goes before the transport whose lcores it polls on (no hang, nothing left). */
+	pair_down();
+}
+
 static void
 register_tests(void)
 {
@@ -807,6 +875,9 @@ register_tests(void)
 		    test_connection_handshake_as_stock_peer);
 	CU_add_test(s, "test_register_local_rules", test_register_local_rules);
 	CU_add_test(s, "test_rdma_polls_on_lent_lcores", test_rdma_polls_on_lent_lcores);
+	/* Last: the DPDK EAL starts once per process. */
+	CU_add_test(s, "test_rdma_polls_on_user_space_tcp_lcores",
+		    test_rdma_polls_on_user_space_tcp_lcores);
 }
 
 TIDE_UT_MAIN(register_tests)
