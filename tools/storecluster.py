@@ -63,7 +63,7 @@ class Node:
 
 class LocalStoreCluster:
     def __init__(self, build, transport="kernel", segment="512mb", pin_unread=True,
-                 log_level="warn", node_extra=None):
+                 log_level="warn", node_extra=None, agent_env=None):
         if transport not in ("kernel", "memif"):
             raise ValueError(f"transport {transport!r}: expected kernel or memif")
         self.build = os.path.abspath(build)
@@ -72,6 +72,7 @@ class LocalStoreCluster:
         self.pin_unread = pin_unread
         self.log_level = log_level
         self.node_extra = dict(node_extra or {})  # more KEY=value lines for both node files
+        self.agent_env = dict(agent_env or {})  # more environment for the agents (MC_* knobs)
         self.tmp = tempfile.mkdtemp(prefix="tide-store-cluster-")
         self.master = None
         self.master_addr = None
@@ -146,7 +147,8 @@ class LocalStoreCluster:
         out = open(node.log, "w")
         node.proc = subprocess.Popen(
             [self._bin("tools", "node", "tide-node"), "--env", node.env_file, "--foreground"],
-            stdout=out, stderr=subprocess.STDOUT, env=clean_env(), start_new_session=True)
+            stdout=out, stderr=subprocess.STDOUT, env=clean_env(self.agent_env),
+            start_new_session=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with open(node.log) as f:

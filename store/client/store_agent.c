@@ -59,6 +59,7 @@ struct tide_agent_conn {
 	pthread_mutex_t io_lock;
 	int sock; /* -1: reconnect before the next request */
 	uint32_t seq;
+	uint32_t gen; /* connections made so far: region ids are valid within one */
 	/* reg_lock: the region table. */
 	pthread_mutex_t reg_lock;
 	struct region *regions;
@@ -101,6 +102,8 @@ exchange(struct tide_agent_conn *a, uint16_t op, const struct agent_wbuf *w, int
 
 	if (w->err != 0)
 		return w->err;
+	if (w->len > AGENT_MAX_BODY)
+		return -E2BIG; /* refused before sending: the connection stays good */
 	rc = agent_send(a->sock, op, seq, w->p, w->len, fd);
 	if (rc == 0)
 		rc = agent_recv(a->sock, &h, body, NULL);
@@ -182,10 +185,27 @@ reconnect(struct tide_agent_conn *a)
 		if (a->regions[i].live)
 			rc = map_one(a, &a->regions[i]);
 	pthread_mutex_unlock(&a->reg_lock);
+	a->gen++;
 	if (rc != 0 && a->sock >= 0) {
 		close(a->sock);
 		a->sock = -1;
 	}
+	return rc;
+}
+
+/* Reconnect if the last request found the agent gone (io_lock held). Region
+ * ids change on reconnection, so a request must resolve its locations
+ * after this and before its exchange, under the same hold of io_lock. */
+static int
+ensure(struct tide_agent_conn *a)
+{
+	int rc;
+
+	if (a->sock >= 0)
+		return 0;
+	rc = reconnect(a);
+	if (rc == 0)
+		TIDE_LOG(INFO, "re-attached to the agent at %s", a->path);
 	return rc;
 }
 
@@ -194,15 +214,9 @@ static int
 call(struct tide_agent_conn *a, uint16_t op, const struct agent_wbuf *w, uint8_t **body,
      size_t *len)
 {
-	int rc;
+	int rc = ensure(a);
 
-	if (a->sock < 0) {
-		rc = reconnect(a);
-		if (rc != 0)
-			return rc;
-		TIDE_LOG(INFO, "re-attached to the agent at %s", a->path);
-	}
-	return exchange(a, op, w, -1, body, len);
+	return rc != 0 ? rc : exchange(a, op, w, -1, body, len);
 }
 
 /* ----------------------------------------------------------------- regions */
@@ -350,8 +364,11 @@ plan(struct tide_agent_conn *a, const void *const *bufs, const uint64_t *lens, s
 {
 	uint64_t need = 0;
 	size_t i;
-	int rc;
+	int rc = ensure(a);
+	uint32_t gen = a->gen;
 
+	if (rc != 0)
+		return rc;
 	for (i = 0; i < n; i++) {
 		bounced[i] = 0;
 		if (lens[i] == 0) {
@@ -368,14 +385,11 @@ plan(struct tide_agent_conn *a, const void *const *bufs, const uint64_t *lens, s
 		return 0;
 	if (need > SIZE_MAX / 2)
 		return -ENOMEM;
-	if (a->sock < 0) {
-		rc = reconnect(a);
-		if (rc != 0)
-			return rc;
-	}
 	rc = staging_reserve(a, (size_t)need);
 	if (rc != 0)
 		return rc;
+	if (a->gen != gen)
+		return -ECONNRESET; /* re-attached meanwhile: the ids above are stale */
 	const struct region *st = &a->regions[a->staging];
 	for (i = 0; i < n; i++) {
 		if (bounced[i] == 0)
