@@ -502,6 +502,23 @@ test_hostile_connections(void)
 	tide_agent_server_stats(srv_b, &st);
 	/* Three malformed requests; the garbage never made a header. */
 	CU_ASSERT_EQUAL(st.bad_requests - st0.bad_requests, 3);
+	/* A request larger than the protocol allows is refused on the client
+	 * side and the connection stays usable. */
+	{
+		enum { NK = 5000 };
+		char *big = malloc(4001);
+		const char **ks = malloc(NK * sizeof(*ks));
+		int *ex = malloc(NK * sizeof(*ex));
+
+		memset(big, 'k', 4000);
+		big[4000] = '\0';
+		for (int i = 0; i < NK; i++)
+			ks[i] = big;
+		CU_ASSERT_EQUAL(tide_store_batch_is_exist(c, ks, NK, ex), -E2BIG);
+		free(big);
+		free(ks);
+		free(ex);
+	}
 	/* The well-behaved client still works. */
 	CU_ASSERT_EQUAL(tide_store_health_check(c), 0);
 	CU_ASSERT_EQUAL(tide_store_is_exist(c, "agent-it/x"), 0);
