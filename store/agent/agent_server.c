@@ -414,11 +414,13 @@ op_hello(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	if (ver != AGENT_VERSION) {
 		agent_w_u32(w, (uint32_t)-EPROTO);
 		agent_w_str(w, "");
+		agent_w_str(w, "");
 		return 0;
 	}
 	c->hello = true;
 	agent_w_u32(w, 0);
 	agent_w_str(w, tide_store_endpoint(c->srv->store));
+	agent_w_str(w, tide_store_protocol(c->srv->store));
 	return 0;
 }
 

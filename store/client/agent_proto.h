@@ -30,7 +30,7 @@
 #define AGENT_MAX_REGIONS 1024u
 
 enum agent_op {
-	AGENT_HELLO = 1,    /* u32 version, u32 pid -> i32 rc, str endpoint */
+	AGENT_HELLO = 1,    /* u32 version, u32 pid -> i32 rc, str endpoint, str protocol */
 	AGENT_MAP,          /* u64 len (+ fd) -> i32 rc, u32 region */
 	AGENT_UNMAP,        /* u32 region -> i32 rc */
 	AGENT_PUT,          /* u32 n, rc config, n x {str key, loc} -> i32 rc, n x i32 */

@@ -54,6 +54,7 @@ struct region {
 struct tide_agent_conn {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char endpoint[256];
+	char protocol[16]; /* the agent's transport, from its hello */
 	/* io_lock: the socket, seq, the staging area and region ids. One request
 	 * is in flight per connection. */
 	pthread_mutex_t io_lock;
@@ -156,7 +157,7 @@ reconnect(struct tide_agent_conn *a)
 	struct agent_rbuf rd;
 	uint8_t *body = NULL;
 	size_t len, i;
-	char *ep;
+	char *ep, *proto;
 	int rc;
 
 	rc = sock_connect(a->path, &a->sock);
@@ -174,11 +175,15 @@ reconnect(struct tide_agent_conn *a)
 	agent_r_init(&rd, body, len);
 	rc = (int32_t)agent_r_u32(&rd);
 	ep = agent_r_str(&rd, sizeof(a->endpoint) - 1);
-	if (rc == 0 && ep == NULL)
+	proto = agent_r_str(&rd, sizeof(a->protocol) - 1);
+	if (rc == 0 && (ep == NULL || proto == NULL))
 		rc = -EPROTO;
-	if (rc == 0)
+	if (rc == 0) {
 		snprintf(a->endpoint, sizeof(a->endpoint), "%s", ep);
+		snprintf(a->protocol, sizeof(a->protocol), "%s", proto);
+	}
 	free(ep);
+	free(proto);
 	free(body);
 	pthread_mutex_lock(&a->reg_lock);
 	for (i = 0; rc == 0 && i < a->nregions; i++)
@@ -486,6 +491,21 @@ tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out)
 				 strerror(-rc));
 	}
 	pthread_mutex_unlock(&a->io_lock);
+	/* The agent's transport is the node's. Asking for RDMA on a node whose
+	 * agent has none must not silently run on TCP (a node with RDMA still
+	 * serves TCP peers, so the other way round is fine). */
+	if (rc == 0 && cfg->protocol != NULL && strcmp(cfg->protocol, "rdma") == 0 &&
+	    strcmp(a->protocol, "rdma") != 0) {
+		TIDE_LOG(ERR,
+			 "store setup: protocol 'rdma' asked for, but this node's agent at %s "
+			 "runs '%s' (its node file's MOONCAKE_PROTOCOL); set "
+			 "MOONCAKE_PROTOCOL=%s for this client, or give the node an RDMA device "
+			 "and MOONCAKE_PROTOCOL=rdma in the node file",
+			 a->path, a->protocol, a->protocol);
+		rc = -EPROTONOSUPPORT;
+		tide_agent_close(a);
+		return rc;
+	}
 	if (rc == 0) {
 		if (cfg->global_segment_size > 0)
 			TIDE_LOG(INFO,
@@ -548,6 +568,12 @@ const char *
 tide_agent_endpoint(const struct tide_agent_conn *a)
 {
 	return a->endpoint;
+}
+
+const char *
+tide_agent_protocol(const struct tide_agent_conn *a)
+{
+	return a->protocol;
 }
 
 /* -------------------------------------------------------------- operations */

@@ -29,6 +29,7 @@ int tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **
 /* Detach: unmap every shared region, close the socket, free. NULL-safe. */
 void tide_agent_close(struct tide_agent_conn *a);
 const char *tide_agent_endpoint(const struct tide_agent_conn *a);
+const char *tide_agent_protocol(const struct tide_agent_conn *a);
 
 int tide_agent_put(struct tide_agent_conn *a, const char *key, const void *buf, size_t len,
 		   const struct tide_store_rc *rc);

@@ -779,6 +779,14 @@ tide_store_endpoint(const struct tide_store *s)
 	return s != NULL && s->te != NULL ? tide_te_local_name(s->te) : "";
 }
 
+const char *
+tide_store_protocol(const struct tide_store *s)
+{
+	if (s != NULL && s->agent != NULL)
+		return tide_agent_protocol(s->agent);
+	return ready(s) && s->proto != NULL ? s->proto : "";
+}
+
 int
 tide_store_attached(const struct tide_store *s)
 {

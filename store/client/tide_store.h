@@ -338,6 +338,12 @@ int tide_store_unmap_buffer(struct tide_store *s, void *ptr);
 int tide_store_health_check(struct tide_store *s);
 
 /**
+ * Transport this store's data moves with: "tcp" or "rdma" (with an agent, the
+ * agent's); "" before setup. Valid until tide_store_close(). Thread: any.
+ */
+const char *tide_store_protocol(const struct tide_store *s);
+
+/**
  * Whether this store runs through the node's agent (1) or embedded (0).
  * Thread: any.
  */

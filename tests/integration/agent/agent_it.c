@@ -153,6 +153,23 @@ test_attach_and_modes(void)
 	TIDE_UT_OK(new_store(&c, TIDE_STORE_AGENT_AUTO, sock_b, 0, 0));
 	CU_ASSERT_EQUAL(tide_store_attached(c), 1);
 	tide_store_close(c);
+	/* RDMA asked for on a node whose agent runs TCP: refused, not downgraded. */
+	struct tide_store_cfg rcfg = {
+		.local_hostname = "127.0.0.1",
+		.metadata_server = "P2PHANDSHAKE",
+		.protocol = "rdma",
+		.master_server_addr = master_addr,
+		.agent = TIDE_STORE_AGENT_REQUIRED,
+		.agent_socket = sock_a,
+	};
+	TIDE_UT_OK(tide_store_create(&c));
+	CU_ASSERT_EQUAL(tide_store_setup(c, &rcfg), -EPROTONOSUPPORT);
+	CU_ASSERT_EQUAL(tide_store_attached(c), 0);
+	tide_store_close(c);
+	c = NULL;
+	TIDE_UT_OK(attach(&c, sock_a));
+	CU_ASSERT_STRING_EQUAL(tide_store_protocol(c), "tcp");
+	tide_store_close(c);
 	/* A bad mode is refused. */
 	CU_ASSERT_EQUAL(new_store(&c, 17, sock_a, 0, 0), -EINVAL);
 }
