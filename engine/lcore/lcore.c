@@ -317,6 +317,42 @@ tide_lcore_post(struct tide_lcore *lc, tide_lcore_msg_fn fn, void *arg)
 	}
 }
 
+struct sync_msg {
+	tide_lcore_msg_fn fn;
+	void *arg;
+	atomic_bool done;
+};
+
+static void
+sync_trampoline(void *arg)
+{
+	struct sync_msg *m = arg;
+
+	m->fn(m->arg);
+	atomic_store(&m->done, true);
+}
+
+int
+tide_lcore_run_sync(struct tide_lcore *lc, tide_lcore_msg_fn fn, void *arg)
+{
+	struct sync_msg m = {.fn = fn, .arg = arg};
+	const struct timespec nap_full = {0, 100000}, nap_wait = {0, 50000};
+	int rc;
+
+	if (fn == NULL)
+		return -EINVAL;
+	if (tide_lcore_current() == lc)
+		return -EDEADLK;
+	while ((rc = tide_lcore_post(lc, sync_trampoline, &m)) == -EAGAIN)
+		nanosleep(&nap_full, NULL);
+	if (rc != 0)
+		return rc;
+	/* m lives on this stack: wait until the worker is done with it. */
+	while (!atomic_load(&m.done))
+		nanosleep(&nap_wait, NULL);
+	return 0;
+}
+
 /* Run up to `max` queued messages; returns how many ran. */
 static unsigned
 msgs_run(struct tide_lcore *lc, unsigned max)

@@ -158,6 +158,17 @@ int tide_lcore_group_start(struct tide_lcore_group *g);
 int tide_lcore_post(struct tide_lcore *lc, tide_lcore_msg_fn fn, void *arg);
 
 /**
+ * Run fn(arg) on a running worker and wait until it returned (posting again
+ * while the ring is full). For set-up and tear-down steps that must happen on
+ * the worker (e.g. tide_lcore_poller_add/remove after start); not for the
+ * data path: the caller sleeps in 50 us steps.
+ * \return 0 after fn ran; -EINVAL fn NULL; -EDEADLK called on lc itself (it
+ *         would wait for itself).
+ * Thread: any thread but lc's own worker; lc must be running (else this waits).
+ */
+int tide_lcore_run_sync(struct tide_lcore *lc, tide_lcore_msg_fn fn, void *arg);
+
+/**
  * Stop the workers after their current iteration (messages already posted
  * are run first) and join them. Idempotent.
  * Thread: the group's owner; never a worker.

@@ -156,36 +156,11 @@ mono_ns(void)
 
 /* ---- running work on an lcore -------------------------------------------- */
 
-struct sync_msg {
-	void (*fn)(void *arg);
-	void *arg;
-	atomic_bool done;
-};
-
-static void
-sync_trampoline(void *arg)
-{
-	struct sync_msg *m = arg;
-	m->fn(m->arg);
-	atomic_store(&m->done, true);
-}
-
 /* Run fn(arg) on lcore l and wait for it (an lcore never waits on us). */
 static int
 run_on_lcore(struct te_lc *l, void (*fn)(void *), void *arg)
 {
-	struct sync_msg m = {.fn = fn, .arg = arg};
-	int rc;
-	while ((rc = tide_lcore_post(l->lc, sync_trampoline, &m)) == -EAGAIN) {
-		usleep(100);
-	}
-	if (rc != 0) {
-		return rc;
-	}
-	while (!atomic_load(&m.done)) {
-		usleep(50);
-	}
-	return 0;
+	return tide_lcore_run_sync(l->lc, fn, arg);
 }
 
 /* ---- connections (lcore only) ------------------------------------------ */

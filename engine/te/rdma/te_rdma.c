@@ -799,39 +799,11 @@ rdma_poll(void *ctx, uint64_t now)
 
 /* ---- running work on a worker ------------------------------------------------------ */
 
-struct sync_msg {
-	void (*fn)(void *arg);
-	void *arg;
-	atomic_bool done;
-};
-
-static void
-sync_trampoline(void *arg)
-{
-	struct sync_msg *m = arg;
-
-	m->fn(m->arg);
-	atomic_store(&m->done, true);
-}
-
-/* Run fn(arg) on worker l and wait (a worker never waits on us); l's lcore must
- * be running. 0; -errno from tide_lcore_post() (then fn did not run). */
+/* Run fn(arg) on lcore l and wait for it (an lcore never waits on us). */
 static int
 run_on_lcore(struct te_lc *l, void (*fn)(void *), void *arg)
 {
-	struct sync_msg m = {.fn = fn, .arg = arg};
-	int rc;
-
-	while ((rc = tide_lcore_post(l->lc, sync_trampoline, &m)) == -EAGAIN) {
-		usleep(100);
-	}
-	if (rc != 0) {
-		return rc;
-	}
-	while (!atomic_load(&m.done)) {
-		usleep(50);
-	}
-	return 0;
+	return tide_lcore_run_sync(l->lc, fn, arg);
 }
 
 /* ---- connection set-up (CM thread and handshake handler) ---------------------------- */

@@ -404,6 +404,47 @@ test_poller_remove_on_worker(void)
 	tide_lcore_group_destroy(g);
 }
 
+struct sync_probe {
+	struct tide_lcore *lc;
+	struct tide_lcore *ran_on; /* tide_lcore_current() inside the message */
+	int self_rc;               /* tide_lcore_run_sync() on the worker itself */
+	int runs;
+};
+
+static void
+sync_probe(void *arg)
+{
+	struct sync_probe *p = arg;
+
+	p->ran_on = tide_lcore_current();
+	p->self_rc = tide_lcore_run_sync(p->lc, sync_probe, p); /* would wait for itself */
+	p->runs++;
+}
+
+static void
+test_run_sync(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct sync_probe p = {0};
+	int cpu = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	p.lc = tide_lcore_get(g, 0);
+	CU_ASSERT_EQUAL(tide_lcore_run_sync(p.lc, NULL, NULL), -EINVAL);
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	/* Returns only after the message ran, on the worker; the nested call on the
+	 * worker itself is refused instead of waiting forever. */
+	for (int i = 0; i < 200; i++)
+		TIDE_UT_OK(tide_lcore_run_sync(p.lc, sync_probe, &p));
+	CU_ASSERT_EQUAL(p.runs, 200);
+	CU_ASSERT_PTR_EQUAL(p.ran_on, p.lc);
+	CU_ASSERT_EQUAL(p.self_rc, -EDEADLK);
+	tide_lcore_group_stop(g);
+	tide_lcore_group_destroy(g);
+}
+
 static void
 register_tests(void)
 {
@@ -418,6 +459,7 @@ register_tests(void)
 	CU_add_test(s, "ring_full_returns_eagain_before_start",
 		    test_ring_full_returns_eagain_before_start);
 	CU_add_test(s, "thread_init_failure_fails_start", test_thread_init_failure_fails_start);
+	CU_add_test(s, "run_sync", test_run_sync);
 	CU_add_test(s, "poller_remove_before_start_keeps_order",
 		    test_poller_remove_before_start_keeps_order);
 	CU_add_test(s, "poller_remove_on_worker", test_poller_remove_on_worker);
