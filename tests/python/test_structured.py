@@ -283,7 +283,8 @@ def test_meta_info_values_and_ref(pair):
 def test_codecs_shapes_dtypes_and_empty(pair):
     a, b = pair
     t = MooncakeBundleTransfer(a, key_prefix="sos-codecs")
-    rte = [numpy.arange(24, dtype=numpy.int32).reshape(2, 3, 4), numpy.zeros((0, 3, 4), numpy.int32)]
+    rte = [numpy.arange(24, dtype=numpy.int32).reshape(2, 3, 4),
+           numpy.zeros((0, 3, 4), numpy.int32)]
     value = {
         "experts": rte,                                   # typed_ragged, 3-D rows, int32
         "f32": [[1.5, 2.5], []],                          # typed_ragged with dtype
@@ -364,7 +365,13 @@ def test_chunked_members(pair):
     assert len(gir) == 1
     assert [f"{member}/chunk/{i}" for i in range(5)] in gir[0][1][1]
     MooncakeBundleTransfer.release_result(got)
-    t.cleanup_dataproto(ref)
+    # one chunk lost (evicted, removed): get names it, and gives every lease back
+    assert a.remove(f"{member}/chunk/2", True) == 0
+    reader = MooncakeBundleTransfer(b, key_prefix="sos-chunk")
+    with pytest.raises(ObjectNotFoundError, match=r"chunk/2.*-704"):
+        reader.get(ref)
+    assert reader.buffer_pool()._active == 0
+    t.cleanup_dataproto(ref)  # the missing chunk (-704) counts as removed
     assert all_exist(a, keys) == [0] * len(keys)
 
 

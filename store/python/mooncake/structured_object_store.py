@@ -61,7 +61,8 @@ Mooncake-compatible store works, down to one with only put / get / remove:
 
   put: meta and manifest with put(key, memoryview, config=); members through
        BufferPool leases + batch_put_from(keys, ptrs, sizes, config) when the store has
-       batch_put_from and _get_pyclient_capsule() is not None (else put per object).
+       batch_put_from and _get_pyclient_capsule() is not None, up to 64 MiB or 256 keys
+       per call (else, or for an object the pool cannot lease, put per object).
        On any failure: batch_remove(written, True) (or remove per key), then raise.
   get: get(manifest); the meta blob with register_buffer + batch_get_into +
        unregister_buffer (else get); members into BufferPool leases (else registered
@@ -433,7 +434,7 @@ def _row_array(x, dtype, where):
             raise TypeError(f"{where}: a {tdt} tensor cannot be cast to {dtype}")
     try:
         a = np.asarray(x) if dtype is None or tdt else np.asarray(x, dtype=dtype)
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, OverflowError) as e:
         raise ValueError(f"{where}: not a rectangular array of numbers ({e})") from None
     if a.dtype.kind not in _NUMERIC:
         raise ValueError(f"{where}: values of kind {a.dtype} are not numbers; use the "
@@ -510,14 +511,14 @@ def _ndarray(value, dtype, nullable, where, members, prefix):
             try:
                 probe = np.asarray(present, dtype=dtype) if present else \
                     np.zeros(0, dtype=dtype or np.int64)
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, OverflowError) as e:
                 raise ValueError(f"{where}: not an array of numbers ({e})") from None
             fill = np.zeros(probe.shape[1:], dtype=probe.dtype)
             vals = [fill if v is None else v for v in vals]
             dtype = probe.dtype
         try:
             arr = np.asarray(vals, dtype=dtype)
-        except (ValueError, TypeError) as e:
+        except (ValueError, TypeError, OverflowError) as e:
             raise ValueError(f"{where}: not an array of numbers ({e})") from None
     if arr.dtype.hasobject:
         raise ValueError(f"{where}: object values cannot use the ndarray codec; use "
