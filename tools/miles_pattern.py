@@ -409,6 +409,11 @@ def check_blob(si, obj, data, what):
 
 def summary(role, n, nbytes, dt, st, extra):
     dt, st = max(dt, 1e-9), max(st, 1e-9)
+    if role == "driver":  # removals move no bytes: a MiB/s would mean nothing
+        print(f"{role}: {n} objects ({nbytes / MiB:.2f} MiB) removed in {dt:.3f} s: "
+              f"{n / dt:.0f} ops/s; in store calls {st:.3f} s: {n / st:.0f} ops/s ({extra})",
+              flush=True)
+        return 0
     print(f"{role}: {n} objects, {nbytes / MiB:.2f} MiB in {dt:.3f} s: {n / dt:.0f} ops/s, "
           f"{nbytes / MiB / dt:.1f} MiB/s; in store calls {st:.3f} s: {n / st:.0f} ops/s, "
           f"{nbytes / MiB / st:.1f} MiB/s ({extra})", flush=True)
