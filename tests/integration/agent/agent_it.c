@@ -454,6 +454,26 @@ raw_connect(const char *path)
 	return s;
 }
 
+/* A raw connection that said hello (the first request every client makes). */
+static int
+raw_hello(const char *path)
+{
+	struct agent_wbuf w;
+	struct agent_hdr h;
+	uint8_t *body = NULL;
+	int s = raw_connect(path);
+
+	CU_ASSERT_TRUE_FATAL(s >= 0);
+	agent_w_init(&w);
+	agent_w_u32(&w, AGENT_VERSION);
+	agent_w_u32(&w, 1);
+	TIDE_UT_OK(agent_send(s, AGENT_HELLO, 1, w.p, w.len, -1));
+	TIDE_UT_OK(agent_recv(s, &h, &body, NULL));
+	free(body);
+	agent_w_free(&w);
+	return s;
+}
+
 /* The agent is closed on by whoever sends garbage; others are unaffected. */
 static void
 test_hostile_connections(void)
@@ -482,14 +502,7 @@ test_hostile_connections(void)
 	agent_w_free(&w);
 	close(s);
 	/* A get that points outside anything mapped. */
-	s = raw_connect(sock_b);
-	agent_w_init(&w);
-	agent_w_u32(&w, AGENT_VERSION);
-	agent_w_u32(&w, 1);
-	TIDE_UT_OK(agent_send(s, AGENT_HELLO, 1, w.p, w.len, -1));
-	TIDE_UT_OK(agent_recv(s, &h, &body, NULL));
-	free(body);
-	agent_w_free(&w);
+	s = raw_hello(sock_b);
 	agent_w_init(&w);
 	agent_w_u32(&w, 1);
 	agent_w_str(&w, "agent-it/x");
@@ -500,14 +513,7 @@ test_hostile_connections(void)
 	agent_w_free(&w);
 	close(s);
 	/* A truncated batch. */
-	s = raw_connect(sock_b);
-	agent_w_init(&w);
-	agent_w_u32(&w, AGENT_VERSION);
-	agent_w_u32(&w, 1);
-	TIDE_UT_OK(agent_send(s, AGENT_HELLO, 1, w.p, w.len, -1));
-	TIDE_UT_OK(agent_recv(s, &h, &body, NULL));
-	free(body);
-	agent_w_free(&w);
+	s = raw_hello(sock_b);
 	agent_w_init(&w);
 	agent_w_u32(&w, 1000);
 	agent_w_str(&w, "only-one");
