@@ -464,6 +464,7 @@ int
 tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out)
 {
 	struct tide_agent_conn *a;
+	char path[sizeof(a->path)];
 	size_t idx;
 	int mode, rc;
 
@@ -520,25 +521,29 @@ tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out)
 		*out = a;
 		return 1;
 	}
+	snprintf(path, sizeof(path), "%s", a->path);
 	tide_agent_close(a);
-	if (mode == TIDE_STORE_AGENT_AUTO && (rc == -ENOENT || rc == -ECONNREFUSED)) {
+	/* No socket file and nobody listening are the same to the caller: no
+	 * agent (and -ENOENT would read as "no such object" in the store's codes). */
+	if (rc == -ENOENT)
+		rc = -ECONNREFUSED;
+	if (mode == TIDE_STORE_AGENT_AUTO && rc == -ECONNREFUSED) {
 		TIDE_LOG(INFO,
-			 "no node agent at %s (%s): running the transfer engine in this "
-			 "process (TIDE_AGENT=auto)",
-			 cfg->agent_socket && cfg->agent_socket[0] ? cfg->agent_socket
-								   : "the socket",
-			 strerror(-rc));
+			 "no node agent at %s: running the transfer engine in this process "
+			 "(TIDE_AGENT=auto)",
+			 path);
 		return 0;
 	}
-	if (rc == -ENOENT || rc == -ECONNREFUSED)
+	if (rc == -ECONNREFUSED)
 		TIDE_LOG(ERR,
-			 "store setup: no Tide node agent answers at the socket (%s). Start "
-			 "it on this node (systemctl start tide-node, or tide-node --env "
-			 "<node file>), point TIDE_AGENT_SOCKET at it, or set TIDE_AGENT=auto "
-			 "or off to run the transfer engine inside this process",
-			 strerror(-rc));
+			 "store setup: no Tide node agent answers at %s. Start it on this node "
+			 "(systemctl start tide-node, or tide-node --env <node file>), point "
+			 "TIDE_AGENT_SOCKET at it, or set TIDE_AGENT=auto or off to run the "
+			 "transfer engine inside this process",
+			 path);
 	else
-		TIDE_LOG(ERR, "store setup: attaching to the node agent failed: %s", strerror(-rc));
+		TIDE_LOG(ERR, "store setup: attaching to the node agent at %s failed: %s", path,
+			 strerror(-rc));
 	return rc;
 }
 

@@ -22,8 +22,8 @@ struct tide_agent_conn;
  * local buffer (cfg->local_buffer_size bytes of shared memory).
  * Returns 1 attached (*out set), 0 run embedded, or -errno after logging what
  * was wrong and what to do (no agent at the socket in "required" mode:
- * -ECONNREFUSED or -ENOENT; node file not valid: -EINVAL; version mismatch:
- * -EPROTO; -ENOMEM).
+ * -ECONNREFUSED, also when the socket file does not exist; node file not valid: -EINVAL; version
+ * mismatch: -EPROTO; -ENOMEM).
  */
 int tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out);
 /* Detach: unmap every shared region, close the socket, free. NULL-safe. */

@@ -76,7 +76,7 @@ struct tide_store_cfg {
 enum tide_store_agent {
 	/** Take the node file's TIDE_AGENT ("required", "auto" or "off"). */
 	TIDE_STORE_AGENT_NODEENV = 0,
-	/** Attach to the agent; setup fails (-ECONNREFUSED / -ENOENT, with a message
+	/** Attach to the agent; setup fails (-ECONNREFUSED, with a message
 	 * naming the socket and how to start the agent) when none answers. */
 	TIDE_STORE_AGENT_REQUIRED = 1,
 	/** Attach when an agent answers, else run embedded (logged). */

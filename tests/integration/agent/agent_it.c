@@ -144,7 +144,7 @@ test_attach_and_modes(void)
 
 	/* Required and nobody there: a clear failure, not a silent fallback. */
 	snprintf(missing, sizeof(missing), "/tmp/tide-agent-it-%d/none.sock", (int)getpid());
-	CU_ASSERT_EQUAL(new_store(&c, TIDE_STORE_AGENT_REQUIRED, missing, 0, 0), -ENOENT);
+	CU_ASSERT_EQUAL(new_store(&c, TIDE_STORE_AGENT_REQUIRED, missing, 0, 0), -ECONNREFUSED);
 	/* Auto falls back to an embedded engine. */
 	TIDE_UT_OK(new_store(&c, TIDE_STORE_AGENT_AUTO, missing, 0, 0));
 	CU_ASSERT_EQUAL(tide_store_attached(c), 0);
