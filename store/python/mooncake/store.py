@@ -23,6 +23,7 @@ negative errno; it is mapped here:
   -EEXIST  -> -600 from register_buffer (a duplicate registration, as Mooncake; the
               helper relies on it), -705 OBJECT_ALREADY_EXISTS elsewhere
   -ENOENT from unregister_buffer -> -600 (not a registered buffer: a bad argument)
+  -EPROTONOSUPPORT -> -600 (a protocol this node cannot run, e.g. "rdma" without a device)
   -EPROTO  -> -300 INVALID_VERSION      -EAGAIN -> -703 REPLICA_IS_NOT_READY
   -EBUSY   -> -706 OBJECT_HAS_LEASE     -ESTALE -> -707 LEASE_EXPIRED
   -ENODEV  -> -101 SEGMENT_NOT_FOUND    -EIO, -EFAULT -> -800 TRANSFER_FAIL
@@ -80,6 +81,7 @@ _ERRNO_TO_MC = {
     _E.EINVAL: _INVALID_PARAMS,
     _E.ENOMEM: _INVALID_PARAMS,
     _E.ENOBUFS: _INVALID_PARAMS,  # the caller's buffer is smaller than the object
+    _E.EPROTONOSUPPORT: _INVALID_PARAMS,  # e.g. protocol "rdma" where the node has none
     _E.EEXIST: _OBJECT_ALREADY_EXISTS,
     _E.EPROTO: _INVALID_VERSION,
     _E.EAGAIN: _REPLICA_IS_NOT_READY,
