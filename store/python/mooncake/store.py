@@ -75,6 +75,9 @@ _TRANSFER_FAIL = -800
 _RPC_FAIL = -900
 
 _E = __import__("errno")
+# get(): first read attempt into a buffer of this size (see get()).
+_GET_GUESS = 64 << 10
+
 _ERRNO_TO_MC = {
     _E.ENOENT: _OBJECT_NOT_FOUND,
     _E.ENOSPC: _NO_AVAILABLE_HANDLE,
@@ -590,6 +593,15 @@ class MooncakeDistributedStore:
             return b""
         try:
             k = _key(key)
+            # Most objects Miles reads with get() are small (manifests, meta): one
+            # read into a guess-sized buffer costs one master round trip instead of
+            # two (size, then read); larger ones fall back to size + read.
+            buf = ctypes.create_string_buffer(_GET_GUESS)
+            got = _lib.tide_store_get_into(h, k, buf, _GET_GUESS)
+            if got >= 0:
+                return buf.raw[:got]
+            if got != -_E.ENOBUFS:
+                return b""
             for _ in range(3):
                 size = _lib.tide_store_get_size(h, k)
                 if size <= 0:
