@@ -1202,6 +1202,44 @@ tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len
 	return ret;
 }
 
+int
+tide_store_put_from(struct tide_store *s, const char *key, const void *buf, size_t len,
+		    const struct tide_store_rc *rc)
+{
+	return tide_store_put(s, key, buf, len, rc);
+}
+
+int
+tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
+{
+	if (out == NULL || len == NULL)
+		return -EINVAL;
+	*out = NULL;
+	*len = 0;
+	/* Objects are write-once, but a key may be removed and put again with
+	 * another size between the two calls: retry a few times, then give up. */
+	for (int tries = 0; tries < 3; tries++) {
+		int64_t size = tide_store_get_size(s, key), got;
+		void *buf;
+
+		if (size < 0)
+			return (int)size;
+		buf = malloc(size > 0 ? (size_t)size : 1);
+		if (buf == NULL)
+			return -ENOMEM;
+		got = tide_store_get_into(s, key, buf, (size_t)size);
+		if (got >= 0) {
+			*out = buf;
+			*len = (size_t)got;
+			return 0;
+		}
+		free(buf);
+		if (got != -ENOBUFS)
+			return (int)got;
+	}
+	return -EAGAIN;
+}
+
 int64_t
 tide_store_get_size(struct tide_store *s, const char *key)
 {

@@ -167,6 +167,14 @@ int tide_store_put(struct tide_store *s, const char *key, const void *buf, size_
 		   const struct tide_store_rc *rc);
 
 /**
+ * Mooncake's put_from: the same call as tide_store_put() (buf is normally
+ * registered memory or inside the local buffer, which is then not copied).
+ * \return as tide_store_put(). Thread: any.
+ */
+int tide_store_put_from(struct tide_store *s, const char *key, const void *buf, size_t len,
+			const struct tide_store_rc *rc);
+
+/**
  * Read an object into buf: GetReplicaList, then read the first COMPLETE memory
  * replica; on a transfer failure the next replica is tried.
  * \param buf  Destination; len bytes available.
@@ -178,6 +186,20 @@ int tide_store_put(struct tide_store *s, const char *key, const void *buf, size_
  * Thread: any.
  */
 int64_t tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len);
+
+/**
+ * Read an object into a new allocation (Mooncake's allocating get, in C):
+ * its size, then tide_store_get_into() (again, up to 3 times, if the object
+ * was replaced by a larger one in between).
+ * \param[out] out  The bytes (malloc'd, at least 1 byte even for an empty
+ *                  object); the caller frees it with free(). NULL on error.
+ * \param[out] len  The object's size.
+ * \return 0; -EINVAL bad args / not set up; -ENOMEM; -EAGAIN the object kept
+ *         growing; otherwise what tide_store_get_size()/get_into() return
+ *         (-ENOENT no such key, ...).
+ * Thread: any.
+ */
+int tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len);
 
 /**
  * Size of an object (GetReplicaList).

@@ -341,6 +341,15 @@ test_data_outlives_client(void)
 	CU_ASSERT_EQUAL(tide_store_get_into(c, "agent-it/outlives", out, sizeof(out)),
 			(int64_t)sizeof(out));
 	CU_ASSERT_EQUAL(memcmp(buf, out, sizeof(out)), 0);
+	{
+		void *p = NULL;
+		size_t n = 0;
+
+		TIDE_UT_OK(tide_store_get(c, "agent-it/outlives", &p, &n));
+		CU_ASSERT_EQUAL(n, sizeof(buf));
+		CU_ASSERT_TRUE(p != NULL && memcmp(p, buf, n) == 0);
+		free(p);
+	}
 	TIDE_UT_OK(tide_store_remove(c, "agent-it/outlives", true));
 	tide_store_close(c);
 }

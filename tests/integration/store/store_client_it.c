@@ -420,6 +420,28 @@ test_small_buffer(void)
 	CU_ASSERT_EQUAL(tide_store_get_into(sb, "small", dst, 1000), 1000);
 }
 
+/* The allocating get and put_from (Mooncake's names for the same calls). */
+static void
+test_get_allocating(void)
+{
+	unsigned char src[3000];
+	void *out = (void *)1;
+	size_t len = 7;
+
+	fill(src, sizeof(src), 44);
+	CU_ASSERT_EQUAL(tide_store_put_from(sa, "alloc-get", src, sizeof(src), NULL), 0);
+	TIDE_UT_OK(tide_store_get(sb, "alloc-get", &out, &len));
+	CU_ASSERT_EQUAL(len, sizeof(src));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+	CU_ASSERT_EQUAL(memcmp(out, src, sizeof(src)), 0);
+	free(out);
+	CU_ASSERT_EQUAL(tide_store_get(sb, "alloc-get-none", &out, &len), -ENOENT);
+	CU_ASSERT_PTR_NULL(out);
+	CU_ASSERT_EQUAL(len, 0);
+	CU_ASSERT_EQUAL(tide_store_get(sb, "alloc-get", NULL, &len), -EINVAL);
+	TIDE_UT_OK(tide_store_remove(sa, "alloc-get", true));
+}
+
 static void
 test_no_space(void)
 {
@@ -1033,6 +1055,7 @@ register_tests(void)
 	CU_add_test(s, "throughput_16m", test_throughput_16m);
 	CU_add_test(s, "small_object_cost", test_small_object_cost);
 	CU_add_test(s, "zero_length", test_zero_length);
+	CU_add_test(s, "get_allocating", test_get_allocating);
 	CU_add_test(s, "put_sizes_edges", test_put_sizes_edges);
 	CU_add_test(s, "group_ids", test_group_ids);
 	CU_add_test(s, "hard_pin_forwarded", test_hard_pin_forwarded);
