@@ -207,6 +207,18 @@ key_ok(const char *key)
 	return key != NULL && key[0] != '\0';
 }
 
+/* Whether every one of n keys is a valid key (n in 1..UINT32_MAX). */
+static bool
+keys_ok(const char *const *keys, size_t n)
+{
+	if (keys == NULL || n == 0 || n > UINT32_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!key_ok(keys[i]))
+			return false;
+	return true;
+}
+
 static uint64_t
 now_ms(void)
 {
@@ -1671,12 +1683,9 @@ tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t
 
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_get_into_ranges(s->agent, keys, nkeys, frags, nfrags);
-	if (!ready(s) || keys == NULL || frags == NULL || nkeys == 0 || nfrags == 0 ||
-	    nkeys > UINT32_MAX || nfrags > UINT32_MAX)
+	if (!ready(s) || frags == NULL || nfrags == 0 || nfrags > UINT32_MAX ||
+	    !keys_ok(keys, nkeys))
 		return -EINVAL;
-	for (i = 0; i < nkeys; i++)
-		if (!key_ok(keys[i]))
-			return -EINVAL;
 	for (f = 0; f < nfrags; f++)
 		if (frags[f].dst == NULL && frags[f].len > 0)
 			return -EINVAL;
@@ -1772,51 +1781,63 @@ out:
 	return ret;
 }
 
+/* BatchExistKey or BatchRemove of n valid keys; resp valid (free it) on 0. */
+static int
+batch_keys_call(struct tide_store *s, enum tide_mc_fn fn, const char *const *keys, size_t n,
+		bool force, struct tide_mc_resp *resp)
+{
+	struct tide_mc_str *ks;
+	struct tide_mc_req r;
+	struct scratch sc;
+	int ret;
+
+	if (!sc_init(&sc, sc_size(n, sizeof(*ks))))
+		return -ENOMEM;
+	ks = sc_take(&sc, n, sizeof(*ks));
+	for (size_t i = 0; i < n; i++)
+		ks[i] = mstr(keys[i]);
+	req_init(&r, fn);
+	if (fn == TIDE_MC_FN_BATCH_REMOVE) {
+		r.u.batch_remove.keys.v = ks;
+		r.u.batch_remove.keys.n = n;
+		r.u.batch_remove.force = force;
+		r.u.batch_remove.tenant_id = tenant_default;
+	} else {
+		r.u.keys.keys.v = ks;
+		r.u.keys.keys.n = n;
+		r.u.keys.tenant_id = tenant_default;
+	}
+	ret = mc_call(s, &r, resp);
+	free(sc.heap);
+	return ret;
+}
+
 int
 tide_store_batch_is_exist(struct tide_store *s, const char *const *keys, size_t n, int *out)
 {
 	struct tide_mc_resp resp;
-	struct tide_mc_str *ks;
-	struct tide_mc_req r;
-	struct scratch sc;
-	size_t i;
 	int ret;
 
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_batch_is_exist(s->agent, keys, n, out);
-	if (!ready(s) || keys == NULL || out == NULL || n == 0 || n > UINT32_MAX)
+	if (!ready(s) || out == NULL || !keys_ok(keys, n))
 		return -EINVAL;
-	for (i = 0; i < n; i++)
-		if (!key_ok(keys[i]))
-			return -EINVAL;
-	if (!sc_init(&sc, sc_size(n, sizeof(*ks))))
-		return -ENOMEM;
-	ks = sc_take(&sc, n, sizeof(*ks));
-	for (i = 0; i < n; i++)
-		ks[i] = mstr(keys[i]);
-	req_init(&r, TIDE_MC_FN_BATCH_EXIST_KEY);
-	r.u.keys.keys.v = ks;
-	r.u.keys.keys.n = n;
-	r.u.keys.tenant_id = tenant_default;
-	ret = mc_call(s, &r, &resp);
-	if (ret == 0) {
-		for (i = 0; i < n; i++) {
-			const struct tide_mc_exp_bool *e =
-				i < resp.u.batch_exist.n ? &resp.u.batch_exist.v[i] : NULL;
+	ret = batch_keys_call(s, TIDE_MC_FN_BATCH_EXIST_KEY, keys, n, false, &resp);
+	if (ret != 0)
+		return ret;
+	for (size_t i = 0; i < n; i++) {
+		const struct tide_mc_exp_bool *e =
+			i < resp.u.batch_exist.n ? &resp.u.batch_exist.v[i] : NULL;
 
-			if (e == NULL)
-				out[i] = -EBADMSG;
-			else if (e->ok)
-				out[i] = e->val ? 1 : 0;
-			else
-				out[i] = e->err == TIDE_MC_EC_OBJECT_NOT_FOUND
-						 ? 0
-						 : ec_to_errno(e->err);
-		}
-		tide_mc_resp_free(&resp);
+		if (e == NULL)
+			out[i] = -EBADMSG;
+		else if (e->ok)
+			out[i] = e->val ? 1 : 0;
+		else
+			out[i] = e->err == TIDE_MC_EC_OBJECT_NOT_FOUND ? 0 : ec_to_errno(e->err);
 	}
-	free(sc.heap);
-	return ret;
+	tide_mc_resp_free(&resp);
+	return 0;
 }
 
 int
@@ -1824,38 +1845,19 @@ tide_store_batch_remove(struct tide_store *s, const char *const *keys, size_t n,
 			int *rcs)
 {
 	struct tide_mc_resp resp;
-	struct tide_mc_str *ks;
-	struct tide_mc_req r;
-	struct scratch sc;
-	size_t i;
 	int ret;
 
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_batch_remove(s->agent, keys, n, force, rcs);
-	if (!ready(s) || keys == NULL || rcs == NULL || n == 0 || n > UINT32_MAX)
+	if (!ready(s) || rcs == NULL || !keys_ok(keys, n))
 		return -EINVAL;
-	for (i = 0; i < n; i++)
-		if (!key_ok(keys[i]))
-			return -EINVAL;
-	if (!sc_init(&sc, sc_size(n, sizeof(*ks))))
-		return -ENOMEM;
-	ks = sc_take(&sc, n, sizeof(*ks));
-	for (i = 0; i < n; i++)
-		ks[i] = mstr(keys[i]);
-	req_init(&r, TIDE_MC_FN_BATCH_REMOVE);
-	r.u.batch_remove.keys.v = ks;
-	r.u.batch_remove.keys.n = n;
-	r.u.batch_remove.force = force;
-	r.u.batch_remove.tenant_id = tenant_default;
-	ret = mc_call(s, &r, &resp);
-	if (ret == 0) {
-		for (i = 0; i < n; i++)
-			rcs[i] = vec_status(&resp, i);
-		tide_mc_resp_free(&resp);
-		ret = first_error(rcs, n);
-	}
-	free(sc.heap);
-	return ret;
+	ret = batch_keys_call(s, TIDE_MC_FN_BATCH_REMOVE, keys, n, force, &resp);
+	if (ret != 0)
+		return ret;
+	for (size_t i = 0; i < n; i++)
+		rcs[i] = vec_status(&resp, i);
+	tide_mc_resp_free(&resp);
+	return first_error(rcs, n);
 }
 
 /* ------------------------------------------------------------------------------ buffers */
