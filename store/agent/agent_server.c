@@ -185,6 +185,43 @@ free_keys(char **keys, size_t n)
 	free(keys);
 }
 
+/* The n {key, location} pairs of a put or get, resolved to the client's memory. */
+struct key_locs {
+	char **keys;
+	void **bufs;
+	size_t *lens;
+};
+
+/* Read them; false (rd->bad set) when malformed, out of the client's regions
+ * or out of memory. Free with key_locs_free() either way. */
+static bool
+key_locs_read(const struct srv_client *c, struct agent_rbuf *rd, size_t n, struct key_locs *kl)
+{
+	kl->keys = calloc(n, sizeof(*kl->keys));
+	kl->bufs = calloc(n, sizeof(*kl->bufs));
+	kl->lens = calloc(n, sizeof(*kl->lens));
+	if (kl->keys == NULL || kl->bufs == NULL || kl->lens == NULL)
+		rd->bad = true;
+	for (size_t i = 0; i < n && !rd->bad; i++) {
+		struct agent_loc l;
+
+		kl->keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
+		agent_r_loc(rd, &l);
+		if (!rd->bad && !resolve(c, &l, &kl->bufs[i]))
+			rd->bad = true;
+		kl->lens[i] = l.len;
+	}
+	return !rd->bad;
+}
+
+static void
+key_locs_free(struct key_locs *kl, size_t n)
+{
+	free_keys(kl->keys, n);
+	free(kl->bufs);
+	free(kl->lens);
+}
+
 static int
 op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 {
@@ -199,22 +236,9 @@ op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
 		return -EPROTO;
 	agent_r_rc(rd, &arc, n);
-	char **keys = calloc(n, sizeof(*keys));
-	void **bufs = calloc(n, sizeof(*bufs));
-	size_t *lens = calloc(n, sizeof(*lens));
+	struct key_locs kl;
 	int *rcs = calloc(n, sizeof(*rcs));
-	if (keys == NULL || bufs == NULL || lens == NULL || rcs == NULL)
-		goto out;
-	for (i = 0; i < n && !rd->bad; i++) {
-		struct agent_loc l;
-
-		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
-		agent_r_loc(rd, &l);
-		if (!rd->bad && !resolve(c, &l, &bufs[i]))
-			rd->bad = true;
-		lens[i] = l.len;
-	}
-	if (rd->bad)
+	if (!key_locs_read(c, rd, n, &kl) || rcs == NULL)
 		goto out;
 	rc = (struct tide_store_rc){
 		.replica_num = arc.replica_num,
@@ -226,11 +250,11 @@ op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		.group_ids = (const char *const *)arc.groups,
 	};
 	if (n == 1) {
-		rcs[0] = tide_store_put(c->srv->store, keys[0], bufs[0], lens[0], &rc);
+		rcs[0] = tide_store_put(c->srv->store, kl.keys[0], kl.bufs[0], kl.lens[0], &rc);
 		r = rcs[0];
 	} else {
-		r = tide_store_batch_put_from(c->srv->store, (const char *const *)keys,
-					      (const void *const *)bufs, lens, n, &rc, rcs);
+		r = tide_store_batch_put_from(c->srv->store, (const char *const *)kl.keys,
+					      (const void *const *)kl.bufs, kl.lens, n, &rc, rcs);
 		if (r == -EINVAL) /* refused as a whole: rcs untouched */
 			for (i = 0; i < n; i++)
 				rcs[i] = rcs[i] ? rcs[i] : -EINVAL;
@@ -241,9 +265,7 @@ op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	err = 0;
 out:
 	agent_rc_free(&arc, n);
-	free_keys(keys, n);
-	free(bufs);
-	free(lens);
+	key_locs_free(&kl, n);
 	free(rcs);
 	return err;
 }
@@ -257,40 +279,25 @@ op_get(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 
 	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
 		return -EPROTO;
-	char **keys = calloc(n, sizeof(*keys));
-	void **bufs = calloc(n, sizeof(*bufs));
-	size_t *lens = calloc(n, sizeof(*lens));
+	struct key_locs kl;
 	int64_t *sizes = calloc(n, sizeof(*sizes));
-	if (keys == NULL || bufs == NULL || lens == NULL || sizes == NULL)
-		goto out;
-	for (i = 0; i < n && !rd->bad; i++) {
-		struct agent_loc l;
-
-		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
-		agent_r_loc(rd, &l);
-		if (!rd->bad && !resolve(c, &l, &bufs[i]))
-			rd->bad = true;
-		lens[i] = l.len;
-	}
-	if (rd->bad)
+	if (!key_locs_read(c, rd, n, &kl) || sizes == NULL)
 		goto out;
 	if (n == 1) {
-		sizes[0] = tide_store_get_into(c->srv->store, keys[0], bufs[0], lens[0]);
+		sizes[0] = tide_store_get_into(c->srv->store, kl.keys[0], kl.bufs[0], kl.lens[0]);
 		r = sizes[0] < 0 ? (int)sizes[0] : 0;
 	} else {
 		for (i = 0; i < n; i++)
 			sizes[i] = -EINVAL;
-		r = tide_store_batch_get_into(c->srv->store, (const char *const *)keys,
-					      (void *const *)bufs, lens, n, sizes);
+		r = tide_store_batch_get_into(c->srv->store, (const char *const *)kl.keys,
+					      (void *const *)kl.bufs, kl.lens, n, sizes);
 	}
 	agent_w_u32(w, (uint32_t)r);
 	for (i = 0; i < n; i++)
 		agent_w_u64(w, (uint64_t)sizes[i]);
 	err = 0;
 out:
-	free_keys(keys, n);
-	free(bufs);
-	free(lens);
+	key_locs_free(&kl, n);
 	free(sizes);
 	return err;
 }
