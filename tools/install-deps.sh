@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install, from Debian 12's archive, every package Tide builds and tests with.
-# Idempotent: apt runs only when something is missing. Needs root.
+# Install, from Debian 12's archive, every package Tide builds and tests with:
+# every program and Python module a suite or the main job calls (tools/check-prereqs.sh
+# checks them, by name, before anything is built). Idempotent: apt runs only when
+# something is missing. Needs root.
 set -euo pipefail
 
 PKGS=(
@@ -12,7 +14,11 @@ PKGS=(
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec
 	clang-format git
 	python3 python3-numpy python3-msgpack python3-pytest   # mooncake.store tests
-	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth)
+	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth); pgrep/pkill for dts_master
+	tcpdump tshark wireshark-common python3-scapy # dts_linux_interop: capture, checksum audit (tshark,
+	                                       # capinfos), crafted frames
+	util-linux libc-bin                    # setsid, mountpoint, ldd (Essential; listed so every
+	                                       # package tools/check-prereqs.sh names is here)
 )
 
 missing=()

@@ -34,6 +34,47 @@ trap cleanup EXIT
 failed=()
 step() { echo; echo "=== $*"; }
 
+# Readiness waits are deadlines on the monotonic clock (/proc/uptime, centiseconds),
+# never a number of tries, so a slow or loaded machine only takes longer.
+uptime_cs() {
+	local u
+	read -r u _ </proc/uptime
+	echo $((10#${u/./}))
+}
+# wait_for SECONDS WHAT COMMAND...: run COMMAND until it exits 0 (ready) or 2 (will never
+# be: gave up), at most SECONDS; on expiry say what was awaited and how long. 0 when ready.
+wait_for() {
+	local secs=$1 what=$2 end rc
+	shift 2
+	end=$(($(uptime_cs) + secs * 100))
+	while :; do
+		"$@"
+		rc=$?
+		[ "$rc" -eq 0 ] && return 0
+		if [ "$rc" -eq 2 ]; then
+			echo "gave up waiting for $what" >&2
+			return 1
+		fi
+		if [ "$(uptime_cs)" -ge "$end" ]; then
+			echo "timed out after $secs s waiting for $what" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+# accepting PORT PID: 0 when 127.0.0.1:PORT accepts, 2 when PID has exited.
+accepting() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+	kill -0 "$2" 2>/dev/null || { echo "process $2 exited" >&2; return 2; }
+	return 1
+}
+# socket_made PATH PID: 0 when the UNIX socket PATH exists, 2 when PID has exited.
+socket_made() {
+	[ -S "$1" ] && return 0
+	kill -0 "$2" 2>/dev/null || { echo "process $2 exited" >&2; return 2; }
+	return 1
+}
+
 step "1/5 two nodes in one process over DPDK net_ring: segments, allocator, verified writes"
 if ! "$build/tools/cluster/tide-cluster" --node-env "$env_file"; then
 	failed+=("tide-cluster")
@@ -45,14 +86,8 @@ setsid "$build/tools/master/mooncake_master" --rpc_port "$port" --metrics_port 0
 	>"$tmp/master.log" 2>&1 &
 master_pid=$!
 ready=0
-for _ in $(seq 100); do
-	if /usr/bin/python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" \
-		2>/dev/null; then
-		ready=1
-		break
-	fi
-	sleep 0.1
-done
+wait_for 30 "mooncake_master to accept on 127.0.0.1:$port" accepting "$port" "$master_pid" &&
+	ready=1
 metrics_port=$(grep -o 'metrics HTTP on [^ ]*' "$tmp/master.log" | sed 's/.*://' | head -1)
 if [ "$ready" = 1 ] &&
 	"$build/tools/master/tide-master-bench" --master "127.0.0.1:$port" --master-pid "$master_pid" \
@@ -83,15 +118,17 @@ TIDE_DPDK_DEVICE="$memif,role=server" TIDE_DATA_IP=10.77.0.1 TIDE_FILE_PREFIX=ti
 	"$build/tools/net/tide-net" --node-env "$env_file" send --peer 10.77.0.2 --port 7000 \
 	--bytes 256mb >"$sender_log" 2>&1 &
 sender=$!
-for _ in $(seq 100); do [ -S "$tmp/memif.sock" ] && break; sleep 0.05; done
-if TIDE_DPDK_DEVICE="$memif,role=client" TIDE_DATA_IP=10.77.0.2 TIDE_FILE_PREFIX=tide-local-b \
+if wait_for 60 "tide-net send (memif server) to create $tmp/memif.sock" \
+	socket_made "$tmp/memif.sock" "$sender" &&
+	TIDE_DPDK_DEVICE="$memif,role=client" TIDE_DATA_IP=10.77.0.2 TIDE_FILE_PREFIX=tide-local-b \
 	"$build/tools/net/tide-net" --node-env "$env_file" serve --port 7000 --connections 1 \
 	>"$tmp/serve.log" 2>&1 && wait "$sender"; then
 	grep -h -E "sent|closed by peer" "$sender_log" "$tmp/serve.log"
 	grep -q "268435456 bytes in, 0 out, 0 mismatched" "$tmp/serve.log" || failed+=("memif TCP data")
 else
+	kill "$sender" 2>/dev/null
 	wait "$sender" 2>/dev/null
-	cat "$sender_log" "$tmp/serve.log"
+	cat "$sender_log" "$tmp/serve.log" 2>/dev/null
 	failed+=("memif TCP")
 fi
 
@@ -104,23 +141,31 @@ TIDE_DPDK_DEVICE="$te_memif,role=server" TIDE_DATA_IP=10.78.0.1 TIDE_FILE_PREFIX
 	--segment_id="127.0.0.1:$te_port" --host=127.0.0.1 --open_retry_s=30 --verify \
 	--block_size=64K --batch_size=32 --duration=3 --buffer_size=128M >"$tmp/te-ini.log" 2>&1 &
 te_ini=$!
-for _ in $(seq 100); do [ -S "$tmp/te-memif.sock" ] && break; sleep 0.05; done
-TIDE_DPDK_DEVICE="$te_memif,role=client" TIDE_DATA_IP=10.78.0.2 TIDE_FILE_PREFIX=tide-local-teb \
-	TIDE_NODE_ENV="$env_file" "$build/tools/te_bench/tide-bench" --mode=target \
-	--rpc_port="$te_port" --host=127.0.0.1 --buffer_size=128M >"$tmp/te-tgt.log" 2>&1 &
-te_tgt=$!
+if wait_for 60 "tide-bench initiator (memif server) to create $tmp/te-memif.sock" \
+	socket_made "$tmp/te-memif.sock" "$te_ini"; then
+	TIDE_DPDK_DEVICE="$te_memif,role=client" TIDE_DATA_IP=10.78.0.2 \
+		TIDE_FILE_PREFIX=tide-local-teb TIDE_NODE_ENV="$env_file" \
+		"$build/tools/te_bench/tide-bench" --mode=target --rpc_port="$te_port" \
+		--host=127.0.0.1 --buffer_size=128M >"$tmp/te-tgt.log" 2>&1 &
+	te_tgt=$!
+else
+	kill "$te_ini" 2>/dev/null
+	te_tgt=
+fi
 if wait "$te_ini" && grep -q "transport=tcp-dpdk.*verified" "$tmp/te-ini.log"; then
 	grep -h "tide-bench: transport=" "$tmp/te-ini.log"
 else
 	cat "$tmp/te-ini.log"
 	failed+=("transfer engine over memif")
 fi
-kill -TERM "$te_tgt" 2>/dev/null
-if wait "$te_tgt"; then
-	grep -h "target served" "$tmp/te-tgt.log"
-else
-	cat "$tmp/te-tgt.log"
-	failed+=("transfer engine target shutdown")
+if [ -n "$te_tgt" ]; then
+	kill -TERM "$te_tgt" 2>/dev/null
+	if wait "$te_tgt"; then
+		grep -h "target served" "$tmp/te-tgt.log"
+	else
+		cat "$tmp/te-tgt.log"
+		failed+=("transfer engine target shutdown")
+	fi
 fi
 
 step "5/5 the store as Miles uses it: master + two tide-node agents, Python clients, Miles' pattern"

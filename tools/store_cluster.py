@@ -44,7 +44,7 @@ def finish(p, what, timeout=600):
     except subprocess.TimeoutExpired:
         p.kill()
         out, _ = p.communicate()
-        print(f"{what}: timed out\n{out}")
+        print(f"{what}: timed out after {timeout} s\n{out}")
         return False
     lines = [ln for ln in out.splitlines() if ln.strip()]
     if p.returncode != 0:

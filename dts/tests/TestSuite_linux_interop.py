@@ -57,6 +57,8 @@ class TestLinuxInterop(TestSuite):
             for c in cmds:
                 cls.sh(*c)
         except (subprocess.CalledProcessError, FileNotFoundError) as e:
+            # As root this is a broken host or a missing program (tools/check-prereqs.sh
+            # names its package): every case fails with the reason, none skips.
             cls.setup_error = f"{' '.join(c)}: {getattr(e, 'stderr', e)}"
             cls.tear_down_all()
             cls.ns = None
@@ -72,7 +74,7 @@ class TestLinuxInterop(TestSuite):
         if os.geteuid() != 0:
             self.skip("needs root for network namespaces")
         if self.ns is None:
-            self.skip(f"could not build the topology: {getattr(self, 'setup_error', '?')}")
+            self.fail(f"could not build the topology: {getattr(self, 'setup_error', '?')}")
 
     def tide_env(self, **extra):
         env = {"TIDE_HUGEPAGES": "off",
@@ -112,11 +114,11 @@ class TestLinuxInterop(TestSuite):
 
     def tide_to_linux(self, nbytes, port, **env):
         lx = self.ns_popen("/usr/bin/python3", PEER, "recv", str(port))
-        self.verify("listening" in lx.stdout.readline(), "Linux listener did not start")
+        self.wait_for_line(lx, "listening", 30, "the Linux listener (linux_peer.py recv)")
         p = self.run_tool("net/tide-net", "send", "--peer", f"{self.subnet}.2", "--port",
                           str(port), "--bytes", str(nbytes), env=self.tide_env(**env),
                           timeout=900)
-        out, _ = lx.communicate(timeout=120)
+        _, out = self.finish(lx, timeout=120)
         self.verify(p.returncode == 0, p.stdout + p.stderr)
         self.verify(f"received {nbytes} bad 0" in out and " match" in out, out)
         self.verify("packet buffers leaked: 0" in p.stdout, p.stdout)
@@ -181,7 +183,7 @@ class TestLinuxInterop(TestSuite):
         Verify: no malformed frame and no bad IPv4/ICMP/TCP checksum."""
         cap = os.path.join(self.tmp, "interop.pcap")
         td = self.ns_popen("tcpdump", "-i", self.peer_if, "-w", cap, "-U", "-c", "60000")
-        time.sleep(1.0)
+        self.wait_for_line(td, "listening on", 30, f"tcpdump to capture on {self.peer_if}")
         srv = self.serve("--port", "5108", "--echo", "--connections", "1")
         self.in_ns("ping", "-c", "3", "-i", "0.2", f"{self.subnet}.1")
         r = self.in_ns("/usr/bin/python3", PEER, "echo", f"{self.subnet}.1", "5108",
@@ -256,7 +258,7 @@ sys.exit(0 if ok_rst and ok_echo else 1)
         Verify: tide-net reports the reset, serves the second client, leaks no buffer."""
         srv = self.serve("--port", "5110", "--echo", "--connections", "2")
         holder = self.ns_popen("/usr/bin/python3", PEER, "hold", f"{self.subnet}.1", "5110")
-        self.verify("holding" in holder.stdout.readline(), "holder did not connect")
+        self.wait_for_line(holder, "holding", 30, "the holding client (linux_peer.py hold)")
         time.sleep(0.5)
         holder.kill()
         holder.communicate()
@@ -274,7 +276,7 @@ sys.exit(0 if ok_rst and ok_echo else 1)
         Verify: tide-net gives up with 'Connection timed out' within a bounded time
         (TIDE_TCP_MAX_RETRIES=4) and leaks no buffer."""
         lx = self.ns_popen("/usr/bin/python3", PEER, "recv", "5111")
-        self.verify("listening" in lx.stdout.readline(), "Linux listener did not start")
+        self.wait_for_line(lx, "listening", 30, "the Linux listener (linux_peer.py recv)")
         snd = self.start_tool("net/tide-net", "send", "--peer", f"{self.subnet}.2", "--port",
                               "5111", "--bytes", str(256 << 20),
                               env=self.tide_env(TIDE_TCP_MAX_RETRIES="4"))

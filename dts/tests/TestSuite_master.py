@@ -86,7 +86,8 @@ class TestMaster(TestSuite):
             if m:
                 return int(m.group(1))
             time.sleep(0.05)
-        self.fail(f"no '{what}' line in the log: {self.read(log)}")
+        self.fail(f"timed out after 10 s waiting for a '{what}' line in the log: "
+                  f"{self.read(log)}")
 
     @staticmethod
     def http_get(port, path):
@@ -255,10 +256,10 @@ class TestMaster(TestSuite):
             p, log = self.start("--rpc_port", str(port), "--metrics_port", "0", *args,
                                 extra_env=env)
             self.wait_ready(p, port, log)
-            deadline = time.monotonic() + 10
-            while want not in self.read(log) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            self.verify(want in self.read(log), f"{args} {env}: {self.read(log)}")
+            try:
+                self.wait_until(lambda: want in self.read(log), 10, f"'{want}' in the log")
+            except AssertionError as e:
+                self.fail(f"{args} {env}: {e}: {self.read(log)}")
             self.verify(self.stop(p) == 0, self.read(log))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "MC_"))}
         env["TIDE_PIN_UNREAD"] = "maybe"

@@ -852,6 +852,15 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 		TIDE_LOG(ERR, "segment '%s': %s", sg->name, err[0] ? err : tide_te_strerror(rc));
 		return rc;
 	}
+	if (sg->desc == NULL && d->nbufs == 0) {
+		/* Opening a peer that is still starting: it publishes once its transport
+		 * is installed and again when it registers memory. A segment with no
+		 * buffer is not open yet; -ENOENT, like an unpublished one, so callers
+		 * retry until their own deadline instead of holding an empty segment. */
+		te_desc_free(d);
+		TIDE_LOG(ERR, "segment '%s': peer has not registered a buffer yet", sg->name);
+		return -ENOENT;
+	}
 	if (sg->desc != NULL && te_desc_equal(sg->desc, d) && sg->peer != NULL) {
 		te_desc_free(d);
 		sg->stale = false;

@@ -198,8 +198,10 @@ int tide_te_unregister_local(struct tide_te *te, void *addr);
 /**
  * Open a remote segment by name (fetching its descriptor through the metadata
  * service). Opening the local server name returns TIDE_TE_LOCAL_SEG.
- * \return 0 and *seg set; -ENOENT unknown segment; -EPROTO malformed descriptor
- *         (logged); -ETIMEDOUT/-ECONNREFUSED metadata or handshake failure.
+ * \return 0 and *seg set; -ENOENT unknown segment, or a peer that has published
+ *         no registered buffer yet (still starting; retry until a deadline);
+ *         -EPROTO malformed descriptor (logged); -ETIMEDOUT/-ECONNREFUSED metadata
+ *         or handshake failure.
  */
 int tide_te_open_segment(struct tide_te *te, const char *name, tide_te_seg_t *seg);
 

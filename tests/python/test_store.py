@@ -42,19 +42,26 @@ def free_port():
     return p
 
 
-def start_master():
+def start_master(timeout=20):
+    """mooncake_master on a free port; returns (Popen, address) once it accepts, or
+    fails saying how long it waited."""
     port = free_port()
     p = subprocess.Popen([os.environ["STORE_TEST_MASTER_BIN"], f"--rpc_port={port}",
                           "--metrics_port=0"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    deadline = time.monotonic() + timeout
+    while True:
         try:
             socket.create_connection(("127.0.0.1", port), 1).close()
-            break
+            return p, f"127.0.0.1:{port}"
         except OSError:
-            time.sleep(0.05)
-    return p, f"127.0.0.1:{port}"
+            pass
+        if p.poll() is not None or time.monotonic() >= deadline:
+            p.kill()
+            p.wait()
+            pytest.fail(f"mooncake_master not accepting on 127.0.0.1:{port} after {timeout} s "
+                        f"(exit {p.returncode})")
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -716,7 +723,7 @@ def agents(master, tmp_path_factory):
     """Two tide-node agents (two "nodes") on this master, each owning a segment."""
     node = os.environ.get("STORE_TEST_NODE_BIN")
     if not node:
-        pytest.skip("STORE_TEST_NODE_BIN not set (tide-node)")
+        pytest.fail("STORE_TEST_NODE_BIN not set (the tide-node binary; meson sets it)")
     d = tmp_path_factory.mktemp("agents")
     procs, socks = [], []
     for i in range(2):
@@ -730,10 +737,12 @@ def agents(master, tmp_path_factory):
                                       stderr=subprocess.STDOUT))
         socks.append(sock)
     deadline = time.monotonic() + 15
-    for sock, p in zip(socks, procs):
+    for i, (sock, p) in enumerate(zip(socks, procs)):
         while not os.path.exists(sock):
-            assert p.poll() is None, open(d / "agent0.log").read()
-            assert time.monotonic() < deadline, "tide-node did not come up"
+            assert p.poll() is None, open(d / f"agent{i}.log").read()
+            assert time.monotonic() < deadline, \
+                f"tide-node {i} did not create {sock} within 15 s: " + \
+                open(d / f"agent{i}.log").read()
             time.sleep(0.05)
     yield socks
     for p in procs:

@@ -558,17 +558,29 @@ parse(int argc, char **argv)
 	return 0;
 }
 
+/* How long to wait for the master to accept connections (it may still be starting). */
+#define CONNECT_WAIT_S 30
+
+/* Connect, retrying until a deadline (not a number of tries: a loaded machine only takes
+ * longer); says what it waited for when the deadline passes. */
 static int
 connect_retry(struct tide_mc_client **c)
 {
-	int rc = -ECONNREFUSED, i;
+	uint64_t start = now_ns(), deadline = start + CONNECT_WAIT_S * 1000000000ull;
+	int rc;
 
-	for (i = 0; i < 200 && rc != 0; i++) {
+	for (;;) {
 		rc = tide_mc_client_connect_addr(cfg.master, 2000, c);
-		if (rc != 0) {
-			usleep(25000);
+		if (rc == 0) {
+			return 0;
 		}
+		if (now_ns() >= deadline) {
+			break;
+		}
+		usleep(25000);
 	}
+	fprintf(stderr, "timed out after %.1f s waiting for mooncake_master at %s to accept: %s\n",
+		(double)(now_ns() - start) / 1e9, cfg.master, strerror(-rc));
 	return rc;
 }
 

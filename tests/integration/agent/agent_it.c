@@ -402,10 +402,21 @@ test_client_killed_mid_put(void)
 		}
 	}
 	CU_ASSERT_TRUE(whole < K); /* it really died mid-way */
-	for (int i = 0; i < 50; i++) {
+	/* The agent notices the dead client in its own time: wait up to a deadline. */
+	for (int64_t end = it_now_ms() + 20000;;) {
 		tide_agent_server_stats(srv_b, &st);
 		if (st.clients_now == st0.clients_now && st.regions_now == st0.regions_now)
 			break;
+		if (it_now_ms() >= end) {
+			fprintf(stderr,
+				"\n    timed out after 20 s waiting for the agent to drop the dead "
+				"client: %llu clients, %llu regions (want %llu, %llu)\n",
+				(unsigned long long)st.clients_now,
+				(unsigned long long)st.regions_now,
+				(unsigned long long)st0.clients_now,
+				(unsigned long long)st0.regions_now);
+			break;
+		}
 		it_sleep_ms(100);
 	}
 	CU_ASSERT_EQUAL(st.clients_now, st0.clients_now);

@@ -40,6 +40,15 @@ it_sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+int64_t
+it_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int
 it_master_start(struct it_master *m, const char *bin_env, const char *client_ttl_s)
 {
@@ -68,14 +77,28 @@ it_master_start(struct it_master *m, const char *bin_env, const char *client_ttl
 		_exit(127);
 	}
 	snprintf(m->addr, sizeof(m->addr), "127.0.0.1:%u", port);
-	for (int i = 0; i < 100; i++) {
+	/* A deadline, not a number of tries: a loaded machine only takes longer. */
+	int64_t start = it_now_ms(), deadline = start + IT_MASTER_START_MS;
+	int st;
+
+	for (;;) {
 		if (tide_mc_client_connect_addr(m->addr, 1000, &c) == 0) {
 			tide_mc_client_close(c);
 			return 0;
 		}
+		if (waitpid(m->pid, &st, WNOHANG) == m->pid) {
+			fprintf(stderr,
+				"%s exited (status 0x%x) before accepting connections at %s\n", bin,
+				(unsigned)st, m->addr);
+			m->pid = -1;
+			return -1;
+		}
+		if (it_now_ms() >= deadline)
+			break;
 		it_sleep_ms(50);
 	}
-	fprintf(stderr, "%s did not accept connections at %s\n", bin, m->addr);
+	fprintf(stderr, "%s did not accept connections at %s within %d s (waited %.1f s)\n", bin,
+		m->addr, IT_MASTER_START_MS / 1000, (double)(it_now_ms() - start) / 1000.0);
 	return -1;
 }
 

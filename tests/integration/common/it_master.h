@@ -20,12 +20,18 @@ uint16_t it_free_port(void);
 
 void it_sleep_ms(long ms);
 
+/* CLOCK_MONOTONIC in milliseconds, for the deadlines of readiness waits. */
+int64_t it_now_ms(void);
+
+/* How long it_master_start() waits for the master to accept connections. */
+#define IT_MASTER_START_MS 30000
+
 /*
  * Start the binary named by the environment variable bin_env with
  * --rpc_port/--metrics_port on 127.0.0.1, --client_ttl client_ttl_s and
  * --log_level warn; the child dies with the test (PR_SET_PDEATHSIG).
- * Returns 0 once a master client connects (within 5 s), else -1 (message on
- * stderr).
+ * Returns 0 once a master client connects (within IT_MASTER_START_MS), else -1
+ * (message on stderr: the master exited, or the deadline passed).
  */
 int it_master_start(struct it_master *m, const char *bin_env, const char *client_ttl_s);
 
