@@ -1,18 +1,28 @@
 #!/usr/bin/python3
-"""The transfer engine benchmark table (README): tide-bench pairs, same run.
+"""The transfer engine benchmark tables (README): tide-bench pairs, same run.
 
-For each block size (4 KiB, 64 KiB, 1 MiB) and operation (read, write), with
-batch 32 and one initiator thread, runs a target and an initiator as two
+Table 1. For each block size (4 KiB, 64 KiB, 1 MiB) and operation (read, write),
+with batch 32 and one initiator thread, runs a target and an initiator as two
 processes:
   - Tide over kernel sockets (loopback),
   - Tide over user-space TCP on DPDK net_memif (--no-huge, MTU 9000, the two
     processes' polling lcores on different CPUs),
-and prints MiB/s, batch latency, and the ratio to stock Mooncake TE over
-kernel TCP loopback on this machine class (the issue's reference figures,
-batch 32, 1 thread: 49-73 MiB/s at 4 KiB, 674-1039 MiB/s at 64 KiB, about
-1720 MiB/s at 1 MiB). Ratios use the upper end of each reference range.
+and prints MiB/s, batch latency, the ratio to Tide over kernel sockets in the
+same run, and the ratio to stock Mooncake TE over kernel TCP loopback from
+../shared/spec/reference-figures.md (2026-12-02, quiet 2-core VM, stock HEAD
+3b5a5941 transfer_engine_bench, batch 32, 1 thread, connection pool off).
+
+Table 2 (--mixed, or --only-mixed): mixed clusters. tide-stock-peer plays a
+stock Mooncake initiator (one connection per slice, or with --pool four fixed
+lanes; v2 framing) against (a) a Tide target over kernel sockets and (b)
+tide-stock-peer's target, a one-thread server modelled on stock's; both named
+127.0.0.1 (as stock's default hostname name resolves here) and, for Tide, also
+the node's own address (what peers on other hosts use). Each row is the median
+of --runs runs, alternating targets, with the initiator's and the target's CPU
+time per slice.
 
 usage: tools/te-bench-table.py BUILD_DIR [--duration S] [--json FILE]
+                                         [--mixed | --only-mixed] [--runs N]
 """
 import argparse
 import json
@@ -24,7 +34,8 @@ import sys
 import tempfile
 import time
 
-MOONCAKE_REF = {4096: (49, 73), 65536: (674, 1039), 1 << 20: (1720, 1720)}
+# ../shared/spec/reference-figures.md: stock TE, batch 32, 1 thread, pool off (read, write).
+MOONCAKE_REF = {4096: (55, 55), 65536: (771, 708), 1 << 20: (1748, 1696)}
 SIZES = [(4096, "4K"), (65536, "64K"), (1 << 20, "1M")]
 
 
@@ -109,12 +120,124 @@ def run_memif(bench, op, bs, duration, tmp, n):
     return parse(out), out
 
 
+def proc_cpu_s(pid):
+    """utime + stime of a process, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_stock_target(peer, host):
+    p = subprocess.Popen([peer, "--mode=target", "--buffer_size=256M", f"--host={host}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=clean_env())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        m = re.search(r"target '([^']+)' ready", line)
+        if m:
+            return p, m.group(1)
+    p.kill()
+    raise RuntimeError("tide-stock-peer target did not start within 60 s: " +
+                       (p.stdout.read() or ""))
+
+
+def run_peer(peer, target, name, op, bs, pool, duration):
+    """One tide-stock-peer initiator run; returns a dict or None (and the output)."""
+    c0 = proc_cpu_s(target.pid)
+    r = subprocess.run([peer, "--mode=initiator", f"--segment_id={name}", f"--operation={op}",
+                        f"--block_size={bs}", "--batch_size=32", f"--duration={duration}",
+                        f"--pool={'true' if pool else 'false'}"],
+                       capture_output=True, text=True, env=clean_env(), timeout=300)
+    tcpu = proc_cpu_s(target.pid) - c0
+    m = re.search(r": ([\d.]+) MiB/s, (\d+) slices/s, (\d+) connections, initiator CPU ([\d.]+) us "
+                  r"per slice, (\d+) bytes", r.stdout)
+    if r.returncode != 0 or not m:
+        return None, r.stdout + r.stderr
+    slices = int(m.group(5)) / bs
+    return {"mib_s": float(m.group(1)), "slices_s": int(m.group(2)),
+            "ini_us": float(m.group(4)), "tgt_us": tcpu * 1e6 / slices if slices else 0.0}, ""
+
+
+def node_address():
+    """The address tide-bench names a target by default (first non-loopback IPv4)."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"],
+                         capture_output=True, text=True).stdout
+    m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
+    return m.group(1) if m else None
+
+
+def mixed_table(build_dir, duration, runs):
+    bench = os.path.join(build_dir, "tools", "te_bench", "tide-bench")
+    peer = os.path.join(build_dir, "tools", "te_bench", "tide-stock-peer")
+    addr = node_address()
+    targets = []
+    try:
+        t, name = start_target(bench, [], clean_env())
+        targets.append(("tide kernel", t, name))
+        t, name = start_stock_target(peer, "127.0.0.1")
+        targets.append(("stock model", t, name))
+        if addr:
+            t, name = start_target(bench, [f"--host={addr}"], clean_env())
+            targets.append((f"tide kernel @{addr}", t, name))
+        rows, failed = [], False
+        for bs, label in SIZES:
+            for op in ("read", "write"):
+                for pool in (False, True):
+                    res = {k: [] for k, _, _ in targets}
+                    for _ in range(runs):
+                        for kind, t, name in targets:
+                            r, out = run_peer(peer, t, name, op, bs, pool, duration)
+                            if r is None:
+                                print(f"tide-stock-peer {kind} {op} {label} pool={pool}: "
+                                      f"FAILED\n{out}", file=sys.stderr)
+                                failed = True
+                                continue
+                            res[kind].append(r)
+                    for kind, vals in res.items():
+                        if not vals:
+                            continue
+                        med = sorted(vals, key=lambda v: v["mib_s"])[len(vals) // 2]
+                        rows.append({"block": label, "bs": bs, "op": op, "pool": pool,
+                                     "target": kind, "runs": len(vals), **med})
+    finally:
+        for _, t, _ in targets:
+            stop(t)
+    print(f"\nmixed cluster: tide-stock-peer as a stock initiator (batch 32, v2 framing), "
+          f"median of {runs} runs of {duration:g} s; 'stock model' = tide-stock-peer's "
+          "one-thread stock-style server; Mooncake = stock -> stock, pool off "
+          "(../shared/spec/reference-figures.md, 2026-12-02)")
+    print(f"{'block':>5} {'op':>5} {'pool':>4} {'target':>26} {'MiB/s':>8} {'slices/s':>9} "
+          f"{'ini us/sl':>9} {'tgt us/sl':>9} {'vs model':>8} {'vs Mooncake':>11}")
+    for r in rows:
+        model = next((x for x in rows if x["block"] == r["block"] and x["op"] == r["op"] and
+                      x["pool"] == r["pool"] and x["target"] == "stock model"), None)
+        vs_m = f"{r['mib_s'] / model['mib_s']:.2f}x" if model else "-"
+        ref = MOONCAKE_REF[r["bs"]][0 if r["op"] == "read" else 1]
+        vs_ref = f"{r['mib_s'] / ref:.2f}x" if not r["pool"] else "-"
+        print(f"{r['block']:>5} {r['op']:>5} {'on' if r['pool'] else 'off':>4} "
+              f"{r['target']:>26} {r['mib_s']:8.1f} {r['slices_s']:9d} {r['ini_us']:9.1f} "
+              f"{r['tgt_us']:9.1f} {vs_m:>8} {vs_ref:>11}")
+    return rows, failed
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build_dir")
     ap.add_argument("--duration", type=float, default=3.0)
     ap.add_argument("--json")
+    ap.add_argument("--mixed", action="store_true", help="also the mixed-cluster table")
+    ap.add_argument("--only-mixed", action="store_true", help="only the mixed-cluster table")
+    ap.add_argument("--runs", type=int, default=3, help="mixed table: runs per row (median)")
     a = ap.parse_args()
+    if a.only_mixed:
+        rows, failed = mixed_table(a.build_dir, a.duration, a.runs)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return 1 if failed else 0
     bench = os.path.join(a.build_dir, "tools", "te_bench", "tide-bench")
     rows, failed = [], False
     tmp = tempfile.mkdtemp(prefix="tide-tebench-")
@@ -134,7 +257,7 @@ def main():
                 res.update({"path": kind, "op": op, "block": label})
                 rows.append(res)
     print(f"\nbatch 32, 1 initiator thread, {a.duration:g} s per row; Mooncake = stock TE over "
-          "kernel TCP loopback (reference figures, upper end)")
+          "kernel TCP loopback (../shared/spec/reference-figures.md, 2026-12-02)")
     print(f"{'block':>5} {'op':>5} {'path':>22} {'MiB/s':>9} {'ops/s':>9} {'p50 us':>7} "
           f"{'p99 us':>7} {'vs Mooncake':>11} {'vs kernel':>9}")
     for bs, label in SIZES:
@@ -144,11 +267,15 @@ def main():
             for r in rows:
                 if r["block"] != label or r["op"] != op:
                     continue
-                ref = MOONCAKE_REF[bs][1]
+                ref = MOONCAKE_REF[bs][0 if op == "read" else 1]
                 vs_k = f"{r['mib_s'] / kern['mib_s']:.2f}x" if kern else "-"
                 print(f"{label:>5} {op:>5} {r['transport']:>22} {r['mib_s']:9.1f} "
                       f"{r['ops_s']:9d} {r['p50_us']:7d} {r['p99_us']:7d} "
                       f"{r['mib_s'] / ref:10.1f}x {vs_k:>9}")
+    if a.mixed:
+        mrows, mfailed = mixed_table(a.build_dir, a.duration, a.runs)
+        rows += mrows
+        failed = failed or mfailed
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
