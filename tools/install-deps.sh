@@ -14,6 +14,7 @@ PKGS=(
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec
 	clang-format git
 	python3 python3-numpy python3-msgpack python3-pytest   # mooncake.store tests
+	python3-mesonpy python3-venv           # pip install . (tools/check-pip-install.sh)
 	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth); pgrep/pkill for dts_master
 	tcpdump tshark wireshark-common python3-scapy # dts_linux_interop: capture, checksum audit (tshark,
 	                                       # capinfos), crafted frames

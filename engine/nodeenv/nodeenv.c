@@ -362,12 +362,13 @@ static const struct key_def keys[] = {
 	{.name = "TIDE_AGENT",
 	 .type = T_ENUM,
 	 FLD(agent),
-	 .def = "required",
+	 .def = "auto",
 	 .names = agent_names,
 	 .valid = "required | auto | off",
-	 .doc = "How store clients use the per-node agent: required = attach at "
-		"TIDE_AGENT_SOCKET or fail setup; auto = attach if one answers, else run "
-		"embedded; off = always embedded."},
+	 .doc = "How store clients use the per-node agent: auto = attach if one answers at "
+		"TIDE_AGENT_SOCKET, else run the transfer engine in the client's own process "
+		"(a master-only cluster, as stock Mooncake); required = attach or fail setup; "
+		"off = always in-process."},
 	{.name = "TIDE_PIN_UNREAD",
 	 .type = T_BOOL,
 	 FLD(pin_unread),

@@ -95,6 +95,7 @@ struct tide_nodeenv_fault {
 /**
  * TIDE_AGENT: how a store client process uses the per-node agent (tide-node).
  * Only store clients read it; the agent itself and the master ignore it.
+ * Default: auto (a master-only cluster works as with stock Mooncake).
  */
 enum tide_nodeenv_agent {
 	/** Attach to the agent at TIDE_AGENT_SOCKET; setup fails, saying so, when none answers. */

@@ -751,9 +751,9 @@ install_rdma(struct tide_te *te)
 	cfg.shared_lcores = te->xops->lcores != NULL ? te->xops->lcores(te->x) : NULL;
 	rc = te_rdma_ops.create(&cfg, &rx);
 	if (rc != 0) {
-		TIDE_LOG(ERR,
-			 "protocol 'rdma' is not available on this node (reason above); to run "
-			 "without RDMA set MOONCAKE_PROTOCOL=tcp");
+		/* The transport logged the one line the user needs (what is missing, and
+		 * the tcp alternative); this is for debugging only. */
+		TIDE_LOG(INFO, "protocol 'rdma': transport start failed: %s", tide_te_strerror(rc));
 		goto fail;
 	}
 	pthread_rwlock_wrlock(&te->mem_lock);

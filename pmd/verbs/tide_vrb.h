@@ -9,7 +9,10 @@
  *   the first time a caller asks for the table (tide_vrb_glue_get()), never at
  *   start-up, and a missing library is an error with a message, not a crash;
  * - unit tests install an in-memory double (tests/lib/verbs_double) with
- *   tide_vrb_glue_set() and exercise the same code paths CI has no device for.
+ *   tide_vrb_glue_set() and exercise the same code paths CI has no device for;
+ * - processes a test cannot reach with tide_vrb_glue_set() (a Python test
+ *   loading libtidestore.so, tide-node) get the double through the test seam
+ *   TIDETEST_VERBS_GLUE, see tide_vrb_glue_get().
  *
  * On top of the table this layer does the slow-path work every RDMA user
  * repeats: device discovery (a comma list such as MOONCAKE_DEVICE, or every
@@ -85,10 +88,21 @@ struct tide_vrb_ops {
 /**
  * The glue table: the test override when one is set, else libibverbs.so.1,
  * dlopen()ed on the first call (later calls return the cached result).
+ *
+ * Test seam, never for production: when the environment variable
+ * TIDETEST_VERBS_GLUE names a shared library (read with secure_getenv(), so
+ * ignored in setuid processes), that library is dlopen()ed instead of
+ * libibverbs and its `const struct tide_vrb_ops *tide_vrb_test_glue(void)`
+ * gives the table (tests/lib/verbs_double builds libtide_vdbl.so for this).
+ * Its use is logged at WARN; a seam that does not load fails like a missing
+ * libibverbs (-ENOENT, or -ENOSYS for an incomplete table), never falling back
+ * to the real library.
+ *
  * \param[out] out  The table; valid until process exit.
  * \param err, errlen  On failure, what is missing and what to do (may be NULL).
- * \return 0; -ENOENT libibverbs.so.1 cannot be loaded (rdma-core not installed);
- *         -ENOSYS it lacks an entry point this layer needs.
+ * \return 0; -ENOENT libibverbs.so.1 (or the TIDETEST_VERBS_GLUE library) cannot be
+ *         loaded (rdma-core not installed); -ENOSYS it lacks an entry point this
+ *         layer needs.
  * Thread: any (the first load is serialised).
  */
 int tide_vrb_glue_get(const struct tide_vrb_ops **out, char *err, size_t errlen);
@@ -100,8 +114,9 @@ int tide_vrb_glue_get(const struct tide_vrb_ops **out, char *err, size_t errlen)
 void tide_vrb_glue_set(const struct tide_vrb_ops *ops);
 
 /**
- * How many times this process tried to dlopen libibverbs (0 when nothing asked
- * for verbs). Tests use it to prove that the TCP path never touches verbs.
+ * How many times this process tried to dlopen libibverbs or the
+ * TIDETEST_VERBS_GLUE library (0 when nothing asked for verbs). Tests use it
+ * to prove that the TCP path never touches verbs.
  * Thread: any.
  */
 unsigned tide_vrb_glue_dlopen_count(void);

@@ -300,8 +300,9 @@ tide_vrb_open(const struct tide_vrb_ops *ops, const struct tide_vrb_cfg *cfg_in,
 			}
 			if (found == NULL) {
 				seterr(err, errlen,
-				       "RDMA device '%s' (MOONCAKE_DEVICE) not found on this node; "
-				       "devices here: %s",
+				       "RDMA device '%s' (rdma_devices / MOONCAKE_DEVICE) is "
+				       "not on this node (devices here: %s); name one of "
+				       "those, or use protocol tcp (MOONCAKE_PROTOCOL=tcp)",
 				       names[k], have);
 				rc = -ENODEV;
 				break;
@@ -343,7 +344,9 @@ tide_vrb_open(const struct tide_vrb_ops *ops, const struct tide_vrb_cfg *cfg_in,
 			v->ndev++;
 		}
 		if (v->ndev == 0) {
-			seterr(err, errlen, "no usable RDMA device (devices here: %s; first: %s)",
+			seterr(err, errlen,
+			       "no usable RDMA device (devices here: %s; first: %s); or use "
+			       "protocol tcp (MOONCAKE_PROTOCOL=tcp)",
 			       have, first_err);
 			rc = -ENODEV;
 		}

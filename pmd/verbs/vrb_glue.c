@@ -21,6 +21,10 @@
 #include "tide_vrb.h"
 
 #define VRB_LIB "libibverbs.so.1"
+/* The test seam (tide_vrb.h): a library that supplies the table instead. Not a
+ * TIDE_* name: the node environment refuses TIDE_* keys it does not know. */
+#define VRB_TEST_ENV "TIDETEST_VERBS_GLUE"
+#define VRB_TEST_SYM "tide_vrb_test_glue"
 
 static pthread_mutex_t glue_lock = PTHREAD_MUTEX_INITIALIZER;
 static const struct tide_vrb_ops *glue_override;
@@ -130,13 +134,62 @@ static struct tide_vrb_ops glue_ops = {
 	.poll_cq = glue_poll_cq,
 };
 
+/*
+ * TIDETEST_VERBS_GLUE (tests only): take the table from that library's
+ * tide_vrb_test_glue() instead of libibverbs. Never a fall-back either way: a
+ * seam that does not load is an error, so a test cannot pass on a real
+ * device by accident. Caller holds glue_lock.
+ */
+static int
+glue_load_test(const char *path)
+{
+	const struct tide_vrb_ops *(*entry)(void);
+	const struct tide_vrb_ops *ops;
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+	if (h == NULL) {
+		const char *why = dlerror();
+
+		snprintf(glue_load_err, sizeof(glue_load_err), "%s=%s: cannot load (%s)",
+			 VRB_TEST_ENV, path, why ? why : "not found");
+		return -ENOENT;
+	}
+	*(void **)&entry = dlsym(h, VRB_TEST_SYM);
+	ops = entry != NULL ? entry() : NULL;
+	if (ops == NULL || ops->get_device_list == NULL || ops->free_device_list == NULL ||
+	    ops->get_device_name == NULL || ops->open_device == NULL || ops->close_device == NULL ||
+	    ops->query_device == NULL || ops->query_port == NULL || ops->query_gid == NULL ||
+	    ops->gid_roce_version == NULL || ops->device_numa_node == NULL ||
+	    ops->alloc_pd == NULL || ops->dealloc_pd == NULL || ops->reg_mr == NULL ||
+	    ops->dereg_mr == NULL || ops->create_cq == NULL || ops->destroy_cq == NULL ||
+	    ops->create_qp == NULL || ops->modify_qp == NULL || ops->destroy_qp == NULL ||
+	    ops->post_send == NULL || ops->poll_cq == NULL) {
+		snprintf(glue_load_err, sizeof(glue_load_err),
+			 "%s=%s: no complete verbs table from %s()", VRB_TEST_ENV, path,
+			 VRB_TEST_SYM);
+		dlclose(h);
+		return -ENOSYS;
+	}
+	/* Loud on purpose: this process will not touch an RDMA device. */
+	TIDE_LOG(WARN,
+		 "verbs: TEST SEAM %s=%s: using the verbs table '%s' from that library "
+		 "instead of %s; no RDMA hardware is used by this process",
+		 VRB_TEST_ENV, path, ops->name ? ops->name : "?", VRB_LIB);
+	glue_loaded = ops;
+	return 0;
+}
+
 /* Caller holds glue_lock. */
 static int
 glue_load(void)
 {
+	const char *test = secure_getenv(VRB_TEST_ENV);
 	void *h;
 
 	atomic_fetch_add(&glue_dlopens, 1);
+	if (test != NULL && test[0] != '\0') {
+		return glue_load_test(test);
+	}
 	h = dlopen(VRB_LIB, RTLD_NOW | RTLD_LOCAL);
 	if (h == NULL) {
 		const char *why = dlerror();

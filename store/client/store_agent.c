@@ -461,7 +461,8 @@ choose(const struct tide_store_cfg *cfg, int *mode, char *path, size_t plen)
 }
 
 int
-tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out)
+tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out, char *why,
+		 size_t whylen)
 {
 	struct tide_agent_conn *a;
 	char path[sizeof(a->path)];
@@ -473,6 +474,8 @@ tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out)
 		return -ENOMEM;
 	rc = choose(cfg, &mode, a->path, sizeof(a->path));
 	if (rc != 0 || mode == TIDE_STORE_AGENT_OFF) {
+		if (rc == 0 && why != NULL)
+			snprintf(why, whylen, "TIDE_AGENT=off");
 		free(a);
 		return rc;
 	}
@@ -528,10 +531,10 @@ tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out)
 	if (rc == -ENOENT)
 		rc = -ECONNREFUSED;
 	if (mode == TIDE_STORE_AGENT_AUTO && rc == -ECONNREFUSED) {
-		TIDE_LOG(INFO,
-			 "no node agent at %s: running the transfer engine in this process "
-			 "(TIDE_AGENT=auto)",
-			 path);
+		/* The caller logs the one line, once it knows the transport. */
+		if (why != NULL)
+			snprintf(why, whylen, "no node agent answers at %s (TIDE_AGENT=auto)",
+				 path);
 		return 0;
 	}
 	if (rc == -ECONNREFUSED)

@@ -24,8 +24,12 @@ struct tide_agent_conn;
  * was wrong and what to do (no agent at the socket in "required" mode:
  * -ECONNREFUSED, also when the socket file does not exist; node file not valid: -EINVAL; version
  * mismatch: -EPROTO; -ENOMEM).
+ * why (may be NULL): on 0, why this process runs the engine itself, e.g.
+ * "TIDE_AGENT=off" or "no node agent answers at /run/tide/agent.sock
+ * (TIDE_AGENT=auto)", for the caller's one log line once the transport is known.
  */
-int tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out);
+int tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out, char *why,
+		     size_t whylen);
 /* Detach: unmap every shared region, close the socket, free. NULL-safe. */
 void tide_agent_close(struct tide_agent_conn *a);
 const char *tide_agent_endpoint(const struct tide_agent_conn *a);

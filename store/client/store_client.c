@@ -87,6 +87,8 @@ struct tide_store {
 	char *hostname; /* local_hostname as given */
 	char *proto;    /* "tcp" / "rdma" */
 	char *master;   /* "host:port" */
+	/* tide_store_set_rdma_devices(); NULL: MOONCAKE_DEVICE of the node environment. */
+	char *rdma_devices;
 	struct tide_te *te;
 	struct mc_conn mcp[MC_POOL];
 	atomic_uint mc_rr; /* which busy connection a caller queues on */
@@ -623,6 +625,7 @@ setup_engine(struct tide_store *s, const struct tide_store_cfg *cfg)
 	 * (tools/store-bench-table.py, kernel sockets: ~0.5 vs ~1.0 GiB/s).
 	 * MC_SLICE_SIZE still overrides. */
 	o.slice_size = STORE_SLICE_SIZE;
+	o.rdma_devices = s->rdma_devices;
 	rc = tide_te_create(&o, &s->te);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "transfer engine: %s", tide_te_strerror(rc));
@@ -636,7 +639,10 @@ setup_engine(struct tide_store *s, const struct tide_store_cfg *cfg)
 	}
 	rc = tide_te_install_transport(s->te, s->proto);
 	if (rc != 0) {
-		TIDE_LOG(ERR, "transport %s: %s", s->proto, tide_te_strerror(rc));
+		/* A protocol this node cannot run was explained by the engine already (what
+		 * is missing, and the tcp alternative): one line is enough. */
+		if (rc != -EPROTONOSUPPORT)
+			TIDE_LOG(ERR, "transport %s: %s", s->proto, tide_te_strerror(rc));
 		return rc;
 	}
 	return 0;
@@ -713,15 +719,29 @@ setup_buffers(struct tide_store *s, uint64_t lbuf_size)
 	return 0;
 }
 
+/* Why the engine of this process runs the transport it runs (for the setup log line). */
+static const char *
+transport_why(const struct tide_store *s)
+{
+	const char *t = tide_te_transport_name(s->te);
+
+	if (strcmp(s->proto, "rdma") == 0)
+		return "protocol rdma";
+	if (strcmp(t, "tcp-dpdk") == 0)
+		return "the node file gives this process TIDE_DPDK_DEVICE";
+	return "the node file gives this process no TIDE_DPDK_DEVICE, or MC_FORCE_TCP is set";
+}
+
 int
 tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 {
 	struct tide_agent_conn *a = NULL;
+	char why[160] = "";
 	int rc;
 
 	if (s == NULL || cfg == NULL || s->set_up || s->agent != NULL)
 		return -EINVAL;
-	rc = tide_agent_setup(cfg, &a);
+	rc = tide_agent_setup(cfg, &a, why, sizeof(why));
 	if (rc < 0)
 		return rc;
 	if (rc == 1) {
@@ -763,12 +783,32 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 	if (rc != 0)
 		goto fail;
 	s->set_up = true;
+	/* One line, at the default level: which data path this process runs and why. */
+	TIDE_LOG(NOTICE, "store: %s; this process runs the transfer engine itself over %s (%s)",
+		 why[0] ? why : "embedded", tide_te_transport_name(s->te), transport_why(s));
 	TIDE_LOG(INFO, "store %s joined master %s (segment %zu bytes, endpoint %s)", s->hostname,
 		 s->master, s->seg_size, tide_te_local_name(s->te));
 	return 0;
 fail:
 	teardown(s);
 	return rc;
+}
+
+int
+tide_store_set_rdma_devices(struct tide_store *s, const char *devices)
+{
+	char *d = NULL;
+
+	if (s == NULL || s->set_up)
+		return -EINVAL;
+	if (devices != NULL) {
+		d = strdup(devices);
+		if (d == NULL)
+			return -ENOMEM;
+	}
+	free(s->rdma_devices);
+	s->rdma_devices = d;
+	return 0;
 }
 
 void
@@ -788,6 +828,7 @@ tide_store_close(struct tide_store *s)
 	pthread_mutex_destroy(&s->buf_lock);
 	for (int i = 0; i < MC_POOL; i++)
 		pthread_mutex_destroy(&s->mcp[i].lock);
+	free(s->rdma_devices);
 	free(s);
 }
 

@@ -148,6 +148,18 @@ int tide_store_create(struct tide_store **out);
 int tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg);
 
 /**
+ * Mooncake's rdma_devices for the next tide_store_setup() (kept out of struct
+ * tide_store_cfg, which has no size field to grow by; the Python binding's
+ * setup() calls it): a comma list of this node's RDMA device names, "" every
+ * device with an active port, NULL (the default) MOONCAKE_DEVICE of the node
+ * environment. Ignored with an agent (its node file names the devices) and for
+ * protocol tcp. The string is copied.
+ * \return 0; -EINVAL s NULL or already set up; -ENOMEM.
+ * Thread: the thread that calls tide_store_setup(), before it.
+ */
+int tide_store_set_rdma_devices(struct tide_store *s, const char *devices);
+
+/**
  * Store an object: PutStart (with the config's placement, pin and group),
  * write every replica with the transfer engine, PutEnd. If any write fails
  * the object is revoked (PutRevoke), so nothing partly written becomes

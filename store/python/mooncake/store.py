@@ -23,7 +23,8 @@ negative errno; it is mapped here:
   -EEXIST  -> -600 from register_buffer (a duplicate registration, as Mooncake; the
               helper relies on it), -705 OBJECT_ALREADY_EXISTS elsewhere
   -ENOENT from unregister_buffer -> -600 (not a registered buffer: a bad argument)
-  -EPROTONOSUPPORT -> -600 (a protocol this node cannot run, e.g. "rdma" without a device)
+  -EPROTONOSUPPORT -> -600 (a protocol this node cannot run, e.g. "rdma" without a device,
+              or "rdma" asked of a node agent that runs tcp)
   -EPROTO  -> -300 INVALID_VERSION      -EAGAIN -> -703 REPLICA_IS_NOT_READY
   -EBUSY   -> -706 OBJECT_HAS_LEASE     -ESTALE -> -707 LEASE_EXPIRED
   -ENODEV  -> -101 SEGMENT_NOT_FOUND    -EIO, -EFAULT -> -800 TRANSFER_FAIL
@@ -31,6 +32,11 @@ negative errno; it is mapped here:
   -EHOSTUNREACH, -ENETUNREACH -> -900 RPC_FAIL
   anything else -> -1 INTERNAL_ERROR
   batch_is_exist reports any error as -1 (Mooncake's list[1/0/-1]).
+
+Keys are str (sent as UTF-8), bytes or bytearray, what Mooncake's pybind11 binding takes
+for std::string; any other key (None, int, a list ...), or a batch's keys that are not a
+sequence of those (a str, a generator, a set ...), raises TypeError, as it does there,
+before and after setup() alike. A key holding a NUL byte is a bad argument (-600).
 
 Before setup() and after close(): int methods return -600, get() b"", list methods a
 list of -600 (batch_is_exist: -1), health_check() 1, get_hostname() "",
@@ -211,6 +217,7 @@ _SIGS = {
     "tide_store_endpoint": (_cp, [_vp]),
     "tide_store_close": (None, [_vp]),
     "tide_store_strerror": (_cp, [ctypes.c_int]),
+    "tide_store_set_rdma_devices": (ctypes.c_int, [_vp, _cp]),
 }
 _HAVE = set()
 for _name, (_res, _args) in _SIGS.items():
@@ -290,16 +297,55 @@ class _BadArg(Exception):
     pass
 
 
-def _key(k):
-    b = k if isinstance(k, (bytes, bytearray)) else str(k).encode()
-    if b"\0" in b:
-        raise _BadArg("key contains NUL")
-    return bytes(b)
+_pyapi_seq = ctypes.pythonapi.PySequence_Check
+_pyapi_seq.restype = ctypes.c_int
+_pyapi_seq.argtypes = [ctypes.py_object]
 
 
-def _keys(keys):
-    ks = [_key(k) for k in keys]
-    return ks, (_cp * len(ks))(*ks)
+def _key_type_error(what, k):
+    return TypeError(f"{what}(): a key must be str or bytes (as Mooncake's binding, "
+                     f"std::string), not {type(k).__name__}")
+
+
+def _kb(k, what):
+    """A key's bytes: str (UTF-8), bytes or bytearray, what Mooncake's pybind11 binding
+    converts to std::string; anything else is the TypeError pybind11 raises."""
+    if isinstance(k, str):
+        try:
+            return k.encode()
+        except UnicodeEncodeError:  # lone surrogates: pybind11 cannot convert them either
+            raise _key_type_error(what, k) from None
+    if isinstance(k, (bytes, bytearray)):
+        return bytes(k)
+    raise _key_type_error(what, k)
+
+
+def _key(k, what):
+    """One key as bytes for C, or None when it holds a NUL byte (C strings cannot carry
+    it: a bad argument, -600). TypeError for a key of another type."""
+    b = _kb(k, what)
+    return None if b"\0" in b else b
+
+
+def _seq(x, what, name="keys"):
+    """x must be what pybind11 converts to a std::vector: a sequence (list, tuple, ...)
+    that is not a str or bytes; else TypeError (generators, sets and dicts too)."""
+    if type(x) is list or type(x) is tuple:
+        return
+    if isinstance(x, (str, bytes)) or not _pyapi_seq(x):
+        raise TypeError(f"{what}(): {name} must be a list of str, not {type(x).__name__}")
+
+
+def _keys(keys, what):
+    """(n, C array of the keys) for a batch call; the array is None when a key holds a
+    NUL byte (every key then gets -600). TypeError as Mooncake's binding for anything
+    but a sequence of str/bytes."""
+    _seq(keys, what)
+    ks = [_kb(k, what) for k in keys]
+    for b in ks:
+        if b"\0" in b:
+            return len(ks), None
+    return len(ks), (_cp * len(ks))(*ks)
 
 
 def _ptr(p):
@@ -465,7 +511,18 @@ class MooncakeDistributedStore:
 
     def setup(self, *args, **kwargs):
         """setup(config: dict) or setup(local_hostname, metadata_server, global_segment_size,
-        local_buffer_size, protocol, rdma_devices, master_server_addr, ...). 0 on success."""
+        local_buffer_size, protocol, rdma_devices, master_server_addr, ...). 0 on success.
+
+        protocol: "tcp" or "rdma" (Mooncake's names; others are refused with -600). With
+        "rdma" this process runs the verbs transport itself, or, attached to the node's
+        agent (TIDE_AGENT), the agent must run rdma; a node without an RDMA device fails
+        with -600 and one line saying what is missing (never a silent fall-back to tcp).
+        rdma_devices: Mooncake's comma list of this node's device names; "" (or
+        "auto-discovery") every device with an active port; a dict without the key takes
+        MOONCAKE_DEVICE of the node environment (file, then process environment).
+        A key missing from the dict falls back to its MOONCAKE_* variable (Tide's
+        addition; Mooncake's setup() reads no environment, and neither reads
+        MOONCAKE_CONFIG_PATH: that file is for mooncake.mooncake_config.MooncakeConfig)."""
         if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             c = dict(args[0])
         else:
@@ -487,13 +544,22 @@ class MooncakeDistributedStore:
             proto = str(c.get("protocol") or env.get("MOONCAKE_PROTOCOL") or "tcp")
             master = str(c.get("master_server_addr") or env.get("MOONCAKE_MASTER")
                          or "127.0.0.1:50051")
+            devices = c.get("rdma_devices")
+            if devices is not None:
+                devices = str(devices).strip()
+                if devices == "auto-discovery":  # Mooncake's spelling of "auto"
+                    devices = ""
         except ValueError as e:
             print(f"mooncake.store: setup: {e}", file=sys.stderr)
             return _INVALID_PARAMS
-        if proto != "tcp":
-            print(f"mooncake.store: setup: protocol {proto!r} is not available in this build "
-                  "(no verbs transport); set protocol 'tcp' (MOONCAKE_PROTOCOL=tcp)",
-                  file=sys.stderr)
+        if proto not in ("tcp", "rdma"):
+            print(f"mooncake.store: setup: protocol {proto!r} is not supported by Tide; use "
+                  "'tcp' or 'rdma' (MOONCAKE_PROTOCOL)", file=sys.stderr)
+            return _INVALID_PARAMS
+        if proto == "rdma" and devices and "tide_store_set_rdma_devices" not in _HAVE:
+            print(f"mooncake.store: setup: {_lib._name} cannot take rdma_devices "
+                  f"{devices!r}; rebuild it, or leave rdma_devices out and set "
+                  "MOONCAKE_DEVICE", file=sys.stderr)
             return _INVALID_PARAMS
         with self._setup_lock:
             if self._life is not None and not self._life.closing:
@@ -502,13 +568,25 @@ class MooncakeDistributedStore:
             rc = _lib.tide_store_create(ctypes.byref(h))
             if rc != 0:
                 return _mc_code(rc)
+            if devices is not None and "tide_store_set_rdma_devices" in _HAVE:
+                rc = _lib.tide_store_set_rdma_devices(h, devices.encode())
+                if rc != 0:
+                    _lib.tide_store_close(h)
+                    return _mc_code(rc)
             # agent 0: the node file's TIDE_AGENT decides; agent_socket NULL: its socket.
             cfg = _Cfg(host.encode(), meta.encode(), gss, lbs, proto.encode(), master.encode(),
                        0, None)
             rc = _lib.tide_store_setup(h, ctypes.byref(cfg))
             if rc != 0:
-                print(f"mooncake.store: setup with master {master}: "
-                      f"{_lib.tide_store_strerror(rc).decode()}", file=sys.stderr)
+                # -EPROTONOSUPPORT: a transport this node (or its agent) cannot run; the
+                # C layer printed the one line that says what is missing and that
+                # protocol tcp is the alternative. Anything else: the C layer logged which
+                # step refused (the agent's socket, the master, the segment ...); this line
+                # only gives the result, without pinning it on the master.
+                if rc != -_E.EPROTONOSUPPORT:
+                    print(f"mooncake.store: setup failed: "
+                          f"{_lib.tide_store_strerror(rc).decode()} (the line above says "
+                          "which step)", file=sys.stderr)
                 _lib.tide_store_close(h)
                 return _mc_code(rc)
             self._hostname = (_lib.tide_store_endpoint(h) or b"").decode()
@@ -571,11 +649,13 @@ class MooncakeDistributedStore:
     def put(self, key, value, config=None):
         """Store value (any contiguous buffer; its bytes) under key. 0, or -200 when the
         store is full, -600 on bad arguments (0 bytes, empty key)."""
+        k = _key(key, "put")
+        if k is None:
+            return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
         try:
-            k = _key(key)
             ptr, n, keep = _buffer(value)
             rc, keep_rc = _rc(config)
             r = _lib.tide_store_put(h, k, ptr, n, None if rc is None else ctypes.byref(rc))
@@ -588,11 +668,13 @@ class MooncakeDistributedStore:
 
     def get(self, key):
         """The object's bytes; b"" when it does not exist or on error (as Mooncake)."""
+        k = _key(key, "get")
+        if k is None:
+            return b""
         h = self._enter()
         if h is None:
             return b""
         try:
-            k = _key(key)
             # Most objects Miles reads with get() are small (manifests, meta): one
             # read into a guess-sized buffer costs one master round trip instead of
             # two (size, then read); larger ones fall back to size + read.
@@ -613,46 +695,47 @@ class MooncakeDistributedStore:
                 if got != -_E.ENOBUFS:  # replaced by a larger object meanwhile: retry
                     return b""
             return b""
-        except _BadArg:
-            return b""
         finally:
             self._leave()
 
     def remove(self, key, force=False):
         """0, -704 when the key does not exist, -706 when leased (force False)."""
+        k = _key(key, "remove")
+        if k is None:
+            return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
         try:
-            return _mc_code(_lib.tide_store_remove(h, _key(key), bool(force)))
-        except _BadArg:
-            return _INVALID_PARAMS
+            return _mc_code(_lib.tide_store_remove(h, k, bool(force)))
         finally:
             self._leave()
 
     def is_exist(self, key):
         """1 exists, 0 not, negative on error."""
+        k = _key(key, "is_exist")
+        if k is None:
+            return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
         try:
-            r = _lib.tide_store_is_exist(h, _key(key))
+            r = _lib.tide_store_is_exist(h, k)
             return r if r >= 0 else _mc_code(r)
-        except _BadArg:
-            return _INVALID_PARAMS
         finally:
             self._leave()
 
     def get_size(self, key):
         """Object size in bytes, or a negative code (-704 missing)."""
+        k = _key(key, "get_size")
+        if k is None:
+            return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
         try:
-            r = _lib.tide_store_get_size(h, _key(key))
+            r = _lib.tide_store_get_size(h, k)
             return r if r >= 0 else _mc_code(r)
-        except _BadArg:
-            return _INVALID_PARAMS
         finally:
             self._leave()
 
@@ -670,29 +753,33 @@ class MooncakeDistributedStore:
     def remove_by_regex(self, pattern, force=False):
         """Remove every key matching the regular expression (evaluated by the master);
         the number removed, or a negative code (-600 bad pattern)."""
+        k = _key(pattern, "remove_by_regex")
+        if k is None:
+            return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
         try:
-            r = _lib.tide_store_remove_by_regex(h, _key(pattern), bool(force))
+            r = _lib.tide_store_remove_by_regex(h, k, bool(force))
             return r if r >= 0 else _mc_code(r)
-        except _BadArg:
-            return _INVALID_PARAMS
         finally:
             self._leave()
 
     # ------------------------------------------------------------ batches
 
-    def _batch(self, n, fill, call, mapper):
-        """Run a per-key C batch call; entries the call left untouched (bad arguments,
-        a connection error before any key) get the call's own code."""
+    def _batch(self, n, karr, fill, call, mapper):
+        """Run a per-key C batch call over the keys karr (_keys(); None: a bad key, every
+        entry gets fill); entries the call left untouched (bad arguments, a connection
+        error before any key) get the call's own code."""
         h = self._enter()
         if h is None:
             return [fill] * n
         try:
             if n == 0:
                 return []
-            r, out = call(h)
+            if karr is None:
+                return [fill] * n
+            r, out = call(h, karr)
             return [mapper(r if v is _UNTOUCHED else v) for v in out]
         except _BadArg:
             return [fill] * n
@@ -703,27 +790,27 @@ class MooncakeDistributedStore:
         """Store len(keys) objects from raw memory (ptrs are integer addresses). Per key 0
         or a negative code; config.group_ids, if set, must have one entry per key (else
         every key gets -600)."""
-        keys = list(keys)
-        n = len(keys)
+        n, karr = _keys(keys, "batch_put_from")
 
-        def call(h):
+        def call(h, karr):
             parr, sarr = _ptrs_sizes(buffer_ptrs, sizes, n)
             rc, keep = _rc(config, n)
-            _, karr = _keys(keys)
             out = (ctypes.c_int * n)(*([_SENTINEL_INT] * n))
             r = _lib.tide_store_batch_put_from(h, karr, parr, sarr, n,
                                                None if rc is None else ctypes.byref(rc), out)
             del keep
             return r, [_UNTOUCHED if v == _SENTINEL_INT else v for v in out]
-        return self._batch(n, _INVALID_PARAMS, call, _mc_code)
+        return self._batch(n, karr, _INVALID_PARAMS, call, _mc_code)
 
     def put_from(self, key, buffer_ptr, size, config=None):
         """Store size bytes at address buffer_ptr under key. 0 or a negative code."""
+        k = _key(key, "put_from")
+        if k is None:
+            return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
         try:
-            k = _key(key)
             p, n = _ptr(buffer_ptr), _size(size)
             if not p and n:
                 return _INVALID_PARAMS
@@ -739,6 +826,9 @@ class MooncakeDistributedStore:
     def get_into(self, key, buffer_ptr, size):
         """Read the object into size bytes at buffer_ptr: its size, or a negative code
         (-704 missing, -600 buffer smaller than the object)."""
+        k = _key(key, "get_into")
+        if k is None:
+            return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
@@ -746,7 +836,7 @@ class MooncakeDistributedStore:
             p, n = _ptr(buffer_ptr), _size(size)
             if not p and n:
                 return _INVALID_PARAMS
-            r = _lib.tide_store_get_into(h, _key(key), p or None, n)
+            r = _lib.tide_store_get_into(h, k, p or None, n)
             return r if r >= 0 else _mc_code(r)
         except _BadArg:
             return _INVALID_PARAMS
@@ -755,16 +845,15 @@ class MooncakeDistributedStore:
 
     def batch_get_into(self, keys, buffer_ptrs, sizes):
         """get_into for each key: per key its size or a negative code."""
-        keys = list(keys)
-        n = len(keys)
+        n, karr = _keys(keys, "batch_get_into")
 
-        def call(h):
+        def call(h, karr):
             parr, sarr = _ptrs_sizes(buffer_ptrs, sizes, n)
-            _, karr = _keys(keys)
             out = (ctypes.c_int64 * n)(*([_SENTINEL_I64] * n))
             r = _lib.tide_store_batch_get_into(h, karr, parr, sarr, n, out)
             return r, [_UNTOUCHED if v == _SENTINEL_I64 else v for v in out]
-        return self._batch(n, _INVALID_PARAMS, call, lambda v: v if v >= 0 else _mc_code(v))
+        return self._batch(n, karr, _INVALID_PARAMS, call,
+                           lambda v: v if v >= 0 else _mc_code(v))
 
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
                         all_sizes):
@@ -775,13 +864,17 @@ class MooncakeDistributedStore:
         all_dst_offsets[b][k][f]. Returns result[b][k][f]: the bytes read, or a negative
         code for that fragment (-704 missing key, -600 range outside the object or a
         negative offset/size); the other fragments still succeed."""
+        _seq(all_keys, "get_into_ranges", "all_keys")
         nb = len(buffer_ptrs)
         if not (len(all_keys) == len(all_dst_offsets) == len(all_src_offsets)
                 == len(all_sizes) == nb):
             raise ValueError("get_into_ranges: buffer_ptrs, all_keys, all_dst_offsets, "
                              "all_src_offsets and all_sizes must have one entry per buffer")
         shape = []
+        kbytes = []  # per buffer, each key's bytes (None: holds a NUL byte, -600)
         for b in range(nb):
+            _seq(all_keys[b], "get_into_ranges", "all_keys[b]")
+            kbytes.append([_key(key, "get_into_ranges") for key in all_keys[b]])
             nk = len(all_keys[b])
             if not (len(all_dst_offsets[b]) == len(all_src_offsets[b])
                     == len(all_sizes[b]) == nk):
@@ -803,10 +896,8 @@ class MooncakeDistributedStore:
             kidx, klist, frags, where = {}, [], [], []
             for b in range(nb):
                 base = operator.index(buffer_ptrs[b])
-                for k, key in enumerate(all_keys[b]):
-                    try:
-                        kb = _key(key)
-                    except _BadArg:
+                for k, kb in enumerate(kbytes[b]):
+                    if kb is None:
                         continue
                     i = kidx.get(kb)
                     if i is None:
@@ -840,27 +931,23 @@ class MooncakeDistributedStore:
 
     def batch_is_exist(self, keys):
         """Per key: 1 exists, 0 does not, -1 error."""
-        keys = list(keys)
-        n = len(keys)
+        n, karr = _keys(keys, "batch_is_exist")
 
-        def call(h):
-            _, karr = _keys(keys)
+        def call(h, karr):
             out = (ctypes.c_int * n)(*([_SENTINEL_INT] * n))
             r = _lib.tide_store_batch_is_exist(h, karr, n, out)
             return r, [_UNTOUCHED if v == _SENTINEL_INT else v for v in out]
-        return self._batch(n, -1, call, lambda v: v if v >= 0 else -1)
+        return self._batch(n, karr, -1, call, lambda v: v if v >= 0 else -1)
 
     def batch_remove(self, keys, force=False):
         """Per key: 0 removed, -704 missing, -706 leased (force False), other codes."""
-        keys = list(keys)
-        n = len(keys)
+        n, karr = _keys(keys, "batch_remove")
 
-        def call(h):
-            _, karr = _keys(keys)
+        def call(h, karr):
             out = (ctypes.c_int * n)(*([_SENTINEL_INT] * n))
             r = _lib.tide_store_batch_remove(h, karr, n, bool(force), out)
             return r, [_UNTOUCHED if v == _SENTINEL_INT else v for v in out]
-        return self._batch(n, _INVALID_PARAMS, call, _mc_code)
+        return self._batch(n, karr, _INVALID_PARAMS, call, _mc_code)
 
     # ------------------------------------------------------ registered memory
 

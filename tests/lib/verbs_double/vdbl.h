@@ -66,6 +66,15 @@ struct vdbl_stats {
 /** The double's glue table (install with tide_vrb_glue_set()). */
 const struct tide_vrb_ops *vdbl_ops(void);
 
+/**
+ * Only in libtide_vdbl.so (vdbl_glue.c): the entry point of pmd/verbs' test seam
+ * (TIDETEST_VERBS_GLUE, see tide_vrb_glue_get()), the double's table. The first call
+ * declares the RoCE devices listed in VDBL_DEVICES, a comma list of "name" or
+ * "name:a.b.c.d" (GID IPv4; default 10.255.0.<position>); the process may also add
+ * devices itself through the library (vdbl_add_roce(), e.g. with ctypes).
+ */
+const struct tide_vrb_ops *tide_vrb_test_glue(void);
+
 /** Forget every device, object, fault and counter. Objects still open leak on purpose
  * (the test failed anyway). */
 void vdbl_reset(void);

@@ -205,7 +205,7 @@ test_defaults_match_spec(void)
 	CU_ASSERT_STRING_EQUAL(ne.file_prefix, "tide");
 	CU_ASSERT_STRING_EQUAL(ne.eal_args, "");
 	CU_ASSERT_STRING_EQUAL(ne.agent_socket, "/run/tide/agent.sock");
-	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_REQUIRED);
+	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_AUTO);
 	CU_ASSERT_FALSE(ne.pin_unread);
 	CU_ASSERT_STRING_EQUAL(ne.path, "");
 	for (size_t i = 0; i < tide_nodeenv_nkeys(); i++) {
@@ -937,7 +937,7 @@ test_agent_and_pin_unread(void)
 	i = tide_nodeenv_key_index("TIDE_AGENT");
 	CU_ASSERT_TRUE_FATAL(i >= 0);
 	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_type((size_t)i), "required | auto | off");
-	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_default((size_t)i), "required");
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_default((size_t)i), "auto");
 	CU_ASSERT_PTR_NOT_NULL(strstr(tide_nodeenv_key_doc((size_t)i), "TIDE_AGENT_SOCKET"));
 	i = tide_nodeenv_key_index("TIDE_PIN_UNREAD");
 	CU_ASSERT_TRUE_FATAL(i >= 0);
@@ -965,7 +965,7 @@ test_agent_and_pin_unread(void)
 				       "true/false, yes/no, on/off)"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "environment: TIDE_AGENT: 'sometimes' is not valid "
 					      "(valid: required | auto | off)\n"));
-	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_REQUIRED);
+	CU_ASSERT_EQUAL(ne.agent, TIDE_NODEENV_AGENT_AUTO);
 	CU_ASSERT_FALSE(ne.pin_unread);
 }
 
