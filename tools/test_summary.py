@@ -11,6 +11,9 @@ import sys
 
 ROW = re.compile(r"^\s*(suites|tests|asserts)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\d+)", re.M)
 FUZZ = re.compile(r"stat::number_of_executed_units:\s*(\d+)")
+# libFuzzer status lines: "#N  DONE   cov: X ft: Y corp: ..." at the end, "#N  pulse/NEW/REDUCE
+# cov: X ft: Y ..." while running (the last one stands in when a run ends without DONE).
+FUZZ_COV = re.compile(r"^#\d+\s+(\w+)\s+cov: (\d+) ft: (\d+)", re.M)
 
 
 def summarise(path, label):
@@ -26,9 +29,16 @@ def summarise(path, label):
                       for m in ROW.finditer(t.get("stdout") or "")}
             detail = ", ".join(f"{k} {ran} ran/{failed} failed"
                                for k, (ran, failed) in counts.items() if k != "suites")
-            fuzz = FUZZ.search((t.get("stdout") or "") + (t.get("stderr") or ""))
-            if fuzz:
-                detail = f"{int(fuzz.group(1)):,} fuzz inputs executed"
+            out = (t.get("stdout") or "") + (t.get("stderr") or "")
+            fuzz = FUZZ.search(out)
+            cov = FUZZ_COV.findall(out)
+            if fuzz or cov:
+                parts = [f"{int(fuzz.group(1)):,} inputs executed"] if fuzz else []
+                if cov:
+                    done = [c for c in cov if c[0] == "DONE"]
+                    _, edges, ft = (done or cov)[-1]
+                    parts.append(f"cov {int(edges):,} edges, ft {int(ft):,}")
+                detail = ", ".join(parts)
             for k in totals:
                 if k in counts:
                     totals[k][0] += counts[k][0]
