@@ -143,27 +143,37 @@ def shard(seed, i, moe_rows=0):
 
 
 def plain(x):
-    """Values as a trainer uses them: arrays and lists compared by content."""
-    if isinstance(x, numpy.ndarray):
-        return x.tolist()
-    if isinstance(x, (list, tuple)):
-        return [plain(y) for y in x]
-    if isinstance(x, dict):
-        return {k: plain(y) for k, y in x.items()}
-    return x
+    """x in a form that compares equal only to a value of the same types and bits: each
+    value tagged with its exact type, floats as their 64 bits (float.hex), arrays and
+    numpy scalars as dtype, shape and bytes (what Ray's pickling would give back)."""
+    t = type(x)
+    if t is float:
+        return ("float", x.hex())
+    if t is list or t is tuple:
+        return (t.__name__, [plain(y) for y in x])
+    if t is dict:
+        return ("dict", [(plain(k), plain(y)) for k, y in x.items()])
+    if isinstance(x, (numpy.ndarray, numpy.generic)):
+        return (t.__name__, x.dtype.str, numpy.shape(x), numpy.asarray(x).tobytes())
+    return (t.__name__, x)  # None, bool, int, str, bytes, range
 
 
 def compare(got, want, where):
+    """Every field of want in got with the same types and bits (type-exact, as Miles'
+    trainer code needs: lists stay lists, Python floats keep all 64 bits)."""
+    def first_difference(g, w, path):
+        if g[0] in ("list", "tuple", "dict") and g[0] == w[0] and len(g[1]) == len(w[1]):
+            for i, (gi, wi) in enumerate(zip(g[1], w[1])):
+                if gi != wi:
+                    return first_difference(gi, wi, f"{path}[{i}]")
+        return f"{path}: got {g[0]} {str(g[1:])[:60]}, put {w[0]} {str(w[1:])[:60]}"
+
     for f, w in want.items():
         if f not in got:
             raise AssertionError(f"{where}: field {f} missing")
-        g = plain(got[f])
-        w = plain(w)
-        if f == "rewards":
-            w = numpy.asarray(w, dtype=numpy.float32).tolist()
-            g = numpy.asarray(g, dtype=numpy.float32).tolist()
-        if g != w:
-            raise AssertionError(f"{where}: field {f} differs")
+        pg, pw = plain(got[f]), plain(w)
+        if pg != pw:
+            raise AssertionError(f"{where}: {first_difference(pg, pw, f)}")
 
 
 def wait_file(path, deadline_s):

@@ -1,6 +1,7 @@
 """mooncake.structured_object_store (Tide's helper for Miles) against Tide's mooncake_master:
 Miles' MooncakeObjectStore sequence, codecs, chunking, nulls, the minimal-store path,
-replica configs, two tide-node agents, and cleanup after a failed put.
+replica configs, two tide-node agents, and cleanup after a failed put. Values come back
+type-exact (assert_same); test_structured_types.py has the randomized property test.
 
 Uses the fixtures of test_store.py (a real mooncake_master, embedded stores, agents).
 Debian python3 + python3-pytest + python3-numpy + python3-msgpack.
@@ -9,6 +10,7 @@ import copy
 import json
 import math
 import random
+import struct
 
 import msgpack  # noqa: F401  (python3-msgpack: a missing module fails, it does not skip)
 import numpy
@@ -146,25 +148,44 @@ def miles_shard(n=8, dp=2, rank=0, seed=1):
     }
 
 
-def check_value(got, want):
-    assert isinstance(got, dict) and list(got) == list(want)
-    for f, (codec, dtype) in VALUE_SPEC.items():
-        if f not in want:
-            continue
-        g, w = got[f], want[f]
-        if codec == "typed_ragged":
-            assert isinstance(g, list) and len(g) == len(w)
-            for gr, wr in zip(g, w):
-                assert isinstance(gr, numpy.ndarray) and gr.ndim == 1
-                assert gr.dtype == (numpy.float64 if isinstance(wr[0], float) else numpy.int64)
-                assert gr.tolist() == wr and len(gr) == len(wr)
-        elif codec == "ndarray":
-            assert isinstance(g, numpy.ndarray) and g.dtype == numpy.dtype(dtype)
-            assert g.tolist() == numpy.asarray(list(w), dtype=dtype).tolist()
+def assert_same(got, want, path="value"):
+    """got is want, type for type and bit for bit: the same Python types all the way
+    down (a list stays a list, an int an int, a bool a bool), floats with the same 64
+    bits (NaN sign and payload included), dicts with the same keys in the same order,
+    numpy arrays and scalars with the same dtype, shape and bytes."""
+    assert type(got) is type(want), \
+        f"{path}: {type(got).__name__} where {type(want).__name__} was put"
+    if isinstance(want, float):
+        assert struct.pack("<d", got) == struct.pack("<d", want), \
+            f"{path}: {got!r} ({float(got).hex()}) where {want!r} ({float(want).hex()})"
+    elif isinstance(want, (list, tuple)):
+        assert len(got) == len(want), f"{path}: {len(got)} items where {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{path}[{i}]")
+    elif isinstance(want, dict):
+        assert list(got) == list(want), f"{path}: keys {list(got)} where {list(want)}"
+        for k in want:
+            assert_same(got[k], want[k], f"{path}[{k!r}]")
+    elif isinstance(want, numpy.ndarray):
+        assert got.dtype == want.dtype and got.shape == want.shape, \
+            f"{path}: {got.dtype}{got.shape} where {want.dtype}{want.shape}"
+        if want.dtype.hasobject:
+            for i, (g, w) in enumerate(zip(got.reshape(-1), want.reshape(-1))):
+                assert_same(g, w, f"{path}.flat[{i}]")
         else:
-            assert g == w, f
-    for f in ("step_slots", "n_adapters"):
-        assert got[f] == want[f]
+            assert got.tobytes() == want.tobytes(), f"{path}: array contents differ"
+    elif isinstance(want, numpy.generic):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes(), \
+            f"{path}: {got!r} where {want!r}"
+    else:  # None, bool, int, str, bytes, bytearray, range, set, frozenset
+        assert got == want, f"{path}: {got!r} where {want!r}"
+
+
+def check_value(got, want):
+    """Every field as Miles put it (type-exact), the multi-LoRA extras included."""
+    assert isinstance(got, dict) and list(got) == list(want)
+    for f in want:
+        assert_same(got[f], want[f], f)
 
 
 def all_exist(store, keys):
@@ -177,20 +198,23 @@ def test_miles_object_store_sequence(master, pair):
     a, b = pair
     writer, reader, driver = Traced(a), Traced(b), Traced(a)
     value = miles_shard()
+    value["rollout_routed_experts"] = [  # R3: int32 [T-1, layers, topk] arrays
+        numpy.random.default_rng(i).integers(0, 64, (len(t) - 1, 4, 2), dtype=numpy.int32)
+        for i, t in enumerate(value["tokens"])]
     want = copy.deepcopy(value)
     # MooncakeObjectStore.put (rollout manager)
     t = MooncakeBundleTransfer(writer, key_prefix=PREFIX)
     ref = t.put(value, type="dict", namespace="miles", partition="default", stage="rollout",
                 chunk_bytes=None, config=None, field_schemas=miles_schemas(value))
     box = json.loads(json.dumps(export_ref(ref), allow_nan=False))  # travels through Ray
-    assert value == want  # the caller's dict is untouched
+    assert_same(value, want)  # the caller's dict is untouched
     oid = ref.object_id
     base = f"{PREFIX}/default/{oid}"
     keys = writer.written_keys()
     assert all(k.startswith(base + "/") for k in keys)
     assert f"{base}/manifest" in keys and f"{base}/meta" in keys
-    # 3 typed_ragged x 5 + 5 ndarray x 2 + 3 msgpack_ragged x 3 + meta + manifest
-    assert len(keys) == 15 + 10 + 9 + 2
+    # 4 typed_ragged x 5 + 5 ndarray x 2 + 3 msgpack_ragged x 3 + meta + manifest
+    assert len(keys) == 20 + 10 + 9 + 2
     assert f"{base}/buffer/non_tensor_batch.tokens.offsets" in keys
     assert f"{base}/buffer/non_tensor_batch.rewards.nulls" in keys
     assert f"{base}/buffer/non_tensor_batch.prompt.data" in keys
@@ -209,24 +233,29 @@ def test_miles_object_store_sequence(master, pair):
     with ObjectStoreGetResult(r.get(import_ref(box), type="dict"),
                               MooncakeBundleTransfer.release_result) as got:
         check_value(got, want)
-        # what Miles does with it (process_rollout_data_shard, torch.tensor per row ...)
+        # what Miles does with it (process_rollout_data_shard, list arithmetic ...)
         partition = got.pop("partition")
         got["total_lengths"] = [got["total_lengths"][i] for i in partition]
         assert got["total_lengths"] == [want["total_lengths"][i] for i in want["partition"]]
         assert sum(got["response_lengths"]) == sum(want["response_lengths"])
         assert [len(x) for x in got["tokens"]] == [len(x) for x in want["tokens"]]
-        assert float(sum(m.sum() for m in got["loss_masks"])) == \
-            sum(map(sum, want["loss_masks"]))
+        assert sum(map(sum, got["loss_masks"])) == sum(map(sum, want["loss_masks"]))
+        assert got["tokens"][0] + got["loss_masks"][0] == \
+            want["tokens"][0] + want["loss_masks"][0]  # concatenates, as lists do
         kept_row = got["tokens"][0]
+        kept_experts = got["rollout_routed_experts"][0]  # a view into a lease
     names = reader.names()
     assert names[0] == "get" and reader.calls[0][1][0] == f"{base}/manifest"
     assert names[1:4] == ["register_buffer", "batch_get_into", "unregister_buffer"]
     assert "get_into_ranges" in names
-    # released: lease-backed fields left the dict, other fields stay, kept arrays valid
-    assert "tokens" not in got and "rewards" not in got and got["prompt"] == want["prompt"]
-    assert kept_row.tolist() == want["tokens"][0]
+    # released: the array field (views into leases) left the dict; lists (copies) stay
+    assert "rollout_routed_experts" not in got
+    assert got["tokens"] == want["tokens"] and got["prompt"] == want["prompt"]
+    assert kept_row == want["tokens"][0]
+    assert_same(kept_experts, want["rollout_routed_experts"][0], "kept experts")
     pool = r.buffer_pool()
-    del kept_row, partition  # the last views of their leases
+    assert pool._active >= 1  # the experts' lease, held by kept_experts
+    del kept_experts  # the last view of its lease
     assert pool.acquire(4096, block=False).release() is None
     assert pool._active == 0
     MooncakeBundleTransfer.release_result(got)  # twice: nothing
@@ -267,6 +296,7 @@ def test_meta_info_values_and_ref(pair):
     assert x["bytes"] == b"\x00\xff" and x["intkeys"] == {1: "a", 2: [None]}
     assert x["tagged"] == {"$tide": 1} and x["set"] == {1, 2} and x["big"] == 1 << 70
     assert x["nested"] == [{"a": [1.0, None]}] and got["empty"] == {}
+    assert_same(x, odd, "x")  # type-exact, NaN bits included
     assert import_ref(ref) is ref
     with pytest.raises(ValueError):
         import_ref({"format": "other"})
@@ -314,24 +344,21 @@ def test_codecs_shapes_dtypes_and_empty(pair):
     assert isinstance(got, StructuredResult)
     assert got["experts"][0].shape == (2, 3, 4) and got["experts"][0].dtype == numpy.int32
     assert got["experts"][0].tolist() == rte[0].tolist() and got["experts"][1].shape == (0, 3, 4)
-    assert got["f32"][0].dtype == numpy.float32 and got["f32"][0].tolist() == [1.5, 2.5]
-    assert got["f32"][1].tolist() == []
-    assert got["flags"][0].dtype == numpy.bool_ and got["flags"][1].tolist() == [True]
-    assert [r.tolist() for r in got["scalars"]] == [[7], [8]]
-    assert got["grid"].dtype == numpy.uint8 and got["grid"].tolist() == [[0, 1, 2], [3, 4, 5]]
-    assert got["none_rows"] == [] and [r.tolist() for r in got["empty_rows"]] == [[], []]
-    assert got["objs"] == [{"k": [1, {"z": None}], 3: "int key"}, "plain"]
-    mm = got["mm"]
-    assert sorted(mm[0]) == ["grid_thw", "pixel_values"] and list(mm[1]) == ["grid_thw"]
-    assert mm[0]["pixel_values"].dtype == numpy.float32 and mm[0]["pixel_values"].shape == (2, 2)
-    assert mm[1]["grid_thw"].tolist() == [[1, 4, 4]]
-    assert isinstance(got["guess"], numpy.ndarray) and got["guess"].tolist() == [1.0, 2.0]
-    assert [r.tolist() for r in got["guess_rows"]] == [[1, 2], [3]]
-    assert got["guess_obj"] == ["a", None]
+    for f in value:  # every value as it was put
+        assert_same(got[f], value[f], f)
+    meta = json.loads(a.get(f"{ref.base_key}/meta"))
+    stored = {f["name"]: f for f in meta["fields"]}
+    assert stored["f32"]["dtype"] == "<f4"  # the schema dtype holds 1.5 and 2.5 exactly
+    assert stored["flags"]["dtype"] == "|b1" and stored["scalars"]["dtype"] == "<i8"
+    assert stored["experts"]["dtype"] == "<i4" and stored["grid"]["dtype"] == "|u1"
+    assert [stored[f]["codec"] for f in ("guess", "guess_rows", "guess_obj")] == \
+        ["ndarray", "typed_ragged", "msgpack_ragged"]
     copied = copy.deepcopy(got)
     assert type(copied) is dict and copied["grid"].tolist() == got["grid"].tolist()
     MooncakeBundleTransfer.release_result(got)
-    assert "experts" not in got and got["objs"]
+    # array fields (views) left the dict; lists and msgpack rows stay
+    assert "experts" not in got and "grid" not in got and "mm" not in got
+    assert got["objs"] and got["f32"] == [[1.5, 2.5], []]
     assert copied["experts"][0].tolist() == rte[0].tolist()  # copies outlive the release
     with pytest.raises(ValueError, match="msgpack_ragged"):
         t.put({"s": ["abc"]}, field_schemas={"s": FieldSchema("typed_ragged")})
@@ -401,11 +428,8 @@ def test_nulls(pair):
                "rtd": FieldSchema("ragged_tensor_dict", nullable=True)}
     ref = t.put(value, field_schemas=schemas)
     got = MooncakeBundleTransfer(b, key_prefix="sos-null").get(ref)
-    assert got["tr"][0].tolist() == [1, 2] and got["tr"][1] is None and got["tr"][2].tolist() == []
-    assert got["nd"][0] == 1.5 and got["nd"][1] is None and got["nd"][2] == 3.0
-    assert got["mp"] == [None, {"a": 1}, None]
-    assert got["rtd"][0] is None and got["rtd"][1]["x"].tolist() == [1] and got["rtd"][2] is None
-    assert got["auto"] is None
+    for f in value:
+        assert_same(got[f], value[f], f)
     MooncakeBundleTransfer.release_result(got)
     t.cleanup_dataproto(ref)
     # not nullable: refused before anything is written
@@ -488,7 +512,7 @@ def test_replica_config(pair):
         assert c.group_ids[0] == f"structured-{ref.object_id}"
     assert odd.group_ids is None
     got = MooncakeBundleTransfer(b, key_prefix=PREFIX).get(ref)
-    assert got["x"][0].tolist() == [1, 2, 3]
+    assert_same(got["x"], [[1, 2, 3]])
     MooncakeBundleTransfer.release_result(got)
     t.cleanup_dataproto(ref)
 
@@ -515,10 +539,9 @@ def test_through_two_agents(master, agents):
         assert r.buffer_pool() is not None
         with ObjectStoreGetResult(r.get(import_ref(box)),
                                   MooncakeBundleTransfer.release_result) as got:
-            check_value({k: v for k, v in got.items() if k != "rollout_routed_experts"},
-                        {k: v for k, v in want.items() if k != "rollout_routed_experts"})
-            for g, e in zip(got["rollout_routed_experts"], want["rollout_routed_experts"]):
-                assert g.dtype == numpy.int32 and numpy.array_equal(g, e)
+            check_value(got, want)
+            g = got["rollout_routed_experts"][-1]
+            assert g.dtype == numpy.int32 and g.base is not None  # a view, not a copy
             del g  # the last view of its lease
         assert r.buffer_pool()._active == 0
         MooncakeBundleTransfer(a, key_prefix=PREFIX).cleanup_dataproto(box)
@@ -559,7 +582,7 @@ def test_failed_put_leaves_nothing(minimal):
             # the store still works
             ref = t.put({"small": [[1, 2, 3]]}, field_schemas=schemas)
             got = t.get(ref)
-            assert got["small"][0].tolist() == [1, 2, 3]
+            assert got["small"] == [[1, 2, 3]]
             MooncakeBundleTransfer.release_result(got)
             t.cleanup_dataproto(ref)
         finally:
