@@ -114,13 +114,13 @@ master_pid=
 step "3/5 two processes, user-space TCP over DPDK net_memif"
 memif="net_memif0,socket=$tmp/memif.sock,socket-abstract=no"
 sender_log=$tmp/send.log
-TIDE_DPDK_DEVICE="$memif,role=server" TIDE_DATA_IP=10.77.0.1 TIDE_FILE_PREFIX=tide-local-a \
+TIDE_DPDK_DEVICE="$memif,role=server" TIDE_DATA_IP=10.77.0.1 TIDE_FILE_PREFIX=tide-local-a TIDE_CSUM=elide \
 	"$build/tools/net/tide-net" --node-env "$env_file" send --peer 10.77.0.2 --port 7000 \
 	--bytes 256mb >"$sender_log" 2>&1 &
 sender=$!
 if wait_for 60 "tide-net send (memif server) to create $tmp/memif.sock" \
 	socket_made "$tmp/memif.sock" "$sender" &&
-	TIDE_DPDK_DEVICE="$memif,role=client" TIDE_DATA_IP=10.77.0.2 TIDE_FILE_PREFIX=tide-local-b \
+	TIDE_DPDK_DEVICE="$memif,role=client" TIDE_DATA_IP=10.77.0.2 TIDE_FILE_PREFIX=tide-local-b TIDE_CSUM=elide \
 	"$build/tools/net/tide-net" --node-env "$env_file" serve --port 7000 --connections 1 \
 	>"$tmp/serve.log" 2>&1 && wait "$sender"; then
 	grep -h -E "sent|closed by peer" "$sender_log" "$tmp/serve.log"
@@ -136,7 +136,7 @@ step "4/5 transfer engine: two processes, Mooncake segments and handshake, user-
 te_port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 te_memif="net_memif0,socket=$tmp/te-memif.sock,socket-abstract=no"
 # The memif server (initiator) starts first and exits first (DPDK 22.11 memif).
-TIDE_DPDK_DEVICE="$te_memif,role=server" TIDE_DATA_IP=10.78.0.1 TIDE_FILE_PREFIX=tide-local-tea \
+TIDE_DPDK_DEVICE="$te_memif,role=server" TIDE_DATA_IP=10.78.0.1 TIDE_FILE_PREFIX=tide-local-tea TIDE_CSUM=elide \
 	TIDE_NODE_ENV="$env_file" "$build/tools/te_bench/tide-bench" --mode=initiator \
 	--segment_id="127.0.0.1:$te_port" --host=127.0.0.1 --open_retry_s=30 --verify \
 	--block_size=64K --batch_size=32 --duration=3 --buffer_size=128M >"$tmp/te-ini.log" 2>&1 &
@@ -144,7 +144,7 @@ te_ini=$!
 if wait_for 60 "tide-bench initiator (memif server) to create $tmp/te-memif.sock" \
 	socket_made "$tmp/te-memif.sock" "$te_ini"; then
 	TIDE_DPDK_DEVICE="$te_memif,role=client" TIDE_DATA_IP=10.78.0.2 \
-		TIDE_FILE_PREFIX=tide-local-teb TIDE_NODE_ENV="$env_file" \
+		TIDE_FILE_PREFIX=tide-local-teb TIDE_CSUM=elide TIDE_NODE_ENV="$env_file" \
 		"$build/tools/te_bench/tide-bench" --mode=target --rpc_port="$te_port" \
 		--host=127.0.0.1 --buffer_size=128M >"$tmp/te-tgt.log" 2>&1 &
 	te_tgt=$!

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "net_internal.h"
+#include "tide_log.h"
 
 void
 net_ipv4_input(struct tide_net_stack *s, const uint8_t *data, uint16_t len, uint16_t flags,
@@ -35,6 +36,16 @@ net_ipv4_input(struct tide_net_stack *s, const uint8_t *data, uint16_t len, uint
 	}
 	if (!(flags & TIDE_NET_RX_F_IP_CSUM_GOOD) && net_cksum(data, hlen) != 0) {
 		s->st.ip_rx_bad_csum++;
+		if (ip->csum == 0) {
+			/* What a peer eliding checksums sends (tide_net_opts.cksum_elide). */
+			TIDE_LOG_RATELIMIT(
+				WARN, 60,
+				"IPv4 header checksum 0 from %u.%u.%u.%u: the peer "
+				"probably elides checksums (TIDE_CSUM=elide); both ends "
+				"of a link must agree",
+				((const uint8_t *)&ip->saddr)[0], ((const uint8_t *)&ip->saddr)[1],
+				((const uint8_t *)&ip->saddr)[2], ((const uint8_t *)&ip->saddr)[3]);
+		}
 		return;
 	}
 	if (ntohs(ip->frag_off) & (IP_MF | IP_OFFMASK)) {
@@ -91,7 +102,9 @@ net_ipv4_output(struct tide_net_stack *s, struct tide_net_buf *b, uint32_t dst, 
 	ip->csum = 0;
 	ip->saddr = htonl(s->o.ip);
 	ip->daddr = htonl(dst);
-	if (s->o.tx_offloads & TIDE_NET_OFFLOAD_IPV4_CKSUM) {
+	if (s->o.cksum_elide) {
+		/* ip->csum stays 0: nothing computes it, and the peer does not check. */
+	} else if (s->o.tx_offloads & TIDE_NET_OFFLOAD_IPV4_CKSUM) {
 		b->flags |= TIDE_NET_TX_F_IP_CKSUM;
 	} else {
 		ip->csum = net_cksum(ip, IP_HLEN);

@@ -131,6 +131,10 @@ uint32_t net_cksum_pseudo(uint32_t saddr_be, uint32_t daddr_be, uint8_t proto, u
 #define NET_ARP_SLOTS    64   /* ARP cache entries (linear scan; hit cache in front) */
 #define NET_ARP_PENDING  4    /* frames queued per unresolved next hop */
 #define NET_CONN_BUCKETS 1024 /* connection hash buckets (power of two) */
+/* Received frames the stack may keep at once (out-of-order payload held in
+ * place, not copied); past it, out-of-order payload is copied. Bounded well
+ * below any RX pool so the device never starves for buffers. */
+#define NET_RX_KEEP_MAX 256
 
 enum arp_state { ARP_FREE = 0, ARP_INCOMPLETE, ARP_REACHABLE };
 
@@ -219,6 +223,20 @@ struct tide_net_stack {
 	size_t zc_pending;          /* records not completed (queued, in flight, waiting) */
 	bool zc_reaping;            /* net_zc_reap is making completions */
 	uint64_t next_conn_id;
+
+	/*
+	 * The received frame being processed (tide_net_rx_burst): its device
+	 * handle, or NULL when the caller offers none. TCP input sets rx_kept to
+	 * keep the frame (its payload queued out of order, in place); the burst
+	 * then does not free it, and whoever drops the queued segment frees the
+	 * handle through free_bufs. rx_kept_n counts the frames kept.
+	 */
+	void *rx_handle;
+	bool rx_kept;
+	uint32_t rx_kept_n;
+
+	/* Timeouts found spurious and undone (Eifel, tcp_rto_undo); not yet a public counter. */
+	uint64_t rto_undone;
 
 	/* Unit-test hook: when set, every new connection's ISN is isn_fixed. */
 	bool isn_fixed_on;
@@ -367,11 +385,17 @@ struct tcp_seg {
 	uint16_t sport, dport;
 };
 
-/** Out-of-order receive queue entry: [seq, seq + len), plus payload. */
+/**
+ * Out-of-order receive queue entry: [seq, seq + len) at ptr, which is either
+ * data[] (copied) or the payload inside a received frame the stack kept
+ * (handle, freed with the entry through free_bufs).
+ */
 struct tcp_ooo {
 	struct tcp_ooo *next;
 	uint32_t seq;
 	uint32_t len;
+	const uint8_t *ptr;
+	void *handle;
 	uint8_t data[];
 };
 
@@ -494,6 +518,18 @@ struct tide_net_conn {
 	bool dsack_pending;
 	struct tcp_sack_blk dsack;
 
+	/*
+	 * Spurious timeout detection (Eifel, RFC 3522) and response (RFC 4015),
+	 * timestamp connections only: the TSval of the episode's first timeout
+	 * retransmission and the window before it. An ACK that advances snd_una
+	 * while echoing an older TSval acknowledges the original transmission:
+	 * the timeout was spurious (a peer or link briefly stalled), so the
+	 * window is restored and the rest of the flight is not resent.
+	 */
+	bool rto_undo;
+	uint32_t rto_tsval;
+	uint32_t undo_cwnd, undo_ssthresh;
+
 	/* timers: absolute ns deadlines, 0 = not armed */
 	uint64_t t_rto;     /* retransmission (SYN included) */
 	uint64_t t_persist; /* zero-window probe */
@@ -537,6 +573,8 @@ void tcp_ring_read(const struct tcp_ring *r, uint32_t off, uint8_t *dst, uint32_
 void tcp_ring_drop(struct tcp_ring *r, uint32_t n);
 /** Offer rbuf to on_recv until it refuses or rbuf is empty. */
 void tcp_rcv_deliver_buffered(struct tide_net_conn *c);
+/** Free an out-of-order entry, giving a kept frame back to the device. */
+void tcp_ooo_free(struct tide_net_stack *s, struct tcp_ooo *o);
 
 /* tcp_input.c */
 void tcp_v4_rcv(struct tide_net_stack *s, const struct net_ipv4_hdr *ip, const uint8_t *data,
@@ -656,6 +694,14 @@ tcp_sack_recovering(const struct tide_net_conn *c)
 }
 
 /* tcp_timer.c */
+/** The TSval a segment sent at `now` carries (1 ms ticks, as tcp_output.c writes it). */
+static inline uint32_t
+tcp_tsval_at(uint64_t now)
+{
+	return (uint32_t)(now / 1000000ull);
+}
+/** An ACK answered the original transmission, not the timeout's: undo the timeout. */
+void tcp_rto_undo(struct tide_net_conn *c);
 void tcp_rearm_rto(struct tide_net_conn *c, uint64_t now);
 void tcp_arm(struct tide_net_conn *c, uint64_t *timer, uint64_t deadline);
 void tcp_clear_timers(struct tide_net_conn *c);

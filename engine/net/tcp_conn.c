@@ -155,6 +155,16 @@ tcp_set_state(struct tide_net_conn *c, int state)
 	c->state = (uint8_t)state;
 }
 
+void
+tcp_ooo_free(struct tide_net_stack *s, struct tcp_ooo *o)
+{
+	if (o->handle != NULL) {
+		s->ops->free_bufs(s->dev, &o->handle, 1);
+		s->rx_kept_n--;
+	}
+	free(o);
+}
+
 static void
 tcp_ooo_purge(struct tide_net_conn *c)
 {
@@ -162,7 +172,7 @@ tcp_ooo_purge(struct tide_net_conn *c)
 		struct tcp_ooo *o = c->ooo;
 
 		c->ooo = o->next;
-		free(o);
+		tcp_ooo_free(c->stack, o);
 	}
 	c->ooo_n = 0;
 	c->ooo_fin = false;

@@ -181,7 +181,7 @@ tcp_ofo_queue(struct tide_net_conn *c, uint32_t seq, const uint8_t *data, uint32
 		*pp = o->next;
 		s->st.tcp_rx_dup_bytes += o->len;
 		c->ooo_n--;
-		free(o);
+		tcp_ooo_free(s, o);
 	}
 	if (*pp != NULL && before((*pp)->seq, end)) {
 		s->st.tcp_rx_dup_bytes += end - (*pp)->seq;
@@ -200,14 +200,29 @@ tcp_ofo_queue(struct tide_net_conn *c, uint32_t seq, const uint8_t *data, uint32
 		s->st.tcp_rx_ooo_dropped++;
 		return;
 	}
-	o = malloc(sizeof(*o) + (end - seq));
-	if (o == NULL) {
-		s->st.tcp_rx_ooo_dropped++;
-		return;
+	if (s->rx_handle != NULL && !s->rx_kept && s->rx_kept_n < NET_RX_KEEP_MAX) {
+		/* Keep the frame: the payload is read once, when the hole fills. */
+		o = malloc(sizeof(*o));
+		if (o == NULL) {
+			s->st.tcp_rx_ooo_dropped++;
+			return;
+		}
+		o->ptr = data;
+		o->handle = s->rx_handle;
+		s->rx_kept = true;
+		s->rx_kept_n++;
+	} else {
+		o = malloc(sizeof(*o) + (end - seq));
+		if (o == NULL) {
+			s->st.tcp_rx_ooo_dropped++;
+			return;
+		}
+		memcpy(o->data, data, end - seq);
+		o->ptr = o->data;
+		o->handle = NULL;
 	}
 	o->seq = seq;
 	o->len = end - seq;
-	memcpy(o->data, data, o->len);
 	o->next = *pp;
 	*pp = o;
 	c->ooo_n++;
@@ -230,11 +245,11 @@ tcp_ofo_drain(struct tide_net_conn *c)
 
 			c->stack->st.tcp_rx_dup_bytes += off;
 			c->rcv_nxt = end;
-			tcp_rcv_deliver(c, o->data + off, end - (o->seq + off));
+			tcp_rcv_deliver(c, o->ptr + off, end - (o->seq + off));
 		} else {
 			c->stack->st.tcp_rx_dup_bytes += o->len;
 		}
-		free(o);
+		tcp_ooo_free(c->stack, o);
 	}
 }
 
@@ -410,6 +425,14 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	}
 	c->backoff = 0;
 	c->retries = 0;
+	if (c->rto_undo) {
+		c->rto_undo = false;
+		/* RFC 3522: the first ACK of new data after a timeout echoes the
+		 * retransmission's TSval unless the original got there first. */
+		if (seg->opts.has_ts && before(seg->opts.tsecr, c->rto_tsval)) {
+			tcp_rto_undo(c);
+		}
+	}
 	if (c->sack_ok) {
 		c->tlp_out = false;
 		c->tlp_n = 0;

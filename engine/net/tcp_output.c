@@ -165,7 +165,10 @@ int
 tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags, uint64_t now)
 {
 	struct tide_net_stack *s = c->stack;
-	bool offload = (s->o.tx_offloads & TIDE_NET_OFFLOAD_TCP_CKSUM) != 0;
+	/* Elided: the field stays 0 and no byte is summed. Offloaded: only the pseudo-header. */
+	bool elide = s->o.cksum_elide;
+	bool offload = !elide && (s->o.tx_offloads & TIDE_NET_OFFLOAD_TCP_CKSUM) != 0;
+	bool sw = !elide && !offload;
 	struct tide_net_buf b;
 	struct net_tcp_hdr *th;
 	uint32_t sum, copied = 0;
@@ -188,22 +191,22 @@ tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
 	th->urg = 0;
 	hlen = (uint16_t)(TCP_HLEN + optlen);
 	tlen = (uint16_t)(hlen + len);
-	sum = net_cksum_pseudo(htonl(c->lip), htonl(c->rip), IPPROTO_TCP_, tlen);
-	if (!offload) {
+	sum = elide ? 0 : net_cksum_pseudo(htonl(c->lip), htonl(c->rip), IPPROTO_TCP_, tlen);
+	if (sw) {
 		sum = net_cksum_add(sum, th, hlen);
 	}
 	if (len > 0) {
 		uint32_t psum = sum;
 
-		if (tcp_snd_fill(c, &b, (uint8_t *)th + hlen, seq, len, true, !offload, &psum,
-				 &copied) != 0) {
+		if (tcp_snd_fill(c, &b, (uint8_t *)th + hlen, seq, len, true, sw, &psum, &copied) !=
+		    0) {
 			/* Headers are final (their side effects are done): keep them. */
 			if (tcp_rebuild_copy(s, &b, (uint16_t)(NET_HDRS_LEN + hlen)) != 0) {
 				return -ENOBUFS;
 			}
 			th = (struct net_tcp_hdr *)(b.data + NET_HDRS_LEN);
 			psum = sum;
-			tcp_snd_fill(c, &b, (uint8_t *)th + hlen, seq, len, false, !offload, &psum,
+			tcp_snd_fill(c, &b, (uint8_t *)th + hlen, seq, len, false, sw, &psum,
 				     &copied);
 		}
 		sum = psum;
@@ -212,7 +215,7 @@ tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
 		/* The device sums the segment; it expects the pseudo-header sum in place. */
 		th->csum = (uint16_t)~net_cksum_fold(sum);
 		b.flags |= TIDE_NET_TX_F_TCP_CKSUM;
-	} else {
+	} else if (sw) {
 		th->csum = net_cksum_fold(sum);
 	}
 	s->st.tcp_tx_segs++;
@@ -501,9 +504,11 @@ tcp_send_reset(struct tide_net_stack *s, const struct tcp_seg *seg, uint64_t now
 		th->flags = TCPHDR_RST | TCPHDR_ACK;
 	}
 	th->doff = (TCP_HLEN / 4) << 4;
-	th->csum = net_cksum_fold(net_cksum_add(
-		net_cksum_pseudo(htonl(s->o.ip), htonl(seg->saddr), IPPROTO_TCP_, TCP_HLEN), th,
-		TCP_HLEN));
+	if (!s->o.cksum_elide) {
+		th->csum = net_cksum_fold(net_cksum_add(
+			net_cksum_pseudo(htonl(s->o.ip), htonl(seg->saddr), IPPROTO_TCP_, TCP_HLEN),
+			th, TCP_HLEN));
+	}
 	s->st.tcp_tx_segs++;
 	s->st.tcp_rst_tx++;
 	net_ipv4_output(s, &b, seg->saddr, IPPROTO_TCP_, TCP_HLEN, now);

@@ -106,6 +106,29 @@ tcp_timeout(struct tide_net_conn *c, uint64_t now)
 	tcp_done(c, -ETIMEDOUT);
 }
 
+void
+tcp_rto_undo(struct tide_net_conn *c)
+{
+	/* RFC 4015 3.2: back to the window before the timeout; the flight the
+	 * timeout would have resent is still in the network, so stop resending it. */
+	c->rto_undo = false;
+	if (c->cwnd < c->undo_cwnd) {
+		c->cwnd = c->undo_cwnd;
+	}
+	if (c->ssthresh < c->undo_ssthresh) {
+		c->ssthresh = c->undo_ssthresh;
+	}
+	c->loss_state = false;
+	c->in_recovery = false;
+	c->dupacks = 0;
+	c->rtx_n = 0;
+	c->recover = c->snd_una;
+	if (before(c->snd_nxt, c->snd_max)) {
+		c->snd_nxt = c->snd_max; /* go-back-N (no SACK) rewound it */
+	}
+	c->stack->rto_undone++;
+}
+
 /* Linux tcp_retransmit_timer. */
 static void
 tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
@@ -138,6 +161,12 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 	}
 	s->st.tcp_rto_fired++;
 	if (c->backoff == 0) {
+		/* Eifel (RFC 3522): remember what this retransmission carries and what
+		 * to restore should the original turn out to have arrived. */
+		c->rto_undo = c->ts_ok;
+		c->rto_tsval = tcp_tsval_at(now);
+		c->undo_cwnd = c->cwnd;
+		c->undo_ssthresh = c->ssthresh;
 		/* RFC 5681 3.1 (4): only the first timeout of a loss episode halves. */
 		c->ssthresh = c->cc->ssthresh(c, now);
 	}

@@ -21,8 +21,13 @@
  * written only by the owner and may be read racily by any thread.
  *
  * Memory: the stack allocates with malloc (connection blocks, send and
- * receive rings, out-of-order segments). It keeps no RX buffer after
- * tide_net_rx_burst() returns: payload is copied out (delivered or queued).
+ * receive rings, out-of-order segments). In-order payload is handed to
+ * on_recv straight from the received frame (the application copies it once,
+ * to its destination); only bytes on_recv does not take are copied into the
+ * receive ring. The stack may keep a received frame past tide_net_rx_burst()
+ * when its payload arrived out of order (at most 256 frames per stack; beyond
+ * that such payload is copied): it frees the handle through free_bufs, on its
+ * own thread, once the hole is filled or the connection ends.
  * tide_net_send() copies into the send ring; tide_net_send_zc() instead
  * references the caller's memory until a completion callback says it is
  * free, and frames carry it by reference when the device offers tx_attach.
@@ -64,7 +69,8 @@ struct tide_net_buf {
 
 /**
  * TX offload requests in tide_net_buf.flags, only set when the matching
- * tide_net_opts.tx_offloads bit is on. The frame is always Ethernet (14
+ * tide_net_opts.tx_offloads bit is on (never under tide_net_opts.cksum_elide,
+ * when the fields stay 0). The frame is always Ethernet (14
  * bytes, no VLAN) + IPv4 (20 bytes, no options) + TCP.
  */
 /** The IPv4 header checksum field is 0: the device computes it. */
@@ -209,6 +215,21 @@ struct tide_net_opts {
 	 * checksum to the device and marks each frame with TIDE_NET_TX_F_*.
 	 */
 	uint32_t tx_offloads;
+
+	/**
+	 * Checksum elision; default false. Only for a link whose two ends share
+	 * trusted memory on one host (net_memif between processes, net_ring in
+	 * one), the trust Linux loopback gives itself when it skips checksums.
+	 * When true the stack computes no checksum and verifies none:
+	 *  - transmit: the IPv4 header checksum and the TCP and ICMP checksum
+	 *    fields go out as 0 (not a partial sum), no TIDE_NET_TX_F_* flag
+	 *    is set and tx_offloads is ignored;
+	 *  - receive: every frame is handled as if the device had set
+	 *    TIDE_NET_RX_F_IP_CSUM_GOOD | TIDE_NET_RX_F_L4_CSUM_GOOD.
+	 * Both ends must elide: a peer that verifies drops every frame of ours
+	 * (its IPv4 header checksum check fails first).
+	 */
+	bool cksum_elide;
 };
 
 /** Counters for everything dropped, refused or retransmitted; u64, racy reads. */

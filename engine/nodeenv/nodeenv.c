@@ -62,11 +62,13 @@ static const char *const protocol_names[] = {"tcp", "rdma", NULL};
 static const char *const huge_names[] = {"auto", "on", "off", NULL};
 static const char *const idle_names[] = {"busy", "adaptive", NULL};
 static const char *const agent_names[] = {"required", "auto", "off", NULL};
+static const char *const csum_names[] = {"auto", "sw", "offload", "elide", NULL};
 
 _Static_assert(sizeof(enum tide_nodeenv_protocol) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum tide_nodeenv_hugepages) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum tide_nodeenv_idle) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum tide_nodeenv_agent) == sizeof(int), "enum fields are int-sized");
+_Static_assert(sizeof(enum tide_nodeenv_csum) == sizeof(int), "enum fields are int-sized");
 _Static_assert(sizeof(enum tide_log_level) == sizeof(int), "enum fields are int-sized");
 
 static const struct key_def keys[] = {
@@ -293,6 +295,16 @@ static const struct key_def keys[] = {
 	 .max = 9216,
 	 .valid = "576..9216",
 	 .doc = "MTU of the DPDK port; all peers must agree."},
+	{.name = "TIDE_CSUM",
+	 .type = T_ENUM,
+	 FLD(csum),
+	 .def = "auto",
+	 .names = csum_names,
+	 .valid = "auto | sw | offload | elide",
+	 .doc = "IPv4/TCP checksums of the user-space stack: auto = the port's offloads where "
+		"it has them, else software; sw = software; offload = the port's, start-up "
+		"fails without them; elide = none computed or verified, net_memif/net_ring "
+		"only, and the peer must elide too."},
 	{.name = "TIDE_TCP_RTO_MIN_US",
 	 .type = T_U32,
 	 FLD(tcp_rto_min_us),
@@ -1202,6 +1214,29 @@ cross_check(const struct tide_nodeenv *ne, struct errs *e)
 				errs_add(e, "%s: TIDE_GATEWAY: '%s' is TIDE_DATA_IP itself", w, a);
 				rc = -EINVAL;
 			}
+		}
+	}
+	if (ne->csum == TIDE_NODEENV_CSUM_ELIDE) {
+		const char *d = ne->dpdk_device;
+
+		where_str(ne, idx("TIDE_CSUM"), w, sizeof(w));
+		/* The driver is the vdev name's prefix; a PCI device is a NIC. */
+		if (d[0] != '\0' && strncmp(d, "net_memif", 9) != 0 &&
+		    strncmp(d, "net_ring", 8) != 0) {
+			errs_add(e,
+				 "%s: TIDE_CSUM: 'elide' is only for a net_memif or net_ring "
+				 "TIDE_DPDK_DEVICE (frames that stay in this host's memory), not "
+				 "'%s' (use auto)",
+				 w, show(d, vshow, sizeof(vshow)));
+			rc = -EINVAL;
+		}
+		if (ne->fault.corrupt > 0) {
+			errs_add(e,
+				 "%s: TIDE_CSUM: 'elide' cannot be combined with TIDE_FAULT "
+				 "corrupt=%g: corrupted frames would be accepted, only checksums "
+				 "catch them (use auto for fault runs)",
+				 w, ne->fault.corrupt);
+			rc = -EINVAL;
 		}
 	}
 	if (ne->hugepage_size != 0 && ne->hugepage_mem % ne->hugepage_size != 0) {

@@ -106,6 +106,25 @@ enum tide_nodeenv_agent {
 	TIDE_NODEENV_AGENT_OFF = 2,
 };
 
+/**
+ * TIDE_CSUM: IPv4 header and TCP checksums of the user-space stack on the
+ * DPDK port. Default: auto.
+ */
+enum tide_nodeenv_csum {
+	/** The device's RX and TX checksum offloads where it has them, software otherwise. */
+	TIDE_NODEENV_CSUM_AUTO = 0,
+	/** Software always, even where the device could offload. */
+	TIDE_NODEENV_CSUM_SW = 1,
+	/** The device's, both ways; start-up fails naming the port and the missing offload. */
+	TIDE_NODEENV_CSUM_OFFLOAD = 2,
+	/**
+	 * None computed, none verified: only on a net_memif or net_ring port
+	 * (frames that stay in this host's memory), and the link's other end
+	 * must elide too. Start-up fails on any other driver.
+	 */
+	TIDE_NODEENV_CSUM_ELIDE = 3,
+};
+
 /** Where a key's effective value came from. */
 enum tide_nodeenv_src {
 	TIDE_NODEENV_SRC_DEFAULT = 0,
@@ -156,6 +175,7 @@ struct tide_nodeenv {
 	uint32_t rxd;                              /**< TIDE_RXD, power of two */
 	uint32_t txd;                              /**< TIDE_TXD, power of two */
 	uint32_t mtu;                              /**< TIDE_MTU */
+	enum tide_nodeenv_csum csum;               /**< TIDE_CSUM */
 	uint32_t tcp_rto_min_us;                   /**< TIDE_TCP_RTO_MIN_US */
 	uint32_t tcp_max_retries;                  /**< TIDE_TCP_MAX_RETRIES */
 	enum tide_nodeenv_idle idle;               /**< TIDE_IDLE */

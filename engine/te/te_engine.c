@@ -223,7 +223,15 @@ mem_contains(const struct tide_te *te, uint64_t addr, uint64_t len)
 	return addr + len <= te->mem[i].addr + te->mem[i].len;
 }
 
-/* Data server hook: on success the read lock stays held until srv_release. */
+/*
+ * Data server hook: on success the read lock stays held until srv_release,
+ * which a zero-copy transport calls only once the device released the frames
+ * that carried the memory (te_xport.h). A polling thread holds many read
+ * references at once and takes new ones while an unregister waits: that needs
+ * the default (reader-preferring) glibc rwlock, or it would deadlock against
+ * the waiting writer. At transport destroy a reference may be dropped by
+ * another thread than the one that took it, which glibc allows for readers.
+ */
 static bool
 srv_check(void *arg, uint64_t addr, uint64_t len)
 {

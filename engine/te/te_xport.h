@@ -56,8 +56,15 @@ void te_slice_done(struct te_slice *s, int err);
 /*
  * What the data server needs from the core. check() decides whether a peer's
  * request may touch [addr, addr+len) of our memory; it takes a read reference
- * that release() drops after the copy, so an unregister waits for copies in
- * progress and memory is never touched after it is unregistered.
+ * that release() drops once nothing reads or writes that memory any more, so
+ * an unregister waits for transfers in progress and memory is never touched
+ * after it is unregistered. For a copying transport that is after the copy;
+ * for a zero-copy one (tcp-dpdk sends READ replies as frames referencing the
+ * memory) after the peer acknowledged the bytes and the device released every
+ * frame carrying them, retransmissions included. release() is called on the
+ * thread that called check(), except at transport destroy, where references
+ * still held once the polling threads stopped are dropped by the destroying
+ * thread (te_engine.c's read lock allows that).
  */
 struct te_srv_ctx {
 	bool (*check)(void *arg, uint64_t addr, uint64_t len);

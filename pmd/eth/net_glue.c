@@ -29,6 +29,13 @@
 
 enum { DIR_RX = 0, DIR_TX = 1 };
 
+/* TIDE_LOG at a level chosen at run time. */
+#define LOG_AT(lvl, ...)                                                      \
+	do {                                                                  \
+		if (tide_log_enabled(lvl))                                    \
+			tide_log_write(lvl, TIDE_LOG_COMPONENT, __VA_ARGS__); \
+	} while (0)
+
 struct delayed {
 	uint64_t due;
 	struct rte_mbuf *m;
@@ -74,8 +81,11 @@ fault_on(const struct tide_eth_netdev *nd, int dir)
 static bool
 driver_chains(const char *name)
 {
+	/* memif (copy mode, which Tide uses) copies every segment of a chain into
+	 * its ring but has no txq_info_get to say MULTI_SEGS is on. */
 	return name != NULL &&
-	       (strcmp(name, "net_ring") == 0 || strcmp(name, "net_af_packet") == 0);
+	       (strcmp(name, "net_ring") == 0 || strcmp(name, "net_af_packet") == 0 ||
+		strcmp(name, "net_memif") == 0);
 }
 
 static void
@@ -133,12 +143,73 @@ tide_eth_netdev_tx_offloads(const struct tide_eth_netdev *nd)
 }
 
 int
+tide_eth_netdev_csum(struct tide_eth_netdev *nd, enum tide_eth_csum mode, struct tide_net_opts *no)
+{
+	struct tide_eth_csum_plan plan;
+	uint16_t pid = tide_eth_port_id(nd->port);
+	const char *name = tide_eth_port_name(nd->port);
+	struct tide_eth_port_caps caps;
+	uint32_t tx;
+	int rc;
+
+	tide_eth_port_caps(nd->port, &caps);
+	rc = tide_eth_port_csum(nd->port, mode, &plan);
+	if (rc != 0)
+		return rc;
+	if (plan.elide && nd->fault.corrupt > 0 && (nd->fault.rx || nd->fault.tx)) {
+		TIDE_LOG(ERR,
+			 "port %u %s (%s): TIDE_CSUM=elide with fault injection corrupt=%g: "
+			 "corrupted frames would be delivered as good, since only checksums "
+			 "catch them (use TIDE_CSUM=auto for fault runs)",
+			 pid, name, caps.driver, nd->fault.corrupt);
+		return -EINVAL;
+	}
+	/* TX offloads the queue really has (tide_eth_netdev_tx_offloads()). */
+	tx = tide_eth_netdev_tx_offloads(nd);
+	if (!plan.tx_ip)
+		tx &= ~(uint32_t)TIDE_NET_OFFLOAD_IPV4_CKSUM;
+	if (!plan.tx_tcp)
+		tx &= ~(uint32_t)TIDE_NET_OFFLOAD_TCP_CKSUM;
+	if (mode == TIDE_ETH_CSUM_OFFLOAD &&
+	    tx != (TIDE_NET_OFFLOAD_IPV4_CKSUM | TIDE_NET_OFFLOAD_TCP_CKSUM)) {
+		TIDE_LOG(ERR,
+			 "port %u %s (%s): TIDE_CSUM=offload, but TX queue %u was not set up "
+			 "with the IPv4 and TCP checksum offloads (queue offloads 0x%llx)",
+			 pid, name, caps.driver, nd->queue, (unsigned long long)nd->tx_conf);
+		return -ENOTSUP;
+	}
+	plan.tx_ip = (tx & TIDE_NET_OFFLOAD_IPV4_CKSUM) != 0;
+	plan.tx_tcp = (tx & TIDE_NET_OFFLOAD_TCP_CKSUM) != 0;
+	nd->csum = plan;
+	nd->rx_trust = (uint16_t)((plan.rx_ip ? TIDE_NET_RX_F_IP_CSUM_GOOD : 0) |
+				  (plan.rx_tcp ? TIDE_NET_RX_F_L4_CSUM_GOOD : 0));
+	no->tx_offloads = plan.elide ? 0 : tx;
+	no->cksum_elide = plan.elide;
+	if (plan.elide)
+		LOG_AT(nd->queue == 0 ? TIDE_LOG_NOTICE : TIDE_LOG_DEBUG,
+		       "port %u %s (%s): checksums elided (TIDE_CSUM=elide): none computed, "
+		       "none verified; the link's other end must elide too",
+		       pid, name, caps.driver);
+	else
+		LOG_AT(nd->queue == 0 ? TIDE_LOG_NOTICE : TIDE_LOG_DEBUG,
+		       "port %u %s (%s): checksums (TIDE_CSUM=%s): tx ipv4 %s, tx tcp %s, "
+		       "rx ipv4 %s, rx tcp %s",
+		       pid, name, caps.driver, tide_eth_csum_name(mode),
+		       plan.tx_ip ? "device" : "software", plan.tx_tcp ? "device" : "software",
+		       plan.rx_ip ? "device" : "software", plan.rx_tcp ? "device" : "software");
+	return 0;
+}
+
+int
 tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port, uint16_t queue,
 		     const struct tide_eth_fault_opts *fault)
 {
 	memset(nd, 0, sizeof(*nd));
 	nd->port = port;
 	nd->queue = queue;
+	/* AUTO until tide_eth_netdev_csum(): the device's RX verdicts are believed. */
+	nd->csum.mode = TIDE_ETH_CSUM_AUTO;
+	nd->rx_trust = TIDE_NET_RX_F_IP_CSUM_GOOD | TIDE_NET_RX_F_L4_CSUM_GOOD;
 	if (port != NULL)
 		probe_port(nd);
 	if (fault == NULL)
@@ -212,6 +283,12 @@ telemetry_stats(const char *cmd, const char *params, struct rte_tel_data *d)
 		rte_tel_data_add_dict_u64(d, "fault_reordered", f->reordered);
 		rte_tel_data_add_dict_u64(d, "fault_corrupted", f->corrupted);
 		rte_tel_data_add_dict_u64(d, "fault_delayed", f->delayed);
+		/* Checksum handling (TIDE_CSUM): elided, or what the device does. */
+		rte_tel_data_add_dict_u64(d, "csum_elided", published[idx].nd->csum.elide);
+		rte_tel_data_add_dict_u64(d, "csum_tx_offload",
+					  (uint64_t)published[idx].nd->csum.tx_ip |
+						  (uint64_t)published[idx].nd->csum.tx_tcp << 1);
+		rte_tel_data_add_dict_u64(d, "csum_rx_offload", published[idx].nd->rx_trust);
 		if (tide_eth_port_stats(published[idx].nd->port, &ps) == 0) {
 			rte_tel_data_add_dict_u64(d, "port_ipackets", ps.ipackets);
 			rte_tel_data_add_dict_u64(d, "port_opackets", ps.opackets);
@@ -545,6 +622,7 @@ to_stack(struct tide_eth_netdev *nd, struct tide_net_stack *stack, struct rte_mb
 			pkts[k].flags |= TIDE_NET_RX_F_IP_CSUM_GOOD;
 		if ((f & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_GOOD)
 			pkts[k].flags |= TIDE_NET_RX_F_L4_CSUM_GOOD;
+		pkts[k].flags &= nd->rx_trust;
 		pkts[k].handle = m[i];
 		k++;
 	}

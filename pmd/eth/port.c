@@ -774,6 +774,25 @@ tide_eth_port_caps(const struct tide_eth_port *p, struct tide_eth_port_caps *cap
 	*caps = p->caps;
 }
 
+const char *
+tide_eth_port_name(const struct tide_eth_port *p)
+{
+	return p->name;
+}
+
+int
+tide_eth_port_csum(const struct tide_eth_port *p, enum tide_eth_csum mode,
+		   struct tide_eth_csum_plan *plan)
+{
+	char why[256];
+	int rc = tide_eth_csum_decide(mode, p->caps.driver, p->caps.rx_offloads,
+				      p->caps.tx_offloads, plan, why, sizeof(why));
+
+	if (rc != 0)
+		TIDE_LOG(ERR, "port %u %s (%s): %s", p->port_id, p->name, p->caps.driver, why);
+	return rc;
+}
+
 int
 tide_eth_port_steer_stats(const struct tide_eth_port *p, uint16_t q,
 			  struct tide_eth_steer_stats *st)

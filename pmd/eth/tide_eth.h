@@ -218,7 +218,7 @@ struct rte_mempool *tide_eth_port_pool(const struct tide_eth_port *port);
 /**
  * The pool of queue q's NUMA socket, for the lcore that owns q to build
  * packets from.
-eturn the pool; NULL q out of range. Thread: any.
+ * \return the pool; NULL q out of range. Thread: any.
  */
 struct rte_mempool *tide_eth_port_queue_pool(const struct tide_eth_port *port, uint16_t q);
 
@@ -235,7 +235,7 @@ struct tide_eth_rss;
  * from the device under HW steering, the software ones under SW, and a
  * one-queue table under NONE. Feed it to tide_eth_rss_picker_init().
  *
-eturn the table, valid until the port is closed. Thread: any.
+ * \return the table, valid until the port is closed. Thread: any.
  */
 const struct tide_eth_rss *tide_eth_port_rss(const struct tide_eth_port *port);
 
@@ -265,6 +265,77 @@ uint16_t tide_eth_port_tx_queue(const struct tide_eth_port *port, uint16_t q);
 /** Device capabilities and the queue layout chosen. Thread: any. */
 void tide_eth_port_caps(const struct tide_eth_port *port, struct tide_eth_port_caps *caps);
 
+/** The name the port was opened with ("net_memif0", a PCI address). Thread: any. */
+const char *tide_eth_port_name(const struct tide_eth_port *port);
+
+/**
+ * How a user-space stack on a port handles IPv4 header and TCP checksums:
+ * TIDE_CSUM in the node file, with the same names (tide_eth_csum_name()).
+ */
+enum tide_eth_csum {
+	/**
+	 * The device's RX and TX checksum offloads where the port was configured
+	 * with them (tide_eth_port_open() asks for them whenever the device has
+	 * them), software for the rest.
+	 */
+	TIDE_ETH_CSUM_AUTO = 0,
+	/** Software both ways; the device's offloads and RX verdicts go unused. */
+	TIDE_ETH_CSUM_SW,
+	/** The device's both ways; refused unless the port has all four offloads. */
+	TIDE_ETH_CSUM_OFFLOAD,
+	/**
+	 * None computed, none verified (tide_net_opts.cksum_elide). Only on
+	 * net_memif and net_ring, whose frames stay in one host's memory, and
+	 * only when the other end of the link elides too (a peer that verifies
+	 * drops every frame).
+	 */
+	TIDE_ETH_CSUM_ELIDE,
+};
+
+/** What tide_eth_csum_decide() chose. */
+struct tide_eth_csum_plan {
+	enum tide_eth_csum mode; /**< the mode asked for */
+	bool elide;              /**< compute and verify nothing */
+	bool tx_ip, tx_tcp;      /**< the device computes the IPv4 header / TCP checksum */
+	bool rx_ip, rx_tcp;      /**< the stack trusts the device's IPv4 / TCP RX verdicts */
+};
+
+/** "auto", "sw", "offload", "elide"; "?" for other values. Thread: any. */
+const char *tide_eth_csum_name(enum tide_eth_csum mode);
+
+/** Parse a tide_eth_csum_name() (any case). \return 0; -EINVAL. Thread: any. */
+int tide_eth_csum_parse(const char *s, enum tide_eth_csum *out);
+
+/** Whether TIDE_ETH_CSUM_ELIDE may be used on a driver: net_memif, net_ring. Thread: any. */
+bool tide_eth_csum_elide_allowed(const char *driver);
+
+/**
+ * The checksum plan for a port with this driver and configured offloads.
+ * Pure policy: no EAL needed.
+ * \param driver       ethdev driver name (tide_eth_port_caps.driver)
+ * \param rx_offloads  RTE_ETH_RX_OFFLOAD_* the port was configured with
+ * \param tx_offloads  RTE_ETH_TX_OFFLOAD_* the port was configured with
+ * \param[out] plan    the decision; untouched on failure
+ * \param why          on failure, one line naming the driver and what it lacks,
+ *                     or why elision is refused (may be NULL)
+ * \return 0; -ENOTSUP OFFLOAD on a port without one of the IPv4/TCP RX/TX
+ *         checksum offloads; -EPERM ELIDE on a driver other than net_memif
+ *         and net_ring; -EINVAL unknown mode.
+ * Thread: any.
+ */
+int tide_eth_csum_decide(enum tide_eth_csum mode, const char *driver, uint64_t rx_offloads,
+			 uint64_t tx_offloads, struct tide_eth_csum_plan *plan, char *why,
+			 size_t whylen);
+
+/**
+ * tide_eth_csum_decide() for an open port (its driver and configured
+ * offloads); a refusal is logged at ERR naming the port, its driver and what
+ * is missing.
+ * \return as tide_eth_csum_decide(). Thread: any.
+ */
+int tide_eth_port_csum(const struct tide_eth_port *port, enum tide_eth_csum mode,
+		       struct tide_eth_csum_plan *plan);
+
 /** Software steering counters of one queue (written by the steering lcore). */
 struct tide_eth_steer_stats {
 	uint64_t steered;   /**< frames hashed to this queue and passed on */
@@ -276,7 +347,7 @@ struct tide_eth_steer_stats {
  * Steering counters of queue q (all zero under NONE; under HW only
  * broadcast copies of ARP frames from queue 0 count).
  *
-eturn 0; -EINVAL q out of range. Thread: any (racy snapshot).
+ * \return 0; -EINVAL q out of range. Thread: any (racy snapshot).
  */
 int tide_eth_port_steer_stats(const struct tide_eth_port *port, uint16_t q,
 			      struct tide_eth_steer_stats *st);
@@ -284,7 +355,7 @@ int tide_eth_port_steer_stats(const struct tide_eth_port *port, uint16_t q,
 /**
  * Bring the link administratively up or down (rte_eth_dev_set_link_up/down).
  *
-eturn 0; -ENOTSUP the driver cannot; other -errno from ethdev.
+ * \return 0; -ENOTSUP the driver cannot; other -errno from ethdev.
  * Thread: main thread.
  */
 int tide_eth_port_set_link(struct tide_eth_port *port, bool up);

@@ -63,14 +63,16 @@ struct tide_eth_netdev {
 	struct tide_eth_fault_stats fault_stats;
 	/* Private to the glue. */
 	uint64_t rng;
-	struct rte_mbuf *held[2];   /* reorder slot per direction (0 rx, 1 tx) */
-	struct tide_eth_delayq *dq; /* delayed frames, when delay_us > 0 */
-	uint64_t now;               /* time of the last poll, for TX delays */
-	bool tx_chain;              /* tx_attach chains extbuf mbufs (else it refuses) */
-	bool tx_chain_auto;         /* what TIDE_ETH_ZC_AUTO resolved to */
-	uint64_t tx_capa;           /* rte_eth_dev_info.tx_offload_capa */
-	uint64_t tx_conf;           /* TX offloads the port was configured with */
-	uint64_t rx_linearized;     /* chained frames received and made contiguous */
+	struct rte_mbuf *held[2];       /* reorder slot per direction (0 rx, 1 tx) */
+	struct tide_eth_delayq *dq;     /* delayed frames, when delay_us > 0 */
+	uint64_t now;                   /* time of the last poll, for TX delays */
+	bool tx_chain;                  /* tx_attach chains extbuf mbufs (else it refuses) */
+	bool tx_chain_auto;             /* what TIDE_ETH_ZC_AUTO resolved to */
+	uint64_t tx_capa;               /* rte_eth_dev_info.tx_offload_capa */
+	uint64_t tx_conf;               /* TX offloads the port was configured with */
+	uint64_t rx_linearized;         /* chained frames received and made contiguous */
+	struct tide_eth_csum_plan csum; /* tide_eth_netdev_csum(); AUTO until it is called */
+	uint16_t rx_trust;              /* TIDE_NET_RX_F_* device verdicts passed on to the stack */
 };
 
 /** The engine/net device callbacks over mbufs; dev is a struct tide_eth_netdev *. */
@@ -101,6 +103,25 @@ int tide_eth_netdev_set_zc(struct tide_eth_netdev *nd, enum tide_eth_zc_mode mod
  * Thread: any, after tide_eth_netdev_init().
  */
 uint32_t tide_eth_netdev_tx_offloads(const struct tide_eth_netdev *nd);
+
+/**
+ * Checksum handling of the stack on this netdev (TIDE_CSUM): decides with
+ * tide_eth_port_csum() and sets no->tx_offloads (TIDE_NET_OFFLOAD_* the
+ * device computes, as tide_eth_netdev_tx_offloads() for AUTO),
+ * no->cksum_elide, and which of the device's RX verdicts the glue passes on
+ * (none under SW). Logs the outcome, for queue 0 at NOTICE, e.g.
+ * "port 0 net_memif0 (net_memif): checksums elided (TIDE_CSUM=elide) ...".
+ * Without this call a netdev behaves as AUTO (RX verdicts passed on) and the
+ * caller chooses no->tx_offloads itself.
+ * \return 0; -ENOTSUP OFFLOAD and the port lacks an offload, -EPERM ELIDE on
+ *         a driver other than net_memif/net_ring (both logged, naming the
+ *         port, its driver and what is missing); -EINVAL unknown mode, or
+ *         ELIDE while the fault injector corrupts frames (only checksums
+ *         would catch the corruption).
+ * Thread: the owner, after tide_eth_netdev_init(), before the stack is created.
+ */
+int tide_eth_netdev_csum(struct tide_eth_netdev *nd, enum tide_eth_csum mode,
+			 struct tide_net_opts *no);
 
 /** Release what the netdev holds (held and delayed frames). Thread: owner. */
 void tide_eth_netdev_fini(struct tide_eth_netdev *nd);

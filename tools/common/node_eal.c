@@ -41,3 +41,19 @@ tide_node_fault_opts(const struct tide_nodeenv *ne, uint64_t seed_now,
 	fo->tx = ne->fault.dir != TIDE_NODEENV_FAULT_RX;
 	return fo;
 }
+
+enum tide_eth_csum
+tide_node_csum(const struct tide_nodeenv *ne)
+{
+	switch (ne->csum) {
+	case TIDE_NODEENV_CSUM_SW:
+		return TIDE_ETH_CSUM_SW;
+	case TIDE_NODEENV_CSUM_OFFLOAD:
+		return TIDE_ETH_CSUM_OFFLOAD;
+	case TIDE_NODEENV_CSUM_ELIDE:
+		return TIDE_ETH_CSUM_ELIDE;
+	case TIDE_NODEENV_CSUM_AUTO:
+		break;
+	}
+	return TIDE_ETH_CSUM_AUTO;
+}

@@ -3,7 +3,7 @@
  * \file
  * Shared by the tools: DPDK EAL options from the node environment file, so
  * every tool maps TIDE_HUGEPAGES, TIDE_HUGEPAGE_*, TIDE_FILE_PREFIX,
- * TIDE_EAL_ARGS and TIDE_DPDK_DEVICE the same way.
+ * TIDE_EAL_ARGS, TIDE_DPDK_DEVICE, TIDE_FAULT and TIDE_CSUM the same way.
  */
 #ifndef TIDE_NODE_EAL_H
 #define TIDE_NODE_EAL_H
@@ -35,5 +35,15 @@ void tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool wi
 const struct tide_eth_fault_opts *tide_node_fault_opts(const struct tide_nodeenv *ne,
 						       uint64_t seed_now,
 						       struct tide_eth_fault_opts *fo);
+
+/**
+ * TIDE_CSUM as the glue's checksum mode, for tide_eth_netdev_csum(), so every
+ * tool and the transfer engine apply it the same way:
+ *
+ *     rc = tide_eth_netdev_csum(&nd, tide_node_csum(ne), &net_opts);
+ *
+ * Thread: any.
+ */
+enum tide_eth_csum tide_node_csum(const struct tide_nodeenv *ne);
 
 #endif /* TIDE_NODE_EAL_H */

@@ -8,7 +8,8 @@
  *   tide-net send --peer IP [--port P] [--bytes SIZE]
  *
  * Configuration comes from the node environment file (TIDE_DPDK_DEVICE,
- * TIDE_DATA_IP/NETMASK/GATEWAY/MAC, TIDE_MTU, TIDE_FAULT, TIDE_IDLE, ...).
+ * TIDE_DATA_IP/NETMASK/GATEWAY/MAC, TIDE_MTU, TIDE_FAULT, TIDE_CSUM, TIDE_IDLE,
+ * ...).
  * The stack runs on one pinned polling worker; the main thread only waits.
  * Payload bytes follow a fixed pattern so either side can verify them.
  */
@@ -554,7 +555,12 @@ main(int argc, char **argv)
 	no.tcp_sndbuf = no.tcp_rcvbuf = 1u << 20;
 	no.tcp_rto_min_us = ne.tcp_rto_min_us;
 	no.tcp_max_retries = (uint8_t)ne.tcp_max_retries;
-	no.tx_offloads = tide_eth_netdev_tx_offloads(&a.nd);
+	rc = tide_eth_netdev_csum(&a.nd, tide_node_csum(&ne), &no);
+	if (rc != 0) {
+		fprintf(stderr, "tide-net: TIDE_CSUM=%s refused on %s: %s (see the log above)\n",
+			tide_eth_csum_name(tide_node_csum(&ne)), devname, strerror(-rc));
+		goto out_nd;
+	}
 
 	tide_lcore_opts_init(&lo, sizeof(lo));
 	lo.idle =
@@ -591,10 +597,14 @@ main(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("tide-net: %s on %s, %u.%u.%u.%u/%u, worker on CPU %d, %s; %s port %u\n",
+	printf("tide-net: %s on %s, %u.%u.%u.%u/%u, worker on CPU %d, %s, checksums %s; %s port "
+	       "%u\n",
 	       a.serve ? "serving" : "sending", ne.dpdk_device, no.ip >> 24, (no.ip >> 16) & 255,
 	       (no.ip >> 8) & 255, no.ip & 255, ne.data_prefix_len, cpus[0],
 	       ei.hugepages ? "hugepages" : "no hugepages",
+	       no.cksum_elide                              ? "elided"
+	       : no.tx_offloads != 0 || a.nd.rx_trust != 0 ? "offloaded where the device can"
+							   : "in software",
 	       a.serve ? (a.echo ? "echo" : "sink") : "to", a.port);
 	printf("tide-net: ready\n");
 	fflush(stdout);

@@ -245,13 +245,20 @@ nb_run_tide(const struct nb_cfg *cfg, bool server)
 	if (rc != 0)
 		goto out_port;
 	tide_net_opts_init(&s.no, sizeof(s.no));
+	/* Both ends of the memif link run the same mode (the coordinator's choice). */
+	rc = tide_eth_netdev_csum(&s.nd, cfg->elide ? TIDE_ETH_CSUM_ELIDE : TIDE_ETH_CSUM_AUTO,
+				  &s.no);
+	if (rc != 0) {
+		fprintf(stderr, "tide-net-bench: checksum mode refused: %s\n", strerror(-rc));
+		tide_eth_netdev_fini(&s.nd);
+		goto out_port;
+	}
 	s.no.dev_ops = &tide_eth_net_dev_ops;
 	s.no.dev = &s.nd;
 	tide_eth_port_mac(s.port, s.no.mac);
 	s.no.ip = server ? SERVER_IP : CLIENT_IP;
 	s.no.mtu = (uint16_t)cfg->mtu;
 	s.no.tcp_sndbuf = s.no.tcp_rcvbuf = cfg->sockbuf;
-	s.no.tx_offloads = tide_eth_netdev_tx_offloads(&s.nd);
 	if (cfg->rto_min_us != 0)
 		s.no.tcp_rto_min_us = cfg->rto_min_us;
 	s.no.tcp_time_wait_ms = 1000; /* eight flows per row: do not pile up ports */

@@ -29,8 +29,10 @@
 #define MAX_REPEAT  15
 #define MAX_METRICS (3 * NB_MAX_ROWS)
 
-enum { SYS_TIDE, SYS_TIDE_ADAPTIVE, SYS_KERNEL, NSYS };
-static const char *const sys_name[NSYS] = {"tide", "tide-adaptive", "kernel"};
+/* Every Tide system before SYS_KERNEL (ratio columns). */
+enum { SYS_TIDE, SYS_TIDE_ADAPTIVE, SYS_TIDE_ELIDE, SYS_KERNEL, NSYS };
+static const char *const sys_name[NSYS] = {"tide", "tide-adaptive", "tide-elide", "kernel"};
+static const char *const ratio_name[SYS_KERNEL] = {"ratio", "ratio-ad", "ratio-el"};
 
 struct pair_result {
 	bool ok;
@@ -46,7 +48,7 @@ struct opts {
 	uint32_t sockbuf, rto_min_us;
 	uint32_t sizes[4], pp_sizes[4];
 	unsigned nsizes, npp;
-	bool quick, adaptive, zc, sys_on[NSYS];
+	bool quick, adaptive, zc, elide, sys_on[NSYS];
 	const char *report, *cpus;
 };
 
@@ -143,6 +145,7 @@ spawn(int sys, const struct opts *o, struct nb_cfg *cfg, bool server, int *ctl)
 		close(sv[0]);
 		cfg->ctl = sv[1];
 		cfg->adaptive = sys == SYS_TIDE_ADAPTIVE;
+		cfg->elide = sys == SYS_TIDE_ELIDE;
 		rc = sys == SYS_KERNEL ? nb_run_kernel(cfg, server) : nb_run_tide(cfg, server);
 		fflush(NULL);
 		_exit(rc == 0 ? 0 : 1);
@@ -436,7 +439,7 @@ print_table(const struct opts *o, const struct metric *mt, unsigned nm)
 			printf(" %22s", sys_name[s]);
 	for (int s = 0; s < SYS_KERNEL; s++)
 		if (o->sys_on[s] && ref >= 0)
-			printf(" %8s", s == SYS_TIDE ? "ratio" : "ratio-ad");
+			printf(" %8s", ratio_name[s]);
 	printf("\n%-24s %-9s", "", "");
 	for (int s = 0; s < NSYS; s++)
 		if (o->sys_on[s])
@@ -533,12 +536,16 @@ usage(FILE *f)
 		"usage: tide-net-bench [--duration S] [--warmup S] [--repeat N] [--flows N]\n"
 		"                      [--sizes 64k,1m] [--pp-sizes 64,4k] [--mtu M] "
 		"[--sockbuf SIZE]\n"
-		"                      [--adaptive] [--zc] [--only tide|kernel] [--cpus LIST] "
-		"[--quick] [--report FILE]\n"
+		"                      [--adaptive] [--elide] [--zc] [--only tide|kernel] "
+		"[--cpus LIST]\n"
+		"                      [--quick] [--report FILE]\n"
 		"Tide's user-space TCP over net_memif vs Linux TCP over loopback; two processes,\n"
 		"one polling CPU each. Exit status 0 only if every byte was verified.\n"
 		"--zc: Tide sends messages of 4 KiB and more with tide_net_send_zc (frames\n"
-		"reference the pattern instead of copying it into the send buffer).\n");
+		"reference the pattern instead of copying it into the send buffer).\n"
+		"--elide: also run tide-elide, Tide with TIDE_CSUM=elide on both memif ends\n"
+		"(no checksum computed or verified), beside tide (TIDE_CSUM=auto: software\n"
+		"checksums, memif has no offloads), alternating within each repetition.\n");
 }
 
 int
@@ -554,6 +561,7 @@ main(int argc, char **argv)
 					      {"sockbuf", required_argument, NULL, 'b'},
 					      {"adaptive", no_argument, NULL, 'a'},
 					      {"zc", no_argument, NULL, 'z'},
+					      {"elide", no_argument, NULL, 'e'},
 					      {"rto-min-us", required_argument, NULL, 'T'},
 					      {"only", required_argument, NULL, 'o'},
 					      {"cpus", required_argument, NULL, 'c'},
@@ -615,6 +623,9 @@ main(int argc, char **argv)
 		case 'z':
 			o.zc = true;
 			break;
+		case 'e':
+			o.elide = true;
+			break;
 		case 'T':
 			o.rto_min_us = (uint32_t)strtoul(optarg, NULL, 10);
 			break;
@@ -651,6 +662,7 @@ main(int argc, char **argv)
 			goto bad;
 	o.sys_on[SYS_TIDE] = only == NULL || strcmp(only, "tide") == 0;
 	o.sys_on[SYS_TIDE_ADAPTIVE] = o.adaptive && o.sys_on[SYS_TIDE];
+	o.sys_on[SYS_TIDE_ELIDE] = o.elide && o.sys_on[SYS_TIDE];
 	o.sys_on[SYS_KERNEL] = only == NULL || strcmp(only, "kernel") == 0;
 	if (!o.sys_on[SYS_TIDE] && !o.sys_on[SYS_KERNEL])
 		goto bad;
@@ -674,10 +686,11 @@ main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	printf("tide-net-bench: %u rows x %u repeats, %.2f s warm-up + %.2f s measured per row; "
 	       "server on CPU %d, client on CPU %d; MTU %u (Tide), %u-byte Tide buffers; "
-	       "Tide workers %s%s\n",
+	       "Tide workers %s%s%s\n",
 	       nrows, o.repeat, o.warmup, o.duration, cpus[0], cpus[ncpus > 1 ? 1 : 0], o.mtu,
 	       o.sockbuf, o.adaptive ? "busy and adaptive" : "busy-poll",
-	       o.zc ? ", zero-copy sends" : "");
+	       o.zc ? ", zero-copy sends" : "",
+	       o.elide ? "; tide-elide: checksums elided on both ends" : "");
 	fflush(stdout);
 
 	for (unsigned r = 0; r < o.repeat; r++) {
@@ -705,7 +718,8 @@ main(int argc, char **argv)
 	nm = build_metrics(mt, o.flows);
 	print_table(&o, mt, nm);
 	printf("ratio = tide median / kernel median (goodput, rate: > 1 is better; RTT, CPU/GB: "
-	       "< 1 is better).\nTide workers busy-poll: each endpoint burns its whole CPU by "
+	       "< 1 is better); ratio-ad and ratio-el the same for tide-adaptive and "
+	       "tide-elide.\nTide workers busy-poll: each endpoint burns its whole CPU by "
 	       "design, so Tide's CPU/GB is 2 CPUs x window / GB moved.\n");
 	if (o.report != NULL)
 		write_report(&o, mt, nm);

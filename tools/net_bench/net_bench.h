@@ -155,6 +155,7 @@ struct nb_cfg {
 	uint32_t sockbuf;    /* Tide: send/receive buffer per connection */
 	uint32_t rto_min_us; /* Tide: RTO floor; 0 = the stack's default */
 	bool zc;             /* Tide: send pattern bytes with tide_net_send_zc */
+	bool elide;          /* Tide: TIDE_CSUM=elide (no checksums) instead of auto */
 	const char *dir;     /* temp dir for the memif socket */
 	uint16_t port;       /* kernel: server port (client side) */
 	int ctl;             /* coordinator socket */

@@ -27,8 +27,19 @@
  *
  * Bounds: TE_DPDK_MAX_CONNS connections per peer; a client connection has at
  * most max_inflight slices (64) and 8 MiB in flight; a server connection
- * buffers nothing (WRITE payload is copied once from the stack's receive
- * buffer into registered memory, READ data is sent from registered memory).
+ * buffers nothing and holds at most TE_SRV_SESS_OUTQ replies.
+ *
+ * CPU copies per payload byte (the device's own copies, e.g. memif's into
+ * and out of its shared ring, not counted): received bytes are copied once,
+ * by the session's feed(), from the frame the stack hands to on_recv straight
+ * into their destination (a WRITE's checked memory, a READ's slice->local).
+ * WRITE payloads and READ replies leave through tide_net_send_zc(): frames
+ * reference the caller's or the registered memory (no copy when the device
+ * chains external buffers, one copy into the frame when it does not), and
+ * retransmissions read the same memory again. A slice completes, and a READ
+ * reply's check() reference is released, only once the peer acknowledged
+ * the bytes and the device released every frame carrying them, so a buffer
+ * being unregistered waits for frames still in flight.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -60,9 +71,11 @@
 #define TE_DPDK_INFLIGHT       64
 #define TE_DPDK_INFLIGHT_BYTES (8u << 20)
 #define TE_DPDK_TICK_NS        (10 * 1000000ull) /* timeout scan period */
-/* WRITE payload pieces at least this long go out zero-copy from the caller's
- * buffer; headers and small pieces are copied. */
+/* WRITE payloads and READ replies at least this long go out zero-copy from the
+ * caller's buffer or registered memory; headers and small pieces are copied. */
 #define TE_DPDK_ZC_MIN 2048
+/* One zero-copy send (one completion) covers at most this much of a payload. */
+#define TE_DPDK_ZC_CHUNK (4u << 20)
 
 struct dconn;
 struct te_lc;
@@ -95,6 +108,9 @@ struct te_xpeer {
 	struct dpeer *sub[TIDE_LCORE_MAX];
 };
 
+/* Server connections: zero-copy sends outstanding at once (one per READ reply). */
+#define TE_DPDK_SRV_ZC TE_SRV_SESS_OUTQ
+
 struct dconn {
 	struct te_lc *l;
 	struct tide_net_conn *nc;
@@ -106,10 +122,16 @@ struct dconn {
 	bool tx_blocked; /* the stack's send buffer is full: wait for WRITABLE */
 	bool dead;
 	uint64_t opened_ns, progress_ns;
-	/* Zero-copy WRITE payloads: sends issued and completed, and the slices whose
-	 * replies came back while earlier zero-copy sends were still referenced. */
+	bool in_flush; /* conn_flush() is running (completions must not re-enter it) */
+	/* Zero-copy sends (client: WRITE payloads; server: READ replies) issued and
+	 * completed, in order. Client: the slices whose replies came back while
+	 * earlier zero-copy sends were still referenced. Server: the session's
+	 * output position after each outstanding send (by zc_issued modulo), and
+	 * that of the latest completed one, up to which replies may be released. */
 	uint64_t zc_issued, zc_done;
 	struct te_slice *held_head, *held_tail;
+	uint64_t zc_upto[TE_DPDK_SRV_ZC];
+	uint64_t zc_done_upto;
 	LIST_ENTRY(dconn) link;
 };
 
@@ -179,14 +201,73 @@ fail_chain(struct te_slice *s, int err)
 	}
 }
 
+/* Server: every zero-copy send slot is taken; a completion flushes again. */
+static bool
+srv_zc_full(const struct dconn *c)
+{
+	return c->srv != NULL && c->zc_issued - c->zc_done >= TE_DPDK_SRV_ZC;
+}
+
+/* Server: replies the device no longer references give their check() references back. */
+static void
+srv_zc_settle(struct dconn *c)
+{
+	if (c->srv == NULL) {
+		return;
+	}
+	if (c->zc_done == c->zc_issued) {
+		te_srv_sess_tx_done(c->srv, te_srv_sess_tx_pos(c->srv));
+	} else {
+		te_srv_sess_tx_done(c->srv, c->zc_done_upto);
+	}
+}
+
+/*
+ * Send len bytes at p zero-copy, in pieces of at most TE_DPDK_ZC_CHUNK (one
+ * completion each), pos = the server session's output position of p.
+ * *sent gets the bytes queued. \return 0 (all, or no send slot left: a
+ * completion flushes again); 1 the stack refused more (WRITABLE follows);
+ * -errno the connection is unusable.
+ */
+static int
+zc_send(struct dconn *c, const uint8_t *p, size_t len, uint64_t pos, uint64_t now, ssize_t *sent)
+{
+	size_t off = 0;
+	int rc = 0;
+	*sent = 0;
+	while (off < len && !srv_zc_full(c)) {
+		size_t k = len - off < TE_DPDK_ZC_CHUNK ? len - off : TE_DPDK_ZC_CHUNK;
+		ssize_t r = tide_net_send_zc(c->nc, p + off, k, conn_zc_done, c, now);
+		if (r == -EAGAIN) {
+			rc = 1;
+			break;
+		}
+		if (r < 0) {
+			return (int)r;
+		}
+		off += (size_t)r;
+		if (c->srv != NULL) {
+			c->zc_upto[c->zc_issued % TE_DPDK_SRV_ZC] = pos + off;
+		}
+		c->zc_issued++;
+	}
+	*sent = (ssize_t)off;
+	return rc;
+}
+
 /* Send what the session has ready, as far as the stack's buffer allows. */
 static void
 conn_flush(struct dconn *c, uint64_t now)
 {
 	struct iovec iov[TE_DPDK_IOV];
-	while (!c->dead && c->connected && !c->tx_blocked) {
+	if (c->in_flush) {
+		return;
+	}
+	c->in_flush = true;
+	while (!c->dead && c->connected && !c->tx_blocked && !srv_zc_full(c)) {
 		unsigned n = c->srv ? te_srv_sess_tx_iov(c->srv, iov, TE_DPDK_IOV)
 				    : te_cli_sess_tx_iov(c->cli, iov, TE_DPDK_IOV);
+		uint64_t pos0 = c->srv ? te_srv_sess_tx_pos(c->srv) : 0;
 		size_t total = 0;
 		bool short_send = false;
 		if (n == 0) {
@@ -194,22 +275,30 @@ conn_flush(struct dconn *c, uint64_t now)
 		}
 		for (unsigned i = 0; i < n; i++) {
 			ssize_t sent;
-			if (c->cli != NULL && iov[i].iov_len >= TE_DPDK_ZC_MIN) {
-				/* WRITE payload: the slice's memory stays valid until its
-				 * completion, which waits for this send (cli_done). */
-				sent = tide_net_send_zc(c->nc, iov[i].iov_base, iov[i].iov_len,
-							conn_zc_done, c, now);
-				if (sent == -EAGAIN) {
-					short_send = true; /* WRITABLE follows */
-					break;
+			if (iov[i].iov_len >= TE_DPDK_ZC_MIN) {
+				/* Client: WRITE payload; the slice's memory stays valid until
+				 * its completion, which waits for this send (cli_done).
+				 * Server: READ data in checked memory (headers are short);
+				 * the session holds its check() reference until the send
+				 * completes (srv_zc_settle). */
+				int why = zc_send(c, iov[i].iov_base, iov[i].iov_len, pos0 + total,
+						  now, &sent);
+				if (why < 0) {
+					c->in_flush = false;
+					conn_kill(c, -EPIPE);
+					return;
 				}
-				if (sent > 0) {
-					c->zc_issued++;
+				total += (size_t)sent;
+				short_send = why == 1;
+				if ((size_t)sent < iov[i].iov_len) {
+					break; /* no send slot (a completion flushes again) or
+						  WRITABLE */
 				}
-			} else {
-				sent = tide_net_send(c->nc, iov[i].iov_base, iov[i].iov_len, now);
+				continue;
 			}
+			sent = tide_net_send(c->nc, iov[i].iov_base, iov[i].iov_len, now);
 			if (sent < 0) {
+				c->in_flush = false;
 				conn_kill(c, -EPIPE);
 				return;
 			}
@@ -223,6 +312,7 @@ conn_flush(struct dconn *c, uint64_t now)
 			c->progress_ns = now;
 			if (c->srv) {
 				te_srv_sess_tx_advance(c->srv, total);
+				srv_zc_settle(c); /* copied replies need no device release */
 			} else {
 				te_cli_sess_tx_advance(c->cli, total);
 			}
@@ -231,6 +321,7 @@ conn_flush(struct dconn *c, uint64_t now)
 			c->tx_blocked = true; /* TIDE_NET_EV_WRITABLE follows */
 		}
 	}
+	c->in_flush = false;
 	if (c->dead) {
 		return;
 	}
@@ -259,16 +350,33 @@ conn_release_held(struct dconn *c)
 	}
 }
 
+/*
+ * A zero-copy send completed: acknowledged and released by the device, or
+ * the connection ended and the device released it. Made on the lcore from
+ * inside a tide_net_* call, in issue order.
+ */
 static void
 conn_zc_done(void *cookie, int status)
 {
 	struct dconn *c = cookie;
+	bool was_full = srv_zc_full(c);
 	(void)status; /* the slice's own result comes from its reply (or the session) */
+	if (c->srv != NULL) {
+		c->zc_done_upto = c->zc_upto[c->zc_done % TE_DPDK_SRV_ZC];
+	}
 	c->zc_done++;
 	conn_release_held(c);
+	srv_zc_settle(c);
+	/* Input the session refused while its queue was full resumes from the
+	 * poller (resume_held); output waiting for a send slot goes now. */
+	if (was_full && !c->dead) {
+		conn_flush(c, mono_ns());
+	}
 }
 
-/* Free dead connections the stack and device no longer reference. */
+/* Free dead connections the stack and device no longer reference; a server
+ * session lives until then, holding the check() references of the replies
+ * still in frames. */
 static void
 conns_reap(struct te_lc *l)
 {
@@ -277,6 +385,7 @@ conns_reap(struct te_lc *l)
 		next = LIST_NEXT(c, link);
 		if (c->zc_done == c->zc_issued) {
 			LIST_REMOVE(c, link);
+			te_srv_sess_destroy(c->srv);
 			free(c);
 		}
 	}
@@ -358,10 +467,7 @@ conn_kill(struct dconn *c, int err)
 		te_cli_sess_destroy(c->cli, err);
 		c->cli = NULL;
 	}
-	if (c->srv != NULL) {
-		te_srv_sess_destroy(c->srv);
-		c->srv = NULL;
-	}
+	/* c->srv stays until conns_reap: the device may still read replies it holds. */
 	if (c->nc != NULL) {
 		tide_net_conn_set_cbs(c->nc, NULL, NULL);
 		if (err == -EFAULT || err == -ESTALE || err == 0) {
@@ -415,6 +521,7 @@ srv_accept(void *arg, struct tide_net_conn *nc)
 		free(c);
 		return -ENOMEM;
 	}
+	te_srv_sess_tx_hold(c->srv, true); /* READ replies go by reference */
 	c->nc = nc;
 	c->connected = true;
 	tide_net_conn_set_cbs(nc, &conn_cbs, c);
@@ -605,11 +712,14 @@ resume_held(struct te_lc *l, uint64_t now)
 		LIST_FOREACH(c, &l->conns, link)
 		{
 			struct iovec iov[1];
+			uint8_t *p;
 			if (!c->rx_held || c->tx_blocked) {
 				continue;
 			}
-			if ((c->srv ? te_srv_sess_tx_iov(c->srv, iov, 1)
-				    : te_cli_sess_tx_iov(c->cli, iov, 1)) == 0) {
+			/* A server takes input again once its reply queue has room
+			 * (replies held by the device count until they complete). */
+			if (c->srv ? te_srv_sess_rx_window(c->srv, &p) > 0
+				   : te_cli_sess_tx_iov(c->cli, iov, 1) == 0) {
 				c->rx_held = false;
 				tide_net_recv_resume(c->nc, now);
 				again = true;
@@ -812,7 +922,10 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		sa.no.tcp_sndbuf = sa.no.tcp_rcvbuf = 4u << 20;
 		sa.no.tcp_rto_min_us = x->ne.tcp_rto_min_us;
 		sa.no.tcp_max_retries = (uint8_t)x->ne.tcp_max_retries;
-		sa.no.tx_offloads = tide_eth_netdev_tx_offloads(&l->nd);
+		rc = tide_eth_netdev_csum(&l->nd, tide_node_csum(&x->ne), &sa.no);
+		if (rc != 0) {
+			goto fail;
+		}
 		/* Only the first stack announces the address; the others share it. */
 		sa.no.arp_gratuitous = i == 0;
 		if (x->nlc > 1 && rss != NULL) {
@@ -1020,28 +1133,60 @@ dpdk_destroy(struct te_xport *x)
 				 " timeouts %" PRIu64,
 				 i, st->rx_frames, st->tx_frames, st->tcp_retrans_segs,
 				 st->tcp_rto_fired, st->tcp_conn_resets, st->tcp_conn_timeouts);
+			/* Where stalls come from: frames the device refused or had no
+			 * buffer for, loss recovery, and what the receiver saw. */
+			TIDE_LOG(INFO,
+				 "lcore %u user-space TCP: tx_dropped %" PRIu64
+				 " tx_nobufs %" PRIu64 " fast_retrans %" PRIu64
+				 " sack_recoveries %" PRIu64 " sack_retrans %" PRIu64
+				 " lost_retrans %" PRIu64 " tlp %" PRIu64 " dup_acks %" PRIu64
+				 " rx_ooo %" PRIu64 " rx_ooo_dropped %" PRIu64
+				 " rx_dup_bytes %" PRIu64 " out_of_window %" PRIu64
+				 " window_probes %" PRIu64,
+				 i, st->tx_dropped, st->tx_nobufs, st->tcp_fast_retrans,
+				 st->tcp_sack_recoveries, st->tcp_sack_retrans_segs,
+				 st->tcp_lost_retrans, st->tcp_tlp_probes, st->tcp_dup_acks,
+				 st->tcp_rx_ooo_segs, st->tcp_rx_ooo_dropped, st->tcp_rx_dup_bytes,
+				 st->tcp_rx_out_of_window, st->tcp_window_probes);
 		}
 		if (l->nd_up) {
 			tide_eth_netdev_fini(&l->nd);
 		}
 		tide_net_stack_destroy(l->stack);
-		/* Sends the stack could not complete: their slices end here. */
+	}
+	tide_lcore_group_destroy(x->g);
+	if (x->port != NULL) {
+		struct tide_eth_port_stats ps;
+		unsigned held;
+		if (tide_eth_port_stats(x->port, &ps) == 0) {
+			TIDE_LOG(INFO,
+				 "port: ipackets %" PRIu64 " opackets %" PRIu64 " imissed %" PRIu64
+				 " ierrors %" PRIu64 " oerrors %" PRIu64 " rx_nombuf %" PRIu64,
+				 ps.ipackets, ps.opackets, ps.imissed, ps.ierrors, ps.oerrors,
+				 ps.rx_nombuf);
+		}
+		held = tide_eth_port_close(x->port);
+		if (held != 0) {
+			TIDE_LOG(ERR, "%u packet buffers still held at port close", held);
+		}
+	}
+	/*
+	 * Sends the stack could not complete end here, once the port is closed
+	 * and no frame references their memory: slices complete, server sessions
+	 * release their check() references (on this thread: the lcores are gone).
+	 */
+	for (unsigned i = 0; i < x->nlc; i++) {
+		struct te_lc *l = &x->lcs[i];
 		for (struct dconn *c = LIST_FIRST(&l->dead), *next; c != NULL; c = next) {
 			next = LIST_NEXT(c, link);
 			c->zc_done = UINT64_MAX;
 			conn_release_held(c);
 			LIST_REMOVE(c, link);
+			te_srv_sess_destroy(c->srv);
 			free(c);
 		}
 		if (l->x != NULL) {
 			pthread_mutex_destroy(&l->inbox_lock);
-		}
-	}
-	tide_lcore_group_destroy(x->g);
-	if (x->port != NULL) {
-		unsigned held = tide_eth_port_close(x->port);
-		if (held != 0) {
-			TIDE_LOG(ERR, "%u packet buffers still held at port close", held);
 		}
 	}
 	tide_eal_fini();

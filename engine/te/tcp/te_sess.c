@@ -11,8 +11,8 @@
 #include "te_sess.h"
 #include "tide_log.h"
 
-#define SRV_SCRATCH    4096 /* sink for the payload of a refused native WRITE */
-#define SRV_OUTQ       32   /* replies queued before parsing stops (pipelined native) */
+#define SRV_SCRATCH    4096             /* sink for the payload of a refused native WRITE */
+#define SRV_OUTQ       TE_SRV_SESS_OUTQ /* replies kept before parsing stops (pipelined native) */
 #define CLI_MAX_WINDOW 4096
 
 /* ------------------------------------------------------------------------ */
@@ -32,6 +32,7 @@ struct srv_out {
 	bool held; /* src is covered by a check() reference */
 	const uint8_t *src;
 	uint64_t src_len;
+	uint64_t end; /* tx_pos after its last byte (set once handed to the transport) */
 };
 
 /*
@@ -50,9 +51,15 @@ struct te_srv_sess {
 	uint64_t rem;     /* WRITE / DISCARD bytes left */
 	bool held_w;      /* a check() reference for the WRITE in progress */
 	bool close_after; /* close once the queue drained */
+	bool tx_hold;     /* te_srv_sess_tx_hold(): sent replies wait for tx_done() */
+	/*
+	 * Replies by counter: [od, oh) handed to the transport and still
+	 * referenced by it (tx_hold only; od == oh otherwise), [oh, ot) to send.
+	 */
 	struct srv_out outq[SRV_OUTQ];
-	uint32_t oh, ot; /* queue head / tail counters */
+	uint32_t od, oh, ot;
 	uint64_t o_off;  /* bytes of the head reply sent */
+	uint64_t tx_pos; /* bytes accounted by tx_advance() since create */
 	uint8_t scratch[SRV_SCRATCH];
 };
 
@@ -72,22 +79,30 @@ te_srv_sess_create(const struct te_srv_ctx *ctx, struct te_srv_sess **out)
 	return 0;
 }
 
-/* Drop every queued reply and reference. */
 static void
-srv_drop_all(struct te_srv_sess *s)
+srv_out_release(struct te_srv_sess *s, struct srv_out *o)
+{
+	if (o->held) {
+		o->held = false;
+		s->ctx.release(s->ctx.arg);
+	}
+}
+
+/*
+ * Drop the WRITE in progress and every reply not yet handed to the
+ * transport. Replies it holds ([od, oh)) keep their references until
+ * tx_done() or destroy: the transport may still be reading their memory.
+ */
+static void
+srv_drop_queued(struct te_srv_sess *s)
 {
 	if (s->held_w) {
 		s->held_w = false;
 		s->ctx.release(s->ctx.arg);
 	}
-	for (; s->oh != s->ot; s->oh++) {
-		struct srv_out *o = &s->outq[s->oh % SRV_OUTQ];
-
-		if (o->held) {
-			o->held = false;
-			s->ctx.release(s->ctx.arg);
-		}
-	}
+	for (uint32_t i = s->oh; i != s->ot; i++)
+		srv_out_release(s, &s->outq[i % SRV_OUTQ]);
+	s->ot = s->oh;
 	s->o_off = 0;
 }
 
@@ -96,8 +111,31 @@ te_srv_sess_destroy(struct te_srv_sess *s)
 {
 	if (s == NULL)
 		return;
-	srv_drop_all(s);
+	srv_drop_queued(s);
+	for (; s->od != s->oh; s->od++)
+		srv_out_release(s, &s->outq[s->od % SRV_OUTQ]);
 	free(s);
+}
+
+void
+te_srv_sess_tx_hold(struct te_srv_sess *s, bool on)
+{
+	s->tx_hold = on;
+}
+
+uint64_t
+te_srv_sess_tx_pos(const struct te_srv_sess *s)
+{
+	return s->tx_pos;
+}
+
+void
+te_srv_sess_tx_done(struct te_srv_sess *s, uint64_t upto)
+{
+	while (s->od != s->oh && s->outq[s->od % SRV_OUTQ].end <= upto) {
+		srv_out_release(s, &s->outq[s->od % SRV_OUTQ]);
+		s->od++;
+	}
 }
 
 /* Queue a reply for the current request: status word (v2) or reply header
@@ -138,7 +176,7 @@ srv_next(struct te_srv_sess *s)
 static void
 srv_die(struct te_srv_sess *s, int err)
 {
-	srv_drop_all(s);
+	srv_drop_queued(s);
 	s->err = err;
 	s->st = SRV_DEAD;
 }
@@ -239,8 +277,9 @@ te_srv_sess_rx_window(struct te_srv_sess *s, uint8_t **ptr)
 	*ptr = NULL;
 	switch (s->st) {
 	case SRV_HDR:
-		/* Stop parsing while the reply queue is full or the end is queued. */
-		if (s->close_after || s->ot - s->oh >= SRV_OUTQ)
+		/* Stop parsing while the reply queue (held replies included) is full or
+		 * the end is queued. */
+		if (s->close_after || s->ot - s->od >= SRV_OUTQ)
 			return 0;
 		*ptr = s->hdr + s->hlen;
 		return TE_FRAME_HDR_LEN - s->hlen;
@@ -344,15 +383,18 @@ te_srv_sess_tx_advance(struct te_srv_sess *s, size_t n)
 
 		if (n < left) {
 			s->o_off += n;
+			s->tx_pos += n;
 			return;
 		}
 		n -= left;
-		if (o->held) {
-			o->held = false;
-			s->ctx.release(s->ctx.arg);
-		}
+		s->tx_pos += left;
+		o->end = s->tx_pos;
 		s->oh++;
 		s->o_off = 0;
+		if (!s->tx_hold) {
+			srv_out_release(s, o);
+			s->od = s->oh;
+		}
 	}
 }
 
@@ -367,7 +409,7 @@ te_srv_sess_close_reason(const struct te_srv_sess *s)
 bool
 te_srv_sess_idle(const struct te_srv_sess *s)
 {
-	return s->st == SRV_HDR && s->hlen == 0 && s->oh == s->ot;
+	return s->st == SRV_HDR && s->hlen == 0 && s->od == s->ot;
 }
 
 /* ------------------------------------------------------------------------ */

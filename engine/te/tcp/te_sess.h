@@ -101,7 +101,10 @@ int te_srv_sess_create(const struct te_srv_ctx *ctx, struct te_srv_sess **out);
 
 /**
  * Release every held check() reference (a WRITE in progress, READ replies not
- * fully sent: the connection was lost mid-copy) and free. NULL ignored.
+ * fully sent: the connection was lost mid-copy; with tx_hold, replies the
+ * transport still held too) and free. NULL ignored. A zero-copy transport
+ * destroys the session only once the device released every frame that
+ * references its replies.
  */
 void te_srv_sess_destroy(struct te_srv_sess *s);
 
@@ -137,6 +140,33 @@ unsigned te_srv_sess_tx_iov(struct te_srv_sess *s, struct iovec *iov, unsigned m
 /** Account n bytes sent (n <= the sum of tx_iov()'s lengths). */
 void te_srv_sess_tx_advance(struct te_srv_sess *s, size_t n);
 
+/** Most replies a server session keeps at once: queued, and (tx_hold) held by the transport. */
+#define TE_SRV_SESS_OUTQ 32
+
+/**
+ * Zero-copy transports (the DPDK one sends READ data by reference to the
+ * checked memory, and the device reads it until the peer acknowledged it and
+ * the frames were released). With `on`, a reply whose last byte tx_advance()
+ * accounted is no longer sent but is still held: its check() reference (and
+ * its slot among the TE_SRV_SESS_OUTQ) stays until te_srv_sess_tx_done()
+ * covers it, so an unregister waits for the device, not only for the send
+ * call. Input stops while held and queued replies fill the queue, exactly as
+ * when queued ones do. Default off (the kernel transport's sendmsg copies).
+ * Call before any traffic.
+ */
+void te_srv_sess_tx_hold(struct te_srv_sess *s, bool on);
+
+/** Bytes tx_advance() accounted since create: a position in the output stream. */
+uint64_t te_srv_sess_tx_pos(const struct te_srv_sess *s);
+
+/**
+ * tx_hold: the transport no longer references any output byte before
+ * position upto (a te_srv_sess_tx_pos() value). Releases the held replies
+ * that end at or before it, oldest first; the queue has room again (offer
+ * held input again, e.g. tide_net_recv_resume()).
+ */
+void te_srv_sess_tx_done(struct te_srv_sess *s, uint64_t upto);
+
 /**
  * \return 0 while the connection should stay open (output may be pending);
  *         -errno once it must be closed and nothing is left to send:
@@ -147,8 +177,8 @@ void te_srv_sess_tx_advance(struct te_srv_sess *s, size_t n);
 int te_srv_sess_close_reason(const struct te_srv_sess *s);
 
 /**
- * \return true between requests (no header byte, payload or reply pending):
- *         an idle connection holds no check() reference and may sit forever;
+ * \return true between requests (no header byte, payload or reply pending or
+ *         held): an idle connection holds no check() reference and may sit forever;
  *         a busy one is subject to the transport's progress timeout.
  */
 bool te_srv_sess_idle(const struct te_srv_sess *s);

@@ -179,10 +179,41 @@ test_hugepage_policy_rejects_bad_page_size(void)
 	CU_ASSERT_NOT_EQUAL(why[0], '\0');
 }
 
+/* TIDE_CSUM on net_ring ports: elision allowed, no offloads (auto is software). */
+static void
+test_ring_checksum_modes(void)
+{
+	struct tide_eth_port *ports[2] = {NULL, NULL};
+	struct tide_eth_csum_plan plan = {0};
+	struct tide_eth_port_caps caps;
+
+	TIDE_UT_OK(tide_eth_ring_pair("cs_a", "cs_b", NULL, &ports[0], &ports[1]));
+	if (ports[0] == NULL || ports[1] == NULL)
+		return;
+	CU_ASSERT_STRING_EQUAL(tide_eth_port_name(ports[0]), "cs_a");
+	CU_ASSERT_STRING_EQUAL(tide_eth_port_name(ports[1]), "cs_b");
+	for (int i = 0; i < 2; i++) {
+		tide_eth_port_caps(ports[i], &caps);
+		CU_ASSERT_STRING_EQUAL(caps.driver, "net_ring");
+		TIDE_UT_OK(tide_eth_port_csum(ports[i], TIDE_ETH_CSUM_ELIDE, &plan));
+		CU_ASSERT_TRUE(plan.elide);
+		TIDE_UT_OK(tide_eth_port_csum(ports[i], TIDE_ETH_CSUM_AUTO, &plan));
+		CU_ASSERT(!plan.elide && !plan.tx_ip && !plan.tx_tcp && !plan.rx_ip &&
+			  !plan.rx_tcp);
+		/* Refused, and logged naming the port, the driver and every missing offload. */
+		CU_ASSERT_EQUAL(tide_eth_port_csum(ports[i], TIDE_ETH_CSUM_OFFLOAD, &plan),
+				-ENOTSUP);
+	}
+	tide_eth_port_close(ports[0]);
+	tide_eth_port_close(ports[1]);
+}
+
 static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("pmd_eth", suite_init, suite_fini);
+
+	CU_add_test(s, "ring_checksum_modes", test_ring_checksum_modes);
 
 	CU_add_test(s, "ring_pair_carries_packets_both_ways",
 		    test_ring_pair_carries_packets_both_ways);

@@ -4,7 +4,9 @@
  * shared memory), each with its own EAL. The parent sends numbered frames, the
  * child echoes them, the parent checks order and content. Teardown is two-phase
  * (a "bye" frame answered by "bye-ack" after the child stopped polling) because
- * the memif server crashes if the client vanishes while it polls.
+ * the memif server crashes if the client vanishes while it polls. Both ends
+ * also check the port's checksum policy (TIDE_CSUM): elision allowed, no
+ * offloads.
  */
 #include <errno.h>
 #include <signal.h>
@@ -81,6 +83,30 @@ send_frame(struct tide_eth_port *p, uint32_t kind, uint32_t seq)
 	return 0;
 }
 
+/*
+ * TIDE_CSUM on a memif port: elision is allowed (shared memory on one host),
+ * the device has no checksum offload, so auto is software and offload is
+ * refused. 0, or the first check that failed.
+ */
+static int
+memif_checksum_modes(struct tide_eth_port *p)
+{
+	struct tide_eth_csum_plan plan;
+	struct tide_eth_port_caps caps;
+
+	tide_eth_port_caps(p, &caps);
+	if (strcmp(caps.driver, "net_memif") != 0 || strcmp(tide_eth_port_name(p), "net_memif0"))
+		return 1;
+	if (tide_eth_port_csum(p, TIDE_ETH_CSUM_ELIDE, &plan) != 0 || !plan.elide)
+		return 2;
+	if (tide_eth_port_csum(p, TIDE_ETH_CSUM_AUTO, &plan) != 0 || plan.elide || plan.tx_ip ||
+	    plan.tx_tcp || plan.rx_ip || plan.rx_tcp)
+		return 3;
+	if (tide_eth_port_csum(p, TIDE_ETH_CSUM_OFFLOAD, &plan) != -ENOTSUP)
+		return 4;
+	return 0;
+}
+
 static bool
 wait_link(struct tide_eth_port *p, uint64_t ms)
 {
@@ -107,6 +133,8 @@ child_main(void)
 		return 10;
 	if (tide_eth_port_open("net_memif0", NULL, &p) != 0)
 		return 11;
+	if (memif_checksum_modes(p) != 0)
+		return 20 + memif_checksum_modes(p);
 	if (!wait_link(p, 10000))
 		return 12;
 	while (!bye && now_ms() < deadline) {
@@ -158,6 +186,7 @@ test_memif_two_processes_echo(void)
 		waitpid(child, NULL, 0);
 		return;
 	}
+	CU_ASSERT_EQUAL(memif_checksum_modes(p), 0);
 	CU_ASSERT_TRUE(wait_link(p, 15000));
 	deadline = now_ms() + 60000;
 	while (got < NFRAMES && now_ms() < deadline) {

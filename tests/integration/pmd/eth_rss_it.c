@@ -13,7 +13,10 @@
  *   with the RSS port picker, echoed back byte for byte; every connection is
  *   seen by the owning stack only (the picker's queue on both sides, and no
  *   stack ever saw a segment for a connection it does not have), with one
- *   device queue per lcore and with lcores sharing one device queue.
+ *   device queue per lcore and with lcores sharing one device queue, and
+ *   with checksums elided on both sides;
+ * - checksum modes (TIDE_CSUM) through the glue: refused where they must
+ *   be, and what happens on the link when both, or only one, end elides.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -73,6 +76,7 @@ suite_init(void)
 	o.vdevs[0] = "net_null0";
 	o.vdevs[1] = "net_null1";
 	o.vdevs[2] = "net_null2";
+	o.vdevs[3] = "net_null3"; /* checksum modes: a driver where elision is refused */
 	if (tide_eal_init(&o, &eal_info) != 0)
 		return -1;
 	printf("\nEAL up: %s (%s)\n", eal_info.hugepages ? "hugepages" : "no-huge",
@@ -541,6 +545,7 @@ struct bconn {
 
 struct worker {
 	unsigned idx;
+	enum tide_eth_csum csum; /* both sides' TIDE_CSUM */
 	struct tide_eth_port *pa, *pb;
 	pthread_t tid;
 	/* Owned by the thread while it runs. */
@@ -556,6 +561,7 @@ struct worker {
 	unsigned a_wrong_queue, b_wrong_queue, accepted;
 	uint64_t a_no_conn, b_no_conn, a_rst_tx, b_rst_tx, a_rx_segs, b_rx_segs, bad_bytes;
 	unsigned done_conns;
+	bool elided; /* both netdevs ended up eliding */
 };
 
 static size_t
@@ -649,6 +655,9 @@ stack_up(struct worker *w, struct tide_eth_netdev *nd, struct tide_eth_port *p, 
 	o.dev = nd;
 	tide_eth_port_mac(p, o.mac);
 	o.ip = ip;
+	rc = tide_eth_netdev_csum(nd, w->csum, &o);
+	if (rc != 0)
+		return rc;
 	if (picker) {
 		rc = tide_eth_rss_picker_init(&w->picker, tide_eth_port_rss(p), (uint16_t)w->idx,
 					      ip, 0, 0);
@@ -771,6 +780,7 @@ worker_main(void *arg)
 				w->bc[i].c = NULL;
 			}
 	}
+	w->elided = w->nda.csum.elide && w->ndb.csum.elide;
 	if (w->sa != NULL) {
 		const struct tide_net_stats *s = tide_net_stats(w->sa);
 
@@ -801,7 +811,7 @@ worker_main(void *arg)
 }
 
 static void
-lcores(uint16_t nq, uint16_t rings, const char *label)
+lcores(uint16_t nq, uint16_t rings, const char *label, enum tide_eth_csum csum)
 {
 	struct tide_eth_port_opts o = {
 		.nb_queues = nq, .nb_rxd = 1024, .nb_txd = 1024, .ring_pair_rings = rings};
@@ -820,6 +830,7 @@ lcores(uint16_t nq, uint16_t rings, const char *label)
 	}
 	for (unsigned i = 0; i < nq; i++) {
 		w[i].idx = i;
+		w[i].csum = csum;
 		w[i].pa = pa;
 		w[i].pb = pb;
 		CU_ASSERT_EQUAL_FATAL(pthread_create(&w[i].tid, NULL, worker_main, &w[i]), 0);
@@ -846,6 +857,7 @@ lcores(uint16_t nq, uint16_t rings, const char *label)
 		       (unsigned long long)stb.dropped, (unsigned long long)w[i].picker.picks,
 		       (unsigned long long)w[i].picker.rejected);
 		CU_ASSERT_EQUAL(w[i].rc, 0);
+		CU_ASSERT_EQUAL(w[i].elided, csum == TIDE_ETH_CSUM_ELIDE);
 		/* Data round-trips on every connection. */
 		CU_ASSERT_EQUAL(w[i].done_conns, CONNS);
 		CU_ASSERT_EQUAL(w[i].bad_bytes, 0);
@@ -879,13 +891,13 @@ lcores(uint16_t nq, uint16_t rings, const char *label)
 static void
 test_two_lcores_queue_per_lcore(void)
 {
-	lcores(NQ, NQ, "lq");
+	lcores(NQ, NQ, "lq", TIDE_ETH_CSUM_AUTO);
 }
 
 static void
 test_two_lcores_shared_device_queue(void)
 {
-	lcores(NQ, 1, "sq");
+	lcores(NQ, 1, "sq", TIDE_ETH_CSUM_AUTO);
 }
 
 /* Four lcores over two device queue pairs: the distributor polls both, and
@@ -893,7 +905,192 @@ test_two_lcores_shared_device_queue(void)
 static void
 test_four_lcores_two_device_queues(void)
 {
-	lcores(4, 2, "fq");
+	lcores(4, 2, "fq", TIDE_ETH_CSUM_AUTO);
+}
+
+/* The same over a memory-only link with checksums elided on both sides (TIDE_CSUM=elide). */
+static void
+test_two_lcores_checksums_elided(void)
+{
+	lcores(NQ, NQ, "le", TIDE_ETH_CSUM_ELIDE);
+}
+
+/* ---- checksum modes through the glue (tide_eth_netdev_csum) ---- */
+
+struct ck_sink {
+	uint8_t *buf;
+	size_t got;
+};
+
+static size_t
+ck_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
+{
+	struct ck_sink *k = arg;
+	size_t take = XFER - k->got < n ? XFER - k->got : n;
+
+	(void)c;
+	memcpy(k->buf + k->got, d, take);
+	k->got += take;
+	return n;
+}
+
+static int
+ck_accept(void *arg, struct tide_net_conn *conn)
+{
+	static const struct tide_net_conn_cbs cbs = {.on_recv = ck_recv};
+
+	tide_net_conn_set_cbs(conn, &cbs, arg);
+	return 0;
+}
+
+static int
+ck_stack(struct tide_eth_netdev *nd, struct tide_eth_port *p, uint32_t ip, enum tide_eth_csum mode,
+	 struct tide_net_stack **out)
+{
+	struct tide_net_opts o;
+	int rc = tide_eth_netdev_init(nd, p, 0, NULL);
+
+	if (rc != 0)
+		return rc;
+	tide_net_opts_init(&o, sizeof(o));
+	o.dev_ops = &tide_eth_net_dev_ops;
+	o.dev = nd;
+	tide_eth_port_mac(p, o.mac);
+	o.ip = ip;
+	rc = tide_eth_netdev_csum(nd, mode, &o);
+	if (rc != 0)
+		return rc;
+	return tide_net_stack_create(&o, now_ns(), out);
+}
+
+/*
+ * A sends XFER pattern bytes to B over a net_ring pair, A and B in their own
+ * checksum modes, for at most `ms`. Returns the bytes B got intact; *bad_a
+ * and *bad_b get each side's checksum drops (IPv4 + TCP).
+ */
+static size_t
+ck_transfer(enum tide_eth_csum ma, enum tide_eth_csum mb, unsigned ms, uint64_t *bad_a,
+	    uint64_t *bad_b)
+{
+	struct tide_eth_port *pa = NULL, *pb = NULL;
+	struct tide_eth_netdev nda, ndb;
+	struct tide_net_stack *sa = NULL, *sb = NULL;
+	struct tide_net_listener *l = NULL;
+	struct tide_net_conn *c = NULL;
+	struct ck_sink sink = {.buf = malloc(XFER)};
+	uint8_t *src = malloc(XFER);
+	uint64_t sent = 0, deadline = now_ns() + ms * 1000000ull;
+	static unsigned round;
+	char na[16], nb[16];
+	size_t ok = 0;
+
+	CU_ASSERT_FATAL(sink.buf != NULL && src != NULL);
+	for (size_t i = 0; i < XFER; i++)
+		src[i] = pattern(7, i);
+	/* A closed ethdev's name is not reusable: one pair of names per round. */
+	snprintf(na, sizeof(na), "ck%u_a", round);
+	snprintf(nb, sizeof(nb), "ck%u_b", round++);
+	TIDE_UT_OK(tide_eth_ring_pair(na, nb, NULL, &pa, &pb));
+	CU_ASSERT_FATAL(pa != NULL && pb != NULL);
+	TIDE_UT_OK(ck_stack(&nda, pa, IP_A, ma, &sa));
+	TIDE_UT_OK(ck_stack(&ndb, pb, IP_B, mb, &sb));
+	CU_ASSERT_FATAL(sa != NULL && sb != NULL);
+	TIDE_UT_OK(tide_net_listen(sb, SRV_PORT, 8, ck_accept, &sink, &l));
+	TIDE_UT_OK(tide_net_connect(sa, IP_B, SRV_PORT, NULL, NULL, now_ns(), &c));
+	while (sink.got < XFER && now_ns() < deadline) {
+		uint64_t now = now_ns();
+		ssize_t k;
+
+		tide_eth_netdev_poll(&nda, sa, now);
+		tide_eth_netdev_poll(&ndb, sb, now);
+		tide_net_timers_run(sa, now);
+		tide_net_timers_run(sb, now);
+		k = sent < XFER ? tide_net_send(c, src + sent, XFER - sent, now) : 0;
+		if (k > 0)
+			sent += (uint64_t)k;
+	}
+	while (ok < sink.got && sink.buf[ok] == src[ok])
+		ok++;
+	*bad_a = tide_net_stats(sa)->ip_rx_bad_csum + tide_net_stats(sa)->tcp_rx_bad_csum;
+	*bad_b = tide_net_stats(sb)->ip_rx_bad_csum + tide_net_stats(sb)->tcp_rx_bad_csum;
+	tide_net_abort(c, now_ns());
+	tide_net_listener_close(l, now_ns());
+	/* Let the resets land, so no frame of one port waits in the other's ring. */
+	for (uint64_t until = now_ns() + 20000000ull; now_ns() < until;) {
+		tide_eth_netdev_poll(&nda, sa, now_ns());
+		tide_eth_netdev_poll(&ndb, sb, now_ns());
+	}
+	tide_net_stack_destroy(sa);
+	tide_net_stack_destroy(sb);
+	tide_eth_netdev_fini(&nda);
+	tide_eth_netdev_fini(&ndb);
+	pair_close(pa, pb);
+	free(sink.buf);
+	free(src);
+	return ok;
+}
+
+static void
+test_checksum_modes(void)
+{
+	struct tide_eth_fault_opts corrupt = {.corrupt = 0.01, .rx = true, .tx = true, .seed = 5};
+	struct tide_eth_port_opts po = {.nb_rxd = 512, .nb_txd = 512};
+	struct tide_eth_port *pn = NULL, *pa = NULL, *pb = NULL;
+	struct tide_eth_netdev nd;
+	struct tide_net_opts o;
+	uint64_t bad_a, bad_b;
+
+	/* A driver whose frames may leave the host: elision refused, software otherwise. */
+	TIDE_UT_OK(tide_eth_port_open("net_null3", &po, &pn));
+	if (pn != NULL) {
+		TIDE_UT_OK(tide_eth_netdev_init(&nd, pn, 0, NULL));
+		tide_net_opts_init(&o, sizeof(o));
+		o.tx_offloads = 0x55;
+		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o), -EPERM);
+		CU_ASSERT_FALSE(o.cksum_elide);
+		CU_ASSERT_EQUAL(o.tx_offloads, 0x55); /* untouched on failure */
+		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_OFFLOAD, &o), -ENOTSUP);
+		TIDE_UT_OK(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_SW, &o));
+		CU_ASSERT_EQUAL(o.tx_offloads, 0);
+		CU_ASSERT_FALSE(o.cksum_elide);
+		CU_ASSERT_EQUAL(nd.rx_trust, 0);
+		tide_eth_netdev_fini(&nd);
+		CU_ASSERT_EQUAL(tide_eth_port_close(pn), 0);
+	}
+
+	/* net_ring: elision allowed, except with a fault injector that corrupts. */
+	TIDE_UT_OK(tide_eth_ring_pair("cm_a", "cm_b", NULL, &pa, &pb));
+	if (pa != NULL && pb != NULL) {
+		TIDE_UT_OK(tide_eth_netdev_init(&nd, pa, 0, &corrupt));
+		tide_net_opts_init(&o, sizeof(o));
+		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o), -EINVAL);
+		CU_ASSERT_FALSE(o.cksum_elide);
+		TIDE_UT_OK(
+			tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_AUTO, &o)); /* fine with checks */
+		tide_eth_netdev_fini(&nd);
+		TIDE_UT_OK(tide_eth_netdev_init(&nd, pa, 0, NULL));
+		o.tx_offloads = TIDE_NET_OFFLOAD_TCP_CKSUM;
+		TIDE_UT_OK(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o));
+		CU_ASSERT_TRUE(o.cksum_elide);
+		CU_ASSERT_EQUAL(o.tx_offloads, 0);
+		CU_ASSERT_TRUE(nd.csum.elide);
+		tide_eth_netdev_fini(&nd);
+		pair_close(pa, pb);
+	}
+
+	/* Both ends elide: every byte arrives, nothing was checked so nothing was dropped. */
+	CU_ASSERT_EQUAL(
+		ck_transfer(TIDE_ETH_CSUM_ELIDE, TIDE_ETH_CSUM_ELIDE, 10000, &bad_a, &bad_b), XFER);
+	CU_ASSERT_EQUAL(bad_a + bad_b, 0);
+	/* Software both ways (auto on net_ring): the same. */
+	CU_ASSERT_EQUAL(ck_transfer(TIDE_ETH_CSUM_AUTO, TIDE_ETH_CSUM_SW, 10000, &bad_a, &bad_b),
+			XFER);
+	CU_ASSERT_EQUAL(bad_a + bad_b, 0);
+	/* Only A elides: B verifies, drops A's frames (zero checksums), nothing opens. */
+	CU_ASSERT_EQUAL(ck_transfer(TIDE_ETH_CSUM_ELIDE, TIDE_ETH_CSUM_AUTO, 300, &bad_a, &bad_b),
+			0);
+	CU_ASSERT(bad_b > 0);
+	CU_ASSERT_EQUAL(bad_a, 0);
 }
 
 static void
@@ -910,6 +1107,8 @@ register_tests(void)
 	CU_add_test(s, "two lcores, a device queue each", test_two_lcores_queue_per_lcore);
 	CU_add_test(s, "two lcores, one shared device queue", test_two_lcores_shared_device_queue);
 	CU_add_test(s, "four lcores, two device queues", test_four_lcores_two_device_queues);
+	CU_add_test(s, "two lcores, checksums elided", test_two_lcores_checksums_elided);
+	CU_add_test(s, "checksum modes through the glue", test_checksum_modes);
 }
 
 TIDE_UT_MAIN(register_tests)

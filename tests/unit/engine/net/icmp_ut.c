@@ -115,9 +115,41 @@ test_offload_flag_skips_check(void)
 }
 
 static void
+elide_on(struct tide_net_opts *o)
+{
+	o->cksum_elide = true;
+}
+
+/* Elided: a request with a wrong checksum is answered, and the reply carries 0. */
+static void
+test_elide_echo(void)
+{
+	struct ut_env e;
+	uint8_t f[256];
+	uint16_t n = build_echo(f, 8, 9, 4, 40);
+	struct ut_buf *b;
+	const struct net_icmp_hdr *ih;
+
+	ut_env_init(&e, elide_on);
+	f[NET_HDRS_LEN + 2] ^= 0xff;
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->icmp_rx_bad, 0);
+	b = ut_dev_pop(&e.dev);
+	CU_ASSERT_FATAL(b != NULL);
+	ih = (const struct net_icmp_hdr *)(b->data + NET_HDRS_LEN);
+	CU_ASSERT_EQUAL(ih->type, 0);
+	CU_ASSERT_EQUAL(ih->csum, 0);
+	CU_ASSERT_EQUAL(ntohs(ih->seq), 4);
+	CU_ASSERT_EQUAL(memcmp(ih + 1, f + NET_HDRS_LEN + 8, 40), 0);
+	ut_buf_free(&e.dev, b);
+	ut_env_fini(&e);
+}
+
+static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("icmp", NULL, NULL);
+	CU_add_test(s, "elide_echo", test_elide_echo);
 	CU_add_test(s, "echo_reply", test_echo_reply);
 	CU_add_test(s, "bad_and_other", test_bad_and_other);
 	CU_add_test(s, "offload_flag_skips_check", test_offload_flag_skips_check);

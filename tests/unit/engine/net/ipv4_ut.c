@@ -152,9 +152,69 @@ test_padding_options_and_tx_fields(void)
 }
 
 static void
+elide_on(struct tide_net_opts *o)
+{
+	o->cksum_elide = true;
+	o->tx_offloads = TIDE_NET_OFFLOAD_IPV4_CKSUM; /* ignored: nothing is asked of the device */
+}
+
+/* Elided: the header checksum goes out as 0 and is not checked on the way in. */
+static void
+test_elide_header_checksum(void)
+{
+	struct ut_env e;
+	uint8_t f[256];
+	uint16_t n;
+	struct ut_buf *b;
+	const struct net_ipv4_hdr *ip;
+	const struct tide_net_stats *st;
+
+	ut_env_init(&e, elide_on);
+	st = tide_net_stats(e.s);
+	n = echo(f);
+	iph(f)->ttl = 3; /* checksum not updated: wrong */
+	ut_rx(&e, f, n);
+	n = echo(f);
+	iph(f)->csum = 0; /* what an eliding peer sends */
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(st->ip_rx_bad_csum, 0);
+	CU_ASSERT_EQUAL(st->icmp_tx_echo_reply, 2);
+	for (int i = 0; i < 2; i++) {
+		b = ut_dev_pop(&e.dev);
+		CU_ASSERT_FATAL(b != NULL);
+		ip = (const struct net_ipv4_hdr *)(b->data + ETH_HLEN);
+		CU_ASSERT_EQUAL(ip->csum, 0);
+		CU_ASSERT_EQUAL(ip->ver_ihl, 0x45);
+		CU_ASSERT_EQUAL(ntohs(ip->tot_len), 36);
+		CU_ASSERT_EQUAL(ntohl(ip->daddr), UT_PEER_IP);
+		ut_buf_free(&e.dev, b);
+	}
+	ut_env_fini(&e);
+
+	/* Not elided: a zero header checksum from an eliding peer is dropped and counted. */
+	ut_env_init(&e, NULL);
+	st = tide_net_stats(e.s);
+	n = echo(f);
+	iph(f)->csum = 0;
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(st->ip_rx_bad_csum, 1);
+	CU_ASSERT_EQUAL(st->icmp_rx, 0);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	/* And our own header checksum is computed. */
+	ut_rx(&e, f, echo(f));
+	b = ut_dev_pop(&e.dev);
+	CU_ASSERT_FATAL(b != NULL);
+	CU_ASSERT_NOT_EQUAL(((const struct net_ipv4_hdr *)(b->data + ETH_HLEN))->csum, 0);
+	CU_ASSERT_EQUAL(net_cksum(b->data + ETH_HLEN, IP_HLEN), 0);
+	ut_buf_free(&e.dev, b);
+	ut_env_fini(&e);
+}
+
+static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("ipv4", NULL, NULL);
+	CU_add_test(s, "elide_header_checksum", test_elide_header_checksum);
 	CU_add_test(s, "malformed_headers", test_malformed_headers);
 	CU_add_test(s, "fragments_not_ours_proto", test_fragments_not_ours_proto);
 	CU_add_test(s, "padding_options_and_tx_fields", test_padding_options_and_tx_fields);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ test_opts_validation(void)
 	CU_ASSERT_EQUAL(o.tcp_rto_min_us, 1000);
 	CU_ASSERT_FALSE(o.tcp_nagle);
 	CU_ASSERT_FALSE(o.tcp_keepalive);
+	CU_ASSERT_FALSE(o.cksum_elide);
 	CU_ASSERT_EQUAL(tide_net_stack_create(&o, 0, &s), -EINVAL); /* no dev_ops */
 	o.dev_ops = &ut_dev_ops;
 	o.dev = &d;
@@ -107,10 +109,101 @@ test_tx_batched_per_burst(void)
 	ut_env_fini(&e);
 }
 
+/* ---- checksum elision on receive ---- */
+
+static void
+elide_on(struct tide_net_opts *o)
+{
+	o->cksum_elide = true;
+}
+
+enum csum_damage { CS_ZERO, CS_WRONG, CS_TCP_ZERO };
+
+/* A SYN for port 80 with damaged checksums: both 0 (what an eliding peer sends), both wrong,
+ * or only the TCP one 0. */
+static uint16_t
+syn_frame(uint8_t *f, uint32_t seq, enum csum_damage d)
+{
+	uint16_t n = ut_build_tcp(f, &(struct ut_seg){.seq = seq, .flags = TCPHDR_SYN});
+	struct net_ipv4_hdr *ip = (struct net_ipv4_hdr *)(f + ETH_HLEN);
+	struct net_tcp_hdr *th = (struct net_tcp_hdr *)(f + NET_HDRS_LEN);
+
+	switch (d) {
+	case CS_ZERO:
+		ip->csum = 0;
+		th->csum = 0;
+		break;
+	case CS_WRONG:
+		ip->csum ^= htons(0x1111);
+		th->csum ^= htons(0x2222);
+		break;
+	case CS_TCP_ZERO:
+		th->csum = 0;
+		break;
+	}
+	return n;
+}
+
+static void
+test_elide_rx_takes_frames_unverified(void)
+{
+	struct ut_env e;
+	struct tide_net_listener *l;
+	const struct tide_net_stats *st;
+	uint8_t f[128];
+	uint16_t n;
+
+	/* Elided: no checksum is looked at; each SYN gets its SYN-ACK. */
+	ut_env_init(&e, elide_on);
+	st = tide_net_stats(e.s);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 8, ut_app_accept, NULL, &l) == 0);
+	ut_rx(&e, f, syn_frame(f, 100, CS_ZERO));
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 1);
+	ut_rx(&e, f, syn_frame(f, 100, CS_WRONG)); /* the same SYN again: SYN-ACK again */
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 2);
+	CU_ASSERT_EQUAL(st->tcp_passive_opens, 1);
+	CU_ASSERT_EQUAL(st->ip_rx_bad_csum, 0);
+	CU_ASSERT_EQUAL(st->tcp_rx_bad_csum, 0);
+	/* Checksums are the only check skipped: a broken header is still refused. */
+	n = syn_frame(f, 100, CS_ZERO);
+	f[ETH_HLEN] = 0x65;
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(st->ip_rx_bad_hdr, 1);
+	n = syn_frame(f, 100, CS_WRONG);
+	f[NET_HDRS_LEN + 12] = 0x10; /* TCP data offset 4 bytes */
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(st->tcp_rx_bad_hdr, 1);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 2);
+	ut_dev_drain(&e.dev);
+	tide_net_listener_close(l, e.now);
+	ut_env_fini(&e);
+
+	/* Not elided (the default): the same frames are dropped and counted, no answer. */
+	ut_env_init(&e, NULL);
+	st = tide_net_stats(e.s);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 8, ut_app_accept, NULL, &l) == 0);
+	ut_rx(&e, f, syn_frame(f, 100, CS_ZERO)); /* an eliding peer: the IPv4 check fails first */
+	ut_rx(&e, f, syn_frame(f, 100, CS_WRONG));
+	CU_ASSERT_EQUAL(st->ip_rx_bad_csum, 2);
+	ut_rx(&e, f, syn_frame(f, 100, CS_TCP_ZERO));
+	CU_ASSERT_EQUAL(st->tcp_rx_bad_csum, 1);
+	CU_ASSERT_EQUAL(st->tcp_passive_opens, 0);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	/* A good SYN still opens. */
+	n = ut_build_tcp(f, &(struct ut_seg){.seq = 100, .flags = TCPHDR_SYN});
+	ut_rx(&e, f, n);
+	CU_ASSERT_EQUAL(st->tcp_passive_opens, 1);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 1);
+	ut_dev_drain(&e.dev);
+	tide_net_listener_close(l, e.now);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("stack", NULL, NULL);
+	CU_add_test(s, "elide_rx_takes_frames_unverified", test_elide_rx_takes_frames_unverified);
 	CU_add_test(s, "opts_validation", test_opts_validation);
 	CU_add_test(s, "nobufs_and_tx_refused", test_nobufs_and_tx_refused);
 	CU_add_test(s, "tx_batched_per_burst", test_tx_batched_per_burst);

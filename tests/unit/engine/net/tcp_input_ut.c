@@ -323,6 +323,93 @@ test_ooo_overlap(void)
 	ut_env_fini(&e);
 }
 
+/*
+ * What tide_net_rx_burst does for a device that lets the stack keep frames:
+ * offer the handle (s->rx_handle), free it afterwards unless TCP input kept it.
+ */
+static void
+rx_keepable(struct ut_env *e, const struct ut_seg *sg)
+{
+	struct ut_buf *b = ut_buf_new();
+
+	b->len = ut_build_tcp(b->data, sg);
+	e->dev.live++;
+	net_enter(e->s);
+	e->s->rx_handle = b;
+	e->s->rx_kept = false;
+	net_eth_input(e->s, b->data, b->len, 0, e->now);
+	e->s->rx_handle = NULL;
+	if (!e->s->rx_kept) {
+		void *h = b;
+
+		ut_dev_ops.free_bufs(&e->dev, &h, 1);
+	}
+	net_leave(e->s);
+}
+
+#define INK(e, ...) rx_keepable((e), &(struct ut_seg){__VA_ARGS__})
+
+/*
+ * Out-of-order payload stays in its frame (no copy) until the hole fills;
+ * overlaps, a covered frame being replaced, the cap on kept frames and an
+ * abort with frames kept all give every frame back (ut_env_fini counts).
+ */
+static void
+test_ooo_kept_frames(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct tide_net_conn *c;
+	uint8_t d[4000];
+	uint32_t I;
+
+	for (unsigned i = 0; i < sizeof(d); i++) {
+		d[i] = (uint8_t)(i * 7 + (i >> 8));
+	}
+	ut_env_init(&e, NULL);
+	c = open_passive(&e, &a, &I, &l);
+	/* [10,20) and [30,40) held in their frames. */
+	INK(&e, .seq = P + 1 + 10, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 10, .len = 10);
+	INK(&e, .seq = P + 1 + 30, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 30, .len = 10);
+	CU_ASSERT_EQUAL(c->ooo_n, 2);
+	CU_ASSERT_EQUAL(e.s->rx_kept_n, 2);
+	CU_ASSERT_PTR_NOT_NULL(c->ooo->handle);
+	CU_ASSERT_PTR_EQUAL(c->ooo->ptr,
+			    ((struct ut_buf *)c->ooo->handle)->data + NET_HDRS_LEN + TCP_HLEN);
+	/* [8,45) covers both: they go (their frames freed), this frame is kept. */
+	INK(&e, .seq = P + 1 + 8, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 8, .len = 37);
+	CU_ASSERT_EQUAL(c->ooo_n, 1);
+	CU_ASSERT_EQUAL(e.s->rx_kept_n, 1);
+	CU_ASSERT_EQUAL(a.rxn, 0);
+	/* A duplicate inside it is dropped, its frame not kept. */
+	INK(&e, .seq = P + 1 + 20, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 20, .len = 5);
+	CU_ASSERT_EQUAL(e.s->rx_kept_n, 1);
+	/* The hole fills: everything delivered from the kept frame, which is freed. */
+	INK(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 9);
+	CU_ASSERT_EQUAL(a.rxn, 45);
+	CU_ASSERT_EQUAL(memcmp(a.rx, d, 45), 0);
+	CU_ASSERT_EQUAL(c->ooo_n, 0);
+	CU_ASSERT_EQUAL(e.s->rx_kept_n, 0);
+	/* Past the cap, out-of-order payload is copied and the frame freed at once. */
+	e.s->rx_kept_n = NET_RX_KEEP_MAX;
+	INK(&e, .seq = P + 1 + 100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 100, .len = 50);
+	CU_ASSERT_EQUAL(e.s->rx_kept_n, NET_RX_KEEP_MAX);
+	CU_ASSERT_PTR_NULL(c->ooo->handle);
+	CU_ASSERT_EQUAL(memcmp(c->ooo->ptr, d + 100, 50), 0);
+	e.s->rx_kept_n = 0;
+	/* Kept frames on an aborted connection go back to the device (ut_env_fini
+	 * asserts every buffer came back). */
+	INK(&e, .seq = P + 1 + 200, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 200, .len = 50);
+	INK(&e, .seq = P + 1 + 300, .ack = I + 1, .flags = TCPHDR_ACK, .data = d + 300, .len = 50);
+	CU_ASSERT_EQUAL(e.s->rx_kept_n, 2);
+	tide_net_abort(c, e.now);
+	CU_ASSERT_EQUAL(e.s->rx_kept_n, 0);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 test_ooo_fin(void)
 {
@@ -774,6 +861,7 @@ register_tests(void)
 	CU_add_test(s, "simultaneous_close", test_simultaneous_close);
 	CU_add_test(s, "passive_close_path", test_passive_close_path);
 	CU_add_test(s, "ooo_overlap", test_ooo_overlap);
+	CU_add_test(s, "ooo_kept_frames", test_ooo_kept_frames);
 	CU_add_test(s, "ooo_fin", test_ooo_fin);
 	CU_add_test(s, "wraparound", test_wraparound);
 	CU_add_test(s, "rst_rfc5961", test_rst_rfc5961);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "net_ut_common.h"
@@ -130,10 +131,144 @@ test_nagle_option(void)
 	ut_env_fini(&e);
 }
 
+/* ---- checksum elision (tide_net_opts.cksum_elide) ---- */
+
+static struct tide_net_dev_ops cap_ops;
+static uint16_t cap_flags; /* TIDE_NET_TX_F_* of every frame handed to the device */
+
+static uint16_t
+cap_tx_burst(void *dev, struct tide_net_buf *bufs, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++) {
+		cap_flags |= bufs[i].flags;
+	}
+	return ut_dev_ops.tx_burst(dev, bufs, n);
+}
+
+/* Elision wins over offloads the device claims: nothing is asked of it either. */
+static void
+elide_on(struct tide_net_opts *o)
+{
+	cap_ops = ut_dev_ops;
+	cap_ops.tx_burst = cap_tx_burst;
+	o->dev_ops = &cap_ops;
+	o->cksum_elide = true;
+	o->tx_offloads = TIDE_NET_OFFLOAD_IPV4_CKSUM | TIDE_NET_OFFLOAD_TCP_CKSUM;
+}
+
+/*
+ * The next frame must carry 0 in both checksum fields. The checksums a
+ * verifying peer would need are then filled in, so the common parser checks
+ * everything else (and that the headers and payload are intact).
+ */
+static void
+pop_elided(struct ut_env *e, struct ut_tcp_out *o)
+{
+	struct ut_buf *b = ut_dev_pop(&e->dev);
+	struct net_ipv4_hdr *ip;
+	struct net_tcp_hdr *th;
+	uint16_t tl;
+
+	CU_ASSERT_FATAL(b != NULL);
+	ip = (struct net_ipv4_hdr *)(b->data + ETH_HLEN);
+	th = (struct net_tcp_hdr *)(b->data + NET_HDRS_LEN);
+	CU_ASSERT_EQUAL(ip->proto, IPPROTO_TCP_);
+	CU_ASSERT_EQUAL(ip->csum, 0);
+	CU_ASSERT_EQUAL(th->csum, 0);
+	tl = (uint16_t)(ntohs(ip->tot_len) - IP_HLEN);
+	ip->csum = net_cksum(ip, IP_HLEN);
+	th->csum = net_cksum_fold(
+		net_cksum_add(net_cksum_pseudo(ip->saddr, ip->daddr, IPPROTO_TCP_, tl), th, tl));
+	CU_ASSERT_EQUAL(ut_parse_tcp(b, o), 0);
+	ut_buf_free(&e->dev, b);
+}
+
+static void
+test_elide_sends_no_checksums(void)
+{
+	static const uint8_t mss[4] = {TCPOPT_MSS, 4, 0x05, 0xb4};
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_conn *c = NULL;
+	struct ut_tcp_out o;
+	uint32_t iss, seq;
+
+	for (unsigned i = 0; i < sizeof(big); i++) {
+		big[i] = (uint8_t)(i * 7 + 3);
+	}
+	cap_flags = 0;
+	ut_env_init(&e, elide_on);
+	ut_app_init(&a);
+	/* SYN, then the ACK of the handshake (the peer's frames carry real checksums). */
+	CU_ASSERT_FATAL(tide_net_connect(e.s, UT_PEER_IP, 5000, &ut_app_cbs, &a, e.now, &c) == 0);
+	pop_elided(&e, &o);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_SYN);
+	iss = o.seq;
+	IN(&e, .seq = P, .ack = iss + 1, .flags = TCPHDR_SYN | TCPHDR_ACK, .opts = mss, .optlen = 4,
+	   .sport = 5000, .dport = o.sport);
+	pop_elided(&e, &o);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_CONNECTED, NULL));
+	/* Data segments: copied payload, no sum over it, the bytes intact. */
+	CU_ASSERT_EQUAL(tide_net_send(c, big, 3000, e.now), 3000);
+	seq = iss + 1;
+	for (int i = 0; i < 3; i++) {
+		pop_elided(&e, &o);
+		CU_ASSERT_EQUAL(o.seq, seq);
+		CU_ASSERT_EQUAL(memcmp(o.payload, big + (seq - iss - 1), o.len), 0);
+		seq += o.len;
+	}
+	CU_ASSERT_EQUAL(seq, iss + 1 + 3000);
+	/* A segment for no connection: the reset (tcp_send_reset) is elided too. */
+	IN(&e, .seq = 77, .flags = TCPHDR_SYN, .sport = 5001, .dport = 81);
+	pop_elided(&e, &o);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_RST | TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.ack, 78);
+	/* And the abort's reset. */
+	tide_net_abort(c, e.now);
+	pop_elided(&e, &o);
+	CU_ASSERT(o.flags & TCPHDR_RST);
+	CU_ASSERT_EQUAL(cap_flags, 0);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/* Without elision the same device offloads get used: the fields hand the work to it. */
+static void
+offload_on(struct tide_net_opts *o)
+{
+	elide_on(o);
+	o->cksum_elide = false;
+}
+
+static void
+test_offload_marks_frames_unless_elided(void)
+{
+	struct ut_env e;
+	struct tide_net_conn *c = NULL;
+	struct ut_buf *b;
+
+	cap_flags = 0;
+	ut_env_init(&e, offload_on);
+	CU_ASSERT_FATAL(tide_net_connect(e.s, UT_PEER_IP, 5000, NULL, NULL, e.now, &c) == 0);
+	b = ut_dev_pop(&e.dev);
+	CU_ASSERT_FATAL(b != NULL);
+	CU_ASSERT_EQUAL(cap_flags, TIDE_NET_TX_F_IP_CKSUM | TIDE_NET_TX_F_TCP_CKSUM);
+	/* The TCP field holds the pseudo-header sum the device completes: not 0. */
+	CU_ASSERT_NOT_EQUAL(((struct net_tcp_hdr *)(b->data + NET_HDRS_LEN))->csum, 0);
+	ut_buf_free(&e.dev, b);
+	tide_net_abort(c, e.now);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("tcp_output", NULL, NULL);
+	CU_add_test(s, "elide_sends_no_checksums", test_elide_sends_no_checksums);
+	CU_add_test(s, "offload_marks_frames_unless_elided",
+		    test_offload_marks_frames_unless_elided);
 	CU_add_test(s, "syn_options", test_syn_options);
 	CU_add_test(s, "segmentation_and_peer_window", test_segmentation_and_peer_window);
 	CU_add_test(s, "nagle_option", test_nagle_option);

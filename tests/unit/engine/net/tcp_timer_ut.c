@@ -103,6 +103,85 @@ test_ack_resets_backoff(void)
 	ut_env_fini(&e);
 }
 
+/*
+ * Eifel (RFC 3522 / 4015): after a timeout, the first ACK of new data tells by
+ * its TSecr whether it answers the original transmission (the timeout was
+ * spurious: window restored, the rest of the flight not resent) or the
+ * retransmission (a real loss: slow start and go-back-N go on).
+ */
+static void
+check_rto_undo(bool spurious)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t syn[16] = {TCPOPT_MSS, 4, 0x05, 0xb4}, ts[12];
+	static uint8_t data[3 * 1448];
+	uint32_t I, peer_ts = 100, orig_ts, rtx_ts, cwnd0, mss;
+	unsigned resent = 0;
+
+	ut_env_init(&e, rto_tweak);
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 4, ut_app_accept, &a, &l) == 0);
+	ut_ts_opt(syn + 4, peer_ts, 0);
+	IN(&e, .seq = P, .flags = TCPHDR_SYN, .opts = syn, .optlen = 16);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	I = o.seq;
+	ut_ts_opt(ts, ++peer_ts, o.opts.tsval);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .opts = ts, .optlen = 12);
+	struct tide_net_conn *c = a.accepted;
+	CU_ASSERT_FATAL(c != NULL && c->ts_ok);
+	mss = c->mss;
+	ut_advance(&e, 2 * NS_PER_MS);
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 3 * mss, e.now), 3 * mss);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	orig_ts = o.opts.tsval;
+	ut_dev_drain(&e.dev);
+	cwnd0 = c->cwnd;
+	/* The peer stalls: the timer resends the first segment only. */
+	until_frame(&e, 100 * NS_PER_MS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, I + 1);
+	rtx_ts = o.opts.tsval;
+	CU_ASSERT(rtx_ts > orig_ts);
+	CU_ASSERT_EQUAL(c->cwnd, mss);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 1);
+	/* The peer's ACK of the first segment, echoing the original or the resend. */
+	ut_ts_opt(ts, ++peer_ts, spurious ? orig_ts : rtx_ts);
+	IN(&e, .seq = P + 1, .ack = I + 1 + mss, .flags = TCPHDR_ACK, .opts = ts, .optlen = 12);
+	while (ut_pop_tcp(&e, &o) == 0) {
+		resent += o.len > 0 && o.seq == I + 1 + mss;
+	}
+	if (spurious) {
+		CU_ASSERT_EQUAL(e.s->rto_undone, 1);
+		CU_ASSERT(c->cwnd >= cwnd0);
+		CU_ASSERT_FALSE(c->rto_undo);
+		CU_ASSERT_EQUAL(resent, 0); /* segments 2 and 3 are still on their way */
+		CU_ASSERT_EQUAL(c->snd_nxt, c->snd_max);
+	} else {
+		CU_ASSERT_EQUAL(e.s->rto_undone, 0);
+		CU_ASSERT(c->cwnd < cwnd0);
+		CU_ASSERT_EQUAL(resent, 1); /* go-back-N continues with segment 2 */
+	}
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_spurious_rto_undone(void)
+{
+	check_rto_undo(true);
+}
+
+static void
+test_real_loss_not_undone(void)
+{
+	check_rto_undo(false);
+}
+
 static void
 test_syn_retries(void)
 {
@@ -277,6 +356,8 @@ register_tests(void)
 	CU_pSuite s = CU_add_suite("tcp_timer", NULL, NULL);
 	CU_add_test(s, "rto_backoff_and_timeout", test_rto_backoff_and_timeout);
 	CU_add_test(s, "ack_resets_backoff", test_ack_resets_backoff);
+	CU_add_test(s, "spurious_rto_undone", test_spurious_rto_undone);
+	CU_add_test(s, "real_loss_not_undone", test_real_loss_not_undone);
 	CU_add_test(s, "syn_retries", test_syn_retries);
 	CU_add_test(s, "zero_window_probe", test_zero_window_probe);
 	CU_add_test(s, "keepalive", test_keepalive);

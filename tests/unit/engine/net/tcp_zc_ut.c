@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Zero-copy sends (tcp_zc.c): completion timing (acknowledged AND released
- * by the device), order, retransmitted references, mixing with copied
+ * by the device), order (also when the device releases later sends first),
+ * retransmitted references, a peer dying with frames in flight (timeout,
+ * buffers freed inside their completions), mixing with copied
  * sends, abort/reset, devices with and without tx_attach, a device refusing
  * a second attach, stack destroy with sends outstanding, two stacks over a
  * lossy wire; TX checksum offload marking (copied and zero-copy frames).
@@ -574,6 +576,166 @@ test_attach_refused_midframe(void)
 	free(d);
 }
 
+/*
+ * Completion order: the device releases frames of later sends first and the
+ * peer acknowledges in pieces; a send completes only when both its bytes are
+ * acknowledged and every frame carrying them is released, and completions come
+ * in call order even when a later send's conditions are met first.
+ */
+static void
+test_completion_order_release_reversed(void)
+{
+	struct fx *f = fx_new(true, false);
+	uint8_t *d = pattern(4 * 3000, 21);
+	unsigned segs;
+
+	memset(&dl, 0, sizeof(dl));
+	for (int i = 0; i < 4; i++) {
+		CU_ASSERT_EQUAL(tide_net_send_zc(f->c, d + 3000 * i, 3000, on_done,
+						 (void *)(intptr_t)(i + 1), f->e.now),
+				3000);
+	}
+	segs = fx_collect(f);
+	CU_ASSERT(segs >= 8);
+	CU_ASSERT_EQUAL(f->rx_hi, 12000);
+	CU_ASSERT_EQUAL(memcmp(f->rx, d, 12000), 0);
+	/* Everything acknowledged, nothing released: no completion. */
+	fx_ack(f, 12000);
+	ut_advance(&f->e, 1);
+	CU_ASSERT_EQUAL(dl.n, 0);
+	CU_ASSERT_EQUAL(tide_net_zc_pending(f->e.s), 4);
+	/* Release the frames of sends 4, 3 and 2 (newest first): send 1 still blocks them. */
+	for (size_t k = zd.np; k-- > 0;) {
+		struct zpiece *p = &zd.p[k];
+
+		if (p->state == P_HELD && p->data >= d + 3000) {
+			p->state = P_RELEASED;
+			p->rel(p->arg);
+		}
+	}
+	ut_advance(&f->e, 1);
+	CU_ASSERT_EQUAL(dl.n, 0);
+	/* Send 1's frames go: all four complete, in call order, with status 0. */
+	CU_ASSERT(z_complete() > 0);
+	ut_advance(&f->e, 1);
+	CU_ASSERT_EQUAL(dl.n, 4);
+	for (unsigned i = 0; i < dl.n; i++) {
+		CU_ASSERT_EQUAL(dl.cookie[i], (int)i + 1);
+		CU_ASSERT_EQUAL(dl.status[i], 0);
+	}
+	CU_ASSERT_EQUAL(tide_net_zc_pending(f->e.s), 0);
+	tide_net_abort(f->c, f->e.now);
+	fx_free(f);
+	free(d);
+}
+
+/* Completion callback of the peer-death test: the memory goes back at once. */
+static uint8_t *pd_buf[8];
+static int pd_status[8];
+static unsigned pd_n;
+
+static void
+pd_done(void *cookie, int status)
+{
+	unsigned i = (unsigned)(intptr_t)cookie;
+
+	CU_ASSERT_FATAL(i < 8);
+	CU_ASSERT_PTR_NOT_NULL(pd_buf[i]);
+	memset(pd_buf[i], 0xdd, 4000); /* the stack must not read it any more */
+	free(pd_buf[i]);
+	pd_buf[i] = NULL;
+	pd_status[i] = status;
+	pd_n++;
+}
+
+static void
+pd_tweak(struct tide_net_opts *o)
+{
+	tweak(o);
+	o->tcp_max_retries = 3;
+	o->tcp_rto_min_us = 1000;
+}
+
+/*
+ * The peer dies with zero-copy frames in flight: it never answers again.
+ * Retransmissions take further references; the connection times out; every
+ * send then completes with -ETIMEDOUT, but only once the device released the
+ * frames it still held (original and retransmitted copies). The caller frees
+ * each buffer inside its completion (ASan: no later access), and every device
+ * buffer comes back (ut_env_fini).
+ */
+static void
+test_peer_dies_with_frames_in_flight(void)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct ut_tcp_out o;
+	unsigned frames = 0;
+	bool closed = false;
+	int reason = 0;
+
+	CU_ASSERT_FATAL(f != NULL);
+	memset(&zd, 0, sizeof(zd));
+	memset(pd_status, 0, sizeof(pd_status));
+	pd_n = 0;
+	zd.base = &f->e.dev;
+	zd.attach_ok_left = -1;
+	use_attach = true;
+	use_offload = false;
+	ut_env_init(&f->e, pd_tweak);
+	ut_app_init(&f->a);
+	f->peer = 7000;
+	f->c = ut_active_open(&f->e, &f->a, f->peer, &f->iss);
+	{
+		struct tide_net_conn_info ci;
+
+		tide_net_conn_info(f->c, &ci);
+		f->lport = ci.lport;
+	}
+	for (unsigned i = 0; i < 4; i++) {
+		pd_buf[i] = pattern(4000, 30 + i);
+		CU_ASSERT_EQUAL(tide_net_send_zc(f->c, pd_buf[i], 4000, pd_done,
+						 (void *)(intptr_t)i, f->e.now),
+				4000);
+	}
+	/* The first send is acknowledged; the peer then vanishes. */
+	fx_collect(f);
+	fx_ack(f, 4000);
+	CU_ASSERT(z_complete() > 0);
+	ut_advance(&f->e, 1);
+	CU_ASSERT_EQUAL(pd_n, 1);
+	CU_ASSERT_EQUAL(pd_status[0], 0);
+	/* Retransmissions until the retry limit; the device keeps every frame. */
+	for (unsigned t = 0; t < 200 && !closed; t++) {
+		ut_advance(&f->e, 50 * NS_PER_MS);
+		while (ut_pop_tcp(&f->e, &o) == 0) {
+			frames++;
+		}
+		closed = ut_app_has(&f->a, TIDE_NET_EV_CLOSED, &reason);
+	}
+	CU_ASSERT_TRUE(closed);
+	CU_ASSERT_EQUAL(reason, -ETIMEDOUT);
+	CU_ASSERT(tide_net_stats(f->e.s)->tcp_retrans_segs > 0);
+	CU_ASSERT(z_held() > 0); /* retransmitted copies */
+	/* The connection is gone but the device still reads the memory: no completion. */
+	ut_advance(&f->e, 1);
+	CU_ASSERT_EQUAL(pd_n, 1);
+	CU_ASSERT_EQUAL(tide_net_zc_pending(f->e.s), 3);
+	z_complete();
+	ut_advance(&f->e, 1);
+	CU_ASSERT_EQUAL(pd_n, 4);
+	for (unsigned i = 1; i < 4; i++) {
+		CU_ASSERT_EQUAL(pd_status[i], -ETIMEDOUT);
+		CU_ASSERT_PTR_NULL(pd_buf[i]);
+	}
+	CU_ASSERT_EQUAL(tide_net_zc_pending(f->e.s), 0);
+	tide_net_close(f->c, f->e.now);
+	ut_env_fini(&f->e);
+	ut_app_fini(&f->a);
+	free(zd.p);
+	memset(&zd, 0, sizeof(zd));
+	free(f);
+}
+
 static void
 test_invalid_arguments(void)
 {
@@ -904,6 +1066,8 @@ register_tests(void)
 	CU_add_test(s, "abort_with_pending", test_abort_with_pending);
 	CU_add_test(s, "reset_with_pending", test_reset_with_pending);
 	CU_add_test(s, "attach_refused_midframe", test_attach_refused_midframe);
+	CU_add_test(s, "completion_order_release_reversed", test_completion_order_release_reversed);
+	CU_add_test(s, "peer_dies_with_frames_in_flight", test_peer_dies_with_frames_in_flight);
 	CU_add_test(s, "invalid_arguments", test_invalid_arguments);
 	CU_add_test(s, "destroy_with_pending", test_destroy_with_pending);
 	CU_add_test(s, "close_keeps_pending", test_close_keeps_pending);

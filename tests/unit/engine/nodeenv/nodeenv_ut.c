@@ -969,6 +969,99 @@ test_agent_and_pin_unread(void)
 	CU_ASSERT_FALSE(ne.pin_unread);
 }
 
+/* ---- TIDE_CSUM ---- */
+
+static void
+test_csum_key(void)
+{
+	static const char memif[] = "TIDE_DPDK_DEVICE='net_memif0,role=server,socket=/tmp/m.sock,"
+				    "socket-abstract=no'\nTIDE_DATA_IP=10.0.0.1\n";
+	char *const env[] = {"TIDE_CSUM=ELIDE", NULL};
+	char *const bad_env[] = {"TIDE_CSUM=none", NULL};
+	struct tide_nodeenv ne;
+	enum tide_nodeenv_src src;
+	uint32_t line;
+	char buf[64], text[512];
+	int i;
+
+	/* Table row: listed by `tide-env keys` with its valid values, default and doc. */
+	i = tide_nodeenv_key_index("TIDE_CSUM");
+	CU_ASSERT_TRUE_FATAL(i >= 0);
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_type((size_t)i), "auto | sw | offload | elide");
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_default((size_t)i), "auto");
+	CU_ASSERT_PTR_NOT_NULL(strstr(tide_nodeenv_key_doc((size_t)i), "net_memif"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(tide_nodeenv_key_doc((size_t)i), "peer must elide"));
+	tide_nodeenv_defaults(&ne);
+	CU_ASSERT_EQUAL(ne.csum, TIDE_NODEENV_CSUM_AUTO);
+
+	/* Every value, any case (enums match case-insensitively), printed in lower case. */
+	CU_ASSERT_EQUAL(load_text("TIDE_CSUM=sw\n", no_env, &ne), 0);
+	CU_ASSERT_EQUAL(ne.csum, TIDE_NODEENV_CSUM_SW);
+	CU_ASSERT_EQUAL(load_text("TIDE_CSUM=Offload\n", no_env, &ne), 0);
+	CU_ASSERT_EQUAL(ne.csum, TIDE_NODEENV_CSUM_OFFLOAD);
+	TIDE_UT_OK(tide_nodeenv_format(&ne, "TIDE_CSUM", buf, sizeof(buf)));
+	CU_ASSERT_STRING_EQUAL(buf, "offload");
+	TIDE_UT_OK(tide_nodeenv_source(&ne, "TIDE_CSUM", &src, &line));
+	CU_ASSERT_EQUAL(src, TIDE_NODEENV_SRC_FILE);
+	CU_ASSERT_EQUAL(line, 1);
+	/* offload and sw are checked against the port at start-up, not here: a PCI NIC is fine. */
+	CU_ASSERT_EQUAL(load_text("TIDE_DPDK_DEVICE=3b:00.0\nTIDE_DATA_IP=10.0.0.1\n"
+				  "TIDE_CSUM=offload\n",
+				  no_env, &ne),
+			0);
+
+	/* elide on net_memif and net_ring; the environment overrides the file. */
+	snprintf(text, sizeof(text), "%sTIDE_CSUM=elide\n", memif);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), 0);
+	CU_ASSERT_EQUAL(ne.csum, TIDE_NODEENV_CSUM_ELIDE);
+	CU_ASSERT_EQUAL(load_text("TIDE_DPDK_DEVICE=net_ring0\nTIDE_DATA_IP=10.0.0.1\n"
+				  "TIDE_CSUM=auto\n",
+				  env, &ne),
+			0);
+	CU_ASSERT_EQUAL(ne.csum, TIDE_NODEENV_CSUM_ELIDE);
+	TIDE_UT_OK(tide_nodeenv_source(&ne, "TIDE_CSUM", &src, &line));
+	CU_ASSERT_EQUAL(src, TIDE_NODEENV_SRC_ENV);
+	/* No DPDK device: nothing to elide on, nothing wrong. */
+	CU_ASSERT_EQUAL(load_text("TIDE_CSUM=elide\n", no_env, &ne), 0);
+	/* A fault spec that does not corrupt is fine with elision. */
+	snprintf(text, sizeof(text), "%sTIDE_CSUM=elide\nTIDE_FAULT=drop=0.01,dup=0.01\n", memif);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), 0);
+
+	/* elide on anything that leaves the host: refused, at the TIDE_CSUM line. */
+	CU_ASSERT_EQUAL(load_text("TIDE_DPDK_DEVICE=0000:3b:00.0\nTIDE_DATA_IP=10.0.0.1\n"
+				  "TIDE_CSUM=elide\n",
+				  no_env, &ne),
+			-EINVAL);
+	CU_ASSERT_TRUE(has_file_err(3, "TIDE_CSUM: 'elide' is only for a net_memif or net_ring "
+				       "TIDE_DPDK_DEVICE (frames that stay in this host's memory), "
+				       "not '0000:3b:00.0' (use auto)\n"));
+	CU_ASSERT_EQUAL(count_lines(errbuf), 1);
+	CU_ASSERT_EQUAL(load_text("TIDE_CSUM=elide\nTIDE_DATA_IP=10.0.0.1\n"
+				  "TIDE_DPDK_DEVICE=net_af_packet0,iface=veth0\n",
+				  no_env, &ne),
+			-EINVAL);
+	CU_ASSERT_TRUE(has_file_err(1, "TIDE_CSUM: 'elide' is only for a net_memif or net_ring"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "not 'net_af_packet0,iface=veth0'"));
+	/* Set from the environment, the error says so. */
+	CU_ASSERT_EQUAL(load_text("TIDE_DPDK_DEVICE=net_tap0\nTIDE_DATA_IP=10.0.0.1\n", env, &ne),
+			-EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "environment: TIDE_CSUM: 'elide' is only for"));
+
+	/* elide with a fault injector that corrupts: corruption would go unnoticed. */
+	snprintf(text, sizeof(text), "%sTIDE_FAULT=corrupt=0.005,seed=3\nTIDE_CSUM=elide\n", memif);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(4, "TIDE_CSUM: 'elide' cannot be combined with TIDE_FAULT "
+				       "corrupt=0.005: corrupted frames would be accepted, only "
+				       "checksums catch them (use auto for fault runs)\n"));
+
+	/* A bad value says what is valid; the key keeps its default. */
+	CU_ASSERT_EQUAL(load_text("TIDE_CSUM=off\n", bad_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(1, "TIDE_CSUM: 'off' is not valid (valid: auto | sw | offload "
+				       "| elide)\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "environment: TIDE_CSUM: 'none' is not valid"));
+	CU_ASSERT_EQUAL(ne.csum, TIDE_NODEENV_CSUM_AUTO);
+}
+
 /* ---- TIDE_FAULT ---- */
 
 static void
@@ -1427,6 +1520,7 @@ register_tests(void)
 	CU_add_test(s, "values_devices_and_strings", test_values_devices_and_strings);
 	CU_add_test(s, "values_messages_say_what_is_valid", test_values_messages_say_what_is_valid);
 	CU_add_test(s, "agent_and_pin_unread", test_agent_and_pin_unread);
+	CU_add_test(s, "csum_key", test_csum_key);
 	CU_add_test(s, "parse_fault", test_parse_fault);
 	CU_add_test(s, "parse_fault_errors_name_subkey", test_parse_fault_errors_name_subkey);
 	CU_add_test(s, "cross_checks", test_cross_checks);

@@ -4,11 +4,15 @@
  * process, P2PHANDSHAKE metadata, the kernel-socket transport.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "te_sess.h"
+#include "te_xport.h"
 #include "tide_te.h"
 #include "tide_ut.h"
 
@@ -285,6 +289,153 @@ test_peer_restart(void)
 	free(src);
 }
 
+/*
+ * A zero-copy transport holding a READ reply (the DPDK one, while the device
+ * still has frames referencing registered memory): the engine's own check()
+ * and release() hooks, driven through a server session in tx_hold mode by a
+ * stand-in transport installed with te_engine_tcp_ops_override().
+ */
+static struct te_xport_cfg hold_cfg;
+static int hold_dummy;
+
+static int
+hold_create(const struct te_xport_cfg *cfg, struct te_xport **out)
+{
+	hold_cfg = *cfg;
+	*out = (struct te_xport *)(void *)&hold_dummy;
+	return 0;
+}
+
+static uint16_t
+hold_data_port(const struct te_xport *x)
+{
+	(void)x;
+	return 9; /* never connected to */
+}
+
+static int
+hold_peer_open(struct te_xport *x, const struct te_peer_addr *a, struct te_xpeer **out)
+{
+	(void)x;
+	(void)a;
+	(void)out;
+	return -ENOTSUP;
+}
+
+static void
+hold_peer_close(struct te_xport *x, struct te_xpeer *p, int err)
+{
+	(void)x;
+	(void)p;
+	(void)err;
+}
+
+static int
+hold_submit(struct te_xport *x, struct te_xpeer *p, struct te_slice *head)
+{
+	(void)x;
+	(void)p;
+	(void)head;
+	return -ENOTSUP;
+}
+
+static void
+hold_destroy(struct te_xport *x)
+{
+	(void)x;
+}
+
+static const struct te_xport_ops hold_ops = {
+	.name = "tcp-hold-test",
+	.create = hold_create,
+	.data_port = hold_data_port,
+	.peer_open = hold_peer_open,
+	.peer_close = hold_peer_close,
+	.submit = hold_submit,
+	.destroy = hold_destroy,
+};
+
+struct unreg_arg {
+	struct tide_te *te;
+	void *addr;
+	atomic_int rc;
+	atomic_bool done;
+};
+
+static void *
+unreg_thread(void *p)
+{
+	struct unreg_arg *u = p;
+	atomic_store(&u->rc, tide_te_unregister(u->te, u->addr));
+	atomic_store(&u->done, true);
+	return NULL;
+}
+
+static void
+test_unregister_waits_for_held_reply(void)
+{
+	struct tide_te_opts o;
+	struct tide_te *te = NULL;
+	uint8_t *buf = malloc(MIB), hdr[TE_FRAME_HDR_LEN];
+	struct te_frame_hdr h = {
+		.size = 64 * 1024, .op = TE_FRAME_OP_READ, .proto = TE_PROTO_NATIVE, .req_id = 1};
+	struct te_srv_sess *s = NULL;
+	struct iovec iov[4];
+	struct unreg_arg u = {0};
+	pthread_t t;
+	size_t tot = 0;
+	unsigned n;
+
+	CU_ASSERT_FATAL(buf != NULL);
+	fill(buf, MIB, 3);
+	tide_te_opts_init(&o, sizeof(o));
+	o.host = "127.0.0.1";
+	te_engine_tcp_ops_override(&hold_ops);
+	CU_ASSERT_FATAL(tide_te_create(&o, &te) == 0);
+	CU_ASSERT_FATAL(tide_te_install_transport(te, "tcp") == 0);
+	te_engine_tcp_ops_override(NULL);
+	CU_ASSERT_STRING_EQUAL(tide_te_transport_name(te), "tcp-hold-test");
+	CU_ASSERT_FATAL(tide_te_register(te, buf, MIB, "*") == 0);
+
+	/* A READ of 64 KiB at buf + 4096 arrives; its reply leaves by reference. */
+	CU_ASSERT_FATAL(te_srv_sess_create(&hold_cfg.srv, &s) == 0);
+	te_srv_sess_tx_hold(s, true);
+	h.addr = (uintptr_t)buf + 4096;
+	CU_ASSERT_FATAL(te_frame_hdr_encode(&h, hdr) == 0);
+	CU_ASSERT_EQUAL(te_srv_sess_feed(s, hdr, sizeof(hdr)), sizeof(hdr));
+	n = te_srv_sess_tx_iov(s, iov, 4);
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT_PTR_EQUAL(iov[1].iov_base, buf + 4096);
+	tot = iov[0].iov_len + iov[1].iov_len;
+	te_srv_sess_tx_advance(s, tot);
+
+	/* Unregister while the "device" still references the reply: it waits. */
+	u.te = te;
+	u.addr = buf;
+	atomic_store(&u.rc, 1);
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, unreg_thread, &u) == 0);
+	usleep(200 * 1000);
+	CU_ASSERT_FALSE(atomic_load(&u.done));
+	CU_ASSERT_EQUAL(memcmp(iov[1].iov_base, buf + 4096, 16), 0); /* still ours to read */
+	/* The device released the frames: the reference goes, the unregister ends. */
+	te_srv_sess_tx_done(s, te_srv_sess_tx_pos(s));
+	pthread_join(t, NULL);
+	CU_ASSERT_TRUE(atomic_load(&u.done));
+	CU_ASSERT_EQUAL(atomic_load(&u.rc), 0);
+
+	/* Now unregistered: the same request is refused and holds nothing. */
+	CU_ASSERT_EQUAL(te_srv_sess_feed(s, hdr, sizeof(hdr)), sizeof(hdr));
+	n = te_srv_sess_tx_iov(s, iov, 4);
+	CU_ASSERT_EQUAL(n, 1); /* REJECTED status, no data */
+	te_srv_sess_tx_advance(s, iov[0].iov_len);
+	CU_ASSERT_TRUE(te_srv_sess_idle(s) == false); /* held until tx_done */
+	te_srv_sess_tx_done(s, te_srv_sess_tx_pos(s));
+	CU_ASSERT_TRUE(te_srv_sess_idle(s));
+	te_srv_sess_destroy(s);
+	tide_te_destroy(te);
+	free(buf);
+}
+
 static void
 register_tests(void)
 {
@@ -295,6 +446,7 @@ register_tests(void)
 	CU_add_test(s, "remote_roundtrip", test_remote_roundtrip);
 	CU_add_test(s, "bounds", test_bounds);
 	CU_add_test(s, "peer_restart", test_peer_restart);
+	CU_add_test(s, "unregister_waits_for_held_reply", test_unregister_waits_for_held_reply);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -747,6 +747,107 @@ test_server_reply_queue(void)
 }
 
 /*
+ * tx_hold (zero-copy transports): READ replies the transport has sent keep
+ * their check() references and queue slots until tx_done() covers them; input
+ * stops while held and queued replies fill the queue; a malformed request or
+ * a lost connection drops queued replies at once but held ones only when the
+ * transport says so (tx_done) or the session is destroyed.
+ */
+static void
+test_server_tx_hold(void)
+{
+	enum { N = 40, SZ = 3000 };
+	struct te_srv_sess *s;
+	uint8_t *in = malloc((size_t)N * TE_FRAME_HDR_LEN);
+	struct iovec iov[128];
+	uint64_t end[N], pos = 0;
+	size_t k, tot = 0;
+	unsigned n;
+
+	for (int i = 0; i < N; i++) {
+		struct te_frame_hdr h = {.size = SZ,
+					 .addr = (uintptr_t)mem + SZ * (uint64_t)i,
+					 .op = 0,
+					 .proto = 3,
+					 .req_id = (uint32_t)i + 1};
+
+		TIDE_UT_OK(te_frame_hdr_encode(&h, in + (size_t)i * TE_FRAME_HDR_LEN));
+	}
+	holds = 0;
+	TIDE_UT_OK(te_srv_sess_create(&srv_ctx, &s));
+	te_srv_sess_tx_hold(s, true);
+	CU_ASSERT_EQUAL(te_srv_sess_tx_pos(s), 0);
+	k = te_srv_sess_feed(s, in, (size_t)N * TE_FRAME_HDR_LEN);
+	CU_ASSERT_EQUAL(k, TE_SRV_SESS_OUTQ * TE_FRAME_HDR_LEN);
+	CU_ASSERT_EQUAL(holds, TE_SRV_SESS_OUTQ);
+	n = te_srv_sess_tx_iov(s, iov, 128);
+	CU_ASSERT_EQUAL(n, 2 * TE_SRV_SESS_OUTQ);
+	for (unsigned i = 0; i < n; i++)
+		tot += iov[i].iov_len;
+	for (int i = 0; i < TE_SRV_SESS_OUTQ; i++) {
+		pos += TE_FRAME_REPLY_LEN + SZ;
+		end[i] = pos;
+	}
+	/* Everything "sent" (by reference): nothing released, the queue stays full. */
+	te_srv_sess_tx_advance(s, tot);
+	CU_ASSERT_EQUAL(te_srv_sess_tx_pos(s), tot);
+	CU_ASSERT_EQUAL(tot, end[TE_SRV_SESS_OUTQ - 1]);
+	CU_ASSERT_EQUAL(holds, TE_SRV_SESS_OUTQ);
+	CU_ASSERT_EQUAL(te_srv_sess_tx_iov(s, iov, 128), 0);
+	CU_ASSERT_FALSE(te_srv_sess_idle(s));
+	{
+		uint8_t *p;
+
+		CU_ASSERT_EQUAL(te_srv_sess_rx_window(s, &p), 0);
+	}
+	CU_ASSERT_EQUAL(te_srv_sess_feed(s, in + k, TE_FRAME_HDR_LEN), 0);
+	/* A position inside reply 3 releases 0..2 only, oldest first. */
+	te_srv_sess_tx_done(s, end[2] + 5);
+	CU_ASSERT_EQUAL(holds, TE_SRV_SESS_OUTQ - 3);
+	te_srv_sess_tx_done(s, end[1]); /* going back is harmless */
+	CU_ASSERT_EQUAL(holds, TE_SRV_SESS_OUTQ - 3);
+	/* Room for three more requests. */
+	CU_ASSERT_EQUAL(te_srv_sess_feed(s, in + k, (size_t)N * TE_FRAME_HDR_LEN - k),
+			3 * TE_FRAME_HDR_LEN);
+	k += 3 * TE_FRAME_HDR_LEN;
+	CU_ASSERT_EQUAL(holds, TE_SRV_SESS_OUTQ);
+	/* One of them half sent, then a malformed request: queued replies are dropped
+	 * (the half-sent one too), held ones stay referenced. */
+	n = te_srv_sess_tx_iov(s, iov, 128);
+	CU_ASSERT_EQUAL(n, 6);
+	CU_ASSERT_PTR_EQUAL(iov[1].iov_base, mem + (size_t)SZ * TE_SRV_SESS_OUTQ);
+	te_srv_sess_tx_advance(s, TE_FRAME_REPLY_LEN + 10);
+	te_srv_sess_tx_done(s, end[TE_SRV_SESS_OUTQ - 2]);
+	CU_ASSERT_EQUAL(holds, 1 + 3); /* reply 31 held, 32..34 queued */
+	{
+		uint8_t junk[TE_FRAME_HDR_LEN];
+
+		memset(junk, 0xee, sizeof(junk));
+		CU_ASSERT_EQUAL(te_srv_sess_feed(s, junk, sizeof(junk)), sizeof(junk));
+	}
+	CU_ASSERT_EQUAL(te_srv_sess_close_reason(s), -EPROTO);
+	CU_ASSERT_EQUAL(holds, 1); /* the device may still read reply 31 */
+	CU_ASSERT_EQUAL(te_srv_sess_tx_iov(s, iov, 128), 0);
+	te_srv_sess_tx_done(s, end[TE_SRV_SESS_OUTQ - 1]);
+	CU_ASSERT_EQUAL(holds, 0);
+	te_srv_sess_destroy(s);
+	CU_ASSERT_EQUAL(holds, 0);
+
+	/* Destroyed while the transport holds replies: every reference comes back. */
+	TIDE_UT_OK(te_srv_sess_create(&srv_ctx, &s));
+	te_srv_sess_tx_hold(s, true);
+	CU_ASSERT_EQUAL(te_srv_sess_feed(s, in, 5 * TE_FRAME_HDR_LEN), 5 * TE_FRAME_HDR_LEN);
+	n = te_srv_sess_tx_iov(s, iov, 4);
+	te_srv_sess_tx_advance(s, iov[0].iov_len + iov[1].iov_len + iov[2].iov_len);
+	CU_ASSERT_EQUAL(holds, 5);
+	te_srv_sess_tx_done(s, te_srv_sess_tx_pos(s));
+	CU_ASSERT_EQUAL(holds, 4); /* reply 0 done; reply 1 is only half sent */
+	te_srv_sess_destroy(s);
+	CU_ASSERT_EQUAL(holds, 0);
+	free(in);
+}
+
+/*
  * The loop te_sess.h shows for a push stack (DPDK side): the server is fed
  * through an on_recv-style call that may consume less, its "send" accepts at
  * most 100 bytes per call, and held input is offered again on resume.
@@ -951,6 +1052,7 @@ register_tests(void)
 	CU_add_test(s, "malformed_replies", test_malformed_replies);
 	CU_add_test(s, "server_malformed_and_teardown", test_server_malformed_and_teardown);
 	CU_add_test(s, "server_reply_queue", test_server_reply_queue);
+	CU_add_test(s, "server_tx_hold", test_server_tx_hold);
 	CU_add_test(s, "push_stack_driver", test_push_stack_driver);
 	CU_add_test(s, "fuzz", test_fuzz);
 }
