@@ -17,6 +17,7 @@ static const char *const stats_names[] = {
 	"eth_rx_unknown_type",
 	"tx_nobufs",
 	"tx_dropped",
+	"tx_deferred",
 	"arp_rx",
 	"arp_rx_bad",
 	"arp_rx_requests",

@@ -228,13 +228,14 @@ net_tx_flush(struct tide_net_stack *s)
 	}
 	s->st.tx_frames += sent;
 	if (sent < n) {
-		void *h[NET_TX_BURST];
-
-		for (uint16_t i = sent; i < n; i++) {
-			h[i - sent] = s->txq[i].handle;
-		}
-		s->st.tx_dropped += n - sent;
-		s->ops->free_bufs(s->dev, h, (uint16_t)(n - sent));
+		/* A full device ring is backpressure, not loss: keep the refused
+		 * frames, in order, for the next flush (the next poll). Freeing them
+		 * made every full ring look like wire loss, and when the
+		 * retransmissions met a full ring too the RTO doubled into stalls
+		 * of 100 ms to 2 s on memif. */
+		memmove(&s->txq[0], &s->txq[sent], (size_t)(n - sent) * sizeof(s->txq[0]));
+		s->txq_n = (uint16_t)(n - sent);
+		s->st.tx_deferred += n - sent;
 	}
 }
 
@@ -245,6 +246,16 @@ net_tx_enqueue(struct tide_net_stack *s, struct tide_net_buf *b)
 		assert(b->ext_len == 0); /* attached pieces are long (tcp_zc.c) */
 		memset(b->data + b->len, 0, ETH_ZLEN - b->len);
 		b->len = ETH_ZLEN;
+	}
+	if (s->txq_n == NET_TX_BURST) {
+		/* Full of frames the device refused: one more try, then this frame
+		 * is lost as on the wire (TCP retransmits it); bounded memory. */
+		net_tx_flush(s);
+		if (s->txq_n == NET_TX_BURST) {
+			s->st.tx_dropped++;
+			s->ops->free_bufs(s->dev, &b->handle, 1);
+			return;
+		}
 	}
 	s->txq[s->txq_n++] = *b;
 	if (s->txq_n == NET_TX_BURST) {
@@ -297,9 +308,10 @@ tide_net_timers_run(struct tide_net_stack *s, uint64_t now)
 	struct tide_net_conn *c, *tmp;
 	int fired = 0;
 
-	if (!TAILQ_EMPTY(&s->zc_wait)) {
+	if (!TAILQ_EMPTY(&s->zc_wait) || s->txq_n > 0) {
 		/* Devices release zero-copy frames on their own time, perhaps on
-		 * another thread: completions are polled here as well. */
+		 * another thread: completions are polled here as well; and frames a
+		 * full device ring refused are offered again (net_leave flushes). */
 		net_enter(s);
 		net_leave(s);
 	}

@@ -115,8 +115,10 @@ struct tide_net_dev_ops {
 	uint16_t (*tx_alloc)(void *dev, struct tide_net_buf *bufs, uint16_t n, uint16_t size);
 	/**
 	 * Transmit bufs[0..n) (bufs[i].len bytes each). Return how many the
-	 * device took, which it now owns; the stack frees the rest with
-	 * free_bufs and counts them as tx_dropped.
+	 * device took, which it now owns; the stack keeps the rest, in order,
+	 * and offers them again first at its next flush (tx_deferred). Only
+	 * when its queue of NET_TX_BURST frames is still full of refused frames
+	 * does a new frame get freed with free_bufs (tx_dropped).
 	 */
 	uint16_t (*tx_burst)(void *dev, struct tide_net_buf *bufs, uint16_t n);
 	/** Free n handles: received packets, or TX buffers never transmitted. */
@@ -241,7 +243,8 @@ struct tide_net_stats {
 	uint64_t eth_rx_ipv6;         /**< IPv6 frames (not supported) */
 	uint64_t eth_rx_unknown_type; /**< other ethertypes, VLAN tags included */
 	uint64_t tx_nobufs;           /**< tx_alloc returned nothing: frame not built */
-	uint64_t tx_dropped;          /**< tx_burst refused the frame */
+	uint64_t tx_dropped;          /**< dropped: the TX queue was full of refused frames */
+	uint64_t tx_deferred;         /**< tx_burst refused the frame; kept for the next flush */
 	/* ARP */
 	uint64_t arp_rx, arp_rx_bad, arp_rx_requests, arp_rx_replies, arp_rx_not_ours;
 	uint64_t arp_tx_requests, arp_tx_replies, arp_tx_gratuitous;
