@@ -9,6 +9,7 @@ PKGS=(
 	build-essential pkg-config meson ninja-build
 	libdpdk-dev dpdk            # DPDK 22.11 (ethdev, PMD plugins incl. net_ring/net_memif)
 	libcjson-dev libnuma-dev libbsd-dev libssl-dev
+	libpcre2-dev                # master regexes (ECMAScript syntax, bounded)
 	libcunit1-dev
 	libibverbs-dev ibverbs-utils # RDMA: verbs headers (libibverbs.so.1 is dlopen()ed at run time), ibv_devices for dts/rdma
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec

@@ -10,8 +10,24 @@
  * length by the reader, every (region, offset, length) against the region
  * the client mapped. A malformed request is logged with the client's pid and
  * closes that connection; nothing else is affected.
+ *
+ * Hostile clients (what keeps one from hurting the agent or the others):
+ *  - who: the socket is 0660 (owner and socket group), and each connection's
+ *    kernel credentials (SO_PEERCRED) are checked against the same rule, so
+ *    a socket chmod'ed by hand or passed on does not widen access;
+ *  - shared memory: a region is accepted only as a memfd sealed against
+ *    shrinking (F_SEAL_SHRINK) and on tmpfs (not hugetlbfs, whose pages can
+ *    run out). A file the client could truncate under our mapping would turn
+ *    the next transfer into or out of it into SIGBUS, killing the agent and
+ *    every object in its segment;
+ *  - descriptors: every descriptor a request carries is closed on every
+ *    path, the refusals included (one per request at most is kept, by MAP,
+ *    and only as the mapping it becomes).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +36,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "agent_proto.h"
@@ -35,7 +52,7 @@ struct srv_region {
 struct srv_client {
 	struct tide_agent_server *srv;
 	int sock;
-	uint32_t pid;
+	uint32_t pid; /* from SO_PEERCRED (the hello's own claim when unknown) */
 	bool hello;
 	pthread_t th;
 	bool done; /* thread finished; joined by the reaper */
@@ -53,6 +70,8 @@ struct tide_agent_server {
 	struct srv_client *clients;
 	bool stop;
 	struct tide_agent_stats st;
+	uid_t uid; /* the agent's effective uid: its peers with it are let in */
+	gid_t gid; /* the socket's group: peers in it are let in */
 };
 
 /* --------------------------------------------------------------- regions */
@@ -70,6 +89,32 @@ region_unmap(struct tide_agent_server *srv, struct srv_region *r)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+/* Whether fd may back a region: a memfd on tmpfs sealed against shrinking
+ * (0), or the -errno to answer. Logs why not. */
+static int
+region_fd_ok(const struct srv_client *c, int fd)
+{
+	struct statfs fs;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		TIDE_LOG(WARN,
+			 "client pid %u: MAP of a region %s; refused (a shrink under the "
+			 "agent's mapping would crash it: memfd_create(MFD_ALLOW_SEALING), then "
+			 "F_ADD_SEALS F_SEAL_SHRINK)",
+			 c->pid,
+			 seals < 0 ? "that is not a memfd" : "not sealed against shrinking");
+		return -EPERM;
+	}
+	if (fstatfs(fd, &fs) != 0 || fs.f_type != TMPFS_MAGIC) {
+		TIDE_LOG(WARN, "client pid %u: MAP of a region not on tmpfs (hugetlbfs?); refused",
+			 c->pid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* MAP: owns fd (a descriptor or -1) and closes it on every path. */
 static int
 op_map(struct srv_client *c, struct agent_rbuf *rd, int fd, struct agent_wbuf *w)
 {
@@ -79,10 +124,17 @@ op_map(struct srv_client *c, struct agent_rbuf *rd, int fd, struct agent_wbuf *w
 	int rc = 0;
 	void *p;
 
-	if (rd->bad || fd < 0)
+	if (rd->bad || fd < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -EPROTO;
-	if (len == 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < len) {
-		rc = -EINVAL; /* the region must be as long as the client says */
+	}
+	rc = region_fd_ok(c, fd);
+	if (rc != 0)
+		goto reply;
+	/* The region must be as long as the client says; sealed, it stays so. */
+	if (len == 0 || len > SIZE_MAX / 2 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < len) {
+		rc = -EINVAL;
 		goto reply;
 	}
 	for (i = 0; i < c->nregions && c->regions[i].live; i++)
@@ -413,11 +465,12 @@ op_scalar(struct srv_client *c, uint16_t op, struct agent_rbuf *rd, struct agent
 static int
 op_hello(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 {
-	uint32_t ver = agent_r_u32(rd);
+	uint32_t ver = agent_r_u32(rd), pid = agent_r_u32(rd);
 
-	c->pid = agent_r_u32(rd);
 	if (rd->bad)
 		return -EPROTO;
+	if (c->pid == 0)
+		c->pid = pid; /* the kernel's word is kept when there is one */
 	if (ver != AGENT_VERSION) {
 		agent_w_u32(w, (uint32_t)-EPROTO);
 		agent_w_str(w, "");
@@ -433,19 +486,22 @@ op_hello(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 
 /* ------------------------------------------------------------- connection */
 
+/* Run one request. Owns fd (-1 or the descriptor the request carried): only
+ * a MAP after hello takes it further (and closes it too); every other
+ * request, refused or not, has it closed here first. */
 static int
 dispatch(struct srv_client *c, const struct agent_hdr *h, struct agent_rbuf *rd, int fd,
 	 struct agent_wbuf *w)
 {
+	if (h->op == AGENT_MAP && c->hello)
+		return op_map(c, rd, fd, w);
+	if (fd >= 0)
+		close(fd);
 	if (h->op != AGENT_HELLO && !c->hello)
 		return -EPROTO; /* hello first */
-	if (h->op != AGENT_MAP && fd >= 0)
-		close(fd);
 	switch (h->op) {
 	case AGENT_HELLO:
 		return op_hello(c, rd, w);
-	case AGENT_MAP:
-		return op_map(c, rd, fd, w);
 	case AGENT_UNMAP:
 		return op_unmap(c, rd, w);
 	case AGENT_PUT:
@@ -546,6 +602,34 @@ reap(struct tide_agent_server *srv, bool all)
 	}
 }
 
+/*
+ * Whether the peer on s may attach: the same rule as the socket file's 0660
+ * (root, the agent's own user, a member of the socket's group), checked on
+ * the kernel's credentials of the connecting process. Sets *pid.
+ */
+static bool
+peer_allowed(const struct tide_agent_server *srv, int s, uint32_t *pid)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	gid_t groups[256];
+
+	*pid = 0;
+	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || len != sizeof(cr))
+		return false;
+	*pid = (uint32_t)cr.pid;
+	if (cr.uid == 0 || cr.uid == srv->uid || cr.gid == srv->gid)
+		return true;
+	/* Supplementary groups (Linux >= 4.13). */
+	len = sizeof(groups);
+	if (getsockopt(s, SOL_SOCKET, SO_PEERGROUPS, groups, &len) != 0)
+		return false;
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == srv->gid)
+			return true;
+	return false;
+}
+
 static void *
 accept_main(void *arg)
 {
@@ -554,6 +638,7 @@ accept_main(void *arg)
 	for (;;) {
 		int s = accept4(srv->lsock, NULL, NULL, SOCK_CLOEXEC);
 		struct srv_client *c;
+		uint32_t pid;
 
 		if (s < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
@@ -570,6 +655,17 @@ accept_main(void *arg)
 			}
 			TIDE_LOG(ERR, "agent accept: %s; no new clients", strerror(errno));
 			return NULL;
+		}
+		if (!peer_allowed(srv, s, &pid)) {
+			TIDE_LOG_RATELIMIT(WARN, 10,
+					   "agent: pid %u is neither root, the agent's user nor in "
+					   "the socket's group %u; refused",
+					   pid, (unsigned)srv->gid);
+			pthread_mutex_lock(&srv->lock);
+			srv->st.refused_peers++;
+			pthread_mutex_unlock(&srv->lock);
+			close(s);
+			continue;
 		}
 		pthread_mutex_lock(&srv->lock);
 		reap(srv, false);
@@ -589,6 +685,7 @@ accept_main(void *arg)
 		}
 		c->srv = srv;
 		c->sock = s;
+		c->pid = pid;
 		if (pthread_create(&c->th, NULL, client_main, c) != 0) {
 			pthread_mutex_unlock(&srv->lock);
 			TIDE_LOG(WARN, "agent: cannot start a client thread; refusing the client");
@@ -629,17 +726,79 @@ make_parent(const char *path)
 	return 0;
 }
 
+void
+tide_agent_server_opts_init(struct tide_agent_server_opts *opts, size_t opts_size)
+{
+	struct tide_agent_server_opts d = {.opts_size = sizeof(d), .socket_group = NULL};
+
+	if (opts == NULL)
+		return;
+	if (opts_size > sizeof(d))
+		opts_size = sizeof(d);
+	d.opts_size = opts_size;
+	memcpy(opts, &d, opts_size);
+}
+
+/* gid of a group name or number; -ENOENT when there is no such group. */
+static int
+group_gid(const char *name, gid_t *out)
+{
+	struct group gr, *res = NULL;
+	size_t cap = 16384;
+	unsigned long n;
+	char *buf, *end;
+	int rc;
+
+	/* Directory-backed groups can have long member lists: grow on ERANGE. */
+	for (;;) {
+		buf = malloc(cap);
+		if (buf == NULL)
+			return -ENOMEM;
+		rc = getgrnam_r(name, &gr, buf, cap, &res);
+		if (rc != ERANGE || cap >= (16u << 20))
+			break;
+		free(buf);
+		cap *= 4;
+	}
+	if (rc == 0 && res != NULL) {
+		*out = res->gr_gid;
+		free(buf);
+		return 0;
+	}
+	free(buf);
+	errno = 0;
+	n = strtoul(name, &end, 10);
+	if (*name != '\0' && *end == '\0' && errno == 0 && n < (gid_t)-1) {
+		*out = (gid_t)n;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 int
-tide_agent_server_start(struct tide_store *store, const char *path, struct tide_agent_server **out)
+tide_agent_server_start_opts(struct tide_store *store, const char *path,
+			     const struct tide_agent_server_opts *opts,
+			     struct tide_agent_server **out)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct tide_agent_server *srv;
+	gid_t gid = getegid();
 	int rc, probe;
 
-	if (store == NULL || path == NULL || out == NULL || tide_store_attached(store))
+	if (store == NULL || path == NULL || out == NULL || tide_store_attached(store) ||
+	    (opts != NULL && opts->opts_size < sizeof(*opts)))
 		return -EINVAL;
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
+	if (opts != NULL && opts->socket_group != NULL && opts->socket_group[0] != '\0') {
+		rc = group_gid(opts->socket_group, &gid);
+		if (rc != 0) {
+			if (rc == -ENOENT)
+				TIDE_LOG(ERR, "agent: socket group '%s' does not exist",
+					 opts->socket_group);
+			return rc;
+		}
+	}
 	strcpy(sa.sun_path, path);
 	rc = make_parent(path);
 	if (rc != 0)
@@ -658,6 +817,8 @@ tide_agent_server_start(struct tide_store *store, const char *path, struct tide_
 	if (srv == NULL)
 		return -ENOMEM;
 	srv->store = store;
+	srv->uid = geteuid();
+	srv->gid = gid;
 	snprintf(srv->path, sizeof(srv->path), "%s", path);
 	pthread_mutex_init(&srv->lock, NULL);
 	srv->lsock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -665,7 +826,10 @@ tide_agent_server_start(struct tide_store *store, const char *path, struct tide_
 		rc = -errno;
 		goto fail;
 	}
-	if (bind(srv->lsock, (struct sockaddr *)&sa, sizeof(sa)) != 0 || chmod(path, 0666) != 0 ||
+	/* Nobody can connect before listen(): the mode and group are final by then
+	 * (the group is set even when it is ours: a setgid directory gives its own). */
+	if (bind(srv->lsock, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    chown(path, (uid_t)-1, gid) != 0 || chmod(path, 0660) != 0 ||
 	    listen(srv->lsock, 64) != 0) {
 		rc = -errno;
 		goto fail;
@@ -683,6 +847,12 @@ fail:
 	pthread_mutex_destroy(&srv->lock);
 	free(srv);
 	return rc;
+}
+
+int
+tide_agent_server_start(struct tide_store *store, const char *path, struct tide_agent_server **out)
+{
+	return tide_agent_server_start_opts(store, path, NULL, out);
 }
 
 void

@@ -16,6 +16,21 @@
  * Bounds: at most TIDE_AGENT_MAX_CLIENTS connections (more are refused with
  * a log line), AGENT_MAX_REGIONS regions per client; request limits are in
  * store/client/agent_proto.h.
+ *
+ * Access: the socket is 0660, owned by the agent's user and a socket group
+ * (the agent's own group unless opts.socket_group names another); each
+ * connecting process's kernel credentials (SO_PEERCRED, SO_PEERGROUPS) must
+ * pass the same rule (root, the agent's user, or a member of that group).
+ * The store behind it has no authentication of its own: whoever may attach
+ * may read, overwrite and remove every object, as anyone who reaches the
+ * master may.
+ *
+ * Hostile clients cannot crash the agent or take what another client has:
+ * a shared region must be a memfd on tmpfs sealed against shrinking
+ * (F_SEAL_SHRINK; MAP answers -EPERM otherwise), so no transfer into or out
+ * of it can fault; every descriptor a request carries is closed whether the
+ * request is served or refused; a malformed request closes only its own
+ * connection.
  */
 #ifndef TIDE_AGENT_SERVER_H
 #define TIDE_AGENT_SERVER_H
@@ -39,20 +54,40 @@ struct tide_agent_stats {
 	uint64_t requests;      /**< requests answered */
 	uint64_t bad_requests;  /**< malformed requests (connection closed) */
 	uint64_t regions_now;   /**< shared regions mapped */
+	uint64_t refused_peers; /**< connections refused on their credentials */
 };
+
+/** Options for tide_agent_server_start_opts(); fill with tide_agent_server_opts_init(). */
+struct tide_agent_server_opts {
+	size_t opts_size; /**< sizeof(struct tide_agent_server_opts) */
+	/** Group (name or number) that owns the socket and may attach; NULL or "":
+	    the agent's effective group (tide-node --socket-group). */
+	const char *socket_group;
+};
+
+/** Fill opts with the defaults. Thread: any. */
+void tide_agent_server_opts_init(struct tide_agent_server_opts *opts, size_t opts_size);
 
 /**
  * Listen on path and serve clients with store.
  * A stale socket file at path (nobody answers) is replaced; the parent
- * directory is created (0755) if missing; the socket is made 0666: the store
- * has no authentication, anyone who can reach the master can do as much.
+ * directory is created (0755) if missing; the socket is made 0660, group
+ * opts->socket_group (see Access above).
  * \param store  A set-up embedded store; not owned; must outlive the server.
  * \param path   Socket path (< 108 bytes).
+ * \param opts   Options (NULL: the defaults).
  * \param[out] out  The server.
  * \return 0; -EADDRINUSE another agent answers at path; -ENAMETOOLONG; -EINVAL
- *         store NULL or attached to an agent itself; -ENOMEM; socket errors.
+ *         store NULL or attached to an agent itself, opts_size too small;
+ *         -ENOENT no such socket group; -EPERM the group cannot be given to
+ *         the socket (not root and not a member); -ENOMEM; socket errors.
  * Thread: any. Ownership: stop with tide_agent_server_stop().
  */
+int tide_agent_server_start_opts(struct tide_store *store, const char *path,
+				 const struct tide_agent_server_opts *opts,
+				 struct tide_agent_server **out);
+
+/** tide_agent_server_start_opts() with the default options. */
 int tide_agent_server_start(struct tide_store *store, const char *path,
 			    struct tide_agent_server **out);
 

@@ -6,7 +6,9 @@
  * Transport: a UNIX stream socket. Every message is a header followed by a
  * body of hdr.len bytes; requests and replies alternate on one connection
  * (one request in flight). File descriptors (shared-memory regions) travel as
- * SCM_RIGHTS ancillary data with the header of the MAP request.
+ * SCM_RIGHTS ancillary data with the header of the MAP request; a region is
+ * a memfd on tmpfs sealed with F_SEAL_SHRINK (else MAP answers -EPERM). A
+ * descriptor on any other request is closed unused.
  *
  * Bodies are sequences of little-endian fixed-width integers and strings
  * (u32 length + bytes, no NUL). Memory is never sent by address: the client
@@ -31,7 +33,7 @@
 
 enum agent_op {
 	AGENT_HELLO = 1,    /* u32 version, u32 pid -> i32 rc, str endpoint, str protocol */
-	AGENT_MAP,          /* u64 len (+ fd) -> i32 rc, u32 region */
+	AGENT_MAP,          /* u64 len (+ sealed memfd) -> i32 rc, u32 region */
 	AGENT_UNMAP,        /* u32 region -> i32 rc */
 	AGENT_PUT,          /* u32 n, rc config, n x {str key, loc} -> i32 rc, n x i32 */
 	AGENT_GET,          /* u32 n, n x {str key, loc} -> i32 rc, n x i64 */

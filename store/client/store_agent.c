@@ -7,11 +7,12 @@
  *
  * Memory: the caller's buffers reach the agent through shared memory.
  * Regions (the local buffer, tide_store_map_buffer() regions, a staging area)
- * are memfds mapped here and sent to the agent once (SCM_RIGHTS); a request
- * names (region, offset, length), never an address. A buffer outside every
- * region is bounced through the staging area: one memcpy here, none in the
- * agent. The staging area grows to the largest bounced request and shrinks
- * back after requests above STAGING_KEEP.
+ * are memfds, sealed at their size (the agent refuses any other), mapped here
+ * and sent to the agent once (SCM_RIGHTS); a request names (region, offset,
+ * length), never an address. A buffer outside every region is bounced
+ * through the staging area: one memcpy here, none in the agent. The staging
+ * area grows to the largest bounced request and shrinks back after requests
+ * above STAGING_KEEP.
  *
  * Failure: if the agent goes away, the failing call returns its socket error
  * (-ECONNRESET / -EPIPE); the next call reconnects once and maps every region
@@ -19,6 +20,7 @@
  * restart without being restarted themselves.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,10 +237,13 @@ region_new(struct tide_agent_conn *a, size_t len, enum region_kind kind, size_t 
 	size_t i;
 	int rc;
 
-	r.fd = memfd_create("tide-agent-buffer", MFD_CLOEXEC);
+	r.fd = memfd_create("tide-agent-buffer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (r.fd < 0)
 		return -errno;
-	if (ftruncate(r.fd, (off_t)len) != 0) {
+	/* Sealed at its size: the agent maps only regions nobody can shrink under
+	 * it (a shrink would turn its next access into SIGBUS). */
+	if (ftruncate(r.fd, (off_t)len) != 0 ||
+	    fcntl(r.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
 		rc = -errno;
 		close(r.fd);
 		return rc;

@@ -11,12 +11,15 @@
  * in a side array of in-flight puts instead of in every object.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
-#include <regex.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tide_log.h"
+#include "mc_regex.h"
 #include "mc_table_int.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -971,40 +974,16 @@ tide_mc_table_batch_exist_key(struct tide_mc_table *t, const struct tide_mc_str 
 	return 0;
 }
 
-/* A pattern as a NUL-terminated string; NULs inside cannot be passed to regcomp. */
-static int
-regex_compile(const struct tide_mc_str *re, regex_t *out)
-{
-	char *pat;
-	int rc;
+/* ------------------------------------------------------------------------------------------ */
+/* Regex scans: compiled outside the lock, keys copied under it, matched outside it            */
+/* ------------------------------------------------------------------------------------------ */
 
-	if (!re || (re->len && !re->ptr) || memchr(re->ptr ? re->ptr : "", 0, re->len))
-		return TIDE_MC_EC_INVALID_PARAMS;
-	pat = malloc(re->len + 1);
-	if (!pat)
-		return TIDE_MC_EC_INTERNAL_ERROR;
-	memcpy(pat, re->ptr ? re->ptr : "", re->len);
-	pat[re->len] = 0;
-	rc = regcomp(out, pat, REG_EXTENDED | REG_NOSUB);
-	free(pat);
-	return rc ? TIDE_MC_EC_INVALID_PARAMS : 0;
-}
-
-struct re_arg {
-	regex_t *re;
-	bool want_readable; /* GetReplicaListByRegex */
-	bool force;         /* RemoveByRegex */
-	uint64_t now;
+/* Keys copied out of the table: records of (u32 length, bytes). */
+struct key_snap {
+	uint8_t *buf;
+	size_t len, cap;
+	size_t n;
 };
-
-static bool
-key_matches(const struct mct_obj *o, regex_t *re)
-{
-	regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)o->key_len};
-
-	/* REG_STARTEND: keys may hold NULs; match the whole stored length. */
-	return regexec(re, mct_key_c(o), 1, &m, REG_STARTEND) == 0;
-}
 
 static bool
 removable(const struct mct_obj *o, bool force, uint64_t now)
@@ -1012,57 +991,195 @@ removable(const struct mct_obj *o, bool force, uint64_t now)
 	return !(o->flags & MCT_OF_PROCESSING) && (force || now >= o->lease_ms);
 }
 
+/* What a scan keeps: readable objects (get) or removable ones (remove). */
 static bool
-re_pred(struct tide_mc_table *t, struct mct_obj *o, void *arg)
+re_candidate(const struct mct_obj *o, bool want_readable, bool force, uint64_t now)
 {
-	struct re_arg *r = arg;
-
-	(void)t;
-	if (r->want_readable ? !readable(o) : !removable(o, r->force, r->now))
-		return false;
-	return key_matches(o, r->re);
+	return want_readable ? readable(o) : removable(o, force, now);
 }
+
+/* Copy the candidates' keys (lock held): one pass of memcpy, whatever the pattern. */
+static int
+snap_keys(struct tide_mc_table *t, bool want_readable, bool force, uint64_t now,
+	  struct key_snap *ks)
+{
+	size_t need = 0;
+
+	for (uint64_t i = 0; i <= t->mask; i++)
+		if (t->ctrl[i] && re_candidate(t->slot[i], want_readable, force, now))
+			need += sizeof(uint32_t) + t->slot[i]->key_len;
+	ks->buf = malloc(need ? need : 1);
+	if (!ks->buf)
+		return -ENOMEM;
+	ks->cap = need;
+	for (uint64_t i = 0; i <= t->mask; i++) {
+		const struct mct_obj *o = t->slot[i];
+
+		if (!t->ctrl[i] || !re_candidate(o, want_readable, force, now))
+			continue;
+		memcpy(ks->buf + ks->len, &o->key_len, sizeof(uint32_t));
+		memcpy(ks->buf + ks->len + sizeof(uint32_t), mct_key_c(o), o->key_len);
+		ks->len += sizeof(uint32_t) + o->key_len;
+		ks->n++;
+	}
+	return 0;
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void
+log_pattern(const char *what, const struct tide_mc_str *re, const char *why)
+{
+	int n = re && re->len < 200 ? (int)re->len : 200;
+
+	TIDE_LOG_RATELIMIT(WARN, 10, "%s: pattern '%.*s'%s refused: %s", what, n,
+			   re && re->ptr ? re->ptr : "", re && re->len > 200 ? "..." : "", why);
+}
+
+/*
+ * The keys of the candidates that match pattern re, in ks (compacted to the
+ * matches). The table lock is held only to copy the keys; one scan at a
+ * time per table (re_lock, held by the caller) so the copies take at most
+ * one table's worth of keys. INVALID_PARAMS for a pattern that does not
+ * compile or goes over a limit (as stock answers a std::regex_error),
+ * INTERNAL_ERROR out of memory.
+ */
+static int
+re_scan(struct tide_mc_table *t, const char *what, const struct tide_mc_str *re, bool want_readable,
+	bool force, uint64_t now, struct key_snap *ks)
+{
+	struct mct_regex *rx = NULL;
+	char why[256];
+	size_t pos = 0, out = 0, matched = 0;
+	uint64_t deadline;
+	int rc;
+
+	memset(ks, 0, sizeof(*ks));
+	if (!re || (re->len && !re->ptr))
+		return TIDE_MC_EC_INVALID_PARAMS;
+	rc = mct_regex_compile(re->ptr, re->len, t->o.regex_match_limit, t->o.regex_memory_limit,
+			       &rx, why, sizeof(why));
+	if (rc != 0) {
+		if (rc == -ENOMEM)
+			return TIDE_MC_EC_INTERNAL_ERROR;
+		log_pattern(what, re, why);
+		return TIDE_MC_EC_INVALID_PARAMS;
+	}
+	mct_lock(t);
+	rc = snap_keys(t, want_readable, force, now, ks);
+	mct_unlock(t);
+	if (rc != 0) {
+		mct_regex_free(rx);
+		return TIDE_MC_EC_INTERNAL_ERROR;
+	}
+	deadline = mono_ms() + t->o.regex_timeout_ms;
+	for (size_t i = 0; i < ks->n; i++) {
+		uint32_t kl;
+
+		memcpy(&kl, ks->buf + pos, sizeof(kl));
+		rc = mct_regex_search(rx, (const char *)ks->buf + pos + sizeof(kl), kl);
+		if (rc < 0) {
+			log_pattern(what, re,
+				    rc == -E2BIG ? "a key took more than the match limit "
+						   "(--regex_match_limit, --regex_memory_mb)"
+						 : "matching failed");
+			break;
+		}
+		if (rc == 1) { /* keep it: compact the matches at the front */
+			memmove(ks->buf + out, ks->buf + pos, sizeof(kl) + kl);
+			out += sizeof(kl) + kl;
+			matched++;
+		}
+		pos += sizeof(kl) + kl;
+		rc = 0;
+		if (mono_ms() > deadline) { /* vDSO: a few ns next to a match */
+			snprintf(why, sizeof(why),
+				 "%zu keys to match, %zu done in %" PRIu64 " ms (--regex_timeout)",
+				 ks->n, i + 1, t->o.regex_timeout_ms);
+			log_pattern(what, re, why);
+			rc = -ETIME;
+			break;
+		}
+	}
+	mct_regex_free(rx);
+	if (rc != 0) {
+		free(ks->buf);
+		memset(ks, 0, sizeof(*ks));
+		return TIDE_MC_EC_INVALID_PARAMS;
+	}
+	ks->len = out;
+	ks->n = matched;
+	return 0;
+}
+
+/* Next key of a snapshot at *pos. */
+static struct tide_mc_str
+snap_next(const struct key_snap *ks, size_t *pos)
+{
+	struct tide_mc_str k;
+	uint32_t kl;
+
+	memcpy(&kl, ks->buf + *pos, sizeof(kl));
+	k.ptr = (char *)ks->buf + *pos + sizeof(kl);
+	k.len = kl;
+	*pos += sizeof(kl) + kl;
+	return k;
+}
+
+/* Matched keys applied per chunk, the lock dropped in between. */
+#define RE_APPLY_CHUNK 4096u
 
 int
 tide_mc_table_get_replica_list_by_regex(struct tide_mc_table *t, const struct tide_mc_str *re,
 					uint64_t now_ms, struct tide_mc_table_arena *a,
 					struct tide_mc_regex_entry_vec *out)
 {
-	regex_t rx;
-	struct re_arg arg = {.re = &rx, .want_readable = true, .now = now_ms};
-	struct mct_obj **v = NULL;
-	size_t n = 0;
+	struct key_snap ks;
+	size_t pos = 0, done = 0;
 	int rc;
 
 	if (!t || !a || !out)
 		return TIDE_MC_EC_INVALID_PARAMS;
 	out->v = NULL;
 	out->n = 0;
-	rc = regex_compile(re, &rx);
-	mct_lock(t);
-	if (rc == 0) {
-		rc = ht_collect(t, re_pred, &arg, &v, &n) ? TIDE_MC_EC_INTERNAL_ERROR : 0;
-		regfree(&rx);
-	}
-	if (rc == 0 && n) {
-		out->v = mct_arena_alloc(a, n * sizeof(*out->v));
+	pthread_mutex_lock(&t->re_lock);
+	rc = re_scan(t, "GetReplicaListByRegex", re, true, false, now_ms, &ks);
+	if (rc == 0 && ks.n) {
+		out->v = mct_arena_alloc(a, ks.n * sizeof(*out->v));
 		rc = out->v ? 0 : TIDE_MC_EC_INTERNAL_ERROR;
 	}
-	for (size_t i = 0; rc == 0 && i < n; i++) {
-		struct tide_mc_regex_entry *e = &out->v[i];
+	while (rc == 0 && done < ks.n) {
+		mct_lock(t);
+		for (size_t end = done + RE_APPLY_CHUNK; done < ks.n && done < end; done++) {
+			struct tide_mc_str k = snap_next(&ks, &pos);
+			struct mct_obj *o = lookup(t, &k);
+			struct tide_mc_regex_entry *e = &out->v[out->n];
 
-		if (mct_arena_str(a, mct_key(v[i]), v[i]->key_len, &e->key) ||
-		    descs_out(t, v[i], a, &e->replicas)) {
-			rc = TIDE_MC_EC_INTERNAL_ERROR;
-			break;
+			if (!o || !readable(o))
+				continue; /* gone or rewritten since the copy */
+			if (mct_arena_str(a, mct_key(o), o->key_len, &e->key) ||
+			    descs_out(t, o, a, &e->replicas)) {
+				rc = TIDE_MC_EC_INTERNAL_ERROR;
+				break;
+			}
+			grant_lease(t, o, now_ms);
+			o->flags |= MCT_OF_READ;
+			out->n++;
 		}
-		grant_lease(t, v[i], now_ms);
-		v[i]->flags |= MCT_OF_READ;
-		out->n = i + 1;
+		mct_unlock(t);
 	}
+	pthread_mutex_unlock(&t->re_lock);
+	free(ks.buf);
+	mct_lock(t);
 	count(t, TIDE_MC_TABLE_OP_GET_REPLICA_LIST_BY_REGEX, rc);
 	mct_unlock(t);
-	free(v);
 	return rc;
 }
 
@@ -1130,32 +1247,45 @@ int
 tide_mc_table_remove_by_regex(struct tide_mc_table *t, const struct tide_mc_str *re, bool force,
 			      uint64_t now_ms, int64_t *cnt)
 {
-	regex_t rx;
-	struct re_arg arg = {.re = &rx, .force = force, .now = now_ms};
-	struct mct_obj **v = NULL;
-	size_t n = 0;
+	struct key_snap ks;
+	size_t pos = 0, done = 0;
 	int rc;
 
 	if (!t || !cnt)
 		return TIDE_MC_EC_INVALID_PARAMS;
 	*cnt = 0;
-	rc = regex_compile(re, &rx);
-	mct_lock(t);
-	if (rc == 0) {
-		rc = ht_collect(t, re_pred, &arg, &v, &n) ? TIDE_MC_EC_INTERNAL_ERROR : 0;
-		regfree(&rx);
-		if (rc == 0)
-			*cnt = erase_all(t, v, n);
+	pthread_mutex_lock(&t->re_lock);
+	rc = re_scan(t, "RemoveByRegex", re, false, force, now_ms, &ks);
+	while (rc == 0 && done < ks.n) {
+		mct_lock(t);
+		for (size_t end = done + RE_APPLY_CHUNK; done < ks.n && done < end; done++) {
+			struct tide_mc_str k = snap_next(&ks, &pos);
+			struct mct_obj *o = lookup(t, &k);
+
+			if (o && removable(o, force, now_ms)) {
+				mct_obj_erase(t, o, MCT_FREE_NOW, 0);
+				(*cnt)++;
+			}
+		}
+		mct_unlock(t);
 	}
+	pthread_mutex_unlock(&t->re_lock);
+	free(ks.buf);
+	mct_lock(t);
 	count(t, TIDE_MC_TABLE_OP_REMOVE_BY_REGEX, rc);
 	mct_unlock(t);
 	return rc;
 }
 
+struct all_arg {
+	bool force;
+	uint64_t now;
+};
+
 static bool
 all_pred(struct tide_mc_table *t, struct mct_obj *o, void *arg)
 {
-	const struct re_arg *r = arg;
+	const struct all_arg *r = arg;
 
 	(void)t;
 	return removable(o, r->force, r->now);
@@ -1164,7 +1294,7 @@ all_pred(struct tide_mc_table *t, struct mct_obj *o, void *arg)
 int64_t
 tide_mc_table_remove_all(struct tide_mc_table *t, bool force, uint64_t now_ms)
 {
-	struct re_arg arg = {.force = force, .now = now_ms};
+	struct all_arg arg = {.force = force, .now = now_ms};
 	struct mct_obj **v = NULL;
 	size_t n = 0;
 	int64_t removed = 0;

@@ -99,6 +99,8 @@ struct mct_client {
 
 struct tide_mc_table {
 	pthread_mutex_t lock;
+	pthread_mutex_t re_lock; /* one regex scan at a time (bounds its key copy); taken
+				    before lock, never while holding it */
 	struct tide_mc_table_opts o;
 	uint64_t hk0, hk1, rng;
 

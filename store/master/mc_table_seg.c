@@ -36,6 +36,9 @@ tide_mc_table_opts_init(struct tide_mc_table_opts *opts, size_t opts_size)
 		.seg_max_blocks = 1u << 22,
 		.seed = 0,
 		.pin_unread = false,
+		.regex_match_limit = TIDE_MC_TABLE_REGEX_MATCH_LIMIT,
+		.regex_memory_limit = TIDE_MC_TABLE_REGEX_MEMORY,
+		.regex_timeout_ms = TIDE_MC_TABLE_REGEX_TIMEOUT_MS,
 	};
 
 	if (!opts)
@@ -60,7 +63,9 @@ tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table
 	    o->seg_granule < TIDE_SEG_GRANULE_MIN || o->seg_granule > TIDE_SEG_GRANULE_MAX ||
 	    (o->seg_granule & (o->seg_granule - 1)) || o->seg_max_blocks < 2 ||
 	    o->default_kv_soft_pin_ttl_ms > o->max_kv_soft_pin_ttl_ms ||
-	    o->put_start_release_timeout_ms <= o->put_start_discard_timeout_ms)
+	    o->put_start_release_timeout_ms <= o->put_start_discard_timeout_ms ||
+	    o->regex_match_limit == 0 || o->regex_memory_limit < TIDE_MC_TABLE_REGEX_MEMORY_MIN ||
+	    o->regex_timeout_ms == 0)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -88,7 +93,13 @@ tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table
 		free(t);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&t->re_lock, NULL) != 0) {
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		return -ENOMEM;
+	}
 	if (mct_ht_init(t) != 0) {
+		pthread_mutex_destroy(&t->re_lock);
 		pthread_mutex_destroy(&t->lock);
 		free(t);
 		return -ENOMEM;
@@ -123,6 +134,7 @@ tide_mc_table_destroy(struct tide_mc_table *t)
 	free(t->proc);
 	free(t->disc);
 	free(t->clients);
+	pthread_mutex_destroy(&t->re_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

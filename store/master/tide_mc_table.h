@@ -6,9 +6,11 @@
  *
  * Pure state and semantics: no sockets, no threads of its own, no clock.
  * Every call takes the current time as `now_ms` (any monotonic millisecond
- * clock; tests drive a fake one). The server decodes a request with the
- * codec (tide_mc_codec.h), calls the matching function here, and encodes
- * the result; argument and result types are the codec's structs.
+ * clock; tests drive a fake one). The one exception is a resource bound,
+ * not a semantic: the regex calls measure their matching time
+ * (opts.regex_timeout_ms) on CLOCK_MONOTONIC. The server decodes a request
+ * with the codec (tide_mc_codec.h), calls the matching function here, and
+ * encodes the result; argument and result types are the codec's structs.
  *
  * Results. Business outcomes are Mooncake ErrorCodes, not errno: every
  * operation returns TIDE_MC_EC_OK (0) or a negative enum tide_mc_error_code,
@@ -29,10 +31,14 @@
  * mutex for its whole duration, so any thread may call any function at any
  * time, concurrently. No I/O happens under the lock. Most calls hold it
  * for O(1) work plus O(#segments) for an allocation; O(#objects) scans run
- * under it for: RemoveAll, RemoveByRegex, GetReplicaListByRegex, an
- * unmount (or client expiry) of a segment that holds replicas, an eviction
- * round (only when usage exceeds the high watermark or a put failed for
- * space), and hash-table growth (amortised).
+ * under it for: RemoveAll, an unmount (or client expiry) of a segment that
+ * holds replicas, an eviction round (only when usage exceeds the high
+ * watermark or a put failed for space), and hash-table growth (amortised).
+ * The regex calls are the exception: they compile the pattern without the
+ * lock, hold it for one copy of the keys, match without it, and take it
+ * again per chunk of matches to act on them (one regex scan at a time per
+ * table; the others wait for it). No pattern can hold the lock longer than
+ * a copy of the keys.
  */
 #ifndef TIDE_MC_TABLE_H
 #define TIDE_MC_TABLE_H
@@ -89,7 +95,24 @@ struct tide_mc_table_opts {
 	 * objects are removed. Default false (stock behaviour).
 	 */
 	bool pin_unread;
+	/**
+	 * Bounds of one GetReplicaListByRegex / RemoveByRegex (Tide; stock has
+	 * none). A pattern that goes over one is answered INVALID_PARAMS, as
+	 * stock answers a pattern std::regex refuses, and a log line says which.
+	 */
+	uint32_t regex_match_limit;  /**< backtracking steps per key; default 1e6
+					  (--regex_match_limit) */
+	uint64_t regex_memory_limit; /**< bytes to compile and match the pattern, >= 64 KiB;
+					  default 16 MiB (--regex_memory_mb) */
+	uint64_t regex_timeout_ms;   /**< matching time over the whole table; default 5000
+					  (--regex_timeout) */
 };
+
+/** Defaults of the regex bounds (struct tide_mc_table_opts). */
+#define TIDE_MC_TABLE_REGEX_MATCH_LIMIT 1000000u
+#define TIDE_MC_TABLE_REGEX_MEMORY      (16u << 20)
+#define TIDE_MC_TABLE_REGEX_MEMORY_MIN  (64u << 10)
+#define TIDE_MC_TABLE_REGEX_TIMEOUT_MS  5000u
 
 /** Per-operation counter index for struct tide_mc_table_metrics. */
 enum tide_mc_table_op {
@@ -477,11 +500,14 @@ int tide_mc_table_batch_get_replica_list(struct tide_mc_table *t, const struct t
 
 /**
  * GetReplicaListByRegex: every readable (COMPLETE) object whose key matches
- * the POSIX extended regular expression anywhere (regexec search); each
- * gets a read lease.
+ * the ECMAScript regular expression anywhere (std::regex_search, as stock;
+ * dialect in mc_regex.h); each gets a read lease. Not atomic (as stock,
+ * which locks shard by shard): an object written or removed during the
+ * call may be left out.
  * \param[out] out  Entries carved from `a` (keys copied), in table order.
- * \return 0; INVALID_PARAMS the pattern does not compile or holds a NUL;
- *         INTERNAL_ERROR. Thread: any (internal lock). Cost: O(#objects).
+ * \return 0; INVALID_PARAMS the pattern does not compile, is longer than
+ *         64 KiB, or goes over a bound of opts.regex_*; INTERNAL_ERROR.
+ * Thread: any (internal lock). Cost: O(#objects), bounded per key.
  */
 int tide_mc_table_get_replica_list_by_regex(struct tide_mc_table *t, const struct tide_mc_str *re,
 					    uint64_t now_ms, struct tide_mc_table_arena *a,
@@ -519,10 +545,12 @@ int tide_mc_table_batch_remove(struct tide_mc_table *t, const struct tide_mc_str
 			       bool force, uint64_t now_ms, struct tide_mc_exp_void *out);
 
 /**
- * RemoveByRegex: Remove every COMPLETE object whose key matches (POSIX
- * extended, search) and that is unleased or `force`; others are skipped.
+ * RemoveByRegex: Remove every COMPLETE object whose key matches (ECMAScript,
+ * search, as GetReplicaListByRegex) and that is unleased or `force`; others
+ * are skipped. A pattern refused for a bound removes nothing.
  * \param[out] count  Objects removed.
- * \return 0; INVALID_PARAMS bad pattern. Thread: any (internal lock). Cost: O(#objects).
+ * \return 0; INVALID_PARAMS bad pattern or over a bound (see
+ *         GetReplicaListByRegex). Thread: any (internal lock). Cost: O(#objects).
  */
 int tide_mc_table_remove_by_regex(struct tide_mc_table *t, const struct tide_mc_str *re, bool force,
 				  uint64_t now_ms, int64_t *count);

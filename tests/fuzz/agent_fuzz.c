@@ -17,9 +17,10 @@
  * Input: the byte stream a client sends (what store_agent.c writes). The
  * harness sends it on a UNIX socketpair one message at a time (the header's
  * length says where the next begins) and, like the client, attaches a
- * descriptor (an 8 MiB memfd) to every MAP message; a message whose seq has
- * bit 31 set carries 2 more descriptors, bit 30 set 5 more (more than the
- * receiver's control buffer holds). No descriptor may leak.
+ * descriptor (an 8 MiB memfd sealed against shrinking) to every MAP
+ * message; a message whose seq has bit 31 set carries 2 more descriptors,
+ * bit 30 set 5 more (more than the receiver's control buffer holds). No
+ * descriptor may leak.
  */
 #include <signal.h>
 #include <stddef.h>
@@ -91,8 +92,10 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	tide_log_set_level(TIDE_LOG_ERR);
 	signal(SIGPIPE, SIG_IGN);
-	region_fd = memfd_create("agent-fuzz-region", MFD_CLOEXEC);
-	if (region_fd < 0 || ftruncate(region_fd, FZ_REGION_FD_LEN) != 0)
+	/* Sealed against shrinking, as store_agent.c makes them: the agent maps no other. */
+	region_fd = memfd_create("agent-fuzz-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (region_fd < 0 || ftruncate(region_fd, FZ_REGION_FD_LEN) != 0 ||
+	    fcntl(region_fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)
 		abort();
 	srv.store = fz_store();
 	pthread_mutex_init(&srv.lock, NULL);

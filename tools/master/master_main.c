@@ -7,7 +7,9 @@
  * master keep working; a bad value of a known flag is refused (exit 1).
  * Tide extension: --pin_unread (RL mode); when neither the command line nor
  * the config file sets it, TIDE_PIN_UNREAD from the environment does (the
- * master is started with the node file exported).
+ * master is started with the node file exported). Tide bounds against
+ * hostile peers (stock has none): --regex_* (GetReplicaListByRegex,
+ * RemoveByRegex) and --http_* (admin port, metadata server).
  * Foreground, logs on stderr, exits 0 on SIGTERM/SIGINT after a clean stop.
  */
 #include <cjson/cJSON.h>
@@ -82,6 +84,16 @@ enum {
 	FL_LOG_LEVEL,
 	FL_MAX_FRAME_MB,
 	FL_PIN_UNREAD,
+	FL_REGEX_MATCH_LIMIT,
+	FL_REGEX_MEMORY_MB,
+	FL_REGEX_TIMEOUT,
+	FL_HTTP_ADMIN_CONNS,
+	FL_HTTP_META_CONNS,
+	FL_HTTP_MAX_BODY_KB,
+	FL_HTTP_META_MAX_MB,
+	FL_HTTP_HEADER_TIMEOUT,
+	FL_HTTP_BODY_TIMEOUT,
+	FL_HTTP_IDLE_TIMEOUT,
 	FL_HELP,
 	FL_FIRST_IGNORED,
 };
@@ -132,6 +144,38 @@ static struct flag flags[] = {
 	[FL_PIN_UNREAD] = {"pin_unread", F_BOOL,
 			   "Tide: never evict unread objects, answer NO_AVAILABLE_HANDLE "
 			   "instead (RL mode); default TIDE_PIN_UNREAD, else false"},
+	[FL_REGEX_MATCH_LIMIT] = {"regex_match_limit", F_INT,
+				  "Tide: backtracking steps a regex may take per key", 1,
+				  4294967295.0, .i = TIDE_MC_TABLE_REGEX_MATCH_LIMIT},
+	[FL_REGEX_MEMORY_MB] = {"regex_memory_mb", F_INT,
+				"Tide: memory one regex may take to compile and match (MiB)", 1,
+				4096, .i = TIDE_MC_TABLE_REGEX_MEMORY >> 20},
+	[FL_REGEX_TIMEOUT] = {"regex_timeout", F_DUR_MS,
+			      "Tide: matching time of one regex request (ms, or 5s...)", 1,
+			      86400000, .ms = TIDE_MC_TABLE_REGEX_TIMEOUT_MS},
+	[FL_HTTP_ADMIN_CONNS] = {"http_admin_max_connections", F_INT,
+				 "Tide: admin HTTP connections; at the cap the least recently "
+				 "active one makes room",
+				 1, 65536, .i = TIDE_MC_HTTP_ADMIN_MAX_CONNS},
+	[FL_HTTP_META_CONNS] = {"http_metadata_max_connections", F_INT,
+				"Tide: metadata server connections (as above)", 1, 65536,
+				.i = TIDE_MC_HTTP_METADATA_MAX_CONNS},
+	[FL_HTTP_MAX_BODY_KB] = {"http_max_body_kb", F_INT,
+				 "Tide: largest HTTP body, e.g. a metadata value (KiB)", 1, 1048576,
+				 .i = TIDE_MC_HTTP_MAX_BODY >> 10},
+	[FL_HTTP_META_MAX_MB] = {"http_metadata_max_mb", F_INT,
+				 "Tide: metadata store size, keys + values (MiB)", 1, 1048576,
+				 .i = (int64_t)(TIDE_MC_HTTP_METADATA_MAX_BYTES >> 20)},
+	[FL_HTTP_HEADER_TIMEOUT] = {"http_header_timeout", F_DUR_MS,
+				    "Tide: an HTTP request head must arrive within (ms)", 1,
+				    86400000, .ms = TIDE_MC_HTTP_HEADER_TIMEOUT_MS},
+	[FL_HTTP_BODY_TIMEOUT] = {"http_body_timeout", F_DUR_MS,
+				  "Tide: its body within, after the head (ms)", 1, 86400000,
+				  .ms = TIDE_MC_HTTP_BODY_TIMEOUT_MS},
+	[FL_HTTP_IDLE_TIMEOUT] =
+		{"http_idle_timeout", F_DUR_MS,
+		 "Tide: an HTTP connection with no byte moving is closed after (ms)", 1, 86400000,
+		 .ms = TIDE_MC_HTTP_IDLE_TIMEOUT_MS},
 	[FL_HELP] = {"help", F_BOOL, "print the flags and exit"},
 	/* Stock flags of features this master does not implement: accepted, warned, ignored. */
 	[FL_FIRST_IGNORED] = {"rpc_interface", F_IGNORED_VAL},
@@ -271,11 +315,13 @@ set_flag(struct flag *f, const char *v, const char *origin)
 		f->d = d;
 		return 0;
 	case F_DUR_MS:
-		if (!parse_dur_ms(v, &f->ms)) {
+		/* min/max, when set, bound the value (the stock duration flags have none). */
+		if (!parse_dur_ms(v, &f->ms) ||
+		    (f->max > 0 && ((double)f->ms < f->min || (double)f->ms > f->max))) {
 			fprintf(stderr,
 				"ERROR: illegal value '%s' specified for duration flag '%s'%s "
-				"(expected milliseconds, or a number with ms/s/m/h)\n",
-				v, f->name, origin);
+				"(expected milliseconds, or a number with ms/s/m/h%s)\n",
+				v, f->name, origin, f->max > 0 ? ", not 0" : "");
 			return -EINVAL;
 		}
 		return 0;
@@ -579,6 +625,16 @@ main(int argc, char **argv)
 	o.table.put_start_discard_timeout_ms = (uint64_t)flags[FL_DISCARD_TIMEOUT].i * 1000u;
 	o.table.put_start_release_timeout_ms = (uint64_t)flags[FL_RELEASE_TIMEOUT].i * 1000u;
 	o.table.pin_unread = flags[FL_PIN_UNREAD].b;
+	o.table.regex_match_limit = (uint32_t)flags[FL_REGEX_MATCH_LIMIT].i;
+	o.table.regex_memory_limit = (uint64_t)flags[FL_REGEX_MEMORY_MB].i << 20;
+	o.table.regex_timeout_ms = flags[FL_REGEX_TIMEOUT].ms;
+	o.http_admin_max_conns = (uint32_t)flags[FL_HTTP_ADMIN_CONNS].i;
+	o.http_metadata_max_conns = (uint32_t)flags[FL_HTTP_META_CONNS].i;
+	o.http_max_body = (uint32_t)flags[FL_HTTP_MAX_BODY_KB].i << 10;
+	o.http_metadata_max_bytes = (uint64_t)flags[FL_HTTP_META_MAX_MB].i << 20;
+	o.http_header_timeout_ms = (uint32_t)flags[FL_HTTP_HEADER_TIMEOUT].ms;
+	o.http_body_timeout_ms = (uint32_t)flags[FL_HTTP_BODY_TIMEOUT].ms;
+	o.http_idle_timeout_ms = (uint32_t)flags[FL_HTTP_IDLE_TIMEOUT].ms;
 
 	/* Many client connections (a pool per client): use the hard fd limit. */
 	{

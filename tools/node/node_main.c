@@ -26,11 +26,16 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-		"usage: tide-node [--env FILE] [--socket PATH] [--foreground]\n"
-		"  --env FILE     node environment file (default: $TIDE_NODE_ENV, else "
+		"usage: tide-node [--env FILE] [--socket PATH] [--socket-group GROUP] "
+		"[--foreground]\n"
+		"  --env FILE            node environment file (default: $TIDE_NODE_ENV, else "
 		"%s)\n"
-		"  --socket PATH  serve clients here instead of TIDE_AGENT_SOCKET\n"
-		"  --foreground   run in the foreground (the default; for systemd Type=simple)\n"
+		"  --socket PATH         serve clients here instead of TIDE_AGENT_SOCKET\n"
+		"  --socket-group GROUP  the socket is 0660: besides root and the agent's user,\n"
+		"                        members of GROUP (name or gid) may attach (default:\n"
+		"                        the agent's own group)\n"
+		"  --foreground          run in the foreground (the default; for systemd "
+		"Type=simple)\n"
 		"The agent reads MOONCAKE_MASTER, MOONCAKE_LOCAL_HOSTNAME, MOONCAKE_PROTOCOL,\n"
 		"MOONCAKE_TE_META_DATA_SERVER and MOONCAKE_GLOBAL_SEGMENT_SIZE from the file\n"
 		"(or the environment, which wins), mounts the segment and waits for clients.\n",
@@ -42,10 +47,12 @@ main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"env", required_argument, NULL, 'e'},
 					     {"socket", required_argument, NULL, 's'},
+					     {"socket-group", required_argument, NULL, 'g'},
 					     {"foreground", no_argument, NULL, 'f'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
-	const char *env_path = NULL, *sock = NULL;
+	const char *env_path = NULL, *sock = NULL, *group = NULL;
+	struct tide_agent_server_opts aopts;
 	struct tide_agent_server *srv = NULL;
 	struct tide_store *store = NULL;
 	struct tide_nodeenv *ne;
@@ -61,6 +68,9 @@ main(int argc, char **argv)
 			break;
 		case 's':
 			sock = optarg;
+			break;
+		case 'g':
+			group = optarg;
 			break;
 		case 'f':
 			break;
@@ -123,10 +133,14 @@ main(int argc, char **argv)
 	}
 	if (sock == NULL)
 		sock = ne->agent_socket;
-	rc = tide_agent_server_start(store, sock, &srv);
+	tide_agent_server_opts_init(&aopts, sizeof(aopts));
+	aopts.socket_group = group;
+	rc = tide_agent_server_start_opts(store, sock, &aopts, &srv);
 	if (rc != 0) {
 		fprintf(stderr, "tide-node: cannot serve clients at %s: %s\n", sock,
-			rc == -EADDRINUSE ? "another agent already answers there" : strerror(-rc));
+			rc == -EADDRINUSE                ? "another agent already answers there"
+			: rc == -ENOENT && group != NULL ? "no such --socket-group"
+							 : strerror(-rc));
 		tide_store_close(store);
 		return 1;
 	}
@@ -140,8 +154,8 @@ main(int argc, char **argv)
 	struct tide_agent_stats st;
 	tide_agent_server_stats(srv, &st);
 	printf("tide-node: signal %d: stopping (%" PRIu64 " clients served, %" PRIu64
-	       " requests, %" PRIu64 " malformed)\n",
-	       sig, st.clients_total, st.requests, st.bad_requests);
+	       " requests, %" PRIu64 " malformed, %" PRIu64 " connections refused)\n",
+	       sig, st.clients_total, st.requests, st.bad_requests, st.refused_peers);
 	fflush(stdout);
 	tide_agent_server_stop(srv);
 	tide_store_close(store);

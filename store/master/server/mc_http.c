@@ -7,10 +7,17 @@
  * Prometheus, scripts) all handle that, and it keeps the state machine to
  * read -> answer -> close.
  *
- * Bounds: request head <= MC_HTTP_MAX_HEAD, body <= MC_HTTP_MAX_BODY (413
- * beyond), at most MC_HTTP_MAX_CONNS connections (extra ones are closed at
- * accept). Query values are used exactly as sent, still percent-encoded, as
- * the stock server matches keys.
+ * Bounds (tide_mc_server.h, "HTTP"): request head <= MC_HTTP_MAX_HEAD
+ * (413 beyond), body <= http_max_body (413 from its Content-Length, before
+ * any of it is read; the buffer grows to the announced size, never past
+ * it), metadata store <= http_metadata_max_bytes (507). Each port has its
+ * own connection cap; at the cap the least recently active connection of
+ * that port is closed to let the new one in, so a flood of idle
+ * connections cannot shut /health out. Every tick closes connections past
+ * their head, body or idle deadline. Accepts are taken in batches so a
+ * connection flood cannot starve the requests already in. Query values are
+ * used exactly as sent, still percent-encoded, as the stock server matches
+ * keys.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,9 +33,8 @@
 #include "mc_server_int.h"
 #include "tide_log.h"
 
-#define MC_HTTP_MAX_HEAD  (16u << 10)
-#define MC_HTTP_MAX_BODY  (16u << 20)
-#define MC_HTTP_MAX_CONNS 256u
+#define MC_HTTP_MAX_HEAD     (16u << 10)
+#define MC_HTTP_ACCEPT_BATCH 32u /* accepts per listener event */
 
 struct mc_http_conn {
 	struct mc_ctl_tag tag; /* first: the control thread's epoll tag */
@@ -37,11 +43,59 @@ struct mc_http_conn {
 	enum mc_ctl_kind port; /* MC_CTL_METRICS_LISTEN or MC_CTL_META_LISTEN */
 	char *rbuf;
 	size_t rlen, rcap;
+	size_t want;    /* head + body bytes once the head is parsed; 0 before */
 	bool continued; /* "100 Continue" sent */
 	bool answered;
 	struct tide_mc_buf out;
 	size_t woff;
+	uint64_t t_accept, t_head, t_last; /* ms: accepted, head complete, last byte moved */
 };
+
+/* ------------------------------------------------------------------------------------------ */
+/* Limits                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Index of a port in the per-port counters: 0 admin, 1 metadata. */
+static unsigned
+port_idx(enum mc_ctl_kind k)
+{
+	return k == MC_CTL_META_LISTEN;
+}
+
+static const char *
+port_name(unsigned p)
+{
+	return p ? "metadata" : "admin";
+}
+
+/* An option, or its default when 0 (servers built by hand, e.g. the fuzz target). */
+static uint64_t
+opt_or(uint64_t v, uint64_t def)
+{
+	return v ? v : def;
+}
+
+static uint64_t
+max_conns(const struct tide_mc_server *s, unsigned p)
+{
+	return p ? opt_or(s->o.http_metadata_max_conns, TIDE_MC_HTTP_METADATA_MAX_CONNS)
+		 : opt_or(s->o.http_admin_max_conns, TIDE_MC_HTTP_ADMIN_MAX_CONNS);
+}
+
+static uint64_t
+max_body(const struct tide_mc_server *s, unsigned p)
+{
+	uint64_t b = opt_or(s->o.http_max_body, TIDE_MC_HTTP_MAX_BODY);
+
+	return p == 0 && b > TIDE_MC_HTTP_ADMIN_MAX_BODY ? TIDE_MC_HTTP_ADMIN_MAX_BODY : b;
+}
+
+/* Counters other threads read (relaxed); only the control thread writes. */
+static void
+stat_add(uint64_t *c, int64_t d)
+{
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + (uint64_t)d, __ATOMIC_RELAXED);
+}
 
 struct http_req {
 	char method[8];
@@ -134,6 +188,8 @@ status_text(int code)
 		return "Length Required";
 	case 413:
 		return "Payload Too Large";
+	case 507:
+		return "Insufficient Storage";
 	case 500:
 		return "Internal Server Error";
 	default:
@@ -228,6 +284,16 @@ render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
 	metric(b, "master_rpc_connections_accepted_total", "counter", "RPC connections accepted.",
 	       st->accepted);
 	metric(b, "master_rpc_connections", "gauge", "RPC connections open.", st->open);
+	buf_printf(b, "# HELP master_http_connections HTTP connections open per port.\n"
+		      "# TYPE master_http_connections gauge\n");
+	buf_printf(b, "master_http_connections{port=\"admin\"} %" PRIu64 "\n", st->http_open[0]);
+	buf_printf(b, "master_http_connections{port=\"metadata\"} %" PRIu64 "\n", st->http_open[1]);
+	metric(b, "master_http_evicted_connections_total", "counter",
+	       "HTTP connections closed at a port's cap for a new one.", st->http_evicted);
+	metric(b, "master_http_timed_out_connections_total", "counter",
+	       "HTTP connections closed by a head, body or idle deadline.", st->http_timed_out);
+	metric(b, "master_http_metadata_bytes", "gauge", "Metadata store keys + values.",
+	       st->metadata_bytes);
 	buf_printf(b, "# TYPE master_rpc_refused_frames_total counter\n");
 	buf_printf(b, "master_rpc_refused_frames_total{reason=\"bad_header\"} %" PRIu64 "\n",
 		   st->closed_proto);
@@ -425,6 +491,7 @@ mc_meta_clear(struct tide_mc_server *s)
 		}
 	}
 	s->meta_n = 0;
+	__atomic_store_n(&s->meta_bytes, 0, __ATOMIC_RELAXED);
 }
 
 static char *
@@ -445,6 +512,7 @@ serve_meta(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_
 	struct mc_meta_ent **pp, *e;
 	const char *key;
 	size_t klen;
+	int64_t grow;
 	char *v;
 
 	if (strcmp(r->path, "/health") == 0 && strcmp(r->method, "GET") == 0) {
@@ -474,6 +542,18 @@ serve_meta(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_
 			respond_text(hc, 400, "Duplicate rpc_meta key not allowed");
 			return;
 		}
+		/* The store is bounded as a whole, not only per value. */
+		grow = *pp != NULL ? (int64_t)r->body_len - (int64_t)(*pp)->val_len
+				   : (int64_t)(klen + r->body_len);
+		if (grow > 0 &&
+		    s->meta_bytes + (uint64_t)grow >
+			    opt_or(s->o.http_metadata_max_bytes, TIDE_MC_HTTP_METADATA_MAX_BYTES)) {
+			TIDE_LOG_RATELIMIT(WARN, 10,
+					   "metadata store full (%" PRIu64 " bytes); PUT refused",
+					   s->meta_bytes);
+			respond_text(hc, 507, "metadata store full");
+			return;
+		}
 		v = memdup0(r->body, r->body_len);
 		if (v == NULL) {
 			respond_text(hc, 500, "out of memory");
@@ -497,6 +577,7 @@ serve_meta(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_
 			*pp = e;
 			s->meta_n++;
 		}
+		stat_add(&s->meta_bytes, grow);
 		respond_text(hc, 200, "metadata updated");
 	} else if (strcmp(r->method, "DELETE") == 0) {
 		if (*pp == NULL) {
@@ -504,6 +585,7 @@ serve_meta(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_
 		} else {
 			e = *pp;
 			*pp = e->next;
+			stat_add(&s->meta_bytes, -(int64_t)(e->key_len + e->val_len));
 			meta_free(e);
 			s->meta_n--;
 			respond_text(hc, 200, "metadata deleted");
@@ -530,6 +612,7 @@ http_close(struct tide_mc_server *s, struct mc_http_conn *hc)
 	if (hc->next != NULL) {
 		hc->next->prev = hc->prev;
 	}
+	stat_add(&s->http_open[port_idx(hc->port)], -1);
 	free(hc->rbuf);
 	tide_mc_buf_release(&hc->out);
 	free(hc);
@@ -544,29 +627,74 @@ mc_http_close_all(struct tide_mc_server *s)
 	}
 }
 
+/* Close the least recently active connection of port p (the oldest of equals). */
+static void
+evict_one(struct tide_mc_server *s, unsigned p, uint64_t now)
+{
+	struct mc_http_conn *hc, *victim = NULL;
+
+	for (hc = s->http; hc != NULL; hc = hc->next) {
+		if (port_idx(hc->port) == p && (victim == NULL || hc->t_last <= victim->t_last)) {
+			victim = hc;
+		}
+	}
+	if (victim == NULL) {
+		return;
+	}
+	TIDE_LOG_RATELIMIT(WARN, 10,
+			   "HTTP %s port: %" PRIu64 " connections open; closing the least recently "
+			   "active one (quiet for %" PRIu64 " ms) for a new one",
+			   port_name(p), max_conns(s, p), now - victim->t_last);
+	http_close(s, victim);
+	stat_add(&s->http_evicted, 1);
+}
+
+static int
+listener_fd(const struct tide_mc_server *s, unsigned p)
+{
+	return p ? s->meta_lfd : s->metrics_lfd;
+}
+
 void
 mc_http_accept(struct tide_mc_server *s, int lfd, enum mc_ctl_kind which)
 {
+	unsigned p = port_idx(which);
+	uint64_t now = tide_mc_server_now_ms();
 	struct epoll_event e;
 	struct mc_http_conn *hc;
 	int fd;
 
-	for (;;) {
+	/* A batch at a time: the listener is level-triggered, and the requests
+	   already in get their turn between batches. */
+	for (unsigned i = 0; i < MC_HTTP_ACCEPT_BATCH; i++) {
 		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED) {
 				continue;
 			}
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				/* Pause instead of spinning on a listener we cannot drain. */
+				TIDE_LOG_RATELIMIT(WARN, 10,
+						   "HTTP %s port: accept: %s; pausing it a tick",
+						   port_name(p), strerror(errno));
+				epoll_ctl(s->ctl_epfd, EPOLL_CTL_DEL, lfd, NULL);
+				s->http_listen_paused[p] = true;
+			}
 			return;
 		}
-		if (s->n_http >= MC_HTTP_MAX_CONNS || (hc = calloc(1, sizeof(*hc))) == NULL) {
-			TIDE_LOG_RATELIMIT(WARN, 10, "HTTP: too many connections, refusing one");
+		if (s->http_open[p] >= max_conns(s, p)) {
+			evict_one(s, p, now);
+		}
+		hc = calloc(1, sizeof(*hc));
+		if (hc == NULL) {
 			close(fd);
 			continue;
 		}
 		hc->tag.kind = MC_CTL_HTTP;
 		hc->fd = fd;
 		hc->port = which;
+		hc->t_accept = hc->t_last = now;
 		e.events = EPOLLIN | EPOLLRDHUP;
 		e.data.ptr = hc;
 		if (epoll_ctl(s->ctl_epfd, EPOLL_CTL_ADD, fd, &e) != 0) {
@@ -580,6 +708,50 @@ mc_http_accept(struct tide_mc_server *s, int lfd, enum mc_ctl_kind which)
 		}
 		s->http = hc;
 		s->n_http++;
+		stat_add(&s->http_open[p], 1);
+	}
+}
+
+/* Whether hc is past one of its deadlines at now. */
+static bool
+expired(const struct tide_mc_server *s, const struct mc_http_conn *hc, uint64_t now)
+{
+	if (now - hc->t_last >= opt_or(s->o.http_idle_timeout_ms, TIDE_MC_HTTP_IDLE_TIMEOUT_MS)) {
+		return true;
+	}
+	if (hc->answered) {
+		return false;
+	}
+	if (hc->t_head == 0) {
+		return now - hc->t_accept >=
+		       opt_or(s->o.http_header_timeout_ms, TIDE_MC_HTTP_HEADER_TIMEOUT_MS);
+	}
+	return now - hc->t_head >= opt_or(s->o.http_body_timeout_ms, TIDE_MC_HTTP_BODY_TIMEOUT_MS);
+}
+
+void
+mc_http_tick(struct tide_mc_server *s, uint64_t now_ms)
+{
+	struct mc_http_conn *hc, *next;
+	struct epoll_event e;
+	unsigned p;
+
+	for (hc = s->http; hc != NULL; hc = next) {
+		next = hc->next;
+		if (expired(s, hc, now_ms)) {
+			http_close(s, hc);
+			stat_add(&s->http_timed_out, 1);
+		}
+	}
+	for (p = 0; p < 2; p++) {
+		if (!s->http_listen_paused[p]) {
+			continue;
+		}
+		e.events = EPOLLIN;
+		e.data.ptr = p ? &s->t_meta : &s->t_metrics;
+		if (epoll_ctl(s->ctl_epfd, EPOLL_CTL_ADD, listener_fd(s, p), &e) == 0) {
+			s->http_listen_paused[p] = false;
+		}
 	}
 }
 
@@ -617,7 +789,8 @@ header(const char *head, size_t len, const char *name, size_t *vlen)
  * more, or an HTTP status to answer with.
  */
 static int
-parse(struct mc_http_conn *hc, struct http_req *r, bool *want_continue)
+parse(struct mc_http_conn *hc, struct http_req *r, bool *want_continue, uint64_t body_max,
+      uint64_t now)
 {
 	char *head_end, *sp1, *sp2, *q, *eol;
 	size_t head_len, vlen;
@@ -642,11 +815,16 @@ parse(struct mc_http_conn *hc, struct http_req *r, bool *want_continue)
 			return 400;
 		}
 		clen = strtoull(num, NULL, 10);
-		if (clen > MC_HTTP_MAX_BODY) {
+		if (clen > body_max) {
 			return 413;
 		}
 	} else if (header(hc->rbuf, head_len, "Transfer-Encoding", &vlen) != NULL) {
 		return 411;
+	}
+	if (hc->want == 0) {
+		/* From here the body has its own deadline and reads stop at its end. */
+		hc->want = head_len + (size_t)clen;
+		hc->t_head = now;
 	}
 	if (hc->rlen < head_len + clen) {
 		v = header(hc->rbuf, head_len, "Expect", &vlen);
@@ -684,24 +862,42 @@ parse(struct mc_http_conn *hc, struct http_req *r, bool *want_continue)
 	return 1;
 }
 
+/*
+ * Read what the socket has, up to the request's end (its head + body once
+ * the head is known, else one byte past the head bound): the buffer never
+ * grows past what the request announced. 0 (EAGAIN or all read), -errno,
+ * -ECONNRESET at EOF.
+ */
 static int
-http_read(struct mc_http_conn *hc)
+http_read(struct mc_http_conn *hc, uint64_t now)
 {
-	size_t need;
+	size_t cap, room, target;
 	ssize_t n;
 	char *p;
 
 	for (;;) {
-		need = hc->rlen + 4096;
-		if (need > hc->rcap) {
-			p = realloc(hc->rbuf, need * 2);
+		cap = hc->want ? hc->want : MC_HTTP_MAX_HEAD + 1;
+		if (hc->rlen >= cap) {
+			return 0;
+		}
+		if (hc->rcap < hc->rlen + 4096 + 1 && hc->rcap < cap + 1) {
+			target = hc->rcap * 2 > hc->rlen + 4096 + 1 ? hc->rcap * 2
+								    : hc->rlen + 4096 + 1;
+			if (target > cap + 1) {
+				target = cap + 1;
+			}
+			p = realloc(hc->rbuf, target);
 			if (p == NULL) {
 				return -ENOMEM;
 			}
 			hc->rbuf = p;
-			hc->rcap = need * 2;
+			hc->rcap = target;
 		}
-		n = recv(hc->fd, hc->rbuf + hc->rlen, hc->rcap - hc->rlen - 1, 0);
+		room = hc->rcap - hc->rlen - 1;
+		if (room > cap - hc->rlen) {
+			room = cap - hc->rlen;
+		}
+		n = recv(hc->fd, hc->rbuf + hc->rlen, room, 0);
 		if (n < 0) {
 			if (errno == EINTR) {
 				continue;
@@ -713,9 +909,7 @@ http_read(struct mc_http_conn *hc)
 		}
 		hc->rlen += (size_t)n;
 		hc->rbuf[hc->rlen] = '\0';
-		if (hc->rlen > MC_HTTP_MAX_HEAD + MC_HTTP_MAX_BODY) {
-			return 0;
-		}
+		hc->t_last = now;
 	}
 }
 
@@ -723,6 +917,7 @@ void
 mc_http_event(struct tide_mc_server *s, struct mc_http_conn *hc, uint32_t events)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	uint64_t now = tide_mc_server_now_ms();
 	struct epoll_event e;
 	struct http_req r;
 	bool want_continue = false;
@@ -730,10 +925,11 @@ mc_http_event(struct tide_mc_server *s, struct mc_http_conn *hc, uint32_t events
 	int rc;
 
 	if (!hc->answered && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
-		rc = http_read(hc);
+		rc = http_read(hc, now);
 		memset(&r, 0, sizeof(r));
 		if (hc->rlen > 0) {
-			int st = parse(hc, &r, &want_continue);
+			int st =
+				parse(hc, &r, &want_continue, max_body(s, port_idx(hc->port)), now);
 
 			if (st == 1) {
 				if (hc->port == MC_CTL_META_LISTEN) {
@@ -775,6 +971,7 @@ mc_http_event(struct tide_mc_server *s, struct mc_http_conn *hc, uint32_t events
 				break;
 			}
 			hc->woff += (size_t)n;
+			hc->t_last = now;
 		}
 		http_close(s, hc);
 	}

@@ -86,6 +86,13 @@ tide_mc_server_opts_init(struct tide_mc_server_opts *opts, size_t opts_size)
 	o.fsdir = "";
 	o.enable_disk_eviction = true;
 	o.quota_bytes = 0;
+	o.http_admin_max_conns = TIDE_MC_HTTP_ADMIN_MAX_CONNS;
+	o.http_metadata_max_conns = TIDE_MC_HTTP_METADATA_MAX_CONNS;
+	o.http_max_body = TIDE_MC_HTTP_MAX_BODY;
+	o.http_metadata_max_bytes = TIDE_MC_HTTP_METADATA_MAX_BYTES;
+	o.http_header_timeout_ms = TIDE_MC_HTTP_HEADER_TIMEOUT_MS;
+	o.http_body_timeout_ms = TIDE_MC_HTTP_BODY_TIMEOUT_MS;
+	o.http_idle_timeout_ms = TIDE_MC_HTTP_IDLE_TIMEOUT_MS;
 	tide_mc_table_opts_init(&o.table, sizeof(o.table));
 	if (opts == NULL) {
 		return;
@@ -597,6 +604,7 @@ on_tick(struct tide_mc_server *s)
 	if (s->rpc_listen_paused && epoll_add(s->ctl_epfd, s->rpc_lfd, EPOLLIN, &s->t_rpc) == 0) {
 		s->rpc_listen_paused = false;
 	}
+	mc_http_tick(s, tide_mc_server_now_ms());
 }
 
 static void *
@@ -974,4 +982,9 @@ tide_mc_server_stats_get(struct tide_mc_server *s, struct tide_mc_server_stats *
 	}
 	out->accepted = atomic_load(&s->accepted);
 	out->open = out->accepted >= closed ? out->accepted - closed : 0;
+	out->http_open[0] = ld(&s->http_open[0]);
+	out->http_open[1] = ld(&s->http_open[1]);
+	out->http_evicted = ld(&s->http_evicted);
+	out->http_timed_out = ld(&s->http_timed_out);
+	out->metadata_bytes = ld(&s->meta_bytes);
 }

@@ -91,6 +91,11 @@ struct tide_mc_server {
 
 	struct mc_http_conn *http; /* control-thread HTTP connections */
 	size_t n_http;
+	/* Control thread writes, any thread reads (relaxed): per port [0] admin, [1] metadata. */
+	uint64_t http_open[2];
+	uint64_t http_evicted, http_timed_out;
+	uint64_t meta_bytes;        /* keys + values in the metadata store */
+	bool http_listen_paused[2]; /* EMFILE: re-armed at the next tick */
 	struct mc_meta_ent *meta[MC_META_BUCKETS];
 	size_t meta_n;
 	struct tide_mc_table_arena http_arena;
@@ -106,6 +111,8 @@ bool mc_resp_failed(const struct tide_mc_resp *resp);
 void mc_http_accept(struct tide_mc_server *s, int lfd, enum mc_ctl_kind which);
 void mc_http_event(struct tide_mc_server *s, struct mc_http_conn *hc, uint32_t events);
 void mc_http_close_all(struct tide_mc_server *s);
+/* Every tick: close connections past a deadline, re-arm paused listeners. */
+void mc_http_tick(struct tide_mc_server *s, uint64_t now_ms);
 void mc_meta_clear(struct tide_mc_server *s);
 
 /* Relaxed add on a counter with a single writer. */

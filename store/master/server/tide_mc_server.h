@@ -22,6 +22,18 @@
  * `max_frame_body` is refused from its header alone (errc 14 then close),
  * before anything of its body is buffered.
  *
+ * HTTP (admin port, metadata server): one request per connection. Each port
+ * has its own connection cap; at the cap, a new connection closes the least
+ * recently active one of its port instead of being refused, so a flood of
+ * idle connections cannot keep /health from answering. A connection is
+ * closed when its request head is not complete within
+ * http_header_timeout_ms of accept, its body within http_body_timeout_ms of
+ * the head, or nothing moved for http_idle_timeout_ms (checked every tick).
+ * A body over http_max_body is refused (413) from its Content-Length alone,
+ * and a metadata PUT that would take the store past
+ * http_metadata_max_bytes is refused (507). So the HTTP side holds at most
+ * about conns x (16 KiB + max body) of request buffers.
+ *
  * Life cycle: tide_mc_server_create() binds every listening socket (so the
  * chosen ports are known at once; readiness = the RPC port accepts), starts
  * the threads and returns. tide_mc_server_stop() stops accepting, closes
@@ -49,23 +61,46 @@ extern "C" {
 
 /** Server options; fill with tide_mc_server_opts_init() first. */
 struct tide_mc_server_opts {
-	size_t opts_size;                /**< sizeof(struct tide_mc_server_opts) */
-	const char *rpc_address;         /**< IPv4 address to bind; default "0.0.0.0" */
-	uint16_t rpc_port;               /**< 0 = ephemeral; default 50051 */
-	unsigned rpc_thread_num;         /**< workers, 1..TIDE_MC_SERVER_MAX_THREADS; default 2 */
-	bool enable_metrics;             /**< serve the admin HTTP port; default true */
-	const char *metrics_host;        /**< default "0.0.0.0" */
-	uint16_t metrics_port;           /**< 0 = ephemeral; default 9003 */
-	bool enable_http_metadata;       /**< built-in TE metadata server; default false */
-	const char *http_metadata_host;  /**< default "0.0.0.0" */
-	uint16_t http_metadata_port;     /**< 0 = ephemeral; default 8080 */
-	uint32_t max_frame_body;         /**< request body + attachment bound; default 64 MiB */
-	uint32_t tick_ms;                /**< table tick period, 1..1000; default 100 */
-	const char *fsdir;               /**< GetFsdir / GetStorageConfig fsdir; default "" */
-	bool enable_disk_eviction;       /**< GetStorageConfig; default true */
-	uint64_t quota_bytes;            /**< GetStorageConfig; default 0 */
-	struct tide_mc_table_opts table; /**< object table options (stock defaults) */
+	size_t opts_size;               /**< sizeof(struct tide_mc_server_opts) */
+	const char *rpc_address;        /**< IPv4 address to bind; default "0.0.0.0" */
+	uint16_t rpc_port;              /**< 0 = ephemeral; default 50051 */
+	unsigned rpc_thread_num;        /**< workers, 1..TIDE_MC_SERVER_MAX_THREADS; default 2 */
+	bool enable_metrics;            /**< serve the admin HTTP port; default true */
+	const char *metrics_host;       /**< default "0.0.0.0" */
+	uint16_t metrics_port;          /**< 0 = ephemeral; default 9003 */
+	bool enable_http_metadata;      /**< built-in TE metadata server; default false */
+	const char *http_metadata_host; /**< default "0.0.0.0" */
+	uint16_t http_metadata_port;    /**< 0 = ephemeral; default 8080 */
+	uint32_t max_frame_body;        /**< request body + attachment bound; default 64 MiB */
+	uint32_t tick_ms;               /**< table tick period, 1..1000; default 100 */
+	const char *fsdir;              /**< GetFsdir / GetStorageConfig fsdir; default "" */
+	bool enable_disk_eviction;      /**< GetStorageConfig; default true */
+	uint64_t quota_bytes;           /**< GetStorageConfig; default 0 */
+	/* HTTP bounds (admin port and metadata server; Tide, stock has none). 0 = default. */
+	uint32_t http_admin_max_conns;    /**< connections on the admin port; default 64 */
+	uint32_t http_metadata_max_conns; /**< connections on the metadata port; default 256 */
+	uint32_t http_max_body;           /**< request body (a metadata value), bytes; 413 beyond;
+					       default 4 MiB (the admin port: at most 64 KiB) */
+	uint64_t http_metadata_max_bytes; /**< metadata store, keys + values; 507 beyond; default
+					       256 MiB */
+	uint32_t http_header_timeout_ms;  /**< request head complete within this from accept;
+					       default 10000 */
+	uint32_t http_body_timeout_ms;    /**< body complete within this from the end of the head;
+					       default 30000 */
+	uint32_t http_idle_timeout_ms;    /**< no byte received or sent for this long; default
+					       10000 */
+	struct tide_mc_table_opts table;  /**< object table options (stock defaults) */
 };
+
+/** Defaults of the HTTP bounds (struct tide_mc_server_opts). */
+#define TIDE_MC_HTTP_ADMIN_MAX_CONNS    64u
+#define TIDE_MC_HTTP_METADATA_MAX_CONNS 256u
+#define TIDE_MC_HTTP_MAX_BODY           (4u << 20)
+#define TIDE_MC_HTTP_ADMIN_MAX_BODY     (64u << 10)
+#define TIDE_MC_HTTP_METADATA_MAX_BYTES (256ull << 20)
+#define TIDE_MC_HTTP_HEADER_TIMEOUT_MS  10000u
+#define TIDE_MC_HTTP_BODY_TIMEOUT_MS    30000u
+#define TIDE_MC_HTTP_IDLE_TIMEOUT_MS    10000u
 
 /** Per-RPC statistics summed over the workers, for /metrics and tests. */
 struct tide_mc_server_fn_stats {
@@ -82,12 +117,16 @@ extern const uint32_t TIDE_MC_SERVER_LAT_BOUNDS_US[11];
 
 /** Connection-level counters. */
 struct tide_mc_server_stats {
-	uint64_t accepted;      /**< RPC connections accepted */
-	uint64_t open;          /**< RPC connections open now */
-	uint64_t closed_proto;  /**< closed for a bad header */
-	uint64_t refused_large; /**< frames refused for size */
-	uint64_t bad_body;      /**< errc 4 answers */
-	uint64_t unknown_fn;    /**< errc 11 answers */
+	uint64_t accepted;       /**< RPC connections accepted */
+	uint64_t open;           /**< RPC connections open now */
+	uint64_t closed_proto;   /**< closed for a bad header */
+	uint64_t refused_large;  /**< frames refused for size */
+	uint64_t bad_body;       /**< errc 4 answers */
+	uint64_t unknown_fn;     /**< errc 11 answers */
+	uint64_t http_open[2];   /**< HTTP connections open: [0] admin port, [1] metadata port */
+	uint64_t http_evicted;   /**< HTTP connections closed at a port's cap for a new one */
+	uint64_t http_timed_out; /**< HTTP connections closed by a deadline */
+	uint64_t metadata_bytes; /**< metadata store size (keys + values) */
 	struct tide_mc_server_fn_stats fn[TIDE_MC_FN_COUNT];
 };
 

@@ -7,18 +7,25 @@
  * crosses from node A's client into node B's segment and back, from heap
  * memory (bounced) and from shared regions (not copied). Also: modes without
  * an agent, data outliving a client, a client SIGKILLed mid-put, an agent
- * restart under an attached client, and hostile connections.
+ * restart under an attached client, and hostile connections: garbage, bad
+ * requests, regions that are not sealed memfds (the SIGBUS attack), passed
+ * descriptors on refused requests, peers outside the socket's group.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <grp.h>
 
 #include <netinet/in.h>
 
@@ -568,6 +575,300 @@ test_hostile_connections(void)
 	tide_store_close(c);
 }
 
+/* Open descriptors of this process (the agents run in it). */
+static int
+count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	if (d == NULL)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own */
+}
+
+/* A memfd of len bytes, sealed against shrinking when seal. */
+static int
+region_memfd(size_t len, bool seal)
+{
+	int fd = memfd_create("agent-it-region", MFD_CLOEXEC | (seal ? MFD_ALLOW_SEALING : 0));
+
+	CU_ASSERT_TRUE_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL_FATAL(ftruncate(fd, (off_t)len), 0);
+	if (seal)
+		CU_ASSERT_EQUAL_FATAL(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	return fd;
+}
+
+/* MAP fd of len bytes on a raw connection; the agent's rc (region id in *id). */
+static int
+raw_map(int s, int fd, uint64_t len, uint32_t *id)
+{
+	struct agent_wbuf w;
+	struct agent_rbuf rd;
+	struct agent_hdr h;
+	uint8_t *body = NULL;
+	int rc;
+
+	agent_w_init(&w);
+	agent_w_u64(&w, len);
+	rc = agent_send(s, AGENT_MAP, 7, w.p, w.len, fd);
+	agent_w_free(&w);
+	if (rc == 0)
+		rc = agent_recv(s, &h, &body, NULL);
+	if (rc != 0)
+		return rc;
+	agent_r_init(&rd, body, h.len);
+	rc = (int32_t)agent_r_u32(&rd);
+	*id = agent_r_u32(&rd);
+	free(body);
+	return rc;
+}
+
+/* PUT key from (region, 0, len) on a raw connection: the agent's rc, or a socket error. */
+static int
+raw_put(int s, const char *key, uint32_t region, uint64_t len)
+{
+	struct agent_wbuf w;
+	struct agent_rbuf rd;
+	struct agent_hdr h;
+	struct agent_loc l = {region, 0, len};
+	uint8_t *body = NULL;
+	int rc;
+
+	agent_w_init(&w);
+	agent_w_u32(&w, 1);
+	agent_w_rc(&w, NULL, 1);
+	agent_w_str(&w, key);
+	agent_w_loc(&w, &l);
+	rc = agent_send(s, AGENT_PUT, 8, w.p, w.len, -1);
+	agent_w_free(&w);
+	if (rc == 0)
+		rc = agent_recv(s, &h, &body, NULL);
+	if (rc != 0)
+		return rc;
+	agent_r_init(&rd, body, h.len);
+	rc = (int32_t)agent_r_u32(&rd);
+	free(body);
+	return rc;
+}
+
+/*
+ * Issue 20 item 1: a client mapped a memfd, shrank it to 0 and asked for a
+ * PUT from it: the agent died of SIGBUS with every object of its segment.
+ * Now a region must be sealed against shrinking; an unsealed one is refused
+ * at MAP, a sealed one cannot shrink, and the agent and its data live on.
+ */
+static void
+test_region_must_be_sealed(void)
+{
+	enum { LEN = 1u << 20 };
+	struct tide_store *c = NULL;
+	uint8_t buf[4096], out[4096];
+	uint32_t id = 0;
+	uint8_t *p;
+	int s, fd;
+
+	fill(buf, sizeof(buf), 21);
+	TIDE_UT_OK(attach(&c, sock_a));
+	TIDE_UT_OK(tide_store_put(c, "agent-it/survivor", buf, sizeof(buf), NULL));
+
+	/* The attack: an unsealed memfd, shrunk after MAP, then a PUT from it. */
+	s = raw_hello(sock_a);
+	fd = region_memfd(LEN, false);
+	CU_ASSERT_EQUAL(raw_map(s, fd, LEN, &id), -EPERM);
+	CU_ASSERT_EQUAL(id, UINT32_MAX);
+	CU_ASSERT_EQUAL(ftruncate(fd, 0), 0);
+	/* No region 0 was mapped: the PUT is malformed and closes this connection. */
+	CU_ASSERT_EQUAL(raw_put(s, "agent-it/sigbus", 0, 4096), -ECONNRESET);
+	close(fd);
+	close(s);
+
+	/* A file that is not a memfd at all. */
+	s = raw_hello(sock_a);
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	CU_ASSERT_TRUE_FATAL(fd >= 0);
+	CU_ASSERT_EQUAL(raw_map(s, fd, 4096, &id), -EPERM);
+	close(fd);
+
+	/* Sealed: mapped, cannot shrink, PUT works. */
+	fd = region_memfd(LEN, true);
+	p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CU_ASSERT_TRUE_FATAL(p != MAP_FAILED);
+	memcpy(p, buf, sizeof(buf));
+	TIDE_UT_OK(raw_map(s, fd, LEN, &id));
+	CU_ASSERT_EQUAL(ftruncate(fd, 0), -1);
+	CU_ASSERT_EQUAL(errno, EPERM);
+	/* Longer than the file: refused. */
+	CU_ASSERT_EQUAL(raw_map(s, fd, LEN + 4096, &id), -EINVAL);
+	TIDE_UT_OK(raw_put(s, "agent-it/sealed", 0, sizeof(buf)));
+	munmap(p, LEN);
+	close(fd);
+	close(s);
+
+	/* The agent and everything in its segment are still there. */
+	CU_ASSERT_EQUAL(tide_store_health_check(c), 0);
+	CU_ASSERT_EQUAL(tide_store_get_into(c, "agent-it/survivor", out, sizeof(out)),
+			(int64_t)sizeof(out));
+	CU_ASSERT_TRUE(check(out, sizeof(out), 21));
+	CU_ASSERT_EQUAL(tide_store_get_into(c, "agent-it/sealed", out, sizeof(out)),
+			(int64_t)sizeof(out));
+	CU_ASSERT_TRUE(check(out, sizeof(out), 21));
+	CU_ASSERT_EQUAL(tide_store_is_exist(c, "agent-it/sigbus"), 0);
+	TIDE_UT_OK(tide_store_remove(c, "agent-it/survivor", true));
+	TIDE_UT_OK(tide_store_remove(c, "agent-it/sealed", true));
+	tide_store_close(c);
+}
+
+/* Wait (deadline) until node B's agent has no client but those of keep. */
+static void
+wait_clients(uint64_t keep)
+{
+	struct tide_agent_stats st;
+	struct timespec ts = {0, 10 * 1000 * 1000};
+	time_t end = time(NULL) + 10;
+
+	do {
+		tide_agent_server_stats(srv_b, &st);
+		if (st.clients_now <= keep)
+			return;
+		nanosleep(&ts, NULL);
+	} while (time(NULL) < end);
+	CU_FAIL("the agent did not let its hostile clients go");
+}
+
+/*
+ * Issue 20 item 2: a descriptor passed with a refused request stayed open
+ * in the agent (200 connections: 15 -> 215 fds). Every refusal path now
+ * closes it: a request before hello, a MAP with a malformed body, a MAP
+ * with more than one descriptor, a descriptor on a request that takes none.
+ */
+static void
+test_refused_requests_leak_no_fd(void)
+{
+	struct tide_store *c = NULL;
+	struct agent_hdr h;
+	uint8_t *body = NULL;
+	int fd0, fd1, i;
+
+	TIDE_UT_OK(attach(&c, sock_b)); /* a client that must keep working */
+	wait_clients(1);
+	fd0 = count_fds();
+	for (i = 0; i < 200; i++) {
+		int fd = region_memfd(4096, true);
+		int s = i % 4 == 0 ? raw_connect(sock_b) : raw_hello(sock_b);
+		struct agent_wbuf w;
+
+		CU_ASSERT_TRUE_FATAL(s >= 0);
+		agent_w_init(&w);
+		switch (i % 4) {
+		case 0: /* before hello */
+			agent_w_u64(&w, 4096);
+			TIDE_UT_OK(agent_send(s, AGENT_MAP, 2, w.p, w.len, fd));
+			break;
+		case 1: /* a MAP body too short for its length */
+			agent_w_u8(&w, 1);
+			TIDE_UT_OK(agent_send(s, AGENT_MAP, 2, w.p, w.len, fd));
+			break;
+		case 2: /* a descriptor on a request that takes none (answered) */
+			TIDE_UT_OK(agent_send(s, AGENT_HEALTH, 2, w.p, w.len, fd));
+			CU_ASSERT_EQUAL(agent_recv(s, &h, &body, NULL), 0);
+			free(body);
+			body = NULL;
+			agent_w_u8(&w, 0);
+			agent_w_u32(&w, 5); /* then a truncated batch */
+			TIDE_UT_OK(agent_send(s, AGENT_REMOVE, 3, w.p, w.len, fd));
+			break;
+		default: /* a request of no known op */
+			TIDE_UT_OK(agent_send(s, 77, 2, w.p, w.len, fd));
+			break;
+		}
+		agent_w_free(&w);
+		CU_ASSERT_EQUAL(agent_recv(s, &h, &body, NULL), -ECONNRESET);
+		close(fd);
+		close(s);
+	}
+	wait_clients(1);
+	/* Finished clients' sockets are closed when the next client is accepted. */
+	tide_store_close(c);
+	c = NULL;
+	TIDE_UT_OK(attach(&c, sock_b));
+	wait_clients(1);
+	fd1 = count_fds();
+	printf("\n    open fds: %d before 200 refused requests with descriptors, %d after\n", fd0,
+	       fd1);
+	CU_ASSERT_TRUE(fd1 <= fd0 + 2);
+	CU_ASSERT_EQUAL(tide_store_health_check(c), 0);
+	tide_store_close(c);
+}
+
+/* The socket is 0660 in the socket group; peers outside it are refused. */
+static void
+test_socket_access(void)
+{
+	struct tide_agent_server_opts o;
+	struct tide_agent_server *x = NULL;
+	struct tide_agent_stats st0, st;
+	char path[100];
+	struct stat sb;
+	pid_t pid;
+	int wst;
+
+	CU_ASSERT_EQUAL(stat(sock_a, &sb), 0);
+	CU_ASSERT_EQUAL(sb.st_mode & 0777, 0660);
+	CU_ASSERT_EQUAL(sb.st_gid, getegid());
+
+	/* --socket-group: a group by number (by name: getgrnam). */
+	snprintf(path, sizeof(path), "/tmp/tide-agent-it-%d/g.sock", (int)getpid());
+	tide_agent_server_opts_init(&o, sizeof(o));
+	o.socket_group = "no-such-group-tide-it";
+	CU_ASSERT_EQUAL(tide_agent_server_start_opts(node_a, path, &o, &x), -ENOENT);
+	if (geteuid() != 0) {
+		printf("\n    not root: group and credential checks skipped\n");
+		return;
+	}
+	o.socket_group = "4242";
+	TIDE_UT_OK(tide_agent_server_start_opts(node_a, path, &o, &x));
+	CU_ASSERT_EQUAL(stat(path, &sb), 0);
+	CU_ASSERT_EQUAL(sb.st_gid, 4242);
+	CU_ASSERT_EQUAL(sb.st_mode & 0777, 0660);
+
+	/* A peer that is neither root, the agent's user nor in group 4242: the
+	 * file mode stops it; with the mode opened by hand, SO_PEERCRED does. */
+	tide_agent_server_stats(x, &st0);
+	CU_ASSERT_EQUAL(chmod(path, 0666), 0);
+	pid = fork();
+	CU_ASSERT_TRUE_FATAL(pid >= 0);
+	if (pid == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		gid_t none = 65534;
+		char b;
+		int s;
+
+		if (setgroups(1, &none) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+			_exit(10);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+		s = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+			_exit(11);
+		/* Refused: closed before any request. */
+		_exit(read(s, &b, 1) == 0 ? 0 : 12);
+	}
+	CU_ASSERT_EQUAL(waitpid(pid, &wst, 0), pid);
+	CU_ASSERT_TRUE(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+	tide_agent_server_stats(x, &st);
+	CU_ASSERT_EQUAL(st.refused_peers - st0.refused_peers, 1);
+	CU_ASSERT_EQUAL(st.clients_total, st0.clients_total);
+	/* Root still may. */
+	int s = raw_hello(path);
+	close(s);
+	tide_agent_server_stop(x);
+}
+
 static void
 register_tests(void)
 {
@@ -580,6 +881,9 @@ register_tests(void)
 	CU_add_test(s, "client_killed_mid_put", test_client_killed_mid_put);
 	CU_add_test(s, "agent_restart", test_agent_restart);
 	CU_add_test(s, "hostile_connections", test_hostile_connections);
+	CU_add_test(s, "region_must_be_sealed", test_region_must_be_sealed);
+	CU_add_test(s, "refused_requests_leak_no_fd", test_refused_requests_leak_no_fd);
+	CU_add_test(s, "socket_access", test_socket_access);
 }
 
 TIDE_UT_MAIN(register_tests)

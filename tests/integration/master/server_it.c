@@ -4,15 +4,19 @@
  * library: the reference capture's client sequence (semantics, then a
  * byte-level replay of the captured request frames compared with the
  * captured answers), pipelining, many connections, hostile frames, the
- * admin HTTP port and the HTTP metadata server.
+ * admin HTTP port and the HTTP metadata server; hostile peers of issue 20:
+ * regexes over the bounds, floods of idle HTTP connections, slow heads and
+ * bodies, oversized bodies and a metadata store filled up.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tide_mc_client.h"
@@ -28,6 +32,12 @@ static const struct tide_mc_uuid seg_a = {0xaaaa, 0xbbbb};
 #define SEG_BASE 0x7f0000000000ull
 #define SEG_SIZE (512ull << 20)
 
+/* Set up HTTP bounds of the next start_server() (0: defaults). */
+static struct {
+	uint32_t admin_conns, meta_conns, max_body, head_ms, body_ms, idle_ms;
+	uint64_t meta_bytes;
+} http_lim;
+
 static struct tide_mc_server *
 start_server(void)
 {
@@ -35,6 +45,21 @@ start_server(void)
 	struct tide_mc_server *s = NULL;
 
 	tide_mc_server_opts_init(&o, sizeof(o));
+	if (http_lim.admin_conns)
+		o.http_admin_max_conns = http_lim.admin_conns;
+	if (http_lim.meta_conns)
+		o.http_metadata_max_conns = http_lim.meta_conns;
+	if (http_lim.max_body)
+		o.http_max_body = http_lim.max_body;
+	if (http_lim.meta_bytes)
+		o.http_metadata_max_bytes = http_lim.meta_bytes;
+	if (http_lim.head_ms)
+		o.http_header_timeout_ms = http_lim.head_ms;
+	if (http_lim.body_ms)
+		o.http_body_timeout_ms = http_lim.body_ms;
+	if (http_lim.idle_ms)
+		o.http_idle_timeout_ms = http_lim.idle_ms;
+	memset(&http_lim, 0, sizeof(http_lim));
 	o.rpc_address = "127.0.0.1";
 	o.rpc_port = 0;
 	o.metrics_host = "127.0.0.1";
@@ -767,6 +792,315 @@ test_http_metadata(void)
 	tide_mc_server_destroy(s);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Hostile peers (issue 20)                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int
+regex_call(struct tide_mc_client *c, bool remove, const char *re, struct tide_mc_resp *resp)
+{
+	struct tide_mc_req req;
+
+	memset(&req, 0, sizeof(req));
+	if (remove) {
+		req.fn = TIDE_MC_FN_REMOVE_BY_REGEX;
+		req.u.remove.key.ptr = (char *)re;
+		req.u.remove.key.len = strlen(re);
+		req.u.remove.force = true;
+	} else {
+		req.fn = TIDE_MC_FN_GET_REPLICA_LIST_BY_REGEX;
+		req.u.key.key.ptr = (char *)re;
+		req.u.key.key.len = strlen(re);
+	}
+	return tide_mc_client_call(c, &req, resp, NULL);
+}
+
+/* ECMAScript patterns as stock; a pattern over a bound is INVALID_PARAMS, fast. */
+static void
+test_regex_rpc(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c = connect_to(s);
+	struct tide_mc_resp resp;
+	char key[32];
+	int32_t ec;
+	bool ex;
+	double t0;
+
+	mount_ok(c);
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), i < 10 ? "key%d" : "other/%d", i);
+		TIDE_UT_OK(tide_mc_client_put_start(c, &client_a, key, 64, NULL, NULL, &ec));
+		TIDE_UT_OK(tide_mc_client_put_end(c, &client_a, key, &ec));
+	}
+	TIDE_UT_OK(regex_call(c, false, "key\\d+", &resp));
+	CU_ASSERT(resp.u.regex.ok);
+	CU_ASSERT_EQUAL(resp.u.regex.val.n, 10);
+	tide_mc_resp_free(&resp);
+	t0 = now_s();
+	TIDE_UT_OK(regex_call(c, false, "((a{1,100}){1,100}){1,100}", &resp));
+	CU_ASSERT_FALSE(resp.u.regex.ok);
+	CU_ASSERT_EQUAL(resp.u.regex.err, TIDE_MC_EC_INVALID_PARAMS);
+	tide_mc_resp_free(&resp);
+	TIDE_UT_OK(regex_call(c, true, "((a{1,100}){1,100}){1,100}", &resp));
+	CU_ASSERT_FALSE(resp.u.count.ok);
+	CU_ASSERT_EQUAL(resp.u.count.err, TIDE_MC_EC_INVALID_PARAMS);
+	tide_mc_resp_free(&resp);
+	CU_ASSERT(now_s() - t0 < 1.0);
+	/* The master still answers, and nothing went. */
+	TIDE_UT_OK(tide_mc_client_exist_key(c, "key3", &ex, &ec));
+	CU_ASSERT_TRUE(ex);
+	TIDE_UT_OK(regex_call(c, true, "^other/\\d{2}$", &resp));
+	CU_ASSERT(resp.u.count.ok);
+	CU_ASSERT_EQUAL(resp.u.count.val, 10);
+	tide_mc_resp_free(&resp);
+	tide_mc_client_close(c);
+	tide_mc_server_destroy(s);
+}
+
+static int
+tcp_connect(uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Raw request bytes on a new connection: the status code, or -1 (EOF without an answer). */
+static int
+http_raw(uint16_t port, const void *req, size_t len)
+{
+	char buf[512];
+	ssize_t n;
+	int fd = tcp_connect(port), code = -1;
+
+	if (fd < 0)
+		return -1;
+	if (write(fd, req, len) == (ssize_t)len) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		if (n > 0) {
+			buf[n] = '\0';
+			if (sscanf(buf, "HTTP/1.1 %d", &code) != 1)
+				code = -1;
+		}
+	}
+	close(fd);
+	return code;
+}
+
+static struct tide_mc_server_stats *
+stats(struct tide_mc_server *s)
+{
+	static struct tide_mc_server_stats st;
+
+	tide_mc_server_stats_get(s, &st);
+	return &st;
+}
+
+/* Wait (deadline) until the server has n HTTP connections open on port p. */
+static bool
+wait_open(struct tide_mc_server *s, unsigned p, uint64_t n, double secs)
+{
+	double end = now_s() + secs;
+
+	while (now_s() < end) {
+		if (stats(s)->http_open[p] == n)
+			return true;
+		usleep(5000);
+	}
+	return false;
+}
+
+/*
+ * Issue 20 item 4: 256 idle connections shut out the HTTP side (/health
+ * refused, metadata lookups got EOF). Each port has its own cap now, and at
+ * the cap the least recently active connection gives way to the new one.
+ */
+static void
+test_http_idle_flood(void)
+{
+	enum { N = 100 };
+	struct tide_mc_server *s;
+	uint16_t ap, mp;
+	int fds[2][N];
+	char *body;
+
+	http_lim.admin_conns = 16;
+	http_lim.meta_conns = 32;
+	s = start_server();
+	ap = tide_mc_server_metrics_port(s);
+	mp = tide_mc_server_metadata_port(s);
+	for (int p = 0; p < 2; p++)
+		for (int i = 0; i < N; i++) {
+			fds[p][i] = tcp_connect(p ? mp : ap);
+			CU_ASSERT_TRUE_FATAL(fds[p][i] >= 0);
+		}
+	CU_ASSERT_TRUE(wait_open(s, 0, 16, 5.0));
+	CU_ASSERT_TRUE(wait_open(s, 1, 32, 5.0));
+	/* Both ports answer, each within its own cap. */
+	CU_ASSERT_EQUAL(http(ap, "GET", "/health", NULL, &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(http(mp, "GET", "/health", NULL, &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(http(mp, "PUT", "/metadata?key=k", "{\"v\":1}", &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(http(mp, "GET", "/metadata?key=k", NULL, &body), 200);
+	CU_ASSERT_STRING_EQUAL(body, "{\"v\":1}");
+	free(body);
+	CU_ASSERT_EQUAL(http(ap, "GET", "/metrics", NULL, &body), 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "master_http_evicted_connections_total"));
+	free(body);
+	CU_ASSERT(stats(s)->http_open[0] <= 16);
+	CU_ASSERT(stats(s)->http_open[1] <= 32);
+	CU_ASSERT(stats(s)->http_evicted >= 2 * N - 48);
+	printf("\n    %d idle connections per port: /health and /metadata answered, %" PRIu64
+	       " evicted\n",
+	       N, stats(s)->http_evicted);
+	for (int p = 0; p < 2; p++)
+		for (int i = 0; i < N; i++)
+			close(fds[p][i]);
+	tide_mc_server_destroy(s);
+}
+
+/* Seconds until the server closes fd (read returns 0), sending `trickle` every 50 ms. */
+static double
+closed_after(int fd, const char *trickle, double max)
+{
+	double t0 = now_s();
+	char b[256];
+
+	for (;;) {
+		struct timeval tv = {0, 50000};
+		ssize_t n;
+
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		n = read(fd, b, sizeof(b));
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return now_s() - t0;
+		if (n > 0)
+			return -1; /* answered: not what a deadline does */
+		if (now_s() - t0 > max)
+			return -2;
+		if (trickle != NULL && write(fd, trickle, strlen(trickle)) < 0)
+			return now_s() - t0;
+	}
+}
+
+/* Header, body and idle deadlines close slow peers. */
+static void
+test_http_deadlines(void)
+{
+	static const char head[] =
+		"PUT /metadata?key=slow HTTP/1.1\r\nContent-Length: 100000\r\n\r\n";
+	struct tide_mc_server *s;
+	uint16_t mp;
+	double t;
+	int fd;
+
+	http_lim.head_ms = 400;
+	http_lim.body_ms = 600;
+	http_lim.idle_ms = 200;
+	s = start_server();
+	mp = tide_mc_server_metadata_port(s);
+	/* Silent: the idle deadline. */
+	fd = tcp_connect(mp);
+	t = closed_after(fd, NULL, 5.0);
+	close(fd);
+	printf("\n    silent connection closed after %.2f s (idle 0.2 s)", t);
+	CU_ASSERT(t >= 0.15 && t < 3.0);
+	/* A head that never ends, one byte at a time: the header deadline. */
+	fd = tcp_connect(mp);
+	CU_ASSERT_EQUAL(write(fd, "GET /metadata?key=", 18), 18);
+	t = closed_after(fd, "a", 5.0);
+	close(fd);
+	printf("\n    endless head closed after %.2f s (header 0.4 s)", t);
+	CU_ASSERT(t >= 0.3 && t < 3.0);
+	/* A body that trickles: the body deadline. */
+	fd = tcp_connect(mp);
+	CU_ASSERT_EQUAL(write(fd, head, strlen(head)), (ssize_t)strlen(head));
+	t = closed_after(fd, "x", 5.0);
+	close(fd);
+	printf("\n    trickled body closed after %.2f s (body 0.6 s)\n", t);
+	CU_ASSERT(t >= 0.5 && t < 3.0);
+	CU_ASSERT(stats(s)->http_timed_out >= 3);
+	CU_ASSERT(wait_open(s, 1, 0, 2.0));
+	tide_mc_server_destroy(s);
+}
+
+/* Bodies over the cap are refused from their Content-Length; the store has a total cap. */
+static void
+test_http_body_limits(void)
+{
+	char req[2048], val[1001], *body;
+	struct tide_mc_server *s;
+	uint16_t ap, mp;
+	int n, i;
+
+	http_lim.max_body = 1000;
+	http_lim.meta_bytes = 3500;
+	s = start_server();
+	ap = tide_mc_server_metrics_port(s);
+	mp = tide_mc_server_metadata_port(s);
+	/* Refused before any of the body is sent. */
+	n = snprintf(req, sizeof(req),
+		     "PUT /metadata?key=big HTTP/1.1\r\nContent-Length: 1001\r\n\r\n");
+	CU_ASSERT_EQUAL(http_raw(mp, req, (size_t)n), 413);
+	n = snprintf(req, sizeof(req),
+		     "PUT /metadata?key=big HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n");
+	CU_ASSERT_EQUAL(http_raw(mp, req, (size_t)n), 413);
+	n = snprintf(req, sizeof(req), "GET /health HTTP/1.1\r\nContent-Length: 5000\r\n\r\n");
+	CU_ASSERT_EQUAL(http_raw(ap, req, (size_t)n), 413);
+	/* A head past 16 KiB (by one byte: the server reads no further, so it
+	   closes with nothing unread, and no RST races the answer). */
+	{
+		size_t hl = (16u << 10) + 1;
+		char *h = malloc(hl);
+
+		memset(h, 'a', hl);
+		memcpy(h, "GET /", 5);
+		CU_ASSERT_EQUAL(http_raw(mp, h, hl), 413);
+		free(h);
+	}
+	/* Exactly the cap is fine; the store fills up at 3500 bytes. */
+	memset(val, 'v', 1000);
+	val[1000] = '\0';
+	for (i = 0; i < 3; i++) {
+		char target[64];
+
+		snprintf(target, sizeof(target), "/metadata?key=k%d", i);
+		n = snprintf(req, sizeof(req), "PUT %s HTTP/1.1\r\nContent-Length: 1000\r\n\r\n%s",
+			     target, val);
+		CU_ASSERT_EQUAL(http_raw(mp, req, (size_t)n), 200);
+	}
+	n = snprintf(req, sizeof(req),
+		     "PUT /metadata?key=k3 HTTP/1.1\r\nContent-Length: 1000\r\n\r\n%s", val);
+	CU_ASSERT_EQUAL(http_raw(mp, req, (size_t)n), 507);
+	CU_ASSERT_EQUAL(stats(s)->metadata_bytes, 3 * (2 + 1000));
+	/* Overwriting with a smaller value and deleting give room back. */
+	CU_ASSERT_EQUAL(http(mp, "PUT", "/metadata?key=k0", "{}", &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(http(mp, "DELETE", "/metadata?key=k1", NULL, &body), 200);
+	free(body);
+	CU_ASSERT_EQUAL(stats(s)->metadata_bytes, 2 + 2 + 2 + 1000);
+	CU_ASSERT_EQUAL(http_raw(mp, req, (size_t)n), 200);
+	tide_mc_server_destroy(s);
+}
+
 static void
 register_tests(void)
 {
@@ -780,6 +1114,10 @@ register_tests(void)
 	CU_add_test(s, "malformed", test_malformed);
 	CU_add_test(s, "http_admin", test_http_admin);
 	CU_add_test(s, "http_metadata", test_http_metadata);
+	CU_add_test(s, "regex_rpc", test_regex_rpc);
+	CU_add_test(s, "http_idle_flood", test_http_idle_flood);
+	CU_add_test(s, "http_deadlines", test_http_deadlines);
+	CU_add_test(s, "http_body_limits", test_http_body_limits);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tide_mc_table.h"
 #include "tide_ut.h"
@@ -1157,6 +1159,16 @@ test_create_rejects(void)
 	tide_mc_table_opts_init(&o, sizeof(o));
 	o.put_start_release_timeout_ms = o.put_start_discard_timeout_ms;
 	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
+	tide_mc_table_opts_init(&o, sizeof(o));
+	CU_ASSERT_EQUAL(o.regex_match_limit, TIDE_MC_TABLE_REGEX_MATCH_LIMIT);
+	o.regex_match_limit = 0;
+	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.regex_memory_limit = TIDE_MC_TABLE_REGEX_MEMORY_MIN - 1;
+	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.regex_timeout_ms = 0;
+	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &t), -EINVAL);
 	CU_ASSERT_PTR_NULL(t);
 	tide_mc_table_destroy(NULL);
 }
@@ -1331,6 +1343,226 @@ test_memory_per_object(void)
 	rm();
 }
 
+/* Stock compiles the pattern as std::regex ECMAScript: \d, \w, \s work (issue 20). */
+static void
+test_regex_ecmascript(void)
+{
+	struct tide_mc_regex_entry_vec rv;
+	struct tide_mc_str re;
+	char key[32];
+	int64_t cnt;
+
+	mk(0, 1024);
+	mount(1, "A", 0x100000, MIB, &C1);
+	for (int i = 0; i < 12; i++) {
+		snprintf(key, sizeof(key), "key%d", i);
+		CU_ASSERT_EQUAL(put(key, 64, 1, 0), 0);
+	}
+	CU_ASSERT_EQUAL(put("keyX", 64, 1, 0), 0);
+	CU_ASSERT_EQUAL(put("my key\n", 64, 1, 0), 0);
+	re = S("key\\d+");
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 12);
+	re = S("^key\\d$");
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 10);
+	re = S("^\\w+$");
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 13);
+	re = S("\\s");
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 1);
+	re = S("key$"); /* '$' is the very end: not before the final '\n' */
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 0);
+	re = S("^key1\\d$");
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, true, 0, &cnt), 0);
+	CU_ASSERT_EQUAL(cnt, 2); /* key10, key11 */
+	CU_ASSERT_EQUAL(metrics().keys, 12);
+	rm();
+}
+
+static long
+rss_kib(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+			rss = 0;
+		fclose(f);
+	}
+	return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A table of n keys "<prefix>aaa...a" (len a's). */
+static void
+mk_keys(unsigned n, unsigned len, uint32_t match_limit, uint64_t timeout_ms)
+{
+	struct tide_mc_table_opts o;
+	char key[128];
+
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.seed = 42;
+	o.regex_match_limit = match_limit;
+	o.regex_timeout_ms = timeout_ms;
+	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
+	memset(&A, 0, sizeof(A));
+	mount(1, "A", 0x100000, 64 * MIB, &C1);
+	for (unsigned i = 0; i < n; i++) {
+		int k = snprintf(key, sizeof(key), "%06u/", i);
+
+		memset(key + k, 'a', len);
+		key[k + len] = '\0';
+		CU_ASSERT_EQUAL(put(key, 64, 1, 0), 0);
+	}
+}
+
+/*
+ * Issue 20: one request could take the master's memory and hold the table
+ * lock (((a{1,100}){1,100}){1,100}: 1.17 GB in 2.8 s). Every kind of
+ * pattern that goes over a bound is now INVALID_PARAMS, fast, small, and
+ * removes nothing.
+ */
+static void
+test_regex_bounds(void)
+{
+	struct tide_mc_regex_entry_vec rv;
+	struct tide_mc_str re;
+	long rss0;
+	double t0;
+	int64_t cnt;
+	char *big;
+
+	mk_keys(100, 30, TIDE_MC_TABLE_REGEX_MATCH_LIMIT, 5000);
+	rss0 = rss_kib();
+	t0 = now_s();
+	re = S("((a{1,100}){1,100}){1,100}");
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv),
+			TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, true, 0, &cnt),
+			TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT(now_s() - t0 < 1.0);
+	CU_ASSERT(rss_kib() - rss0 < 32 * 1024);
+	/* Catastrophic backtracking on every key: the match limit. */
+	re = S("^\\d+/(a+)+[bc]"); /* a class: no required byte to rule keys out early */
+	t0 = now_s();
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, true, 0, &cnt),
+			TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(cnt, 0);
+	CU_ASSERT(now_s() - t0 < 5.0);
+	printf("\n    nested repetition and backtracking refused; %.3f s, RSS +%ld KiB\n",
+	       now_s() - t0, rss_kib() - rss0);
+	/* Too long a pattern. */
+	big = malloc((64u << 10) + 2);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+	memset(big, 'a', (64u << 10) + 1);
+	re = (struct tide_mc_str){big, (64u << 10) + 1};
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv),
+			TIDE_MC_EC_INVALID_PARAMS);
+	free(big);
+	/* Nothing went: the valid patterns still see all keys. */
+	re = S("^\\d{6}/a{30}$");
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 100);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_GET_REPLICA_LIST_BY_REGEX], 2);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_REMOVE_BY_REGEX], 2);
+	rm();
+}
+
+struct prober {
+	volatile bool stop;
+	double worst;
+	unsigned ops;
+};
+
+static void *
+probe_main(void *arg)
+{
+	struct prober *p = arg;
+	struct tide_mc_str k = S("000001/aaaaaaaaaaaaaaaaaa");
+	bool ex;
+
+	while (!p->stop) {
+		double t0 = now_s(), dt;
+
+		CU_ASSERT_EQUAL(tide_mc_table_exist_key(T, &k, 0, &ex), 0);
+		dt = now_s() - t0;
+		if (dt > p->worst)
+			p->worst = dt;
+		p->ops++;
+		usleep(200);
+	}
+	return NULL;
+}
+
+/*
+ * A slow pattern under the match limit over many keys: the table lock is not
+ * held while matching (other requests go on), and the request gives up at
+ * regex_timeout_ms.
+ */
+static void
+test_regex_timeout_and_lock(void)
+{
+	struct tide_mc_regex_entry_vec rv;
+	struct tide_mc_str re = S("^\\d+/(a+)+[bc]");
+	struct prober p = {0};
+	pthread_t th;
+	double t0, dt;
+
+	/* 18 a's: 2^18 steps per key, under the limit; 3000 keys: many seconds. */
+	mk_keys(3000, 18, TIDE_MC_TABLE_REGEX_MATCH_LIMIT, 300);
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, probe_main, &p), 0);
+	t0 = now_s();
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv),
+			TIDE_MC_EC_INVALID_PARAMS);
+	dt = now_s() - t0;
+	p.stop = true;
+	pthread_join(th, NULL);
+	printf("\n    slow pattern: refused after %.3f s; meanwhile %u lookups, worst %.1f ms\n",
+	       dt, p.ops, p.worst * 1e3);
+	CU_ASSERT(dt >= 0.29 && dt < 3.0);
+	CU_ASSERT(p.ops > 10);
+	/* Had the lock been held while matching, one lookup would have waited the whole 0.3 s. */
+	CU_ASSERT(p.worst < 0.2);
+	rm();
+}
+
+/* Objects written or removed between the copy of the keys and the answer. */
+static void
+test_regex_concurrent_change(void)
+{
+	struct tide_mc_regex_entry_vec rv;
+	struct tide_mc_str re = S("^k");
+	char key[16];
+	int64_t cnt;
+
+	mk(0, 1u << 16);
+	mount(1, "A", 0x100000, 16 * MIB, &C1);
+	for (int i = 0; i < 5000; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		CU_ASSERT_EQUAL(put(key, 64, 1, 0), 0);
+	}
+	/* Chunks of RE_APPLY_CHUNK: more than one here. */
+	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv), 0);
+	CU_ASSERT_EQUAL(rv.n, 5000);
+	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, true, 0, &cnt), 0);
+	CU_ASSERT_EQUAL(cnt, 5000);
+	CU_ASSERT_EQUAL(metrics().keys, 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	rm();
+}
+
 static void
 register_tests(void)
 {
@@ -1347,6 +1579,10 @@ register_tests(void)
 	CU_add_test(s, "upsert", test_upsert);
 	CU_add_test(s, "batches", test_batches);
 	CU_add_test(s, "regex_and_remove_all", test_regex_and_remove_all);
+	CU_add_test(s, "regex_ecmascript", test_regex_ecmascript);
+	CU_add_test(s, "regex_bounds", test_regex_bounds);
+	CU_add_test(s, "regex_timeout_and_lock", test_regex_timeout_and_lock);
+	CU_add_test(s, "regex_concurrent_change", test_regex_concurrent_change);
 	CU_add_test(s, "unmount", test_unmount);
 	CU_add_test(s, "client_liveness", test_client_liveness);
 	CU_add_test(s, "eviction", test_eviction);
