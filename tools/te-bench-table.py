@@ -45,10 +45,9 @@ def clean_env(extra=None):
     return env
 
 
-def start_target(bench, args, env):
-    p = subprocess.Popen([bench, "--mode=target", "--buffer_size=256M", "--host=127.0.0.1",
-                          *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=env)
+def start_ready(cmd, env, what):
+    """Start a target process; wait (60 s deadline) for its "target 'NAME' ready" line."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         line = p.stdout.readline()
@@ -58,7 +57,12 @@ def start_target(bench, args, env):
         if m:
             return p, m.group(1)
     p.kill()
-    raise RuntimeError("target did not start: " + (p.stdout.read() or ""))
+    raise RuntimeError(f"{what} did not start within 60 s: " + (p.stdout.read() or ""))
+
+
+def start_target(bench, args, env):
+    return start_ready([bench, "--mode=target", "--buffer_size=256M", "--host=127.0.0.1", *args],
+                       env, "tide-bench target")
 
 
 def stop(p):
@@ -129,20 +133,8 @@ def proc_cpu_s(pid):
 
 
 def start_stock_target(peer, host):
-    p = subprocess.Popen([peer, "--mode=target", "--buffer_size=256M", f"--host={host}"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=clean_env())
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        m = re.search(r"target '([^']+)' ready", line)
-        if m:
-            return p, m.group(1)
-    p.kill()
-    raise RuntimeError("tide-stock-peer target did not start within 60 s: " +
-                       (p.stdout.read() or ""))
+    return start_ready([peer, "--mode=target", "--buffer_size=256M", f"--host={host}"],
+                       clean_env(), "tide-stock-peer target")
 
 
 def run_peer(peer, target, name, op, bs, pool, duration):

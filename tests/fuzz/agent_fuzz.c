@@ -31,14 +31,7 @@
 #include "agent_server.c"
 #include "fuzz_store_stub.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define TRAP_IF(c)                        \
-	do {                              \
-		if (c)                    \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz_common.h"
 
 #define FZ_REGION_FD_LEN (8u << 20)
 #define FZ_MAX_FDS       8

@@ -10,11 +10,7 @@
 #include "fuzz_store_stub.h"
 #include "tide_store.h"
 
-#define TRAP_IF(c)                        \
-	do {                              \
-		if (c)                    \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz_common.h"
 
 #define MAX_REGIONS 4096
 

@@ -29,14 +29,7 @@
 
 #include "mc_http.c"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define TRAP_IF(c)                        \
-	do {                              \
-		if (c)                    \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz_common.h"
 
 #define FZ_SEP     "\n--tide-fuzz-next--\n"
 #define FZ_MAXPART 8

@@ -21,14 +21,7 @@
 #include "te_rdma.h"
 #include "tide_log.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define TRAP_IF(c)                        \
-	do {                              \
-		if (c)                    \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz_common.h"
 
 static void
 desc(const char *j, size_t n)

@@ -32,19 +32,13 @@
 #include "te_handshake.c"
 #include "te_rdma.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int __wrap_meta_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, int *fd);
 int __wrap_te_hs_daemon_start(const char *bind_ip, uint16_t port, te_hs_handler_fn fn, void *arg,
 			      struct te_hs_daemon **out);
 int __real_te_hs_daemon_start(const char *bind_ip, uint16_t port, te_hs_handler_fn fn, void *arg,
 			      struct te_hs_daemon **out);
 
-#define TRAP_IF(c)                        \
-	do {                              \
-		if (c)                    \
-			__builtin_trap(); \
-	} while (0)
+#include "fuzz_common.h"
 
 #define FZ_SEP     "\n--tide-fuzz-next--\n"
 #define FZ_MAXPART 8

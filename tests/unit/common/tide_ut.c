@@ -1,7 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tide_ut.h"
+
+long
+tide_ut_rss_kib(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+
+	if (f != NULL) {
+		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+			rss = 0;
+		fclose(f);
+	}
+	return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+double
+tide_ut_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 int
 tide_ut_run(void (*register_fn)(void))

@@ -22,6 +22,12 @@ int tide_ut_run(void (*register_fn)(void));
 		return tide_ut_run(register_fn); \
 	}
 
+/** This process's resident set (VmRSS) in KiB, from /proc/self/statm; 0 if unreadable. */
+long tide_ut_rss_kib(void);
+
+/** CLOCK_MONOTONIC in seconds. */
+double tide_ut_now_s(void);
+
 /** Assert a tide call returned 0, printing the errno it returned otherwise. */
 #define TIDE_UT_OK(expr) CU_ASSERT_EQUAL((expr), 0)
 

@@ -1382,29 +1382,6 @@ test_regex_ecmascript(void)
 	rm();
 }
 
-static long
-rss_kib(void)
-{
-	long pages = 0, rss = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-
-	if (f != NULL) {
-		if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-			rss = 0;
-		fclose(f);
-	}
-	return rss * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A table of n keys "<prefix>aaa...a" (len a's). */
 static void
 mk_keys(unsigned n, unsigned len, uint32_t match_limit, uint64_t timeout_ms)
@@ -1445,24 +1422,24 @@ test_regex_bounds(void)
 	char *big;
 
 	mk_keys(100, 30, TIDE_MC_TABLE_REGEX_MATCH_LIMIT, 5000);
-	rss0 = rss_kib();
-	t0 = now_s();
+	rss0 = tide_ut_rss_kib();
+	t0 = tide_ut_now_s();
 	re = S("((a{1,100}){1,100}){1,100}");
 	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv),
 			TIDE_MC_EC_INVALID_PARAMS);
 	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, true, 0, &cnt),
 			TIDE_MC_EC_INVALID_PARAMS);
-	CU_ASSERT(now_s() - t0 < 1.0);
-	CU_ASSERT(rss_kib() - rss0 < 32 * 1024);
+	CU_ASSERT(tide_ut_now_s() - t0 < 1.0);
+	CU_ASSERT(tide_ut_rss_kib() - rss0 < 32 * 1024);
 	/* Catastrophic backtracking on every key: the match limit. */
 	re = S("^\\d+/(a+)+[bc]"); /* a class: no required byte to rule keys out early */
-	t0 = now_s();
+	t0 = tide_ut_now_s();
 	CU_ASSERT_EQUAL(tide_mc_table_remove_by_regex(T, &re, true, 0, &cnt),
 			TIDE_MC_EC_INVALID_PARAMS);
 	CU_ASSERT_EQUAL(cnt, 0);
-	CU_ASSERT(now_s() - t0 < 5.0);
+	CU_ASSERT(tide_ut_now_s() - t0 < 5.0);
 	printf("\n    nested repetition and backtracking refused; %.3f s, RSS +%ld KiB\n",
-	       now_s() - t0, rss_kib() - rss0);
+	       tide_ut_now_s() - t0, tide_ut_rss_kib() - rss0);
 	/* Too long a pattern. */
 	big = malloc((64u << 10) + 2);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(big);
@@ -1494,10 +1471,10 @@ probe_main(void *arg)
 	bool ex;
 
 	while (!p->stop) {
-		double t0 = now_s(), dt;
+		double t0 = tide_ut_now_s(), dt;
 
 		CU_ASSERT_EQUAL(tide_mc_table_exist_key(T, &k, 0, &ex), 0);
-		dt = now_s() - t0;
+		dt = tide_ut_now_s() - t0;
 		if (dt > p->worst)
 			p->worst = dt;
 		p->ops++;
@@ -1523,10 +1500,10 @@ test_regex_timeout_and_lock(void)
 	/* 18 a's: 2^18 steps per key, under the limit; 3000 keys: many seconds. */
 	mk_keys(3000, 18, TIDE_MC_TABLE_REGEX_MATCH_LIMIT, 300);
 	CU_ASSERT_EQUAL_FATAL(pthread_create(&th, NULL, probe_main, &p), 0);
-	t0 = now_s();
+	t0 = tide_ut_now_s();
 	CU_ASSERT_EQUAL(tide_mc_table_get_replica_list_by_regex(T, &re, 0, &A, &rv),
 			TIDE_MC_EC_INVALID_PARAMS);
-	dt = now_s() - t0;
+	dt = tide_ut_now_s() - t0;
 	p.stop = true;
 	pthread_join(th, NULL);
 	printf("\n    slow pattern: refused after %.3f s; meanwhile %u lookups, worst %.1f ms\n",
