@@ -104,8 +104,8 @@ test_bounded_compile(void)
 	CU_ASSERT(strlen(why) > 0);
 	CU_ASSERT(tide_ut_now_s() - t0 < 1.0);
 	CU_ASSERT(tide_ut_rss_kib() - rss0 < 32 * 1024);
-	printf("\n    %s: refused in %.3f s (%s), RSS +%ld KiB\n", nested, tide_ut_now_s() - t0, why,
-	       tide_ut_rss_kib() - rss0);
+	printf("\n    %s: refused in %.3f s (%s), RSS +%ld KiB\n", nested, tide_ut_now_s() - t0,
+	       why, tide_ut_rss_kib() - rss0);
 
 	/* Longer than MCT_REGEX_MAX_PATTERN. */
 	big = malloc(MCT_REGEX_MAX_PATTERN + 2);
