@@ -920,6 +920,30 @@ test_values_messages_say_what_is_valid(void)
 				       "character\n");
 }
 
+/* ---- many keys: duplicates still found (the set behind the check grows) ---- */
+
+static void
+test_many_keys_duplicates(void)
+{
+	const unsigned n = 5000;
+	size_t cap = (size_t)n * 32 + 64, off = 0;
+	char *text = malloc(cap);
+	struct tide_nodeenv ne;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+	/* Other programs' keys (ignored), then one of them again, then a Tide key twice. */
+	for (unsigned i = 0; i < n; i++)
+		off += (size_t)snprintf(text + off, cap - off, "OTHER_%u=%u\n", i, i);
+	off += (size_t)snprintf(text + off, cap - off,
+				"OTHER_4321=x\nTIDE_MTU=9000\nTIDE_MTU=1500\n");
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(n + 1, "OTHER_4321: set again; first set at"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, ":4322 (remove one)"));
+	CU_ASSERT_TRUE(has_file_err(n + 3, "TIDE_MTU: set again"));
+	CU_ASSERT_EQUAL(count_lines(errbuf), 2);
+	free(text);
+}
+
 /* ---- TIDE_AGENT and TIDE_PIN_UNREAD ---- */
 
 static void
@@ -1520,6 +1544,7 @@ register_tests(void)
 	CU_add_test(s, "values_devices_and_strings", test_values_devices_and_strings);
 	CU_add_test(s, "values_messages_say_what_is_valid", test_values_messages_say_what_is_valid);
 	CU_add_test(s, "agent_and_pin_unread", test_agent_and_pin_unread);
+	CU_add_test(s, "many_keys_duplicates", test_many_keys_duplicates);
 	CU_add_test(s, "csum_key", test_csum_key);
 	CU_add_test(s, "parse_fault", test_parse_fault);
 	CU_add_test(s, "parse_fault_errors_name_subkey", test_parse_fault_errors_name_subkey);
