@@ -15,9 +15,11 @@
  * One line per size, and with --json a machine-readable record per size.
  * Exit 1 on any failed operation or mismatch.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -242,6 +244,35 @@ usage(FILE *f)
 		   "[--json FILE]\n");
 }
 
+/*
+ * One JSON line per size (JSON Lines), built with cJSON so any --label text
+ * is escaped (a quote in it used to break the file). 0 or -ENOMEM.
+ */
+static int
+json_row(FILE *f, const char *label, const struct result *r, unsigned batch, double pops,
+	 double gops)
+{
+	cJSON *o = cJSON_CreateObject();
+	char *txt;
+	bool ok = o != NULL && cJSON_AddStringToObject(o, "label", label ? label : "") &&
+		  cJSON_AddNumberToObject(o, "size", (double)r->size) &&
+		  cJSON_AddNumberToObject(o, "batch", batch) &&
+		  cJSON_AddNumberToObject(o, "put_ops", pops) &&
+		  cJSON_AddNumberToObject(o, "put_mib", pops * (double)r->size / MIB) &&
+		  cJSON_AddNumberToObject(o, "put_p50_us", r->put_p50_us) &&
+		  cJSON_AddNumberToObject(o, "get_ops", gops) &&
+		  cJSON_AddNumberToObject(o, "get_mib", gops * (double)r->size / MIB) &&
+		  cJSON_AddNumberToObject(o, "get_p50_us", r->get_p50_us);
+
+	txt = ok ? cJSON_PrintUnformatted(o) : NULL;
+	cJSON_Delete(o);
+	if (txt == NULL)
+		return -ENOMEM;
+	fprintf(f, "%s\n", txt);
+	cJSON_free(txt);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -381,13 +412,10 @@ main(int argc, char **argv)
 		       pops * (double)r.size / MIB, r.put_p50_us, gops, gops * (double)r.size / MIB,
 		       r.get_p50_us);
 		fflush(stdout);
-		if (jf != NULL)
-			fprintf(jf,
-				"{\"label\": \"%s\", \"size\": %" PRIu64 ", \"batch\": %u, "
-				"\"put_ops\": %.1f, \"put_mib\": %.2f, \"put_p50_us\": %.1f, "
-				"\"get_ops\": %.1f, \"get_mib\": %.2f, \"get_p50_us\": %.1f}\n",
-				o.label, r.size, o.batch, pops, pops * (double)r.size / MIB,
-				r.put_p50_us, gops, gops * (double)r.size / MIB, r.get_p50_us);
+		if (jf != NULL && json_row(jf, o.label, &r, o.batch, pops, gops) != 0) {
+			fprintf(stderr, "tide-store-bench: --json: out of memory\n");
+			status = 1;
+		}
 	}
 	if (jf != NULL)
 		fclose(jf);
