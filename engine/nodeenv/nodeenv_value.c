@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "nodeenv_internal.h"
+#include "tide_addr.h"
 #include "tide_nodeenv.h"
 
 #define KIB (UINT64_C(1) << 10)
@@ -436,46 +437,42 @@ tide_nodeenv_parse_fault(const char *s, struct tide_nodeenv_fault *out, char *wh
 	return 0;
 }
 
-/* Host part of host:port: a DNS name / IPv4 literal, or a bracketed IPv6 literal. */
+/* Host part of host:port (brackets already removed): a DNS name or IPv4
+ * literal, or, when v6, an IPv6 literal. */
 static bool
-valid_host(const char *h, size_t len)
+valid_host(const char *h, bool v6)
 {
-	if (len == 0)
+	if (h[0] == '\0')
 		return false;
-	if (h[0] == '[') {
-		if (len < 3 || h[len - 1] != ']')
-			return false;
-		for (size_t i = 1; i + 1 < len; i++) {
-			if (hex_val(h[i]) < 0 && h[i] != ':' && h[i] != '.')
-				return false;
-		}
-		return true;
-	}
-	for (size_t i = 0; i < len; i++) {
-		char c = h[i];
+	for (; *h != '\0'; h++) {
+		char c = *h;
 
-		if (!(hex_val(c) >= 0 || (lower(c) >= 'a' && lower(c) <= 'z') || c == '.' ||
-		      c == '-' || c == '_'))
+		if (v6 ? !(hex_val(c) >= 0 || c == ':' || c == '.')
+		       : !(hex_val(c) >= 0 || (lower(c) >= 'a' && lower(c) <= 'z') || c == '.' ||
+			   c == '-' || c == '_'))
 			return false;
 	}
 	return true;
 }
 
+/* host:port (or [v6]:port) in s[0..len): engine/addr's parser, then the host's
+ * characters. -ERANGE bad port; -EINVAL anything else. */
 static int
 split_hostport(const char *s, size_t len, uint16_t *port)
 {
-	const char *colon = NULL;
-	uint64_t p;
+	char buf[TIDE_NODEENV_MAX_LINE + 1], host[256];
+	bool v6 = false;
+	int rc;
 
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] == ':')
-			colon = s + i;
-	}
-	if (colon == NULL || !valid_host(s, (size_t)(colon - s)))
+	if (len >= sizeof(buf))
 		return -EINVAL;
-	if (ne_parse_u64(colon + 1, len - (size_t)(colon + 1 - s), &p) != 0 || p < 1 || p > 65535)
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	rc = tide_addr_split(buf, host, sizeof(host), port, 0, &v6);
+	if (rc == -ERANGE)
 		return -ERANGE;
-	*port = (uint16_t)p;
+	if (rc != 0 || !valid_host(host, v6))
+		return -EINVAL;
 	return 0;
 }
 

@@ -33,6 +33,7 @@
 #include "store_agent.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
+#include "tide_addr.h"
 #include "tide_store.h"
 #include "tide_te.h"
 
@@ -515,27 +516,12 @@ teardown(struct tide_store *s)
 	s->set_up = false;
 }
 
-/* Split "host[:port]" (port 0 when absent). */
+/* Split "host[:port]" (port 0 when absent; "[v6]:port", bare IPv6): engine/addr. */
 static int
 split_hostport(const char *hp, char *host, size_t hlen, uint16_t *port)
 {
-	const char *colon = strrchr(hp, ':');
-	size_t n = colon ? (size_t)(colon - hp) : strlen(hp);
-	char *end;
-	unsigned long p = 0;
-
-	if (n == 0 || n >= hlen)
-		return -EINVAL;
-	memcpy(host, hp, n);
-	host[n] = '\0';
-	if (colon != NULL) {
-		errno = 0;
-		p = strtoul(colon + 1, &end, 10);
-		if (errno != 0 || end == colon + 1 || *end != '\0' || p > 65535)
-			return -EINVAL;
-	}
-	*port = (uint16_t)p;
-	return 0;
+	return tide_addr_split(hp, host, hlen, port, TIDE_ADDR_PORT_OPTIONAL, NULL) == 0 ? 0
+											 : -EINVAL;
 }
 
 static int

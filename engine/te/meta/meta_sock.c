@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "meta_internal.h"
+#include "tide_addr.h"
 
 int64_t
 meta_now_ms(void)
@@ -210,37 +211,6 @@ meta_strlcpy(char *dst, const char *src, size_t dstlen)
 int
 meta_split_hostport(const char *s, char *host, size_t host_len, uint16_t *port)
 {
-	const char *colon, *hs = s, *he;
-	unsigned long v;
-	char *end;
-	size_t hl;
-
-	if (s[0] == '[') {
-		he = strchr(s, ']');
-		if (he == NULL || he[1] != ':')
-			return -EINVAL;
-		hs = s + 1;
-		colon = he + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (colon == NULL)
-			return -EINVAL;
-		he = colon;
-		/* An unbracketed IPv6 literal is ambiguous. */
-		if (memchr(s, ':', (size_t)(colon - s)) != NULL)
-			return -EINVAL;
-	}
-	hl = (size_t)(he - hs);
-	if (hl == 0 || hl >= host_len)
-		return -EINVAL;
-	if (colon[1] < '0' || colon[1] > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || v == 0 || v > 65535)
-		return -EINVAL;
-	memcpy(host, hs, hl);
-	host[hl] = '\0';
-	*port = (uint16_t)v;
-	return 0;
+	/* The one parser (engine/addr); this layer reports every refusal as -EINVAL. */
+	return tide_addr_split(s, host, host_len, port, 0, NULL) == 0 ? 0 : -EINVAL;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tide_log.h"
+#include "tide_addr.h"
 #include "tide_mc_client.h"
 
 struct tide_mc_client {
@@ -132,25 +133,13 @@ int
 tide_mc_client_connect_addr(const char *addr, int timeout_ms, struct tide_mc_client **out)
 {
 	char host[256];
-	const char *colon;
-	unsigned long port;
-	char *end;
+	uint16_t port;
 
-	if (addr == NULL) {
+	/* "host:port" or "[v6]:port" (engine/addr, the one parser). */
+	if (tide_addr_split(addr, host, sizeof(host), &port, 0, NULL) != 0) {
 		return -EINVAL;
 	}
-	colon = strrchr(addr, ':');
-	if (colon == NULL || (size_t)(colon - addr) >= sizeof(host) || colon == addr) {
-		return -EINVAL;
-	}
-	errno = 0;
-	port = strtoul(colon + 1, &end, 10);
-	if (*end != '\0' || colon[1] == '\0' || port == 0 || port > 65535 || errno != 0) {
-		return -EINVAL;
-	}
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = '\0';
-	return tide_mc_client_connect(host, (uint16_t)port, timeout_ms, out);
+	return tide_mc_client_connect(host, port, timeout_ms, out);
 }
 
 void
