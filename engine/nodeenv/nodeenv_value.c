@@ -102,8 +102,9 @@ tide_nodeenv_parse_size(const char *s, uint64_t *out)
 		const char *sfx;
 		uint64_t mult;
 	} sfx[] = {
-		{"", 1},     {"b", 1},   {"k", KIB},  {"kb", KIB}, {"m", MIB},
-		{"mb", MIB}, {"g", GIB}, {"gb", GIB}, {"t", TIB},  {"tb", TIB},
+		{"", 1},      {"b", 1},    {"k", KIB},   {"kb", KIB},  {"kib", KIB},
+		{"m", MIB},   {"mb", MIB}, {"mib", MIB}, {"g", GIB},   {"gb", GIB},
+		{"gib", GIB}, {"t", TIB},  {"tb", TIB},  {"tib", TIB},
 	};
 	unsigned __int128 ip = 0, fnum = 0, fden = 1, total;
 	uint64_t mult = 0;
@@ -183,12 +184,20 @@ ne_size_human(uint64_t v, char *buf, size_t n)
 }
 
 int
+tide_nodeenv_parse_bool(const char *s, bool *out)
+{
+	return s != NULL && out != NULL ? ne_parse_bool(s, out) : -EINVAL;
+}
+
+int
 ne_parse_bool(const char *s, bool *out)
 {
-	static const char *const yes[] = {"1", "true", "yes", "on"};
-	static const char *const no[] = {"0", "false", "no", "off"};
+	/* The one boolean syntax of Tide (node file, tool flags, mooncake_master
+	 * flags): any case; t/f and y/n as gflags also takes them. */
+	static const char *const yes[] = {"1", "true", "yes", "on", "t", "y"};
+	static const char *const no[] = {"0", "false", "no", "off", "f", "n"};
 
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
 		if (eq_nocase(s, yes[i])) {
 			*out = true;
 			return 0;

@@ -238,9 +238,17 @@ int tide_nodeenv_load(struct tide_nodeenv *ne, const char *path, char *const *en
 		      size_t errlen);
 
 /**
+ * Parse a boolean: 1/0, true/false, yes/no, on/off, t/f, y/n, any case. The one
+ * boolean syntax of Tide (node file, tool flags, mooncake_master flags).
+ * \return 0; -EINVAL anything else (or NULL arguments). Thread: any.
+ */
+int tide_nodeenv_parse_bool(const char *s, bool *out);
+
+/**
  * Parse a size in Mooncake's dialect, case-insensitive: plain bytes
- * (`1073741824`) or a number with a suffix `b`, `k`/`kb`, `m`/`mb`, `g`/`gb`,
- * `t`/`tb` (binary: 1k = 1024). A decimal fraction is allowed (`3.125gb`,
+ * (`1073741824`) or a number with a suffix `b`, `k`/`kb`/`kib`, `m`/`mb`/`mib`, `g`/`gb`/`gib`,
+ * `t`/`tb`/`tib` (binary: 1k = 1024). The one size syntax of Tide (node file, tool and
+ * master flags). A decimal fraction is allowed (`3.125gb`,
  * at most 18 fraction digits) and rounded down to whole bytes. No sign, no
  * whitespace, no exponent.
  * \param s    NUL-terminated text.

@@ -32,12 +32,11 @@ set(const struct tide_flag *f, const char *v, char *err, size_t errlen)
 	char *end;
 	switch (f->type) {
 	case TIDE_FLAG_BOOL:
-		if (strcmp(v, "true") == 0 || strcmp(v, "1") == 0) {
-			*(bool *)f->dst = true;
-		} else if (strcmp(v, "false") == 0 || strcmp(v, "0") == 0) {
-			*(bool *)f->dst = false;
-		} else {
-			snprintf(err, errlen, "--%s: '%s' is not a boolean (true, false, 1, 0)",
+		/* The one boolean syntax (engine/nodeenv). */
+		if (tide_nodeenv_parse_bool(v, (bool *)f->dst) != 0) {
+			snprintf(err, errlen,
+				 "--%s: '%s' is not a boolean (true/false, 1/0, yes/no, on/off, "
+				 "t/f, y/n)",
 				 f->name, v);
 			return -EINVAL;
 		}

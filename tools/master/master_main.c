@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "tide_log.h"
+#include "tide_nodeenv.h"
 #include "tide_mc_server.h"
 
 enum ftype {
@@ -218,26 +219,6 @@ find_flag(const char *name, size_t len)
 }
 
 static bool
-parse_bool(const char *v, bool *out)
-{
-	static const char *const t[] = {"true", "1", "yes", "t", "y"};
-	static const char *const f[] = {"false", "0", "no", "f", "n"};
-	size_t i;
-
-	for (i = 0; i < 5; i++) {
-		if (strcasecmp(v, t[i]) == 0) {
-			*out = true;
-			return true;
-		}
-		if (strcasecmp(v, f[i]) == 0) {
-			*out = false;
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool
 parse_dur_ms(const char *v, uint64_t *out)
 {
 	unsigned long long n;
@@ -280,10 +261,10 @@ set_flag(struct flag *f, const char *v, const char *origin)
 
 	switch (f->type) {
 	case F_BOOL:
-		if (!parse_bool(v, &f->b)) {
+		if (tide_nodeenv_parse_bool(v, &f->b) != 0) {
 			fprintf(stderr,
 				"ERROR: illegal value '%s' specified for bool flag '%s'%s "
-				"(expected true/false, 1/0 or yes/no)\n",
+				"(expected true/false, 1/0, yes/no, on/off, t/f or y/n)\n",
 				v, f->name, origin);
 			return -EINVAL;
 		}
@@ -487,27 +468,6 @@ load_config(const char *path)
 	return rc;
 }
 
-/* Boolean in the node file's dialect (engine/nodeenv): 1/0, true/false, yes/no, on/off. */
-static bool
-parse_env_bool(const char *v, bool *out)
-{
-	static const char *const t[] = {"1", "true", "yes", "on"};
-	static const char *const f[] = {"0", "false", "no", "off"};
-	size_t i;
-
-	for (i = 0; i < 4; i++) {
-		if (strcasecmp(v, t[i]) == 0) {
-			*out = true;
-			return true;
-		}
-		if (strcasecmp(v, f[i]) == 0) {
-			*out = false;
-			return true;
-		}
-	}
-	return false;
-}
-
 /*
  * TIDE_PIN_UNREAD applies when neither the command line nor the config file
  * set --pin_unread. Sets *origin to where the value came from. 0, or -EINVAL
@@ -527,7 +487,7 @@ pin_unread_from_env(const char **origin)
 	if (v == NULL) {
 		return 0;
 	}
-	if (!parse_env_bool(v, &f->b)) {
+	if (tide_nodeenv_parse_bool(v, &f->b) != 0) {
 		fprintf(stderr,
 			"ERROR: illegal value '%s' in environment variable TIDE_PIN_UNREAD "
 			"(expected 1/0, true/false, yes/no or on/off; or pass --pin_unread)\n",

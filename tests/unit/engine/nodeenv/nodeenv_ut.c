@@ -152,6 +152,16 @@ test_parse_size_overflow(void)
 {
 	uint64_t v = 7;
 
+	/* The IEC spellings the tools' --help uses: one size syntax everywhere. */
+	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("64KiB", &v), 0);
+	CU_ASSERT_EQUAL(v, 65536);
+	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("1.5GiB", &v), 0);
+	CU_ASSERT_EQUAL(v, 3ULL << 29);
+	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("1mib", &v), 0);
+	CU_ASSERT_EQUAL(v, 1ULL << 20);
+	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("2TiB", &v), 0);
+	CU_ASSERT_EQUAL(v, 2ULL << 40);
+	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("1ki", &v), -EINVAL);
 	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("18446744073709551616", &v), -ERANGE);
 	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("16777216tb", &v), -ERANGE);
 	CU_ASSERT_EQUAL(tide_nodeenv_parse_size("16777215.9999999tb", &v), 0);
@@ -920,6 +930,31 @@ test_values_messages_say_what_is_valid(void)
 				       "character\n");
 }
 
+/* ---- the one boolean syntax ---- */
+
+static void
+test_parse_bool(void)
+{
+	static const char *const yes[] = {"1", "true", "TRUE", "yes", "On", "t", "Y"};
+	static const char *const no[] = {"0", "false", "No", "off", "F", "n"};
+	static const char *const bad[] = {"", "2", "truee", "ja", " 1", "1 "};
+	bool b;
+
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		b = false;
+		CU_ASSERT_EQUAL(tide_nodeenv_parse_bool(yes[i], &b), 0);
+		CU_ASSERT_TRUE(b);
+	}
+	for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		b = true;
+		CU_ASSERT_EQUAL(tide_nodeenv_parse_bool(no[i], &b), 0);
+		CU_ASSERT_FALSE(b);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CU_ASSERT_EQUAL(tide_nodeenv_parse_bool(bad[i], &b), -EINVAL);
+	CU_ASSERT_EQUAL(tide_nodeenv_parse_bool(NULL, &b), -EINVAL);
+}
+
 /* ---- many keys: duplicates still found (the set behind the check grows) ---- */
 
 static void
@@ -1545,6 +1580,7 @@ register_tests(void)
 	CU_add_test(s, "values_messages_say_what_is_valid", test_values_messages_say_what_is_valid);
 	CU_add_test(s, "agent_and_pin_unread", test_agent_and_pin_unread);
 	CU_add_test(s, "many_keys_duplicates", test_many_keys_duplicates);
+	CU_add_test(s, "parse_bool", test_parse_bool);
 	CU_add_test(s, "csum_key", test_csum_key);
 	CU_add_test(s, "parse_fault", test_parse_fault);
 	CU_add_test(s, "parse_fault_errors_name_subkey", test_parse_fault_errors_name_subkey);
