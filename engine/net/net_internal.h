@@ -214,7 +214,7 @@ struct tide_net_stack {
 	uint64_t timer_next; /* lower bound of every armed deadline */
 	unsigned busy;       /* public entry points in progress (callbacks re-enter) */
 	uint16_t next_eport;
-	uint64_t isn_secret;
+	uint64_t isn_key[2];   /* RFC 6528 secret: SipHash-2-4 key, random unless tests fix it */
 	uint64_t chack_second; /* start of the challenge-ACK rate window */
 	uint32_t chack_count;
 
@@ -468,7 +468,8 @@ struct tide_net_conn {
 
 	/* receive sequence space */
 	uint32_t irs, rcv_nxt;
-	uint32_t rcv_adv; /* right edge last advertised */
+	uint32_t rcv_adv;   /* right edge last advertised */
+	uint32_t rcv_acked; /* ACK field of the latest segment sent with ACK */
 	struct tcp_ring rbuf;
 	struct tcp_ooo *ooo;
 	uint32_t ooo_n;
@@ -565,6 +566,8 @@ net_enter(struct tide_net_stack *s)
 	s->busy++;
 }
 void net_leave(struct tide_net_stack *s);
+/* SipHash-2-4 of (m0, m1) under the 128-bit key k (RFC 6528's F()). Pure. */
+uint64_t tcp_siphash_2u64(const uint64_t k[2], uint64_t m0, uint64_t m1);
 uint32_t tcp_new_isn(struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip,
 		     uint16_t rport, uint64_t now);
 uint32_t tcp_ring_free(const struct tcp_ring *r);

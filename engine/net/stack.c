@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "net_internal.h"
 #include "tide_log.h"
@@ -89,6 +90,7 @@ tide_net_stack_create(const struct tide_net_opts *opts, uint64_t now, struct tid
 	struct tide_net_stack *s;
 	int rc;
 
+	(void)now; /* nothing is stamped at creation (the ISN secret no longer uses the clock) */
 	if (opts == NULL || out == NULL) {
 		return -EINVAL;
 	}
@@ -114,17 +116,22 @@ tide_net_stack_create(const struct tide_net_opts *opts, uint64_t now, struct tid
 	TAILQ_INIT(&s->zc_wait);
 	s->timer_next = UINT64_MAX;
 	s->next_eport = 49152;
-	s->isn_secret = opts->isn_secret;
 	if (opts->cksum_elide) {
 		TIDE_LOG(INFO, "stack %u.%u.%u.%u: checksums elided (none computed, none verified)",
 			 opts->ip >> 24, (opts->ip >> 16) & 255, (opts->ip >> 8) & 255,
 			 opts->ip & 255);
 	}
-	if (s->isn_secret == 0) {
-		for (unsigned i = 0; i < ETH_ALEN; i++) {
-			s->isn_secret = s->isn_secret * 131 + opts->mac[i];
-		}
-		s->isn_secret ^= (uint64_t)opts->ip << 17 ^ now;
+	/* RFC 6528: the ISN secret must be unguessable. A fixed isn_secret is
+	 * for reproducible tests only; otherwise 128 bits from the kernel's
+	 * CSPRNG (the MAC, address and clock it used to be derived from are
+	 * all visible to a peer). */
+	if (opts->isn_secret != 0) {
+		s->isn_key[0] = opts->isn_secret;
+		s->isn_key[1] = ~opts->isn_secret;
+	} else if (getrandom(s->isn_key, sizeof(s->isn_key), 0) != (ssize_t)sizeof(s->isn_key)) {
+		TIDE_LOG(ERR, "stack create: getrandom for the ISN secret: %s", strerror(errno));
+		free(s);
+		return -EIO;
 	}
 	if (opts->arp_gratuitous) {
 		static const uint8_t bcast[ETH_ALEN] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};

@@ -52,16 +52,55 @@ tcp_lookup_listener(struct tide_net_stack *s, uint16_t port)
 	return NULL;
 }
 
-/* splitmix64 finaliser: a keyed mix good enough for RFC 6528's F(). */
-static uint64_t
-mix64(uint64_t x)
+#define ROTL64(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+
+/* One SipHash round (Aumasson, Bernstein 2012). */
+static inline void
+sip_round(uint64_t v[4])
 {
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 31;
-	return x;
+	v[0] += v[1];
+	v[1] = ROTL64(v[1], 13);
+	v[1] ^= v[0];
+	v[0] = ROTL64(v[0], 32);
+	v[2] += v[3];
+	v[3] = ROTL64(v[3], 16);
+	v[3] ^= v[2];
+	v[0] += v[3];
+	v[3] = ROTL64(v[3], 21);
+	v[3] ^= v[0];
+	v[2] += v[1];
+	v[1] = ROTL64(v[1], 17);
+	v[1] ^= v[2];
+	v[2] = ROTL64(v[2], 32);
+}
+
+/*
+ * SipHash-2-4 of two 64-bit words (16 bytes, little-endian order) under a
+ * 128-bit key: RFC 6528's F(), a keyed pseudo-random function an observer of
+ * ISNs cannot invert to the key (the splitmix finaliser used before could be).
+ */
+uint64_t
+tcp_siphash_2u64(const uint64_t k[2], uint64_t m0, uint64_t m1)
+{
+	uint64_t v[4] = {k[0] ^ 0x736f6d6570736575ULL, k[1] ^ 0x646f72616e646f6dULL,
+			 k[0] ^ 0x6c7967656e657261ULL, k[1] ^ 0x7465646279746573ULL};
+	const uint64_t m[2] = {m0, m1};
+	uint64_t b = (uint64_t)16 << 56;
+
+	for (int i = 0; i < 2; i++) {
+		v[3] ^= m[i];
+		sip_round(v);
+		sip_round(v);
+		v[0] ^= m[i];
+	}
+	v[3] ^= b;
+	sip_round(v);
+	sip_round(v);
+	v[0] ^= b;
+	v[2] ^= 0xff;
+	for (int i = 0; i < 4; i++)
+		sip_round(v);
+	return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
 uint32_t
@@ -73,9 +112,9 @@ tcp_new_isn(struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip
 	if (s->isn_fixed_on) {
 		return s->isn_fixed;
 	}
-	/* RFC 6528: ISN = M + F(4-tuple, secret), M a 4 us clock. */
-	f = mix64(s->isn_secret ^
-		  mix64(((uint64_t)lip << 32 | rip) ^ ((uint64_t)lport << 16 | rport) << 7));
+	/* RFC 6528: ISN = M + F(localip, localport, remoteip, remoteport, secretkey),
+	 * M a 4 us clock. */
+	f = tcp_siphash_2u64(s->isn_key, (uint64_t)lip << 32 | rip, (uint64_t)lport << 16 | rport);
 	return (uint32_t)(now / 4000) + (uint32_t)f;
 }
 

@@ -206,7 +206,8 @@ struct tide_net_opts {
 	uint16_t tcp_max_ooo_segs;        /**< out-of-order segments held per connection, at least
 					     tcp_rcvbuf / 1024; default 256 */
 	enum tide_net_cc tcp_cc;          /**< congestion control; default NEWRENO */
-	uint64_t isn_secret; /**< RFC 6528 ISN key; 0 = derived from the MAC and address */
+	uint64_t isn_secret; /**< RFC 6528 ISN key for tests; 0 (the default) = 128 random bits from
+				getrandom() */
 
 	tide_net_port_pick_fn port_pick; /**< NULL = sequential ephemeral ports 49152..65535 */
 	void *port_arg;                  /**< passed to port_pick */

@@ -196,6 +196,29 @@ test_send_before_connected_and_after_close(void)
 	ut_env_fini(&e);
 }
 
+/* RFC 6528's F() is SipHash-2-4: the reference vector (key 00..0f, message
+ * 00..0f) and an ISN that depends on the whole 4-tuple and the key. */
+static void
+test_isn_siphash(void)
+{
+	const uint64_t k[2] = {0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL};
+	struct ut_env e;
+	uint32_t a, b;
+
+	CU_ASSERT_EQUAL(tcp_siphash_2u64(k, 0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL),
+			0x3f2acc7f57c29bdbULL);
+	ut_env_init(&e, NULL);
+	a = tcp_new_isn(e.s, 1, 2, 3, 4, 0);
+	CU_ASSERT_EQUAL(tcp_new_isn(e.s, 1, 2, 3, 4, 0), a);
+	CU_ASSERT_NOT_EQUAL(tcp_new_isn(e.s, 1, 2, 3, 5, 0), a);
+	CU_ASSERT_NOT_EQUAL(tcp_new_isn(e.s, 1, 3, 3, 4, 0), a);
+	b = tcp_new_isn(e.s, 1, 2, 3, 4, 4000 * 1000);
+	CU_ASSERT_EQUAL(b - a, 1000u); /* M: one tick per 4 us */
+	e.s->isn_key[1] ^= 1;
+	CU_ASSERT_NOT_EQUAL(tcp_new_isn(e.s, 1, 2, 3, 4, 0), a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -203,6 +226,7 @@ register_tests(void)
 	CU_add_test(s, "listen_errors_and_backlog", test_listen_errors_and_backlog);
 	CU_add_test(s, "accept_refused", test_accept_refused);
 	CU_add_test(s, "port_pick", test_port_pick);
+	CU_add_test(s, "isn_siphash", test_isn_siphash);
 	CU_add_test(s, "send_bounds_and_writable", test_send_bounds_and_writable);
 	CU_add_test(s, "send_before_connected_and_after_close",
 		    test_send_before_connected_and_after_close);
