@@ -297,6 +297,11 @@ tcp_data_queue(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		tcp_ofo_drain(c);
 		c->ack_now = true; /* a hole was filled */
 	}
+	if (c->rcv_acked == c->rcv_nxt) {
+		/* The receive callback sent a segment acknowledging all of it. */
+		c->ack_now = false;
+		return;
+	}
 	if (++c->delack_segs >= 2 || s->o.tcp_delack_us == 0) {
 		c->ack_now = true;
 	} else if (c->t_delack == 0) {

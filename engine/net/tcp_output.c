@@ -223,6 +223,8 @@ tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
 		s->st.tcp_rst_tx++;
 	}
 	if (flags & TCPHDR_ACK) {
+		/* It carries the current ACK: nothing is owed, the delayed ACK is off. */
+		c->rcv_acked = c->rcv_nxt;
 		c->ack_now = false;
 		c->delack_segs = 0;
 		c->t_delack = 0;

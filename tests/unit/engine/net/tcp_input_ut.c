@@ -80,6 +80,78 @@ test_passive_open_and_delack(void)
 	ut_env_fini(&e);
 }
 
+static uint64_t reply_now;
+
+/* An RTO well past the delayed ACK: the replies go unacknowledged meanwhile. */
+static void
+slow_rto_min(struct tide_net_opts *o)
+{
+	o->tcp_rto_min_us = 50000;
+}
+
+/* A request/response server: every request is answered from on_recv. */
+static size_t
+reply_recv(struct tide_net_conn *c, void *arg, const uint8_t *data, size_t len)
+{
+	(void)arg;
+	(void)data;
+	CU_ASSERT_EQUAL(tide_net_send(c, "pong", 4, reply_now), 4);
+	return len;
+}
+
+static const struct tide_net_conn_cbs reply_cbs = {
+	.on_recv = reply_recv,
+};
+
+/* The reply sent from on_recv carries the ACK: no pure ACK follows it, then
+ * or when the delayed-ACK timer would have fired. */
+static void
+test_reply_in_callback_no_stray_ack(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I;
+
+	ut_env_init(&e, slow_rto_min);
+	ut_app_init(&a);
+	struct tide_net_conn *c = ut_passive_open(&e, &a, P, &I, &l);
+	tide_net_conn_set_cbs(c, &reply_cbs, NULL);
+	for (uint32_t i = 0; i < 3; i++) {
+		reply_now = e.now;
+		IN(&e, .seq = P + 1 + 4 * i, .ack = I + 1 + 4 * i, .flags = TCPHDR_ACK | TCPHDR_PSH,
+		   .data = "ping", .len = 4);
+		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+		CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK | TCPHDR_PSH);
+		CU_ASSERT_EQUAL(o.seq, I + 1 + 4 * i);
+		CU_ASSERT_EQUAL(o.ack, P + 5 + 4 * i);
+		CU_ASSERT_EQUAL(o.len, 4);
+		CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+		CU_ASSERT_EQUAL(c->t_delack, 0);
+		ut_advance(&e, 2 * NS_PER_MS); /* past the 500 us delayed ACK */
+		CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_delayed_acks, 0);
+	/* A request whose reply cannot go (the peer's window is shut) still gets
+	 * its delayed ACK. */
+	reply_now = e.now;
+	IN(&e, .seq = P + 13, .ack = I + 13, .flags = TCPHDR_ACK | TCPHDR_PSH, .wnd_zero = true,
+	   .data = "ping", .len = 4);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	CU_ASSERT_NOT_EQUAL(c->t_delack, 0);
+	ut_advance(&e, 500 * NS_PER_US);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK);
+	CU_ASSERT_EQUAL(o.ack, P + 17);
+	CU_ASSERT_EQUAL(o.len, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_delayed_acks, 1);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 test_active_open(void)
 {
@@ -854,6 +926,7 @@ register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("tcp_input", NULL, NULL);
 	CU_add_test(s, "passive_open_and_delack", test_passive_open_and_delack);
+	CU_add_test(s, "reply_in_callback_no_stray_ack", test_reply_in_callback_no_stray_ack);
 	CU_add_test(s, "active_open", test_active_open);
 	CU_add_test(s, "simultaneous_open", test_simultaneous_open);
 	CU_add_test(s, "active_close_path", test_active_close_path);
