@@ -617,18 +617,20 @@ srv_io(struct srv *c)
 			if (c->off < TE_FRAME_HDR_LEN)
 				break;
 			{
-				uint64_t size, addr;
-				uint8_t opc = c->hdr[16];
+				struct te_frame_hdr h;
 
-				memcpy(&size, c->hdr, 8);
-				memcpy(&addr, c->hdr + 8, 8);
-				c->v2 = (opc & TE_FRAME_OPC_V2) != 0;
-				c->read = (opc & ~TE_FRAME_OPC_V2) != TE_FRAME_OP_WRITE;
-				c->size = size;
-				c->addr = (uint8_t *)(uintptr_t)addr;
+				/* The engine's decoder; only Mooncake's v1/v2 are served here. */
+				if (te_frame_hdr_decode(c->hdr, TE_FRAME_HDR_LEN, &h) != 0 ||
+				    h.proto == TE_PROTO_NATIVE)
+					return false;
+				c->v2 = h.proto == TE_PROTO_V2;
+				c->read = h.op == TE_FRAME_OP_READ;
+				c->size = h.size;
+				c->addr = (uint8_t *)(uintptr_t)h.addr;
 				c->off = 0;
-				if (size == 0 || addr < (uintptr_t)tbuf || size > buffer_size ||
-				    addr - (uintptr_t)tbuf > buffer_size - size) {
+				if (h.size == 0 || h.addr < (uintptr_t)tbuf ||
+				    h.size > buffer_size ||
+				    h.addr - (uintptr_t)tbuf > buffer_size - h.size) {
 					refused++;
 					if (!c->v2)
 						return false;

@@ -1137,16 +1137,17 @@ dpdk_destroy(struct te_xport *x)
 			 * buffer for, loss recovery, and what the receiver saw. */
 			TIDE_LOG(INFO,
 				 "lcore %u user-space TCP: tx_dropped %" PRIu64
-				 " tx_nobufs %" PRIu64 " fast_retrans %" PRIu64
-				 " sack_recoveries %" PRIu64 " sack_retrans %" PRIu64
-				 " lost_retrans %" PRIu64 " tlp %" PRIu64 " dup_acks %" PRIu64
-				 " rx_ooo %" PRIu64 " rx_ooo_dropped %" PRIu64
+				 " tx_deferred %" PRIu64 " tx_nobufs %" PRIu64
+				 " fast_retrans %" PRIu64 " sack_recoveries %" PRIu64
+				 " sack_retrans %" PRIu64 " lost_retrans %" PRIu64 " tlp %" PRIu64
+				 " dup_acks %" PRIu64 " rx_ooo %" PRIu64 " rx_ooo_dropped %" PRIu64
 				 " rx_dup_bytes %" PRIu64 " out_of_window %" PRIu64
 				 " window_probes %" PRIu64,
-				 i, st->tx_dropped, st->tx_nobufs, st->tcp_fast_retrans,
-				 st->tcp_sack_recoveries, st->tcp_sack_retrans_segs,
-				 st->tcp_lost_retrans, st->tcp_tlp_probes, st->tcp_dup_acks,
-				 st->tcp_rx_ooo_segs, st->tcp_rx_ooo_dropped, st->tcp_rx_dup_bytes,
+				 i, st->tx_dropped, st->tx_deferred, st->tx_nobufs,
+				 st->tcp_fast_retrans, st->tcp_sack_recoveries,
+				 st->tcp_sack_retrans_segs, st->tcp_lost_retrans,
+				 st->tcp_tlp_probes, st->tcp_dup_acks, st->tcp_rx_ooo_segs,
+				 st->tcp_rx_ooo_dropped, st->tcp_rx_dup_bytes,
 				 st->tcp_rx_out_of_window, st->tcp_window_probes);
 		}
 		if (l->nd_up) {
