@@ -604,29 +604,42 @@ region_memfd(size_t len, bool seal)
 	return fd;
 }
 
-/* MAP fd of len bytes on a raw connection; the agent's rc (region id in *id). */
+/*
+ * Send the request built in w (freed here) on a raw connection and read the
+ * reply: the agent's rc, or a socket error; *id (may be NULL) gets the u32
+ * that follows the rc.
+ */
 static int
-raw_map(int s, int fd, uint64_t len, uint32_t *id)
+raw_call(int s, uint16_t op, uint32_t seq, struct agent_wbuf *w, int fd, uint32_t *id)
 {
-	struct agent_wbuf w;
 	struct agent_rbuf rd;
 	struct agent_hdr h;
 	uint8_t *body = NULL;
 	int rc;
 
-	agent_w_init(&w);
-	agent_w_u64(&w, len);
-	rc = agent_send(s, AGENT_MAP, 7, w.p, w.len, fd);
-	agent_w_free(&w);
+	rc = agent_send(s, op, seq, w->p, w->len, fd);
+	agent_w_free(w);
 	if (rc == 0)
 		rc = agent_recv(s, &h, &body, NULL);
 	if (rc != 0)
 		return rc;
 	agent_r_init(&rd, body, h.len);
 	rc = (int32_t)agent_r_u32(&rd);
-	*id = agent_r_u32(&rd);
+	if (id != NULL)
+		*id = agent_r_u32(&rd);
 	free(body);
 	return rc;
+}
+
+/* MAP fd of len bytes on a raw connection; the agent's rc (region id in *id). */
+static int
+raw_map(int s, int fd, uint64_t len, uint32_t *id)
+{
+	struct agent_wbuf w;
+
+	agent_w_init(&w);
+	agent_w_u64(&w, len);
+	return raw_call(s, AGENT_MAP, 7, &w, fd, id);
 }
 
 /* PUT key from (region, 0, len) on a raw connection: the agent's rc, or a socket error. */
@@ -634,27 +647,14 @@ static int
 raw_put(int s, const char *key, uint32_t region, uint64_t len)
 {
 	struct agent_wbuf w;
-	struct agent_rbuf rd;
-	struct agent_hdr h;
 	struct agent_loc l = {region, 0, len};
-	uint8_t *body = NULL;
-	int rc;
 
 	agent_w_init(&w);
 	agent_w_u32(&w, 1);
 	agent_w_rc(&w, NULL, 1);
 	agent_w_str(&w, key);
 	agent_w_loc(&w, &l);
-	rc = agent_send(s, AGENT_PUT, 8, w.p, w.len, -1);
-	agent_w_free(&w);
-	if (rc == 0)
-		rc = agent_recv(s, &h, &body, NULL);
-	if (rc != 0)
-		return rc;
-	agent_r_init(&rd, body, h.len);
-	rc = (int32_t)agent_r_u32(&rd);
-	free(body);
-	return rc;
+	return raw_call(s, AGENT_PUT, 8, &w, -1, NULL);
 }
 
 /*
