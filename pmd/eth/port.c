@@ -30,6 +30,7 @@
 #include <rte_ring.h>
 #include <rte_spinlock.h>
 
+#include "intr_hold.h"
 #include "tide_eth.h"
 #include "tide_eth_rss.h"
 #include "tide_log.h"
@@ -40,6 +41,7 @@
 #define RING_PAIR_MAX   16 /* net_ring's RTE_PMD_RING_MAX_RX_RINGS */
 #define STEER_BURST     32
 #define PREFETCH_AHEAD  4
+#define INTR_DEADLINE_MS 5000 /* for the EAL interrupt thread to answer a hold */
 #define DRAIN_BURSTS    1024 /* x 64 frames: more than any RX ring holds */
 #define MAX_QUEUES      RTE_MAX_LCORE
 
@@ -58,6 +60,7 @@ struct tide_eth_port {
 	bool tx_shared;
 	bool started;
 	bool lsc_registered;
+	bool memif; /* net_memif: close under an interrupt-thread hold */
 	int socket;
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES]; /* per socket, NULL if unused */
 	struct rte_mempool **qpool;                    /* per logical queue */
@@ -346,6 +349,9 @@ port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 	}
 	snprintf(p->caps.driver, sizeof(p->caps.driver), "%s",
 		 di.driver_name != NULL ? di.driver_name : "?");
+	/* Register the hold before memif's own sources exist: see intr_hold.h. */
+	if (strcmp(p->caps.driver, "net_memif") == 0 && tide_intr_hold_init() == 0)
+		p->memif = true;
 	p->caps.max_rx_queues = di.max_rx_queues;
 	p->caps.max_tx_queues = di.max_tx_queues;
 	p->caps.flow_type_rss_offloads = di.flow_type_rss_offloads;
@@ -635,6 +641,7 @@ tide_eth_port_close(struct tide_eth_port *p)
 {
 	struct rte_mbuf *pkts[64];
 	unsigned in_use = 0;
+	int hold = -ENODEV;
 
 	if (p == NULL)
 		return 0;
@@ -646,6 +653,16 @@ tide_eth_port_close(struct tide_eth_port *p)
 				break;
 			usleep(1000);
 		}
+	}
+	/* net_memif runs its peer's disconnect on the interrupt thread, with
+	 * no lock against our rx_burst and stop (intr_hold.h): park that
+	 * thread while we drain and stop, so a peer that exits now cannot
+	 * unmap regions under us. */
+	if (p->memif) {
+		hold = tide_intr_hold_enter(INTR_DEADLINE_MS);
+		if (hold != 0 && hold != -EDEADLK)
+			TIDE_LOG(WARN, "%s: closing without holding the interrupt thread: %s",
+				 p->name, strerror(-hold));
 	}
 	/* Drain what the device still holds so the pools can be freed whole.
 	 * Bounded: a source device (net_null) never runs dry. */
@@ -661,6 +678,14 @@ tide_eth_port_close(struct tide_eth_port *p)
 	}
 	if (p->started)
 		(void)rte_eth_dev_stop(p->port_id);
+	if (p->memif && hold == 0)
+		tide_intr_hold_leave();
+	/* Stopping unregistered memif's control channel, which makes the
+	 * interrupt thread rebuild its wait list; that rebuild reads the
+	 * listener handle memif frees (without unregistering it) in close.
+	 * Let the rebuild finish first. */
+	if (p->memif && hold != -EDEADLK)
+		(void)tide_intr_hold_sync(INTR_DEADLINE_MS);
 	(void)rte_eth_dev_close(p->port_id);
 	if (p->sq != NULL) {
 		steer_drain(p);

@@ -6,7 +6,9 @@
  * (a "bye" frame answered by "bye-ack" after the child stopped polling) because
  * the memif server crashes if the client vanishes while it polls. Both ends
  * also check the port's checksum policy (TIDE_CSUM): elision allowed, no
- * offloads.
+ * offloads. A second case closes both ends at the same instant, many times
+ * over, in fresh processes: a port closed while its peer's disconnect is
+ * handled on the EAL interrupt thread must not crash either side.
  */
 #include <errno.h>
 #include <signal.h>
@@ -232,11 +234,101 @@ test_memif_two_processes_echo(void)
 	unlink(sock_path);
 }
 
+
+#define RACE_ROUNDS 24
+
+/* One end of a close race: bring the port up, say so on `ready`, wait for
+ * the go byte on `go`, then close and exit at once. 0 or a step number. */
+static int
+race_end(const char *role, int round, int ready, int go)
+{
+	struct tide_eth_port *p = NULL;
+	uint64_t deadline = now_ms() + 30000;
+	char prefix[64], b = 'r';
+
+	snprintf(prefix, sizeof(prefix), "tide-memif-race-%s-%d-%d", role, (int)getppid(), round);
+	if (strcmp(role, "client") == 0)
+		while (access(sock_path, F_OK) != 0 && now_ms() < deadline)
+			usleep(1000);
+	if (eal_up(role, prefix) != 0)
+		return 2;
+	if (tide_eth_port_open("net_memif0", NULL, &p) != 0)
+		return 3;
+	if (!wait_link(p, 15000))
+		return 4;
+	if (write(ready, &b, 1) != 1 || read(go, &b, 1) != 1)
+		return 5;
+	/* Stagger by a few tens of microseconds, differently each round, so
+	 * the two closes overlap at many relative offsets. */
+	if (strcmp(role, "server") == 0)
+		usleep((useconds_t)(round % 8) * 25);
+	if (tide_eth_port_close(p) != 0)
+		return 6;
+	tide_eal_fini();
+	return 0;
+}
+
+static pid_t
+race_spawn(const char *role, int round, int ready, int go)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(race_end(role, round, ready, go));
+	return pid;
+}
+
+static void
+test_memif_close_races_peer_exit(void)
+{
+	unsigned crashed = 0, failed = 0;
+
+	snprintf(sock_path, sizeof(sock_path), "/tmp/tide-memif-race-%d.sock", (int)getpid());
+	for (int r = 0; r < RACE_ROUNDS; r++) {
+		int ready[2], go[2], st[2] = {-1, -1};
+		pid_t pid[2];
+		char b;
+
+		unlink(sock_path);
+		CU_ASSERT_FATAL(pipe(ready) == 0 && pipe(go) == 0);
+		pid[0] = race_spawn("server", r, ready[1], go[0]);
+		pid[1] = race_spawn("client", r, ready[1], go[0]);
+		CU_ASSERT_FATAL(pid[0] > 0 && pid[1] > 0);
+		close(ready[1]);
+		close(go[0]);
+		/* Both up (or one died: read returns 0), then release both at once. */
+		if (read(ready[0], &b, 1) == 1 && read(ready[0], &b, 1) == 1) {
+			char two[2] = {'g', 'g'};
+
+			CU_ASSERT_EQUAL(write(go[1], two, 2), 2);
+		}
+		close(go[1]);
+		close(ready[0]);
+		for (int i = 0; i < 2; i++) {
+			CU_ASSERT_EQUAL(waitpid(pid[i], &st[i], 0), pid[i]);
+			if (WIFSIGNALED(st[i])) {
+				crashed++;
+				fprintf(stderr, "round %d: %s killed by signal %d\n", r,
+					i == 0 ? "server" : "client", WTERMSIG(st[i]));
+			} else if (WEXITSTATUS(st[i]) != 0) {
+				failed++;
+				fprintf(stderr, "round %d: %s failed at step %d\n", r,
+					i == 0 ? "server" : "client", WEXITSTATUS(st[i]));
+			}
+		}
+	}
+	unlink(sock_path);
+	CU_ASSERT_EQUAL(crashed, 0);
+	CU_ASSERT_EQUAL(failed, 0);
+}
+
 static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("pmd_eth_memif", NULL, NULL);
 
+	/* First: its ends are forked from a process that never had an EAL. */
+	CU_add_test(s, "memif_close_races_peer_exit", test_memif_close_races_peer_exit);
 	CU_add_test(s, "memif_two_processes_echo", test_memif_two_processes_echo);
 }
 
