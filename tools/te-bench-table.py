@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The transfer engine benchmark tables (README): tide-bench pairs, same run.
 
-Table 1. For each block size (4 KiB, 64 KiB, 1 MiB) and operation (read, write),
-with batch 32 and one initiator thread, runs a target and an initiator as two
-processes:
+Table 1. For each block size (4 KiB, 64 KiB, 1 MiB, 64 MiB) and operation (read,
+write), with batch 32 (4 for 64 MiB: 256 MiB in flight either way) and one
+initiator thread, runs a target and an initiator as two processes:
   - Tide over kernel sockets (loopback),
   - Tide over user-space TCP on DPDK net_memif (--no-huge, MTU 9000, the two
     processes' polling lcores on different CPUs),
@@ -21,8 +21,9 @@ the node's own address (what peers on other hosts use). Each row is the median
 of --runs runs, alternating targets, with the initiator's and the target's CPU
 time per slice.
 
-usage: tools/te-bench-table.py BUILD_DIR [--duration S] [--json FILE]
+usage: tools/te-bench-table.py BUILD_DIR [--duration S] [--json FILE] [--sizes 4K,64M]
                                          [--mixed | --only-mixed] [--runs N]
+No stock reference figure exists for 64 MiB: its "vs Mooncake" cell is "-".
 """
 import argparse
 import json
@@ -36,7 +37,12 @@ import time
 
 # ../shared/spec/reference-figures.md: stock TE, batch 32, 1 thread, pool off (read, write).
 MOONCAKE_REF = {4096: (55, 55), 65536: (771, 708), 1 << 20: (1748, 1696)}
-SIZES = [(4096, "4K"), (65536, "64K"), (1 << 20, "1M")]
+SIZES = [(4096, "4K"), (65536, "64K"), (1 << 20, "1M"), (64 << 20, "64M")]
+
+
+def batch_for(bs):
+    """Batch 32, except 64 MiB blocks: batch 4, so a batch (256 MiB) fits the buffers."""
+    return 4 if bs >= 64 << 20 else 32
 
 
 def clean_env(extra=None):
@@ -88,7 +94,8 @@ def run_kernel(bench, op, bs, duration):
     try:
         r = subprocess.run([bench, "--mode=initiator", f"--segment_id={name}",
                             "--buffer_size=256M", f"--operation={op}", f"--block_size={bs}",
-                            "--batch_size=32", f"--duration={duration}", "--host=127.0.0.1"],
+                            f"--batch_size={batch_for(bs)}", f"--duration={duration}",
+                            "--host=127.0.0.1"],
                            capture_output=True, text=True, env=clean_env(), timeout=300)
     finally:
         stop(t)
@@ -111,8 +118,8 @@ def run_memif(bench, op, bs, duration, tmp, n):
     # The memif server (initiator) must exist first and exit first (DPDK 22.11 memif).
     ini = subprocess.Popen([bench, "--mode=initiator", f"--segment_id=127.0.0.1:{port}",
                             "--buffer_size=256M", f"--operation={op}", f"--block_size={bs}",
-                            "--batch_size=32", f"--duration={duration}", "--host=127.0.0.1",
-                            "--open_retry_s=30"], stdout=subprocess.PIPE,
+                            f"--batch_size={batch_for(bs)}", f"--duration={duration}",
+                            "--host=127.0.0.1", "--open_retry_s=30"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, env=env("server", "10.92.0.1", 0))
     time.sleep(1.0)
     t, _ = start_target(bench, [f"--rpc_port={port}"], env("client", "10.92.0.2", 1))
@@ -176,7 +183,7 @@ def mixed_table(build_dir, duration, runs):
             t, name = start_target(bench, [f"--host={addr}"], clean_env())
             targets.append((f"tide kernel @{addr}", t, name))
         rows, failed = [], False
-        for bs, label in SIZES:
+        for bs, label in [s for s in SIZES if s[0] in MOONCAKE_REF]:
             for op in ("read", "write"):
                 for pool in (False, True):
                     res = {k: [] for k, _, _ in targets}
@@ -224,7 +231,15 @@ def main():
     ap.add_argument("--mixed", action="store_true", help="also the mixed-cluster table")
     ap.add_argument("--only-mixed", action="store_true", help="only the mixed-cluster table")
     ap.add_argument("--runs", type=int, default=3, help="mixed table: runs per row (median)")
+    ap.add_argument("--sizes", help="comma-separated subset of " +
+                    ",".join(label for _, label in SIZES))
     a = ap.parse_args()
+    sizes = SIZES
+    if a.sizes:
+        want = a.sizes.upper().split(",")
+        sizes = [(bs, label) for bs, label in SIZES if label in want]
+        if len(sizes) != len(want):
+            ap.error(f"--sizes: choose from {','.join(label for _, label in SIZES)}")
     if a.only_mixed:
         rows, failed = mixed_table(a.build_dir, a.duration, a.runs)
         if a.json:
@@ -235,7 +250,7 @@ def main():
     rows, failed = [], False
     tmp = tempfile.mkdtemp(prefix="tide-tebench-")
     n = 0
-    for bs, label in SIZES:
+    for bs, label in sizes:
         for op in ("read", "write"):
             for kind in ("memif", "kernel"):
                 n += 1
@@ -249,22 +264,23 @@ def main():
                     continue
                 res.update({"path": kind, "op": op, "block": label})
                 rows.append(res)
-    print(f"\nbatch 32, 1 initiator thread, {a.duration:g} s per row; Mooncake = stock TE over "
+    print(f"\nbatch 32 (64 MiB: 4), 1 initiator thread, {a.duration:g} s per row; Mooncake = stock TE over "
           "kernel TCP loopback (../shared/spec/reference-figures.md, 2026-12-02)")
     print(f"{'block':>5} {'op':>5} {'path':>22} {'MiB/s':>9} {'ops/s':>9} {'p50 us':>7} "
           f"{'p99 us':>7} {'vs Mooncake':>11} {'vs kernel':>9}")
-    for bs, label in SIZES:
+    for bs, label in sizes:
         for op in ("read", "write"):
             kern = next((r for r in rows if r["block"] == label and r["op"] == op and
                          r["path"] == "kernel"), None)
             for r in rows:
                 if r["block"] != label or r["op"] != op:
                     continue
-                ref = MOONCAKE_REF[bs][0 if op == "read" else 1]
+                ref = MOONCAKE_REF.get(bs, (0, 0))[0 if op == "read" else 1]
                 vs_k = f"{r['mib_s'] / kern['mib_s']:.2f}x" if kern else "-"
+                vs_m = f"{r['mib_s'] / ref:.1f}x" if ref else "-"
                 print(f"{label:>5} {op:>5} {r['transport']:>22} {r['mib_s']:9.1f} "
                       f"{r['ops_s']:9d} {r['p50_us']:7d} {r['p99_us']:7d} "
-                      f"{r['mib_s'] / ref:10.1f}x {vs_k:>9}")
+                      f"{vs_m:>11} {vs_k:>9}")
     if a.mixed:
         mrows, mfailed = mixed_table(a.build_dir, a.duration, a.runs)
         rows += mrows

@@ -73,8 +73,9 @@ hold_cb(void *arg)
 		atomic_store(&h.parked, true);
 		while (atomic_load(&h.want_hold)) {
 			if (mono_ms() > until) {
-				TIDE_LOG(ERR, "interrupt thread held for %d ms with no release; "
-					      "letting it go",
+				TIDE_LOG(ERR,
+					 "interrupt thread held for %d ms with no release; "
+					 "letting it go",
 					 HOLD_MAX_MS);
 				break;
 			}
@@ -103,7 +104,8 @@ tide_intr_hold_init(void)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (rte_intr_type_set(h.ih, RTE_INTR_HANDLE_EXT) != 0 || rte_intr_fd_set(h.ih, h.efd) != 0) {
+	if (rte_intr_type_set(h.ih, RTE_INTR_HANDLE_EXT) != 0 ||
+	    rte_intr_fd_set(h.ih, h.efd) != 0) {
 		rc = -EINVAL;
 		goto fail;
 	}

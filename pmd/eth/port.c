@@ -35,15 +35,15 @@
 #include "tide_eth_rss.h"
 #include "tide_log.h"
 
-#define POOL_CACHE      256
-#define POOL_HEADROOM   2048
-#define RING_PAIR_SLOTS 4096
-#define RING_PAIR_MAX   16 /* net_ring's RTE_PMD_RING_MAX_RX_RINGS */
-#define STEER_BURST     32
-#define PREFETCH_AHEAD  4
+#define POOL_CACHE       256
+#define POOL_HEADROOM    2048
+#define RING_PAIR_SLOTS  4096
+#define RING_PAIR_MAX    16 /* net_ring's RTE_PMD_RING_MAX_RX_RINGS */
+#define STEER_BURST      32
+#define PREFETCH_AHEAD   4
 #define INTR_DEADLINE_MS 5000 /* for the EAL interrupt thread to answer a hold */
-#define DRAIN_BURSTS    1024 /* x 64 frames: more than any RX ring holds */
-#define MAX_QUEUES      RTE_MAX_LCORE
+#define DRAIN_BURSTS     1024 /* x 64 frames: more than any RX ring holds */
+#define MAX_QUEUES       RTE_MAX_LCORE
 
 struct steer_q {
 	struct rte_ring *ring; /* frames steered to this queue; SP under rx_lock, SC by owner */

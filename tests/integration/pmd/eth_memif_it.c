@@ -234,7 +234,6 @@ test_memif_two_processes_echo(void)
 	unlink(sock_path);
 }
 
-
 #define RACE_ROUNDS 24
 
 /* One end of a close race: bring the port up, say so on `ready`, wait for

@@ -54,8 +54,10 @@ test_before_init(void)
 static void
 test_init_idempotent(void)
 {
-	struct tide_eal_opts o = {.prog = "intr_hold_ut", .file_prefix = "tide-intr-hold-ut",
-				  .huge = TIDE_EAL_HUGE_OFF, .mem_bytes = 64u << 20};
+	struct tide_eal_opts o = {.prog = "intr_hold_ut",
+				  .file_prefix = "tide-intr-hold-ut",
+				  .huge = TIDE_EAL_HUGE_OFF,
+				  .mem_bytes = 64u << 20};
 
 	CU_ASSERT_FATAL(tide_eal_init(&o, NULL) == 0);
 	TIDE_UT_OK(tide_intr_hold_init());
