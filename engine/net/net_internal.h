@@ -208,8 +208,9 @@ struct tide_net_stack {
 	unsigned arp_hit; /* last slot that resolved */
 
 	struct tcp_conn_list conn_hash[NET_CONN_BUCKETS];
-	struct tcp_conn_tailq conns;     /* every live connection (timer scan) */
-	struct tcp_conn_tailq graveyard; /* freed at the end of the entry point */
+	struct tcp_conn_tailq conns;      /* every live connection (timer scan) */
+	struct tcp_conn_tailq graveyard;  /* freed at the end of the entry point */
+	struct tcp_conn_tailq tx_blocked; /* data to send, stopped by a full device */
 	LIST_HEAD(, tide_net_listener) listeners;
 	uint64_t timer_next; /* lower bound of every armed deadline */
 	unsigned busy;       /* public entry points in progress (callbacks re-enter) */
@@ -251,6 +252,22 @@ void net_txbuf_put(struct tide_net_stack *s, struct tide_net_buf *b);
 void net_tx_enqueue(struct tide_net_stack *s, struct tide_net_buf *b);
 /** Hand queued frames to the device. */
 void net_tx_flush(struct tide_net_stack *s);
+/**
+ * True when the device refused a whole burst and still does: a sender
+ * should stop building frames (they would be dropped) and wait on
+ * stack->tx_blocked (tcp_tx_block) for net_tx_resume.
+ */
+static inline bool
+net_tx_full(struct tide_net_stack *s)
+{
+	if (s->txq_n < NET_TX_BURST) {
+		return false;
+	}
+	net_tx_flush(s);
+	return s->txq_n == NET_TX_BURST;
+}
+/** Offer the device's room to connections stopped by net_tx_full, in order. Inside an entry. */
+void net_tx_resume(struct tide_net_stack *s, uint64_t now);
 /** Note a timer deadline so tide_net_timers_run() does not sleep past it. */
 static inline void
 net_timer_note(struct tide_net_stack *s, uint64_t deadline)
@@ -431,6 +448,7 @@ struct tide_net_conn {
 	LIST_ENTRY(tide_net_conn) hash_link;
 	TAILQ_ENTRY(tide_net_conn) link;       /* stack->conns, until reaped */
 	TAILQ_ENTRY(tide_net_conn) grave_link; /* stack->graveyard once dead */
+	TAILQ_ENTRY(tide_net_conn) txb_link;   /* stack->tx_blocked while tx_blocked */
 	struct tide_net_listener *listener;    /* passive open still in SYN_RECV */
 
 	uint32_t lip, rip;
@@ -449,6 +467,7 @@ struct tide_net_conn {
 	bool rtt_timing;
 	bool in_recovery;
 	bool closed_notified;
+	bool tx_blocked; /* on stack->tx_blocked: resumed when the device takes frames */
 
 	/* send sequence space (RFC 9293 3.3.1) */
 	uint32_t iss, snd_una, snd_nxt;
@@ -478,6 +497,8 @@ struct tide_net_conn {
 
 	/* RFC 7323 */
 	uint32_t ts_recent;
+	uint32_t ts_last; /* highest TSval sent (tcp_tsval_at) */
+	bool ts_sent;
 
 	/* RFC 6298 */
 	uint64_t srtt, rttvar, rto; /* ns */
@@ -490,6 +511,13 @@ struct tide_net_conn {
 
 	/* congestion control */
 	uint32_t cwnd, ssthresh, recover, dupacks;
+	/* RFC 7661 (cwnd validation), simplified as Linux does: the window
+	 * grows only while it limits what is sent. max_flight is the most sent
+	 * and unacknowledged since cwnd_mark was acknowledged (about one RTT);
+	 * cwnd_limited says a send stopped because of cwnd in that time. */
+	uint32_t max_flight, cwnd_mark;
+	uint32_t cwr_mark; /* window reduced for a full device until this is acked */
+	bool cwnd_limited;
 	const struct tcp_cc_ops *cc;
 	union {
 		struct tcp_cubic cubic;
@@ -591,6 +619,30 @@ uint32_t tcp_rcv_wnd(const struct tide_net_conn *c);
 /** Send one segment: [seq, seq+len) of sbuf, with flags; SYN gets options. */
 int tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags, uint64_t now);
 void tcp_write_xmit(struct tide_net_conn *c, uint64_t now);
+/**
+ * May an ACK grow c's window (RFC 7661, as Linux's tcp_is_cwnd_limited)? In
+ * slow start while cwnd < 2 x the most in flight lately, else only if a send
+ * was held back by cwnd lately. A sender stopped by a full device or by the
+ * application is not using its window, and growing it only lets more queue
+ * in the device when it drains. Also starts a new measuring period once
+ * cwnd_mark is acknowledged.
+ */
+static inline bool
+tcp_cwnd_validated(struct tide_net_conn *c)
+{
+	bool ok = c->cwnd < c->ssthresh ? c->cwnd < 2 * c->max_flight : c->cwnd_limited;
+
+	if (!before(c->snd_una, c->cwnd_mark)) {
+		c->cwnd_mark = c->snd_nxt;
+		c->max_flight = c->snd_nxt - c->snd_una;
+		c->cwnd_limited = false;
+	}
+	return ok;
+}
+/** Park c until the device takes frames again (net_tx_resume); idempotent. */
+void tcp_tx_block(struct tide_net_conn *c);
+/** Take c off the blocked list (it closed, or is resumed). */
+void tcp_tx_unblock(struct tide_net_conn *c);
 void tcp_send_ack(struct tide_net_conn *c, uint64_t now);
 /** RST for a segment with no connection (RFC 9293 3.10.7.1). */
 void tcp_send_reset(struct tide_net_stack *s, const struct tcp_seg *seg, uint64_t now);
@@ -697,11 +749,24 @@ tcp_sack_recovering(const struct tide_net_conn *c)
 }
 
 /* tcp_timer.c */
-/** The TSval a segment sent at `now` carries (1 ms ticks, as tcp_output.c writes it). */
+/**
+ * The TSval a segment of c sent at `now` carries: 1 ms ticks, never below one
+ * c already sent. Callers pass clocks read at different moments (a poll's
+ * start, a callback's own read), so a later segment can bring an earlier
+ * `now`; a TSval that went back would be dropped by the peer's PAWS check
+ * (RFC 7323 5.3) and the segment recovered as loss.
+ */
 static inline uint32_t
-tcp_tsval_at(uint64_t now)
+tcp_tsval_at(struct tide_net_conn *c, uint64_t now)
 {
-	return (uint32_t)(now / 1000000ull);
+	uint32_t v = (uint32_t)(now / 1000000ull);
+
+	if (c->ts_sent && (int32_t)(v - c->ts_last) < 0) {
+		return c->ts_last;
+	}
+	c->ts_sent = true;
+	c->ts_last = v;
+	return v;
 }
 /** An ACK answered the original transmission, not the timeout's: undo the timeout. */
 void tcp_rto_undo(struct tide_net_conn *c);

@@ -85,6 +85,8 @@ static const char *const stats_names[] = {
 	"tcp_spurious_retrans",
 	"tcp_sack_sb_overflow",
 	"tcp_tlp_probes",
+	"tcp_tx_blocked",
+	"tcp_tx_cwr",
 };
 
 _Static_assert(sizeof(struct tide_net_stats) ==

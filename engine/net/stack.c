@@ -112,6 +112,7 @@ tide_net_stack_create(const struct tide_net_opts *opts, uint64_t now, struct tid
 	}
 	TAILQ_INIT(&s->conns);
 	TAILQ_INIT(&s->graveyard);
+	TAILQ_INIT(&s->tx_blocked);
 	LIST_INIT(&s->listeners);
 	TAILQ_INIT(&s->zc_wait);
 	s->timer_next = UINT64_MAX;
@@ -305,8 +306,25 @@ tide_net_rx_burst(struct tide_net_stack *s, const struct tide_net_rx_pkt *pkts, 
 	if (nh > 0) {
 		s->ops->free_bufs(s->dev, h, nh);
 	}
+	net_tx_resume(s, now);
 	net_leave(s); /* reaps dead connections and flushes TX */
 	return n;
+}
+
+/*
+ * Bounded by the list length at entry: a connection that blocks again goes
+ * to the tail and the walk stops as soon as the device is full again, so a
+ * device that refuses everything costs one flush per call.
+ */
+void
+net_tx_resume(struct tide_net_stack *s, uint64_t now)
+{
+	struct tide_net_conn *c;
+
+	while ((c = TAILQ_FIRST(&s->tx_blocked)) != NULL && !net_tx_full(s)) {
+		tcp_tx_unblock(c);
+		tcp_write_xmit(c, now);
+	}
 }
 
 int
@@ -315,11 +333,13 @@ tide_net_timers_run(struct tide_net_stack *s, uint64_t now)
 	struct tide_net_conn *c, *tmp;
 	int fired = 0;
 
-	if (!TAILQ_EMPTY(&s->zc_wait) || s->txq_n > 0) {
+	if (!TAILQ_EMPTY(&s->zc_wait) || s->txq_n > 0 || !TAILQ_EMPTY(&s->tx_blocked)) {
 		/* Devices release zero-copy frames on their own time, perhaps on
-		 * another thread: completions are polled here as well; and frames a
-		 * full device ring refused are offered again (net_leave flushes). */
+		 * another thread: completions are polled here as well; frames a
+		 * full device ring refused are offered again, and connections it
+		 * stopped go on once it takes them (net_leave flushes). */
 		net_enter(s);
+		net_tx_resume(s, now);
 		net_leave(s);
 	}
 	if (now < s->timer_next) {

@@ -458,7 +458,8 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 			}
 		} else {
 			c->dupacks = 0;
-			if ((1u << c->state) & ~(TCPF_SYN_RECV | TCPF_SYN_SENT)) {
+			if (((1u << c->state) & ~(TCPF_SYN_RECV | TCPF_SYN_SENT)) &&
+			    tcp_cwnd_validated(c)) {
 				c->cc->cong_avoid(c, acked, now);
 			}
 		}
@@ -477,7 +478,8 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		}
 	} else {
 		c->dupacks = 0;
-		if ((1u << c->state) & ~(TCPF_SYN_RECV | TCPF_SYN_SENT)) {
+		if (((1u << c->state) & ~(TCPF_SYN_RECV | TCPF_SYN_SENT)) &&
+		    tcp_cwnd_validated(c)) {
 			c->cc->cong_avoid(c, acked, now);
 		}
 	}

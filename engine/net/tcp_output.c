@@ -12,13 +12,6 @@
 
 #define TCPOLEN_TS_ALIGNED 12
 
-static uint32_t
-tcp_tsval(uint64_t now)
-{
-	/* 1 ms ticks (RFC 7323 allows 1 ms..1 s): PAWS stays valid for 24 days of idling. */
-	return (uint32_t)(now / NS_PER_MS);
-}
-
 /* Window field for the next segment; never moves the advertised right edge left. */
 static uint16_t
 tcp_select_window(struct tide_net_conn *c, bool syn)
@@ -118,7 +111,8 @@ tcp_build_options(struct tide_net_conn *c, uint8_t flags, uint32_t len, uint8_t 
 		p[n++] = TCPOPT_NOP;
 	}
 	if (c->ts_ok) {
-		uint32_t v = htonl(tcp_tsval(now));
+		/* 1 ms ticks (RFC 7323 allows 1 ms..1 s): PAWS stays valid for 24 days. */
+		uint32_t v = htonl(tcp_tsval_at(c, now));
 		uint32_t e =
 			htonl((flags & TCPHDR_SYN) && !(flags & TCPHDR_ACK) ? 0 : c->ts_recent);
 
@@ -240,6 +234,44 @@ tcp_unsent(const struct tide_net_conn *c)
 	return before(c->snd_nxt, end) ? end - c->snd_nxt : 0;
 }
 
+/*
+ * The device refused frames: the queue toward the peer is full, the local
+ * equivalent of a congestion mark (Linux enters CWR when its qdisc pushes
+ * back). Reduce once per window, as for loss but with nothing to resend:
+ * a window that keeps the device ring full only makes the peer read older,
+ * colder buffers (measured on memif: 1 MiB writes 4.3 vs 4.7 GB/s).
+ */
+static void
+tcp_local_congestion(struct tide_net_conn *c, uint64_t now)
+{
+	if (before(c->snd_una, c->cwr_mark) || c->in_recovery || c->loss_state) {
+		return;
+	}
+	c->ssthresh = c->cc->ssthresh(c, now);
+	c->cwnd = c->ssthresh;
+	c->cwr_mark = c->snd_nxt;
+	c->stack->st.tcp_tx_cwr++;
+}
+
+void
+tcp_tx_block(struct tide_net_conn *c)
+{
+	if (!c->tx_blocked) {
+		c->stack->st.tcp_tx_blocked++;
+		c->tx_blocked = true;
+		TAILQ_INSERT_TAIL(&c->stack->tx_blocked, c, txb_link);
+	}
+}
+
+void
+tcp_tx_unblock(struct tide_net_conn *c)
+{
+	if (c->tx_blocked) {
+		c->tx_blocked = false;
+		TAILQ_REMOVE(&c->stack->tx_blocked, c, txb_link);
+	}
+}
+
 void
 tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 {
@@ -257,6 +289,14 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		uint32_t seq = c->snd_nxt, len, room;
 		uint8_t flags = TCPHDR_ACK;
 
+		/* A full device is backpressure: stop here and go on when it takes
+		 * frames (net_tx_resume), rather than build frames it would drop and
+		 * recover them as loss. */
+		if (net_tx_full(s)) {
+			tcp_tx_block(c);
+			tcp_local_congestion(c, now);
+			break;
+		}
 		if (sackrec) {
 			/* RFC 6675 5 (C): while pipe < cwnd, NextSeg: a lost hole, else new data.
 			 */
@@ -300,6 +340,10 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		}
 		if (before(seq, data_end)) {
 			if (room == 0) {
+				/* Held back by the window: cwnd when it is the smaller one. */
+				if (c->cwnd <= c->snd_wnd) {
+					c->cwnd_limited = true;
+				}
 				break;
 			}
 			len = data_end - seq;
@@ -351,6 +395,11 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		}
 	}
 	if (sent_new) {
+		uint32_t flight = c->snd_nxt - c->snd_una;
+
+		if (flight > c->max_flight) {
+			c->max_flight = flight;
+		}
 		tcp_tlp_arm(c, now);
 	}
 	/* Data waits, the peer's window is shut and nothing is in flight: probe (RFC 9293 3.8.6.1).

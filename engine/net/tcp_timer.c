@@ -164,7 +164,7 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 		/* Eifel (RFC 3522): remember what this retransmission carries and what
 		 * to restore should the original turn out to have arrived. */
 		c->rto_undo = c->ts_ok;
-		c->rto_tsval = tcp_tsval_at(now);
+		c->rto_tsval = tcp_tsval_at(c, now);
 		c->undo_cwnd = c->cwnd;
 		c->undo_ssthresh = c->ssthresh;
 		/* RFC 5681 3.1 (4): only the first timeout of a loss episode halves. */

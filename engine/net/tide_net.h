@@ -296,6 +296,8 @@ struct tide_net_stats {
 	uint64_t tcp_spurious_retrans;  /**< D-SACKs for data we had retransmitted */
 	uint64_t tcp_sack_sb_overflow;  /**< SACK ranges forgotten: scoreboard full */
 	uint64_t tcp_tlp_probes;        /**< tail loss probes sent (RFC 8985 7, SACK only) */
+	uint64_t tcp_tx_blocked; /**< sends stopped by a full device, resumed when it drains */
+	uint64_t tcp_tx_cwr;     /**< window reductions for a full device (local congestion) */
 };
 
 /** TCP states, numbered as Linux include/net/tcp_states.h. */

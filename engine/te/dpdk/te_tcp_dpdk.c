@@ -767,6 +767,13 @@ setup_on_lcore(void *arg)
 	if (a->rc == 0) {
 		a->rc = tide_lcore_poller_add(l->lc, dpdk_poll, l);
 	}
+	/* Live counters for tools/tide-stats.py (index = lcore order); best
+	 * effort: a process without telemetry still transfers. */
+	if (a->rc == 0 && l->nd_up) {
+		unsigned idx;
+
+		(void)tide_eth_netdev_publish(&l->nd, l->stack, &idx);
+	}
 }
 
 static void
