@@ -14,6 +14,8 @@
 
 #include <pthread.h>
 
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
@@ -88,6 +90,25 @@ driver_chains(const char *name)
 		strcmp(name, "net_memif") == 0);
 }
 
+/*
+ * memif's zero-copy mode (client side, devarg zero-copy=yes) hands the peer
+ * offsets into one shared region, the EAL memory its mempool lives in
+ * (22.11 eth_memif_tx_zc: region 1, always): an external buffer elsewhere
+ * (registered memory attached by tcp_zc) would reach the peer as a garbage
+ * offset. Such a port must get every byte in pool mbufs.
+ */
+static bool
+memif_zero_copy(const struct rte_eth_dev_info *info)
+{
+	const struct rte_devargs *da;
+
+	if (info->driver_name == NULL || strcmp(info->driver_name, "net_memif") != 0 ||
+	    info->device == NULL)
+		return false;
+	da = rte_dev_devargs(info->device);
+	return da != NULL && da->args != NULL && strstr(da->args, "zero-copy=yes") != NULL;
+}
+
 static void
 probe_port(struct tide_eth_netdev *nd)
 {
@@ -95,22 +116,26 @@ probe_port(struct tide_eth_netdev *nd)
 	struct rte_eth_txq_info qi;
 	uint16_t pid = tide_eth_port_id(nd->port);
 	const char *drv = NULL;
+	bool no_ext = false;
 
 	if (rte_eth_dev_info_get(pid, &info) == 0) {
 		nd->tx_capa = info.tx_offload_capa;
 		drv = info.driver_name;
+		no_ext = memif_zero_copy(&info);
 	}
+	nd->tx_no_ext = no_ext;
 	/* What the queue was set up with (port offloads included, as PMDs
 	 * store them); drivers without txq_info_get count as none enabled. */
 	if (rte_eth_tx_queue_info_get(pid, tide_eth_port_tx_queue(nd->port, nd->queue), &qi) == 0)
 		nd->tx_conf = qi.conf.offloads & nd->tx_capa;
-	nd->tx_chain_auto =
-		(nd->tx_conf & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 || driver_chains(drv);
+	nd->tx_chain_auto = !no_ext && ((nd->tx_conf & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0 ||
+					driver_chains(drv));
 	nd->tx_chain = nd->tx_chain_auto;
 	TIDE_LOG(INFO,
-		 "port %u (%s): tx offload capa 0x%llx configured 0x%llx; zero-copy frames %s", pid,
-		 drv != NULL ? drv : "?", (unsigned long long)nd->tx_capa,
-		 (unsigned long long)nd->tx_conf, nd->tx_chain ? "chained (extbuf)" : "copied");
+		 "port %u (%s): tx offload capa 0x%llx configured 0x%llx; zero-copy frames %s%s",
+		 pid, drv != NULL ? drv : "?", (unsigned long long)nd->tx_capa,
+		 (unsigned long long)nd->tx_conf, nd->tx_chain ? "chained (extbuf)" : "copied",
+		 no_ext ? " (memif zero-copy: pool buffers only)" : "");
 }
 
 int
@@ -124,6 +149,8 @@ tide_eth_netdev_set_zc(struct tide_eth_netdev *nd, enum tide_eth_zc_mode mode)
 		nd->tx_chain = false;
 		return 0;
 	case TIDE_ETH_ZC_CHAIN:
+		if (nd->tx_no_ext)
+			return -ENOTSUP;
 		nd->tx_chain = true;
 		return 0;
 	}
