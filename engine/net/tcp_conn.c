@@ -169,6 +169,10 @@ tcp_conn_alloc(struct tide_net_stack *s, uint32_t rip, uint16_t lport, uint16_t 
 	c->recover = c->iss;
 	c->high_rxt = c->iss;
 	c->rtx_high = c->iss;
+	/* Sequence marks start at the ISS like the others: 0 would be "after"
+	 * snd_una for half of the ISS space (tcp_local_congestion, tcp_cwnd_validated). */
+	c->cwr_mark = c->iss;
+	c->cwnd_mark = c->iss;
 	LIST_INSERT_HEAD(&s->conn_hash[conn_hash(rip, lport, rport)], c, hash_link);
 	c->hashed = true;
 	TAILQ_INSERT_TAIL(&s->conns, c, link);

@@ -272,6 +272,22 @@ tcp_tx_unblock(struct tide_net_conn *c)
 	}
 }
 
+/*
+ * A full device is backpressure: a sender with a segment to send stops and
+ * goes on when the device takes frames (net_tx_resume), rather than build
+ * frames it would drop and recover them as loss.
+ */
+static bool
+tcp_tx_stopped(struct tide_net_conn *c, uint64_t now)
+{
+	if (!net_tx_full(c->stack)) {
+		return false;
+	}
+	tcp_tx_block(c);
+	tcp_local_congestion(c, now);
+	return true;
+}
+
 void
 tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 {
@@ -289,14 +305,6 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		uint32_t seq = c->snd_nxt, len, room;
 		uint8_t flags = TCPHDR_ACK;
 
-		/* A full device is backpressure: stop here and go on when it takes
-		 * frames (net_tx_resume), rather than build frames it would drop and
-		 * recover them as loss. */
-		if (net_tx_full(s)) {
-			tcp_tx_block(c);
-			tcp_local_congestion(c, now);
-			break;
-		}
 		if (sackrec) {
 			/* RFC 6675 5 (C): while pipe < cwnd, NextSeg: a lost hole, else new data.
 			 */
@@ -308,7 +316,8 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 				break;
 			}
 			if (tcp_sack_next_rtx(c, smss, &seq, &rlen, &rflags, &relost)) {
-				if (tcp_sack_retransmit(c, seq, rlen, rflags, relost, now) != 0) {
+				if (tcp_tx_stopped(c, now) ||
+				    tcp_sack_retransmit(c, seq, rlen, rflags, relost, now) != 0) {
 					break;
 				}
 				continue;
@@ -368,7 +377,10 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		} else {
 			break;
 		}
-		if (tcp_transmit(c, seq, len, flags, now) != 0) {
+		/* Only a segment to send stops at a full device: a connection with
+		 * nothing to send (called for an incoming segment) is not waiting
+		 * for the device, and its window is not cut. */
+		if (tcp_tx_stopped(c, now) || tcp_transmit(c, seq, len, flags, now) != 0) {
 			break;
 		}
 		if (before(seq, c->snd_max)) {

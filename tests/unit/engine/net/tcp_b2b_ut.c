@@ -417,11 +417,62 @@ test_sack_5pct_reorder_cubic(void)
 	sack_vs_baseline(50, 10, 13, TIDE_NET_CC_CUBIC);
 }
 
+/*
+ * A segment stamped with an earlier clock than one already sent (the TE
+ * stamps with its poll's clock and with later reads in callbacks) keeps the
+ * highest TSval: the receiving stack's PAWS check takes both, in order.
+ */
+static void
+test_tsval_clock_back_no_paws(void)
+{
+	struct link_cfg cfg = {.seed = 21};
+	struct side a, b;
+	struct wire wab = {0}, wba = {0};
+	struct tide_net_listener *l;
+	uint64_t now = 1000 * NS_PER_MS, rs = 1;
+	uint8_t x[2000];
+
+	for (unsigned i = 0; i < sizeof(x); i++) {
+		x[i] = pat(0, i);
+	}
+	side_init(&a, 0, &cfg, now);
+	side_init(&b, 1, &cfg, now);
+	CU_ASSERT_FATAL(tide_net_listen(b.s, 7000, 16, side_accept, &b, &l) == 0);
+	CU_ASSERT_FATAL(tide_net_connect(a.s, UT_PEER_IP, 7000, &side_cbs, &a, now, &a.c) == 0);
+	for (int i = 0; i < 4 && !(a.connected && b.c != NULL); i++) {
+		pump(&a, &b, &wab, &cfg, &rs, now);
+		pump(&b, &a, &wba, &cfg, &rs, now);
+	}
+	CU_ASSERT_FATAL(a.connected && b.c != NULL);
+	CU_ASSERT_FATAL(a.c->ts_ok && b.c->ts_ok);
+	/* First with a clock read 5 ms later, then with the earlier one. */
+	CU_ASSERT_EQUAL(tide_net_send(a.c, x, 1000, now + 5 * NS_PER_MS), 1000);
+	pump(&a, &b, &wab, &cfg, &rs, now);
+	CU_ASSERT_EQUAL(b.rcvd, 1000);
+	CU_ASSERT_EQUAL(tide_net_send(a.c, x + 1000, 1000, now), 1000);
+	pump(&a, &b, &wab, &cfg, &rs, now);
+	CU_ASSERT_EQUAL(b.rcvd, 2000);
+	CU_ASSERT_EQUAL(b.bad, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(b.s)->tcp_rx_paws, 0);
+	pump(&b, &a, &wba, &cfg, &rs, now);
+	CU_ASSERT_EQUAL(a.c->snd_una, a.c->snd_max);
+	CU_ASSERT_EQUAL(tide_net_stats(a.s)->tcp_rx_paws, 0);
+	tide_net_listener_close(l, now);
+	tide_net_stack_destroy(a.s);
+	tide_net_stack_destroy(b.s);
+	ut_dev_drain(&a.dev);
+	ut_dev_drain(&b.dev);
+	CU_ASSERT_EQUAL(a.dev.live + b.dev.live, 0);
+	free(a.dev.q);
+	free(b.dev.q);
+}
+
 static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("tcp_b2b", NULL, NULL);
 	CU_add_test(s, "clean_link", test_clean_link);
+	CU_add_test(s, "tsval_clock_back_no_paws", test_tsval_clock_back_no_paws);
 	CU_add_test(s, "loss_dup_reorder", test_loss_dup_reorder);
 	CU_add_test(s, "heavy_loss_cubic", test_heavy_loss_cubic);
 	CU_add_test(s, "wrapping_isn_with_loss", test_wrapping_isn_with_loss);

@@ -165,6 +165,128 @@ test_congestion_avoidance(void)
 	ut_env_fini(&e);
 }
 
+/* ---- cwnd validation (RFC 7661, tcp_cwnd_validated): grow only while cwnd limits ---- */
+
+static struct tide_net_conn *
+open_at_isn(struct ut_env *e, struct ut_app *a, struct tide_net_listener **l, uint32_t isn)
+{
+	uint32_t I;
+
+	ut_env_init(e, NULL);
+	e->s->isn_fixed_on = true;
+	e->s->isn_fixed = isn;
+	ut_app_init(a);
+	struct tide_net_conn *c = ut_passive_open(e, a, P, &I, l);
+	CU_ASSERT_EQUAL(I, isn);
+	CU_ASSERT_EQUAL(c->mss, 1460);
+	ut_dev_drain(&e->dev);
+	return c;
+}
+
+/* The peer acknowledges everything sent; returns how many data segments that let out. */
+static unsigned
+ack_all(struct ut_env *e, struct tide_net_conn *c)
+{
+	struct ut_tcp_out o;
+	unsigned n = 0;
+
+	IN(e, .seq = P + 1, .ack = c->snd_nxt, .flags = TCPHDR_ACK);
+	while (ut_pop_tcp(e, &o) == 0) {
+		n += o.len > 0;
+	}
+	return n;
+}
+
+/* The application writes two segments per round trip, far less than cwnd allows. */
+static void
+app_limited_rounds(struct ut_env *e, struct tide_net_conn *c, unsigned rounds)
+{
+	for (unsigned i = 0; i < rounds; i++) {
+		CU_ASSERT_EQUAL(tide_net_send(c, big, 2 * 1460, e->now), 2 * 1460);
+		CU_ASSERT_EQUAL(ut_dev_pending(&e->dev), 2);
+		ut_dev_drain(&e->dev);
+		CU_ASSERT_EQUAL(ack_all(e, c), 0);
+	}
+}
+
+static void
+run_cwnd_validation_app_limited(uint32_t isn)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct tide_net_conn *c = open_at_isn(&e, &a, &l, isn);
+
+	/* Slow start: 2 segments in flight never need 10 (cwnd < 2 x max_flight fails). */
+	app_limited_rounds(&e, c, 5);
+	CU_ASSERT_EQUAL(c->cwnd, 10u * 1460);
+	CU_ASSERT_EQUAL(c->ssthresh, UINT32_MAX);
+	/* Congestion avoidance, as after a loss: 20 segments acknowledged, twice
+	 * the window, would add 2 MSS if the window were in use. */
+	c->ssthresh = c->cwnd;
+	app_limited_rounds(&e, c, 10);
+	CU_ASSERT_EQUAL(c->cwnd, 10u * 1460);
+	CU_ASSERT_EQUAL(c->sbuf.len, 0);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_cwnd_validation_app_limited(void)
+{
+	run_cwnd_validation_app_limited(1000);
+	run_cwnd_validation_app_limited(0x90000000u); /* marks start at the ISS, not 0 */
+}
+
+static void
+run_cwnd_validation_cwnd_limited(uint32_t isn)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	struct tide_net_conn *c = open_at_isn(&e, &a, &l, isn);
+	uint32_t start = c->snd_nxt;
+	unsigned n = 0;
+
+	/* Congestion avoidance at 10 MSS with 20 segments to send: the window limits. */
+	c->ssthresh = c->cwnd;
+	CU_ASSERT_EQUAL(tide_net_send(c, big, 20 * 1460, e.now), 20 * 1460);
+	while (ut_pop_tcp(&e, &o) == 0) {
+		n++;
+	}
+	CU_ASSERT_EQUAL(n, 10);
+	/* ACKs of two segments each: one window acknowledged adds one MSS (RFC 5681). */
+	for (unsigned i = 1; i <= 10; i++) {
+		IN(&e, .seq = P + 1, .ack = start + 2 * i * 1460, .flags = TCPHDR_ACK);
+		ut_dev_drain(&e.dev);
+		if (i == 4) {
+			CU_ASSERT_EQUAL(c->cwnd, 10u * 1460);
+		} else if (i == 5) {
+			CU_ASSERT_EQUAL(c->cwnd, 11u * 1460);
+		}
+	}
+	/* The last data left at the fifth ACK: the window has not limited since. */
+	CU_ASSERT_EQUAL(c->snd_una, start + 20 * 1460);
+	CU_ASSERT_EQUAL(c->cwnd, 11u * 1460);
+	/* Then application-limited: 20 more segments acknowledged, no growth. */
+	app_limited_rounds(&e, c, 10);
+	CU_ASSERT_EQUAL(c->cwnd, 11u * 1460);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_cwnd_validation_cwnd_limited(void)
+{
+	run_cwnd_validation_cwnd_limited(1000);
+	run_cwnd_validation_cwnd_limited(0x90000000u);
+}
+
 static void
 register_tests(void)
 {
@@ -173,6 +295,8 @@ register_tests(void)
 	CU_add_test(s, "fast_retransmit_newreno", test_fast_retransmit_newreno);
 	CU_add_test(s, "fast_retransmit_cubic", test_fast_retransmit_cubic);
 	CU_add_test(s, "congestion_avoidance", test_congestion_avoidance);
+	CU_add_test(s, "cwnd_validation_app_limited", test_cwnd_validation_app_limited);
+	CU_add_test(s, "cwnd_validation_cwnd_limited", test_cwnd_validation_cwnd_limited);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <arpa/inet.h>
+#include <limits.h>
 #include <string.h>
 
 #include "net_ut_common.h"
@@ -262,6 +263,275 @@ test_offload_marks_frames_unless_elided(void)
 	ut_env_fini(&e);
 }
 
+/* ---- a full device: backpressure (net_tx_full, tcp_tx_block, net_tx_resume) ---- */
+
+static uint8_t bulk[130 * 1460];
+static struct tide_net_dev_ops ring_ops;
+static unsigned ring_room; /* frames the device takes before its ring is full; UINT_MAX: all */
+
+static uint16_t
+ring_tx_burst(void *dev, struct tide_net_buf *bufs, uint16_t n)
+{
+	uint16_t sent;
+
+	if (n > ring_room) {
+		n = (uint16_t)ring_room;
+	}
+	sent = ut_dev_ops.tx_burst(dev, bufs, n);
+	if (ring_room != UINT_MAX) {
+		ring_room -= sent;
+	}
+	return sent;
+}
+
+static void
+ring_on(struct tide_net_opts *o)
+{
+	ring_ops = ut_dev_ops;
+	ring_ops.tx_burst = ring_tx_burst;
+	o->dev_ops = &ring_ops;
+	ring_room = UINT_MAX;
+}
+
+static void
+ring_cubic_on(struct tide_net_opts *o)
+{
+	ring_on(o);
+	o->tcp_cc = TIDE_NET_CC_CUBIC;
+}
+
+/* Window field of the peer's segments: 4096 << 7 = 512 KiB, more than any window here. */
+#define PEER_WND 4096
+
+/* Active open to a peer that scales its window by 2^7 (MSS 1460; no timestamps, no SACK). */
+static struct tide_net_conn *
+open_scaled(struct ut_env *e, struct ut_app *a, uint32_t *iss)
+{
+	static const uint8_t opt[8] = {TCPOPT_MSS, 4, 0x05, 0xb4, TCPOPT_NOP, TCPOPT_WINDOW, 3, 7};
+	struct tide_net_conn *c = NULL;
+	struct ut_tcp_out o;
+
+	CU_ASSERT_FATAL(tide_net_connect(e->s, UT_PEER_IP, 5000, &ut_app_cbs, a, e->now, &c) == 0);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(e, &o), 0);
+	*iss = o.seq;
+	IN(e, .seq = P, .ack = o.seq + 1, .flags = TCPHDR_SYN | TCPHDR_ACK, .opts = opt,
+	   .optlen = 8, .sport = 5000, .dport = o.sport, .wnd = PEER_WND);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(e, &o), 0);
+	CU_ASSERT_EQUAL(o.flags, TCPHDR_ACK);
+	/* The SYN-ACK's window is not scaled: a window update opens the scaled one. */
+	IN(e, .seq = P + 1, .ack = *iss + 1, .flags = TCPHDR_ACK, .wnd = PEER_WND, .sport = 5000,
+	   .dport = c->lport);
+	CU_ASSERT_FATAL(c->state == TCP_ESTABLISHED);
+	CU_ASSERT_EQUAL(c->mss, 1460);
+	CU_ASSERT_EQUAL(c->snd_wnd, (uint32_t)PEER_WND << 7);
+	return c;
+}
+
+/*
+ * Queue `segs` segments of `bulk` on c (its window opened to hold more) while
+ * the device refuses every frame: NET_TX_BURST frames fill the stack's TX
+ * queue, then c stops with the rest unsent.
+ */
+static void
+send_into_full_device(struct ut_env *e, struct tide_net_conn *c, uint32_t iss, unsigned segs)
+{
+	ring_room = 0;
+	c->cwnd = 100 * 1460; /* grown: more than the TX queue holds */
+	CU_ASSERT_EQUAL(tide_net_send(c, bulk, segs * 1460u, e->now), segs * 1460);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e->dev), 0);
+	CU_ASSERT_EQUAL(c->snd_nxt, iss + 1 + NET_TX_BURST * 1460);
+	CU_ASSERT(c->tx_blocked);
+	CU_ASSERT(TAILQ_FIRST(&e->s->tx_blocked) == c);
+}
+
+/*
+ * A device that refuses frames: the sender stops instead of building frames
+ * it would drop, reduces its window once for the episode, and sends the rest
+ * in order once the device takes frames again. With an ISS in either half of
+ * the sequence space (cwr_mark starts at the ISS).
+ */
+static void
+run_full_device_stops_sender(uint32_t isn)
+{
+	const struct tide_net_stats *st;
+	struct ut_env e;
+	struct ut_app a;
+	struct ut_tcp_out o;
+	uint32_t I, seq, end, cwnd;
+	unsigned rounds = 0;
+
+	for (unsigned i = 0; i < sizeof(bulk); i++) {
+		bulk[i] = (uint8_t)(i * 13 + 5);
+	}
+	ut_env_init(&e, ring_cubic_on);
+	e.s->isn_fixed_on = true;
+	e.s->isn_fixed = isn;
+	st = tide_net_stats(e.s);
+	ut_app_init(&a);
+	struct tide_net_conn *c = open_scaled(&e, &a, &I);
+	CU_ASSERT_EQUAL(I, isn);
+
+	/* 100 segments: the queue takes NET_TX_BURST, then the sender stops once. */
+	send_into_full_device(&e, c, I, 100);
+	CU_ASSERT_EQUAL(st->tx_dropped, 0);
+	CU_ASSERT(st->tx_deferred >= NET_TX_BURST);
+	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 1);
+	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
+	/* Reduced as for loss (CUBIC: beta 0.7 of 100 segments), once. */
+	CU_ASSERT_EQUAL(c->cwnd, c->ssthresh);
+	CU_ASSERT(c->cwnd >= 69 * 1460 && c->cwnd <= 70 * 1460);
+	cwnd = c->cwnd;
+	/* Still full: timers, and more data from the application, change nothing. */
+	ut_advance(&e, 10 * NS_PER_US);
+	CU_ASSERT_EQUAL(tide_net_send(c, bulk + 100 * 1460, 30 * 1460, e.now), 30 * 1460);
+	ut_advance(&e, 10 * NS_PER_US);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	CU_ASSERT_EQUAL(c->snd_nxt, I + 1 + NET_TX_BURST * 1460);
+	CU_ASSERT_EQUAL(st->tx_dropped, 0);
+	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 1);
+	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
+	CU_ASSERT_EQUAL(c->cwnd, cwnd);
+
+	/* The device takes one queue's worth, then is full again: the sender refills
+	 * the queue and stops a second time, in the same window: no second cut. */
+	ring_room = NET_TX_BURST;
+	ut_advance(&e, 10 * NS_PER_US);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), NET_TX_BURST);
+	CU_ASSERT_EQUAL(c->snd_nxt, I + 1 + 2 * NET_TX_BURST * 1460);
+	CU_ASSERT(c->tx_blocked);
+	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 2);
+	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
+	CU_ASSERT_EQUAL(c->cwnd, cwnd);
+	CU_ASSERT_EQUAL(st->tx_dropped, 0);
+
+	/* The device drains: a timer run resumes the sender. Every byte then
+	 * leaves once, in order, as the peer acknowledges what it got. */
+	ring_room = UINT_MAX;
+	ut_advance(&e, 10 * NS_PER_US);
+	CU_ASSERT_FALSE(c->tx_blocked);
+	CU_ASSERT(TAILQ_EMPTY(&e.s->tx_blocked));
+	seq = I + 1;
+	end = I + 1 + 130 * 1460;
+	while (seq != end && rounds++ < 20) {
+		while (ut_pop_tcp(&e, &o) == 0) {
+			CU_ASSERT_EQUAL_FATAL(o.seq, seq);
+			CU_ASSERT_EQUAL(o.len, 1460);
+			CU_ASSERT_EQUAL(memcmp(o.payload, bulk + (seq - I - 1), o.len), 0);
+			seq += o.len;
+		}
+		IN(&e, .seq = P + 1, .ack = seq, .flags = TCPHDR_ACK, .wnd = PEER_WND,
+		   .sport = 5000, .dport = c->lport);
+	}
+	CU_ASSERT_EQUAL(seq, end);
+	CU_ASSERT_EQUAL(c->snd_una, end);
+	CU_ASSERT_EQUAL(c->sbuf.len, 0);
+	CU_ASSERT_EQUAL(st->tx_dropped, 0);
+	CU_ASSERT_EQUAL(st->tcp_retrans_segs, 0);
+	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 2);
+	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_full_device_stops_sender(void)
+{
+	run_full_device_stops_sender(1000);
+	run_full_device_stops_sender(0xffff0000u); /* upper half, and wraps during the run */
+}
+
+/*
+ * Connections stopped by a full device leave the waiting list when they
+ * end: aborted by the application, or reset by the peer after a close. The
+ * resume that follows must not touch them (ASan: they are freed).
+ */
+static void
+test_full_device_closed_conn_unlisted(void)
+{
+	const struct tide_net_stats *st;
+	struct ut_env e;
+	struct ut_app aa, ab;
+	uint32_t ia, ib;
+	uint16_t bport;
+
+	for (unsigned i = 0; i < sizeof(bulk); i++) {
+		bulk[i] = (uint8_t)i;
+	}
+	ut_env_init(&e, ring_on);
+	st = tide_net_stats(e.s);
+	ut_app_init(&aa);
+	ut_app_init(&ab);
+	struct tide_net_conn *ca = open_scaled(&e, &aa, &ia);
+	struct tide_net_conn *cb = open_scaled(&e, &ab, &ib);
+	bport = cb->lport;
+	send_into_full_device(&e, ca, ia, 40);
+	/* b has data too, and finds the queue full: it waits behind a. */
+	CU_ASSERT_EQUAL(tide_net_send(cb, bulk, 1000, e.now), 1000);
+	CU_ASSERT_EQUAL(cb->snd_nxt, ib + 1);
+	CU_ASSERT(cb->tx_blocked);
+	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 2);
+	CU_ASSERT(TAILQ_FIRST(&e.s->tx_blocked) == ca);
+	CU_ASSERT(TAILQ_NEXT(ca, txb_link) == cb);
+
+	tide_net_abort(ca, e.now);
+	CU_ASSERT(TAILQ_FIRST(&e.s->tx_blocked) == cb);
+	CU_ASSERT(TAILQ_NEXT(cb, txb_link) == NULL);
+	CU_ASSERT_EQUAL(st->tcp_conns, 1);
+	/* b closes (its FIN waits behind the data), then the peer resets it. */
+	tide_net_close(cb, e.now);
+	CU_ASSERT(cb->tx_blocked);
+	IN(&e, .seq = P + 1, .flags = TCPHDR_RST, .sport = 5000, .dport = bport);
+	CU_ASSERT_EQUAL(st->tcp_conns, 0);
+	CU_ASSERT(TAILQ_EMPTY(&e.s->tx_blocked));
+
+	/* The device drains: only a's frames, queued before it ended, go out. */
+	ring_room = UINT_MAX;
+	ut_advance(&e, 10 * NS_PER_US);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), NET_TX_BURST);
+	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 2);
+	ut_app_fini(&aa);
+	ut_app_fini(&ab);
+	ut_env_fini(&e);
+}
+
+/*
+ * A connection with nothing to send is not stopped by a full device, nor its
+ * window cut: here it only receives while another connection fills the queue.
+ */
+static void
+test_full_device_idle_conn_untouched(void)
+{
+	const struct tide_net_stats *st;
+	struct ut_env e;
+	struct ut_app aa, ab;
+	uint32_t ia, ib;
+
+	ut_env_init(&e, ring_on);
+	st = tide_net_stats(e.s);
+	ut_app_init(&aa);
+	ut_app_init(&ab);
+	struct tide_net_conn *ca = open_scaled(&e, &aa, &ia);
+	struct tide_net_conn *cb = open_scaled(&e, &ab, &ib);
+	send_into_full_device(&e, ca, ia, 40);
+	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
+	IN(&e, .seq = P + 1, .ack = ib + 1, .flags = TCPHDR_ACK | TCPHDR_PSH, .data = "hello",
+	   .len = 5, .wnd = PEER_WND, .sport = 5000, .dport = cb->lport);
+	CU_ASSERT_EQUAL(ab.rxn, 5);
+	CU_ASSERT_FALSE(cb->tx_blocked);
+	CU_ASSERT(TAILQ_FIRST(&e.s->tx_blocked) == ca);
+	CU_ASSERT(TAILQ_NEXT(ca, txb_link) == NULL);
+	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 1);
+	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
+	CU_ASSERT_EQUAL(cb->cwnd, 10u * 1460);
+	CU_ASSERT_EQUAL(cb->ssthresh, UINT32_MAX);
+	tide_net_abort(ca, e.now);
+	tide_net_abort(cb, e.now);
+	ut_app_fini(&aa);
+	ut_app_fini(&ab);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -272,6 +542,9 @@ register_tests(void)
 	CU_add_test(s, "syn_options", test_syn_options);
 	CU_add_test(s, "segmentation_and_peer_window", test_segmentation_and_peer_window);
 	CU_add_test(s, "nagle_option", test_nagle_option);
+	CU_add_test(s, "full_device_stops_sender", test_full_device_stops_sender);
+	CU_add_test(s, "full_device_closed_conn_unlisted", test_full_device_closed_conn_unlisted);
+	CU_add_test(s, "full_device_idle_conn_untouched", test_full_device_idle_conn_untouched);
 }
 
 TIDE_UT_MAIN(register_tests)

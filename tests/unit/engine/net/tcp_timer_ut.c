@@ -350,6 +350,60 @@ test_rtt_estimator(void)
 	ut_env_fini(&e);
 }
 
+/*
+ * tcp_tsval_at: segments are stamped with clocks read at different moments
+ * (a poll's start, a callback's own read), so a later segment can bring an
+ * earlier clock. It keeps the highest TSval sent: one that went back would be
+ * dropped by the peer's PAWS check (RFC 7323 5.3).
+ */
+static void
+test_tsval_never_goes_back(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t syn[16] = {TCPOPT_MSS, 4, 0x05, 0xb4}, ts[12];
+	uint32_t I, t0;
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 4, ut_app_accept, &a, &l) == 0);
+	ut_ts_opt(syn + 4, 100, 0);
+	IN(&e, .seq = P, .flags = TCPHDR_SYN, .opts = syn, .optlen = 16);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	I = o.seq;
+	t0 = (uint32_t)(e.now / NS_PER_MS); /* 1 ms ticks */
+	CU_ASSERT(o.opts.has_ts);
+	CU_ASSERT_EQUAL(o.opts.tsval, t0);
+	ut_ts_opt(ts, 101, o.opts.tsval);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .opts = ts, .optlen = 12);
+	struct tide_net_conn *c = a.accepted;
+	CU_ASSERT_FATAL(c != NULL && c->ts_ok);
+	/* A segment stamped with a clock read 5 ms later... */
+	CU_ASSERT_EQUAL(tide_net_send(c, "a", 1, e.now + 5 * NS_PER_MS), 1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, I + 1);
+	CU_ASSERT(o.opts.has_ts);
+	CU_ASSERT_EQUAL(o.opts.tsval, t0 + 5);
+	/* ...then one with the earlier clock: the same TSval, not t0. */
+	CU_ASSERT_EQUAL(tide_net_send(c, "b", 1, e.now), 1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, I + 2);
+	CU_ASSERT(o.opts.has_ts);
+	CU_ASSERT_EQUAL(o.opts.tsval, t0 + 5);
+	/* Once the clock passes it, TSvals follow the clock again. */
+	CU_ASSERT_EQUAL(tide_net_send(c, "c", 1, e.now + 7 * NS_PER_MS), 1);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, I + 3);
+	CU_ASSERT_EQUAL(o.opts.tsval, t0 + 7);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -363,6 +417,7 @@ register_tests(void)
 	CU_add_test(s, "keepalive", test_keepalive);
 	CU_add_test(s, "fin_wait2_orphan_timeout", test_fin_wait2_orphan_timeout);
 	CU_add_test(s, "rtt_estimator", test_rtt_estimator);
+	CU_add_test(s, "tsval_never_goes_back", test_tsval_never_goes_back);
 }
 
 TIDE_UT_MAIN(register_tests)
