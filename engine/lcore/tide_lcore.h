@@ -8,8 +8,11 @@
  * time read once at the top of the iteration. A poller returns > 0 when it did
  * work and 0 when it found none (the SPDK busy/idle contract). When a whole
  * iteration finds no work, the idle policy decides: BUSY spins (lowest
- * latency, one CPU burnt per worker), ADAPTIVE sleeps `idle_sleep_us` after
- * `idle_spins` empty iterations so several processes can share few cores.
+ * latency, one CPU burnt per worker); ADAPTIVE, after `idle_spins` empty
+ * iterations, yields the CPU to any other runnable thread each iteration for
+ * `idle_yield_us`, then sleeps `idle_sleep_us` at a time, so several
+ * processes can share few cores. A sleeping worker wakes at once for a
+ * message (tide_lcore_post) or a tide_lcore_wake() from another thread.
  *
  * Other threads never touch a worker's state: they post a message
  * (function + argument) to the worker's bounded MPSC ring, and the worker
@@ -48,7 +51,7 @@ typedef void (*tide_lcore_msg_fn)(void *arg);
 /** What a worker does when an iteration finds no work. */
 enum tide_lcore_idle {
 	TIDE_LCORE_IDLE_BUSY = 0,     /**< spin (with a CPU pause hint) */
-	TIDE_LCORE_IDLE_ADAPTIVE = 1, /**< sleep idle_sleep_us after idle_spins empty iterations */
+	TIDE_LCORE_IDLE_ADAPTIVE = 1, /**< after idle_spins empty iterations: yield, then sleep */
 };
 
 /** Group options; fill with tide_lcore_opts_init() first. */
@@ -64,6 +67,9 @@ struct tide_lcore_opts {
 	void *thread_init_arg; /**< passed to thread_init */
 	/** Clock for `now_ns`; NULL = CLOCK_MONOTONIC. Tests pass a fake. */
 	uint64_t (*clock_ns)(void);
+	/** ADAPTIVE: how long an idle worker yields before it starts sleeping;
+	 *  default 2000 (2 ms). Appended: callers compiled before it get the default. */
+	uint32_t idle_yield_us;
 };
 
 /** Counters of one worker; written by the worker only, racy to read. */
@@ -71,6 +77,7 @@ struct tide_lcore_stats {
 	uint64_t iterations; /**< loop iterations */
 	uint64_t busy;       /**< iterations in which some poller did work */
 	uint64_t sleeps;     /**< idle sleeps (ADAPTIVE) */
+	uint64_t wakeups;    /**< sleeps cut short by a message or tide_lcore_wake() */
 	uint64_t msgs;       /**< messages run */
 	uint64_t busy_ns;    /**< time spent in iterations that did work */
 	uint64_t idle_ns;    /**< time spent in iterations that did none, sleeps included */
@@ -156,6 +163,15 @@ int tide_lcore_group_start(struct tide_lcore_group *g);
  * Thread: any, including the worker itself.
  */
 int tide_lcore_post(struct tide_lcore *lc, tide_lcore_msg_fn fn, void *arg);
+
+/**
+ * Wake the worker if it sleeps (ADAPTIVE idle), so work a producer queued by
+ * its own means (not tide_lcore_post, which wakes by itself) is seen now
+ * rather than after the sleep. Costs one atomic load when the worker is
+ * awake. Call after the work is visible to the worker.
+ * Thread: any.
+ */
+void tide_lcore_wake(struct tide_lcore *lc);
 
 /**
  * Run fn(arg) on a running worker and wait until it returned (posting again

@@ -1086,6 +1086,7 @@ inbox_put(struct dpeer *p, struct te_slice *head, struct te_slice *tail)
 		pthread_mutex_unlock(&l->inbox_lock);
 	}
 	atomic_store(&l->inbox_pending, true);
+	tide_lcore_wake(l->lc); /* it may be sleeping in an idle spell */
 }
 
 static int

@@ -106,8 +106,10 @@ test_pollers_run_and_adaptive_idle_sleeps(void)
 	int cpu = cpu0();
 
 	tide_lcore_opts_init(&o, sizeof(o));
+	CU_ASSERT_EQUAL(o.idle_yield_us, 2000);
 	o.idle_spins = 16;
 	o.idle_sleep_us = 200;
+	o.idle_yield_us = 0; /* sleep as soon as the spins are spent */
 	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
 	TIDE_UT_OK(tide_lcore_poller_add(tide_lcore_get(g, 0), count_poll, &c));
 	TIDE_UT_OK(tide_lcore_group_start(g));
@@ -122,6 +124,106 @@ test_pollers_run_and_adaptive_idle_sleeps(void)
 	CU_ASSERT_TRUE(st.sleeps > 10);
 	CU_ASSERT_TRUE(st.iterations - st.busy < 16 * (st.sleeps + 1) + 16);
 	CU_ASSERT_EQUAL(c.order_errors, 0);
+	tide_lcore_group_destroy(g);
+}
+
+/* An idle spell shorter than idle_yield_us only yields: no sleep at all. */
+static void
+test_adaptive_idle_yields_before_sleeping(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct tide_lcore_stats st;
+	struct counter c = {.budget = 10};
+	int cpu = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.idle_spins = 16;
+	o.idle_yield_us = 10000000; /* 10 s: longer than the test */
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	TIDE_UT_OK(tide_lcore_poller_add(tide_lcore_get(g, 0), count_poll, &c));
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	usleep(50000);
+	tide_lcore_group_stop(g);
+	tide_lcore_stats_get(tide_lcore_get(g, 0), &st);
+	CU_ASSERT_EQUAL(atomic_load(&c.worked), 10);
+	CU_ASSERT_EQUAL(st.sleeps, 0);
+	CU_ASSERT_TRUE(st.iterations - st.busy > 16);
+	tide_lcore_group_destroy(g);
+}
+
+static void
+mark_ran(void *arg)
+{
+	atomic_store((atomic_int *)arg, 1);
+}
+
+struct wake_poll {
+	atomic_int flag; /* set by another thread, then tide_lcore_wake() */
+	atomic_int seen;
+};
+
+static int
+wake_poll_fn(void *ctx, uint64_t now)
+{
+	struct wake_poll *w = ctx;
+
+	(void)now;
+	if (atomic_load(&w->flag) && !atomic_load(&w->seen)) {
+		atomic_store(&w->seen, 1);
+		return 1;
+	}
+	return 0;
+}
+
+static bool
+wait_int(atomic_int *v, double seconds)
+{
+	double end = tide_ut_now_s() + seconds;
+
+	while (!atomic_load(v) && tide_ut_now_s() < end)
+		usleep(1000);
+	return atomic_load(v) != 0;
+}
+
+/*
+ * A worker asleep for 5 s at a time still runs a posted message, and sees
+ * work announced with tide_lcore_wake(), long before the sleep would end:
+ * both cut the sleep short (counted in wakeups).
+ */
+static void
+test_sleeping_worker_woken_by_post_and_wake(void)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct tide_lcore_stats st;
+	struct wake_poll w = {0};
+	atomic_int ran = 0;
+	int cpu = cpu0();
+	double t0;
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	o.idle_spins = 4;
+	o.idle_yield_us = 0;
+	o.idle_sleep_us = 5000000;
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	TIDE_UT_OK(tide_lcore_poller_add(tide_lcore_get(g, 0), wake_poll_fn, &w));
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	usleep(20000); /* asleep by now */
+	t0 = tide_ut_now_s();
+	TIDE_UT_OK(tide_lcore_post(tide_lcore_get(g, 0), mark_ran, &ran));
+	CU_ASSERT_TRUE(wait_int(&ran, 2.0));
+	usleep(20000); /* asleep again */
+	atomic_store(&w.flag, 1);
+	tide_lcore_wake(tide_lcore_get(g, 0));
+	CU_ASSERT_TRUE(wait_int(&w.seen, 2.0));
+	CU_ASSERT_TRUE(tide_ut_now_s() - t0 < 4.0); /* neither waited out a 5 s sleep */
+	usleep(20000);
+	t0 = tide_ut_now_s();
+	tide_lcore_group_stop(g); /* wakes the sleeper rather than waiting 5 s */
+	CU_ASSERT_TRUE(tide_ut_now_s() - t0 < 4.0);
+	tide_lcore_stats_get(tide_lcore_get(g, 0), &st);
+	CU_ASSERT_TRUE(st.wakeups >= 2);
 	tide_lcore_group_destroy(g);
 }
 
@@ -455,6 +557,10 @@ register_tests(void)
 	CU_add_test(s, "group_create_rejects_bad_opts", test_group_create_rejects_bad_opts);
 	CU_add_test(s, "pollers_run_and_adaptive_idle_sleeps",
 		    test_pollers_run_and_adaptive_idle_sleeps);
+	CU_add_test(s, "adaptive_idle_yields_before_sleeping",
+		    test_adaptive_idle_yields_before_sleeping);
+	CU_add_test(s, "sleeping_worker_woken_by_post_and_wake",
+		    test_sleeping_worker_woken_by_post_and_wake);
 	CU_add_test(s, "post_from_many_threads_in_order", test_post_from_many_threads_in_order);
 	CU_add_test(s, "ring_full_returns_eagain_before_start",
 		    test_ring_full_returns_eagain_before_start);
