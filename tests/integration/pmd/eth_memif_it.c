@@ -362,10 +362,17 @@ zc_client_main(void)
 	while (access(sock_path, F_OK) != 0 && now_ms() < deadline)
 		usleep(1000);
 	snprintf(prefix, sizeof(prefix), "tide-memif-zc-c-%d", (int)getppid());
+	/* --single-file-segments (memif zero-copy) cannot go with the EAL's
+	 * --huge-unlink on hugepages; this check needs no hugepages. */
+	setenv("TIDE_HUGEPAGES", "off", 1);
 	if (eal_up_args("client", prefix, ",zero-copy=yes", "--single-file-segments") != 0)
 		return 2;
 	if (tide_eth_port_open("net_memif0", NULL, &p) != 0)
 		return 3;
+	/* Connected first: a client leaving mid-handshake trips DPDK 22.11's
+	 * memif server (its interrupt thread panics on a closed fd). */
+	if (!wait_link(p, 15000))
+		return 8;
 	if (tide_eth_netdev_init(&nd, p, 0, NULL) != 0)
 		rc = 4;
 	else if (nd.tx_chain || !nd.tx_no_ext)
@@ -403,6 +410,12 @@ test_memif_zero_copy_client_copies_external_buffers(void)
 	CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
 	close(done[1]);
 	CU_ASSERT_EQUAL(waitpid(server, &sstatus, 0), server);
+	if (!WIFEXITED(status) || !WIFEXITED(sstatus))
+		fprintf(stderr, "zero-copy client: %s %d; server: %s %d\n",
+			WIFEXITED(status) ? "exit" : "signal",
+			WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+			WIFEXITED(sstatus) ? "exit" : "signal",
+			WIFEXITED(sstatus) ? WEXITSTATUS(sstatus) : WTERMSIG(sstatus));
 	CU_ASSERT_TRUE(WIFEXITED(status) && WIFEXITED(sstatus));
 	CU_ASSERT_EQUAL(WEXITSTATUS(status), 0);
 	CU_ASSERT_EQUAL(WEXITSTATUS(sstatus), 0);
