@@ -127,7 +127,10 @@ uint32_t net_cksum_pseudo(uint32_t saddr_be, uint32_t daddr_be, uint8_t proto, u
 
 /* ---- stack ----------------------------------------------------------- */
 
-#define NET_TX_BURST     32   /* frames queued before a tx_burst call */
+#define NET_TX_BURST 32 /* frames queued before a tx_burst call */
+/* In-order segments one ACK may cover within an RX burst (the ACK goes at
+ * the burst's end, or at once past this): about GRO's 64 KiB at MTU 9000. */
+#define NET_ACK_STRETCH  8
 #define NET_ARP_SLOTS    64   /* ARP cache entries (linear scan; hit cache in front) */
 #define NET_ARP_PENDING  4    /* frames queued per unresolved next hop */
 #define NET_CONN_BUCKETS 1024 /* connection hash buckets (power of two) */
@@ -211,6 +214,8 @@ struct tide_net_stack {
 	struct tcp_conn_tailq conns;      /* every live connection (timer scan) */
 	struct tcp_conn_tailq graveyard;  /* freed at the end of the entry point */
 	struct tcp_conn_tailq tx_blocked; /* data to send, stopped by a full device */
+	struct tcp_conn_tailq ack_owed;   /* in-order data to ACK at the end of this RX burst */
+	bool in_rx_burst;                 /* tide_net_rx_burst is feeding frames */
 	LIST_HEAD(, tide_net_listener) listeners;
 	uint64_t timer_next; /* lower bound of every armed deadline */
 	unsigned busy;       /* public entry points in progress (callbacks re-enter) */
@@ -449,6 +454,7 @@ struct tide_net_conn {
 	TAILQ_ENTRY(tide_net_conn) link;       /* stack->conns, until reaped */
 	TAILQ_ENTRY(tide_net_conn) grave_link; /* stack->graveyard once dead */
 	TAILQ_ENTRY(tide_net_conn) txb_link;   /* stack->tx_blocked while tx_blocked */
+	TAILQ_ENTRY(tide_net_conn) ack_link;   /* stack->ack_owed while ack_owed */
 	struct tide_net_listener *listener;    /* passive open still in SYN_RECV */
 
 	uint32_t lip, rip;
@@ -468,6 +474,7 @@ struct tide_net_conn {
 	bool in_recovery;
 	bool closed_notified;
 	bool tx_blocked; /* on stack->tx_blocked: resumed when the device takes frames */
+	bool ack_owed;   /* on stack->ack_owed: one ACK at the end of the RX burst */
 
 	/* send sequence space (RFC 9293 3.3.1) */
 	uint32_t iss, snd_una, snd_nxt;
@@ -643,6 +650,10 @@ tcp_cwnd_validated(struct tide_net_conn *c)
 void tcp_tx_block(struct tide_net_conn *c);
 /** Take c off the blocked list (it closed, or is resumed). */
 void tcp_tx_unblock(struct tide_net_conn *c);
+/** Take c off the owed-ACK list (it closed); idempotent. */
+void tcp_ack_unowe(struct tide_net_conn *c);
+/** Send the ACKs owed for in-order data of the RX burst just fed. */
+void tcp_ack_owed_flush(struct tide_net_stack *s, uint64_t now);
 void tcp_send_ack(struct tide_net_conn *c, uint64_t now);
 /** RST for a segment with no connection (RFC 9293 3.10.7.1). */
 void tcp_send_reset(struct tide_net_stack *s, const struct tcp_seg *seg, uint64_t now);

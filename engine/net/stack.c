@@ -113,6 +113,7 @@ tide_net_stack_create(const struct tide_net_opts *opts, uint64_t now, struct tid
 	TAILQ_INIT(&s->conns);
 	TAILQ_INIT(&s->graveyard);
 	TAILQ_INIT(&s->tx_blocked);
+	TAILQ_INIT(&s->ack_owed);
 	LIST_INIT(&s->listeners);
 	TAILQ_INIT(&s->zc_wait);
 	s->timer_next = UINT64_MAX;
@@ -286,6 +287,7 @@ tide_net_rx_burst(struct tide_net_stack *s, const struct tide_net_rx_pkt *pkts, 
 	 * freed at the matching net_leave, after the segment that triggered
 	 * the callback is done with it. */
 	net_enter(s);
+	s->in_rx_burst = true;
 	for (uint16_t i = 0; i < n; i++) {
 		s->st.rx_frames++;
 		s->st.rx_bytes += pkts[i].len;
@@ -306,6 +308,8 @@ tide_net_rx_burst(struct tide_net_stack *s, const struct tide_net_rx_pkt *pkts, 
 	if (nh > 0) {
 		s->ops->free_bufs(s->dev, h, nh);
 	}
+	s->in_rx_burst = false;
+	tcp_ack_owed_flush(s, now);
 	net_tx_resume(s, now);
 	net_leave(s); /* reaps dead connections and flushes TX */
 	return n;

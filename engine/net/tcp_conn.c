@@ -250,6 +250,7 @@ tcp_done(struct tide_net_conn *c, int reason)
 	tcp_set_state(c, TCP_CLOSE);
 	tcp_unlink_listener(c);
 	tcp_tx_unblock(c);
+	tcp_ack_unowe(c);
 	tcp_clear_timers(c);
 	tcp_ooo_purge(c);
 	tcp_snd_purge(c, reason);
@@ -275,6 +276,7 @@ net_conns_reap(struct tide_net_stack *s)
 		TAILQ_REMOVE(&s->graveyard, c, grave_link);
 		TAILQ_REMOVE(&s->conns, c, link);
 		tcp_tx_unblock(c);
+		tcp_ack_unowe(c);
 		free(c->sbuf.buf);
 		free(c->rbuf.buf);
 		free(c->chunks);

@@ -254,6 +254,29 @@ tcp_local_congestion(struct tide_net_conn *c, uint64_t now)
 }
 
 void
+tcp_ack_unowe(struct tide_net_conn *c)
+{
+	if (c->ack_owed) {
+		c->ack_owed = false;
+		TAILQ_REMOVE(&c->stack->ack_owed, c, ack_link);
+	}
+}
+
+void
+tcp_ack_owed_flush(struct tide_net_stack *s, uint64_t now)
+{
+	struct tide_net_conn *c;
+
+	while ((c = TAILQ_FIRST(&s->ack_owed)) != NULL) {
+		tcp_ack_unowe(c);
+		/* A segment sent since (data, a window update) may have carried it. */
+		if (!c->dead && c->rcv_acked != c->rcv_nxt) {
+			tcp_send_ack(c, now);
+		}
+	}
+}
+
+void
 tcp_tx_block(struct tide_net_conn *c)
 {
 	if (!c->tx_blocked) {

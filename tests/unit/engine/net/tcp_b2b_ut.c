@@ -467,12 +467,63 @@ test_tsval_clock_back_no_paws(void)
 	free(b.dev.q);
 }
 
+/*
+ * ACK coalescing: in-order segments of one RX burst are acknowledged once at
+ * the burst's end, or every NET_ACK_STRETCH (8) segments, instead of every
+ * second one; the sender still sees everything acknowledged.
+ */
+static void
+test_one_ack_per_burst(void)
+{
+	struct link_cfg cfg = {.seed = 22};
+	struct side a, b;
+	struct wire wab = {0}, wba = {0};
+	struct tide_net_listener *l;
+	uint64_t now = 1000 * NS_PER_MS, rs = 1, acks;
+	static uint8_t x[10 * 1460];
+	uint32_t len;
+
+	for (unsigned i = 0; i < sizeof(x); i++) {
+		x[i] = pat(0, i);
+	}
+	side_init(&a, 0, &cfg, now);
+	side_init(&b, 1, &cfg, now);
+	CU_ASSERT_FATAL(tide_net_listen(b.s, 7000, 16, side_accept, &b, &l) == 0);
+	CU_ASSERT_FATAL(tide_net_connect(a.s, UT_PEER_IP, 7000, &side_cbs, &a, now, &a.c) == 0);
+	for (int i = 0; i < 4 && !(a.connected && b.c != NULL); i++) {
+		pump(&a, &b, &wab, &cfg, &rs, now);
+		pump(&b, &a, &wba, &cfg, &rs, now);
+	}
+	CU_ASSERT_FATAL(a.connected && b.c != NULL);
+	/* Ten full segments (the initial window) in one burst: ACKs after the
+	 * 8th and at the end, not five. */
+	len = 10u * a.c->mss;
+	CU_ASSERT_FATAL(len <= sizeof(x));
+	CU_ASSERT_EQUAL(tide_net_send(a.c, x, len, now), (ssize_t)len);
+	acks = tide_net_stats(b.s)->tcp_tx_segs;
+	pump(&a, &b, &wab, &cfg, &rs, now);
+	CU_ASSERT_EQUAL(b.rcvd, len);
+	CU_ASSERT_EQUAL(tide_net_stats(b.s)->tcp_tx_segs - acks, 2);
+	pump(&b, &a, &wba, &cfg, &rs, now);
+	CU_ASSERT_EQUAL(a.c->snd_una, a.c->snd_max);
+	CU_ASSERT_EQUAL(b.bad, 0);
+	tide_net_listener_close(l, now);
+	tide_net_stack_destroy(a.s);
+	tide_net_stack_destroy(b.s);
+	ut_dev_drain(&a.dev);
+	ut_dev_drain(&b.dev);
+	CU_ASSERT_EQUAL(a.dev.live + b.dev.live, 0);
+	free(a.dev.q);
+	free(b.dev.q);
+}
+
 static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("tcp_b2b", NULL, NULL);
 	CU_add_test(s, "clean_link", test_clean_link);
 	CU_add_test(s, "tsval_clock_back_no_paws", test_tsval_clock_back_no_paws);
+	CU_add_test(s, "one_ack_per_burst", test_one_ack_per_burst);
 	CU_add_test(s, "loss_dup_reorder", test_loss_dup_reorder);
 	CU_add_test(s, "heavy_loss_cubic", test_heavy_loss_cubic);
 	CU_add_test(s, "wrapping_isn_with_loss", test_wrapping_isn_with_loss);
