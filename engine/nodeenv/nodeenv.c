@@ -329,7 +329,8 @@ static const struct key_def keys[] = {
 	 .def = "adaptive",
 	 .names = idle_names,
 	 .valid = "busy | adaptive",
-	 .doc = "Idle policy of pollers: spin, or sleep TIDE_IDLE_SLEEP_US when idle."},
+	 .doc = "Idle policy of pollers: spin, or (adaptive) yield the CPU for 2 ms, then sleep "
+		"TIDE_IDLE_SLEEP_US at a time; work submitted wakes a sleeper."},
 	{.name = "TIDE_IDLE_SLEEP_US",
 	 .type = T_U32,
 	 FLD(idle_sleep_us),
