@@ -417,6 +417,53 @@ test_sack_5pct_reorder_cubic(void)
 	sack_vs_baseline(50, 10, 13, TIDE_NET_CC_CUBIC);
 }
 
+/* Two stacks joined by a clean link with one connection a -> b open. */
+struct pair {
+	struct link_cfg cfg;
+	struct side a, b;
+	struct wire wab, wba;
+	struct tide_net_listener *l;
+	uint64_t now, rs;
+};
+
+static void
+pair_pump_ab(struct pair *p)
+{
+	pump(&p->a, &p->b, &p->wab, &p->cfg, &p->rs, p->now);
+}
+
+static void
+pair_open(struct pair *p, uint64_t seed)
+{
+	memset(p, 0, sizeof(*p));
+	p->cfg.seed = seed;
+	p->now = 1000 * NS_PER_MS;
+	p->rs = 1;
+	side_init(&p->a, 0, &p->cfg, p->now);
+	side_init(&p->b, 1, &p->cfg, p->now);
+	CU_ASSERT_FATAL(tide_net_listen(p->b.s, 7000, 16, side_accept, &p->b, &p->l) == 0);
+	CU_ASSERT_FATAL(
+		tide_net_connect(p->a.s, UT_PEER_IP, 7000, &side_cbs, &p->a, p->now, &p->a.c) == 0);
+	for (int i = 0; i < 4 && !(p->a.connected && p->b.c != NULL); i++) {
+		pair_pump_ab(p);
+		pump(&p->b, &p->a, &p->wba, &p->cfg, &p->rs, p->now);
+	}
+	CU_ASSERT_FATAL(p->a.connected && p->b.c != NULL);
+}
+
+static void
+pair_close(struct pair *p)
+{
+	tide_net_listener_close(p->l, p->now);
+	tide_net_stack_destroy(p->a.s);
+	tide_net_stack_destroy(p->b.s);
+	ut_dev_drain(&p->a.dev);
+	ut_dev_drain(&p->b.dev);
+	CU_ASSERT_EQUAL(p->a.dev.live + p->b.dev.live, 0);
+	free(p->a.dev.q);
+	free(p->b.dev.q);
+}
+
 /*
  * A segment stamped with an earlier clock than one already sent (the TE
  * stamps with its poll's clock and with later reads in callbacks) keeps the
@@ -425,46 +472,27 @@ test_sack_5pct_reorder_cubic(void)
 static void
 test_tsval_clock_back_no_paws(void)
 {
-	struct link_cfg cfg = {.seed = 21};
-	struct side a, b;
-	struct wire wab = {0}, wba = {0};
-	struct tide_net_listener *l;
-	uint64_t now = 1000 * NS_PER_MS, rs = 1;
+	static struct pair p;
 	uint8_t x[2000];
 
 	for (unsigned i = 0; i < sizeof(x); i++) {
 		x[i] = pat(0, i);
 	}
-	side_init(&a, 0, &cfg, now);
-	side_init(&b, 1, &cfg, now);
-	CU_ASSERT_FATAL(tide_net_listen(b.s, 7000, 16, side_accept, &b, &l) == 0);
-	CU_ASSERT_FATAL(tide_net_connect(a.s, UT_PEER_IP, 7000, &side_cbs, &a, now, &a.c) == 0);
-	for (int i = 0; i < 4 && !(a.connected && b.c != NULL); i++) {
-		pump(&a, &b, &wab, &cfg, &rs, now);
-		pump(&b, &a, &wba, &cfg, &rs, now);
-	}
-	CU_ASSERT_FATAL(a.connected && b.c != NULL);
-	CU_ASSERT_FATAL(a.c->ts_ok && b.c->ts_ok);
+	pair_open(&p, 21);
+	CU_ASSERT_FATAL(p.a.c->ts_ok && p.b.c->ts_ok);
 	/* First with a clock read 5 ms later, then with the earlier one. */
-	CU_ASSERT_EQUAL(tide_net_send(a.c, x, 1000, now + 5 * NS_PER_MS), 1000);
-	pump(&a, &b, &wab, &cfg, &rs, now);
-	CU_ASSERT_EQUAL(b.rcvd, 1000);
-	CU_ASSERT_EQUAL(tide_net_send(a.c, x + 1000, 1000, now), 1000);
-	pump(&a, &b, &wab, &cfg, &rs, now);
-	CU_ASSERT_EQUAL(b.rcvd, 2000);
-	CU_ASSERT_EQUAL(b.bad, 0);
-	CU_ASSERT_EQUAL(tide_net_stats(b.s)->tcp_rx_paws, 0);
-	pump(&b, &a, &wba, &cfg, &rs, now);
-	CU_ASSERT_EQUAL(a.c->snd_una, a.c->snd_max);
-	CU_ASSERT_EQUAL(tide_net_stats(a.s)->tcp_rx_paws, 0);
-	tide_net_listener_close(l, now);
-	tide_net_stack_destroy(a.s);
-	tide_net_stack_destroy(b.s);
-	ut_dev_drain(&a.dev);
-	ut_dev_drain(&b.dev);
-	CU_ASSERT_EQUAL(a.dev.live + b.dev.live, 0);
-	free(a.dev.q);
-	free(b.dev.q);
+	CU_ASSERT_EQUAL(tide_net_send(p.a.c, x, 1000, p.now + 5 * NS_PER_MS), 1000);
+	pair_pump_ab(&p);
+	CU_ASSERT_EQUAL(p.b.rcvd, 1000);
+	CU_ASSERT_EQUAL(tide_net_send(p.a.c, x + 1000, 1000, p.now), 1000);
+	pair_pump_ab(&p);
+	CU_ASSERT_EQUAL(p.b.rcvd, 2000);
+	CU_ASSERT_EQUAL(p.b.bad, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(p.b.s)->tcp_rx_paws, 0);
+	pump(&p.b, &p.a, &p.wba, &p.cfg, &p.rs, p.now);
+	CU_ASSERT_EQUAL(p.a.c->snd_una, p.a.c->snd_max);
+	CU_ASSERT_EQUAL(tide_net_stats(p.a.s)->tcp_rx_paws, 0);
+	pair_close(&p);
 }
 
 /*
@@ -475,46 +503,28 @@ test_tsval_clock_back_no_paws(void)
 static void
 test_one_ack_per_burst(void)
 {
-	struct link_cfg cfg = {.seed = 22};
-	struct side a, b;
-	struct wire wab = {0}, wba = {0};
-	struct tide_net_listener *l;
-	uint64_t now = 1000 * NS_PER_MS, rs = 1, acks;
+	static struct pair p;
 	static uint8_t x[10 * 1460];
+	uint64_t acks;
 	uint32_t len;
 
 	for (unsigned i = 0; i < sizeof(x); i++) {
 		x[i] = pat(0, i);
 	}
-	side_init(&a, 0, &cfg, now);
-	side_init(&b, 1, &cfg, now);
-	CU_ASSERT_FATAL(tide_net_listen(b.s, 7000, 16, side_accept, &b, &l) == 0);
-	CU_ASSERT_FATAL(tide_net_connect(a.s, UT_PEER_IP, 7000, &side_cbs, &a, now, &a.c) == 0);
-	for (int i = 0; i < 4 && !(a.connected && b.c != NULL); i++) {
-		pump(&a, &b, &wab, &cfg, &rs, now);
-		pump(&b, &a, &wba, &cfg, &rs, now);
-	}
-	CU_ASSERT_FATAL(a.connected && b.c != NULL);
+	pair_open(&p, 22);
 	/* Ten full segments (the initial window) in one burst: ACKs after the
 	 * 8th and at the end, not five. */
-	len = 10u * a.c->mss;
+	len = 10u * p.a.c->mss;
 	CU_ASSERT_FATAL(len <= sizeof(x));
-	CU_ASSERT_EQUAL(tide_net_send(a.c, x, len, now), (ssize_t)len);
-	acks = tide_net_stats(b.s)->tcp_tx_segs;
-	pump(&a, &b, &wab, &cfg, &rs, now);
-	CU_ASSERT_EQUAL(b.rcvd, len);
-	CU_ASSERT_EQUAL(tide_net_stats(b.s)->tcp_tx_segs - acks, 2);
-	pump(&b, &a, &wba, &cfg, &rs, now);
-	CU_ASSERT_EQUAL(a.c->snd_una, a.c->snd_max);
-	CU_ASSERT_EQUAL(b.bad, 0);
-	tide_net_listener_close(l, now);
-	tide_net_stack_destroy(a.s);
-	tide_net_stack_destroy(b.s);
-	ut_dev_drain(&a.dev);
-	ut_dev_drain(&b.dev);
-	CU_ASSERT_EQUAL(a.dev.live + b.dev.live, 0);
-	free(a.dev.q);
-	free(b.dev.q);
+	CU_ASSERT_EQUAL(tide_net_send(p.a.c, x, len, p.now), (ssize_t)len);
+	acks = tide_net_stats(p.b.s)->tcp_tx_segs;
+	pair_pump_ab(&p);
+	CU_ASSERT_EQUAL(p.b.rcvd, len);
+	CU_ASSERT_EQUAL(tide_net_stats(p.b.s)->tcp_tx_segs - acks, 2);
+	pump(&p.b, &p.a, &p.wba, &p.cfg, &p.rs, p.now);
+	CU_ASSERT_EQUAL(p.a.c->snd_una, p.a.c->snd_max);
+	CU_ASSERT_EQUAL(p.b.bad, 0);
+	pair_close(&p);
 }
 
 static void
