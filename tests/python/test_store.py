@@ -42,12 +42,12 @@ def free_port():
     return p
 
 
-def start_master(timeout=20):
-    """mooncake_master on a free port; returns (Popen, address) once it accepts, or
-    fails saying how long it waited."""
+def start_master(timeout=20, extra=()):
+    """mooncake_master on a free port (extra: more flags); returns (Popen, address) once
+    it accepts, or fails saying how long it waited."""
     port = free_port()
     p = subprocess.Popen([os.environ["STORE_TEST_MASTER_BIN"], f"--rpc_port={port}",
-                          "--metrics_port=0"], stdout=subprocess.DEVNULL,
+                          "--metrics_port=0", *extra], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while True:
@@ -66,7 +66,10 @@ def start_master(timeout=20):
 
 @pytest.fixture(scope="module")
 def master():
-    p, addr = start_master()
+    # Eviction off: test_full_store_is_backpressure's refused allocation asks for an
+    # eviction round (as stock's master does), which would evict whatever unleased
+    # objects the tests around it hold. Eviction is tested in mc_table_ut.
+    p, addr = start_master(extra=["--eviction_ratio=0"])
     yield addr
     p.terminate()
     p.wait(timeout=10)
