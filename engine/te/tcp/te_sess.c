@@ -60,6 +60,8 @@ struct te_srv_sess {
 	uint32_t od, oh, ot;
 	uint64_t o_off;  /* bytes of the head reply sent */
 	uint64_t tx_pos; /* bytes accounted by tx_advance() since create */
+	uint64_t nreq;   /* well-formed headers parsed */
+	uint8_t proto;   /* framing of the latest of them, 0 before one */
 	uint8_t scratch[SRV_SCRATCH];
 };
 
@@ -216,6 +218,8 @@ srv_on_header(struct te_srv_sess *s)
 		srv_die(s, -EPROTO);
 		return;
 	}
+	s->proto = h->proto;
+	s->nreq++;
 	if (h->op == TE_FRAME_OP_HELLO) {
 		if (h->addr == s->ctx.instance) {
 			srv_push(s, TE_FRAME_ST_OK, NULL, 0, false);
@@ -410,6 +414,14 @@ bool
 te_srv_sess_idle(const struct te_srv_sess *s)
 {
 	return s->st == SRV_HDR && s->hlen == 0 && s->od == s->ot;
+}
+
+uint8_t
+te_srv_sess_proto(const struct te_srv_sess *s, uint64_t *nreq)
+{
+	if (nreq != NULL)
+		*nreq = s->nreq;
+	return s->proto;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -183,6 +183,14 @@ int te_srv_sess_close_reason(const struct te_srv_sess *s);
  */
 bool te_srv_sess_idle(const struct te_srv_sess *s);
 
+/**
+ * \param[out] nreq  well-formed request headers parsed so far (a native HELLO
+ *                   counts); may be NULL.
+ * \return the framing of the latest of them (TE_PROTO_V1, V2 or NATIVE), 0
+ *         before the first.
+ */
+uint8_t te_srv_sess_proto(const struct te_srv_sess *s, uint64_t *nreq);
+
 /* ------------------------------------------------------------------------ */
 /* Client side: a window of te_slice requests on one connection.           */
 /* Thread (every function below but create): the connection's owner.       */

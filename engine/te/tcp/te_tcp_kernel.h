@@ -51,4 +51,10 @@ uint32_t te_tcp_kernel_peer_conns_up(struct te_xpeer *p);
  */
 uint64_t te_tcp_kernel_conn_failures(const struct te_xport *x);
 
+/**
+ * Server connections moved to their peer's home thread (reused stock-framed
+ * lanes, see te_tcp_kernel.c). Thread: any (racy read).
+ */
+uint64_t te_tcp_kernel_srv_moves(const struct te_xport *x);
+
 #endif /* TE_TCP_KERNEL_H */

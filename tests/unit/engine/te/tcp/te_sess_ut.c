@@ -449,6 +449,13 @@ test_hello(void)
 	pump(&h);
 	CU_ASSERT_EQUAL(sl_err[0], 0);
 	CU_ASSERT_EQUAL(mem[511], 0xab);
+	{
+		uint64_t nreq = 0;
+
+		/* HELLO and the WRITE, both native */
+		CU_ASSERT_EQUAL(te_srv_sess_proto(h.srv, &nreq), TE_PROTO_NATIVE);
+		CU_ASSERT_EQUAL(nreq, 2);
+	}
 	h_close(&h);
 }
 
@@ -666,6 +673,7 @@ test_server_malformed_and_teardown(void)
 	struct te_srv_sess *s;
 	uint8_t b[TE_FRAME_HDR_LEN] = {0};
 	struct te_frame_hdr h = {.size = 100, .addr = (uintptr_t)mem, .op = 1, .proto = 2};
+	uint64_t nreq = 99;
 	uint8_t *p;
 
 	CU_ASSERT_EQUAL(te_srv_sess_create(&(struct te_srv_ctx){.check = chk}, &s), -EINVAL);
@@ -674,13 +682,18 @@ test_server_malformed_and_teardown(void)
 	b[16] = 0x23;
 	CU_ASSERT_EQUAL(te_srv_sess_feed(s, b, sizeof(b)), sizeof(b));
 	CU_ASSERT_EQUAL(te_srv_sess_close_reason(s), -EPROTO);
+	CU_ASSERT_EQUAL(te_srv_sess_proto(s, &nreq), 0); /* a malformed header is no request */
+	CU_ASSERT_EQUAL(nreq, 0);
 	CU_ASSERT_EQUAL(te_srv_sess_feed(s, b, sizeof(b)), 0);
 	CU_ASSERT_EQUAL(te_srv_sess_rx_window(s, &p), 0);
 	te_srv_sess_destroy(s);
 	/* connection lost mid-WRITE: the reference is dropped on destroy */
 	TIDE_UT_OK(te_srv_sess_create(&srv_ctx, &s));
+	CU_ASSERT_EQUAL(te_srv_sess_proto(s, NULL), 0);
 	TIDE_UT_OK(te_frame_hdr_encode(&h, b));
 	CU_ASSERT_EQUAL(te_srv_sess_feed(s, b, sizeof(b)), sizeof(b));
+	CU_ASSERT_EQUAL(te_srv_sess_proto(s, &nreq), 2); /* v2, the first request */
+	CU_ASSERT_EQUAL(nreq, 1);
 	CU_ASSERT_EQUAL(holds, 1);
 	CU_ASSERT_FALSE(te_srv_sess_idle(s));
 	CU_ASSERT_EQUAL(te_srv_sess_rx_window(s, &p), 100);

@@ -770,6 +770,62 @@ test_wire_mooncake_client(void)
 	te_tcp_kernel_ops.destroy(x);
 }
 
+/*
+ * A stock initiator's pooled lanes (v2, sequential, one peer address) end on
+ * one thread: the two accepted on the other move after their second request,
+ * mid-stream, and every byte still lands. One-shot and native connections stay.
+ */
+static void
+test_stock_lanes_move_home(void)
+{
+	enum { LANES = 4, ROUNDS = 20, LEN = 3000 };
+	struct te_xport_cfg c;
+	struct te_xport *x;
+	uint8_t pat[LEN], in[LEN], st[TE_FRAME_REPLY_LEN];
+	int fd[LANES], one;
+	uint16_t port;
+
+	cfg_init(&c, true);
+	TIDE_UT_OK(te_tcp_kernel_ops.create(&c, &x));
+	port = te_tcp_kernel_ops.data_port(x);
+	/* one-shot: one request, then the client closes */
+	one = raw_connect(port);
+	CU_ASSERT(raw_hdr(one, 0x80, (uintptr_t)srvmem, 10, 0));
+	CU_ASSERT_EQUAL(recv_all(one, st, 8), 8);
+	CU_ASSERT_EQUAL(recv_all(one, in, 10), 10);
+	close(one);
+	for (int l = 0; l < LANES; l++)
+		fd[l] = raw_connect(port);
+	for (int r = 0; r < ROUNDS; r++) {
+		for (int l = 0; l < LANES; l++) {
+			uint64_t at = (uintptr_t)srvmem + (uint64_t)l * LEN;
+
+			fill(pat, sizeof(pat), (uint32_t)(r * LANES + l));
+			CU_ASSERT(raw_hdr(fd[l], 0x81, at, LEN, 0) && send_all(fd[l], pat, LEN));
+			CU_ASSERT_EQUAL(recv_all(fd[l], st, 8), 8);
+			CU_ASSERT_EQUAL(le64(st), 0x4D43545600000000ULL);
+			CU_ASSERT(raw_hdr(fd[l], 0x80, at, LEN, 0));
+			CU_ASSERT_EQUAL(recv_all(fd[l], st, 8), 8);
+			CU_ASSERT_EQUAL(recv_all(fd[l], in, LEN), LEN);
+			CU_ASSERT_EQUAL(memcmp(in, pat, LEN), 0);
+		}
+	}
+	/* accepted round-robin over two threads: two of the four lanes moved */
+	CU_ASSERT_EQUAL(te_tcp_kernel_srv_moves(x), 2);
+	for (int l = 0; l < LANES; l++)
+		close(fd[l]);
+	/* native requests on a reused connection keep their thread */
+	one = raw_connect(port);
+	for (int r = 0; r < 4; r++) {
+		CU_ASSERT(raw_hdr(one, 0x40, (uintptr_t)srvmem, 10, (uint32_t)r));
+		CU_ASSERT_EQUAL(recv_all(one, st, 16), 16);
+		CU_ASSERT_EQUAL(recv_all(one, in, 10), 10);
+	}
+	close(one);
+	CU_ASSERT_EQUAL(te_tcp_kernel_srv_moves(x), 2);
+	te_tcp_kernel_ops.destroy(x);
+}
+
 /* Out of descriptors: the data server pauses instead of spinning, then recovers. */
 static void
 test_accept_emfile(void)
@@ -1034,6 +1090,7 @@ register_tests(void)
 	CU_add_test(s, "concurrent_submitters", test_concurrent_submitters);
 	CU_add_test(s, "wire_mooncake_client", test_wire_mooncake_client);
 	CU_add_test(s, "wire_mooncake_server", test_wire_mooncake_server);
+	CU_add_test(s, "stock_lanes_move_home", test_stock_lanes_move_home);
 	CU_add_test(s, "accept_emfile", test_accept_emfile);
 }
 
