@@ -298,6 +298,12 @@ te_srv_sess_rx_window(struct te_srv_sess *s, uint8_t **ptr)
 	}
 }
 
+uint64_t
+te_srv_sess_rx_payload(const struct te_srv_sess *s)
+{
+	return s->st == SRV_WDATA ? s->h.size : 0;
+}
+
 void
 te_srv_sess_rx_advance(struct te_srv_sess *s, size_t n)
 {
@@ -784,6 +790,12 @@ te_cli_sess_rx_window(struct te_cli_sess *c, uint8_t **ptr)
 		return te_cli_sess_rx_window(c, ptr);
 	}
 	return 0;
+}
+
+uint64_t
+te_cli_sess_rx_payload(const struct te_cli_sess *c)
+{
+	return c->err == 0 && c->rx == RX_DATA ? rec_at(c, c->head)->s->len : 0;
 }
 
 void

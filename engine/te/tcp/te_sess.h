@@ -126,6 +126,13 @@ size_t te_srv_sess_feed(struct te_srv_sess *s, const uint8_t *data, size_t len);
  */
 size_t te_srv_sess_rx_window(struct te_srv_sess *s, uint8_t **ptr);
 
+/**
+ * \return the whole size of the WRITE payload being received (not what is left
+ *         of it), 0 when no payload is in progress. Lets a transport decide
+ *         from the request, not from a read's remainder, whether to read in place.
+ */
+uint64_t te_srv_sess_rx_payload(const struct te_srv_sess *s);
+
 /** Account n bytes written at the rx_window() pointer (n <= its length). */
 void te_srv_sess_rx_advance(struct te_srv_sess *s, size_t n);
 
@@ -253,6 +260,9 @@ size_t te_cli_sess_feed(struct te_cli_sess *c, const uint8_t *data, size_t len);
 
 /** Zero-copy receive, as te_srv_sess_rx_window(): READ data lands in slice->local. */
 size_t te_cli_sess_rx_window(struct te_cli_sess *c, uint8_t **ptr);
+
+/** As te_srv_sess_rx_payload(): the whole size of the READ data being received, or 0. */
+uint64_t te_cli_sess_rx_payload(const struct te_cli_sess *c);
 
 /** Account n bytes written at the rx_window() pointer. */
 void te_cli_sess_rx_advance(struct te_cli_sess *c, size_t n);

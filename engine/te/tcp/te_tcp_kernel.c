@@ -521,8 +521,10 @@ slot_rx(struct slot *sl)
 			iov[n].iov_base = p;
 			iov[n++].iov_len = w;
 		}
-		if (w > TE_FRAME_REPLY_LEN)
-			sl->big = w >= BIG_PAYLOAD;
+		/* From the READ's size: a remainder below BIG_PAYLOAD must not flip it
+		 * (that let every next payload start in the staging area). */
+		if (te_cli_sess_rx_payload(sl->sess) > 0)
+			sl->big = te_cli_sess_rx_payload(sl->sess) >= BIG_PAYLOAD;
 		/* As on the server: after a large READ, stop at the next reply header. */
 		if (!(sl->big && w > 0 && w <= TE_FRAME_REPLY_LEN)) {
 			iov[n].iov_base = sl->stage;
@@ -800,8 +802,12 @@ srv_io(struct srv_conn *sc)
 			iov[n].iov_base = p;
 			iov[n++].iov_len = w;
 		}
-		if (w > TE_FRAME_HDR_LEN)
-			sc->big = w >= BIG_PAYLOAD;
+		/* From the WRITE's size, not the remainder of a partly read payload:
+		 * a small remainder cleared it, the next header read took up to 64 KiB
+		 * of payload into the staging area, and every pooled 64 KiB WRITE paid
+		 * a second copy (a third of the server's CPU). */
+		if (te_srv_sess_rx_payload(sc->sess) > 0)
+			sc->big = te_srv_sess_rx_payload(sc->sess) >= BIG_PAYLOAD;
 		/* After a large payload, stop at the next header so that its payload
 		 * too lands in place (the staging area would cost a copy). */
 		if (!(sc->big && w > 0 && w <= TE_FRAME_HDR_LEN)) {

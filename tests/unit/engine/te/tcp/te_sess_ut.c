@@ -698,6 +698,11 @@ test_server_malformed_and_teardown(void)
 	CU_ASSERT_FALSE(te_srv_sess_idle(s));
 	CU_ASSERT_EQUAL(te_srv_sess_rx_window(s, &p), 100);
 	CU_ASSERT_PTR_EQUAL(p, mem);
+	/* the payload's whole size, also once part of it arrived */
+	CU_ASSERT_EQUAL(te_srv_sess_rx_payload(s), 100);
+	te_srv_sess_rx_advance(s, 60);
+	CU_ASSERT_EQUAL(te_srv_sess_rx_window(s, &p), 40);
+	CU_ASSERT_EQUAL(te_srv_sess_rx_payload(s), 100);
 	te_srv_sess_destroy(s);
 	CU_ASSERT_EQUAL(holds, 0);
 	/* a wrapping range is refused even if check() would not notice */
