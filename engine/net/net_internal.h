@@ -159,6 +159,10 @@ struct tide_net_listener {
 	uint32_t pending; /* SYN_RECV children */
 	tide_net_accept_fn accept;
 	void *arg;
+	/* Last SYN answered with a cookie (tcp_syncookie.c): an ACK is checked as
+	 * one only within TCP_SYNCOOKIE_VALID_NS of it. */
+	uint64_t cookie_sent_at;
+	bool cookie_sent;
 };
 
 /*
@@ -503,6 +507,7 @@ struct tide_net_conn {
 	uint8_t delack_segs;
 
 	/* RFC 7323 */
+	uint32_t ts_off; /* added to the clock in every TSval (7.1), a keyed hash of the 4-tuple */
 	uint32_t ts_recent;
 	uint32_t ts_last; /* highest TSval sent (tcp_tsval_at) */
 	bool ts_sent;
@@ -540,6 +545,16 @@ struct tide_net_conn {
 	uint8_t sb_n;
 	bool loss_state;
 	uint32_t high_rxt;
+	/*
+	 * RACK by time for original transmissions (RFC 8985 6.2, simplified):
+	 * data sent before data the peer SACKed is lost once that SACK is a
+	 * reordering window old, however few segments were SACKed (DupThresh
+	 * never comes with a window of two or three). Below rack_lost every
+	 * unSACKed byte is lost; rack_seq is the next such edge, SACKed at
+	 * rack_seen and waiting for its window (rack_seen 0: none waits).
+	 */
+	uint32_t rack_lost, rack_seq;
+	uint64_t rack_seen;
 	uint32_t rtx_high; /* end of the latest retransmission (spurious-retransmit check) */
 	struct tcp_rtx_ent rtx[TCP_RTX_LOG_MAX];
 	uint8_t rtx_n;
@@ -573,8 +588,10 @@ struct tide_net_conn {
 	uint64_t t_keep;
 	uint64_t t_wait; /* TIME_WAIT, orphaned FIN_WAIT_2 */
 	uint64_t t_tlp;  /* tail loss probe (SACK connections) */
-	bool tlp_out;    /* a probe is out (since snd_una last moved or new data was SACKed) */
-	uint8_t tlp_n;   /* probes since then: the next waits 2^tlp_n PTOs */
+	uint64_t t_rack; /* RACK reordering window ends (SACK connections) */
+	uint8_t tlp_n;   /* probes since new data was last acknowledged or SACKed: the next
+			    waits 2^tlp_n PTOs */
+	bool tlp_rto;    /* an RTO fired since then: no probe until new data is acknowledged */
 
 	struct tide_net_conn_cbs cbs;
 	void *arg;
@@ -584,6 +601,10 @@ struct tide_net_conn {
 struct tide_net_conn *tcp_lookup(struct tide_net_stack *s, uint32_t lip, uint16_t lport,
 				 uint32_t rip, uint16_t rport);
 struct tide_net_listener *tcp_lookup_listener(struct tide_net_stack *s, uint16_t port);
+/** Receive window scale for a receive buffer of rcvbuf bytes (RFC 7323 2.3). */
+uint8_t tcp_rcv_wscale_for(uint32_t rcvbuf);
+/** Start c's send sequence space at iss: nothing sent, every sequence mark at iss. */
+void tcp_set_iss(struct tide_net_conn *c, uint32_t iss);
 /** Allocate a connection in CLOSE, hashed on its 4-tuple. NULL on ENOMEM (counted). */
 struct tide_net_conn *tcp_conn_alloc(struct tide_net_stack *s, uint32_t rip, uint16_t lport,
 				     uint16_t rport, uint64_t now);
@@ -605,6 +626,9 @@ void net_leave(struct tide_net_stack *s);
 uint64_t tcp_siphash_2u64(const uint64_t k[2], uint64_t m0, uint64_t m1);
 uint32_t tcp_new_isn(struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip,
 		     uint16_t rport, uint64_t now);
+/** RFC 7323 7.1 TSval offset of a 4-tuple: a keyed hash, so a peer learns no clock. Pure. */
+uint32_t tcp_ts_offset(const struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip,
+		       uint16_t rport);
 uint32_t tcp_ring_free(const struct tcp_ring *r);
 void tcp_ring_write(struct tcp_ring *r, const uint8_t *src, uint32_t n);
 void tcp_ring_read(const struct tcp_ring *r, uint32_t off, uint8_t *dst, uint32_t n);
@@ -664,6 +688,13 @@ void tcp_send_challenge_ack(struct tide_net_conn *c, uint64_t now);
 /** Send a probe (window or keepalive): an ACK carrying snd_una - 1. */
 void tcp_send_probe(struct tide_net_conn *c, uint64_t now);
 void tcp_send_synack(struct tide_net_conn *c, uint64_t now);
+struct tcp_cookie_opts;
+/**
+ * SYN-ACK for syn without a connection (SYN cookies): sequence iss, the
+ * options ck says; TSval ck->tsval when ck->ts.
+ */
+void tcp_send_synack_cookie(struct tide_net_stack *s, const struct tcp_seg *syn, uint32_t iss,
+			    const struct tcp_cookie_opts *ck, uint64_t now);
 void tcp_send_syn(struct tide_net_conn *c, uint64_t now);
 /** Send a window update when the application freed enough receive space. */
 void tcp_window_update(struct tide_net_conn *c, uint64_t now);
@@ -752,6 +783,10 @@ void tcp_sack_on_rto(struct tide_net_conn *c);
 void tcp_tlp_arm(struct tide_net_conn *c, uint64_t now);
 /** Sender: the probe timer fired: one new segment, else the last unSACKed one. */
 void tcp_tlp_fire(struct tide_net_conn *c, uint64_t now);
+/** Sender: new data was SACKed at now: what was sent before it may be lost (RACK). */
+void tcp_rack_sacked(struct tide_net_conn *c, uint64_t now);
+/** Sender: a reordering window ended (t_rack): mark what it covered lost and resend. */
+void tcp_rack_timer(struct tide_net_conn *c, uint64_t now);
 /** Sender: SACK recovery (fast or after RTO) is running. */
 static inline bool
 tcp_sack_recovering(const struct tide_net_conn *c)
@@ -765,12 +800,13 @@ tcp_sack_recovering(const struct tide_net_conn *c)
  * c already sent. Callers pass clocks read at different moments (a poll's
  * start, a callback's own read), so a later segment can bring an earlier
  * `now`; a TSval that went back would be dropped by the peer's PAWS check
- * (RFC 7323 5.3) and the segment recovered as loss.
+ * (RFC 7323 5.3) and the segment recovered as loss. The per-connection
+ * offset (RFC 7323 7.1) is constant, so the comparison modulo 2^32 holds.
  */
 static inline uint32_t
 tcp_tsval_at(struct tide_net_conn *c, uint64_t now)
 {
-	uint32_t v = (uint32_t)(now / 1000000ull);
+	uint32_t v = (uint32_t)(now / 1000000ull) + c->ts_off;
 
 	if (c->ts_sent && (int32_t)(v - c->ts_last) < 0) {
 		return c->ts_last;
@@ -789,6 +825,42 @@ void tcp_keepalive_reset(struct tide_net_conn *c, uint64_t now);
 void tcp_time_wait(struct tide_net_conn *c, uint64_t now);
 /** Fire the due timers of c. Returns how many fired. */
 int tcp_conn_timers(struct tide_net_conn *c, uint64_t now);
+
+/* tcp_syncookie.c */
+
+/*
+ * SYN cookies (RFC 4987 3.6): a listener whose backlog is full answers a SYN
+ * with a SYN-ACK whose ISS encodes the handshake, and keeps nothing; the ACK
+ * that returns the cookie creates the connection.
+ */
+#define TCP_SYNCOOKIE_SLOT_NS  (64ull * 1000000000ull)     /* time counter step */
+#define TCP_SYNCOOKIE_VALID_NS (2 * TCP_SYNCOOKIE_SLOT_NS) /* ACKs checked after a cookie */
+#define TCP_SYNACK_RETRIES     5 /* SYN-ACKs resent before a half-open entry goes (~63 s) */
+
+/** What a cookie carries besides the 4-tuple: from the SYN, settled against our options. */
+struct tcp_cookie_opts {
+	uint16_t mss;   /* peer MSS, rounded down to the cookie's table */
+	bool ts;        /* timestamps: wscale and SACK ride in TSval's low bits */
+	bool ws;        /* window scaling (ts only) */
+	bool sack;      /* SACK permitted (ts only) */
+	uint8_t wscale; /* peer's shift when ws */
+	uint32_t tsval; /* our TSval carrying them (ts only) */
+	uint32_t tsecr; /* the peer's TSval to echo (ts only) */
+};
+
+/**
+ * Cookie for SYN syn at now: the ISS to send and, in *ck, the options the
+ * SYN-ACK offers (what the ACK will bring back).
+ */
+uint32_t tcp_syncookie_make(const struct tide_net_stack *s, const struct tcp_seg *syn, uint64_t now,
+			    struct tcp_cookie_opts *ck);
+/**
+ * Is ack (an ACK at a listener) the answer to a cookie made in this or the
+ * previous time slot? On success *ck holds the options the cookie and the
+ * echoed TSval carry. \return 0; -EINVAL not a valid cookie.
+ */
+int tcp_syncookie_check(const struct tide_net_stack *s, const struct tcp_seg *ack, uint64_t now,
+			struct tcp_cookie_opts *ck);
 
 /* tcp_cc.c */
 const struct tcp_cc_ops *tcp_cc_get(enum tide_net_cc cc);

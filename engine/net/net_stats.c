@@ -87,6 +87,9 @@ static const char *const stats_names[] = {
 	"tcp_tlp_probes",
 	"tcp_tx_blocked",
 	"tcp_tx_cwr",
+	"tcp_syncookies_sent",
+	"tcp_syncookies_ok",
+	"tcp_syncookies_failed",
 };
 
 _Static_assert(sizeof(struct tide_net_stats) ==

@@ -118,8 +118,24 @@ tcp_new_isn(struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip
 	return (uint32_t)(now / 4000) + (uint32_t)f;
 }
 
-static uint8_t
-rcv_wscale_for(uint32_t rcvbuf)
+uint32_t
+tcp_ts_offset(const struct tide_net_stack *s, uint32_t lip, uint16_t lport, uint32_t rip,
+	      uint16_t rport)
+{
+	/*
+	 * RFC 7323 7.1: a TSval that is the bare clock tells every peer our
+	 * uptime and lets it match connections to one host. The offset is the
+	 * same F() as the ISN's with the top bit of the second word set, so the
+	 * two are unrelated; it is constant per 4-tuple, so a SYN cookie's
+	 * connection (tcp_syncookie.c) finds the offset its SYN-ACK used.
+	 */
+	return (uint32_t)(tcp_siphash_2u64(s->isn_key, (uint64_t)lip << 32 | rip,
+					   1ull << 63 | (uint64_t)lport << 16 | rport) >>
+			  32);
+}
+
+uint8_t
+tcp_rcv_wscale_for(uint32_t rcvbuf)
 {
 	uint8_t ws = 0;
 
@@ -127,6 +143,24 @@ rcv_wscale_for(uint32_t rcvbuf)
 		ws++;
 	}
 	return ws;
+}
+
+void
+tcp_set_iss(struct tide_net_conn *c, uint32_t iss)
+{
+	c->iss = iss;
+	c->snd_una = iss;
+	c->snd_nxt = iss;
+	c->snd_max = iss;
+	c->sbuf_seq = iss + 1;
+	c->recover = iss;
+	c->high_rxt = iss;
+	c->rtx_high = iss;
+	/* Sequence marks start at the ISS like the others: 0 would be "after"
+	 * snd_una for half of the ISS space (tcp_local_congestion, tcp_cwnd_validated). */
+	c->cwr_mark = iss;
+	c->cwnd_mark = iss;
+	c->rack_lost = iss;
 }
 
 struct tide_net_conn *
@@ -158,21 +192,11 @@ tcp_conn_alloc(struct tide_net_stack *s, uint32_t rip, uint16_t lport, uint16_t 
 	c->rto = s->o.tcp_rto_init_us * NS_PER_US;
 	c->peer_mss = 536;
 	c->mss = 536;
-	c->rcv_wscale = s->o.tcp_wscale ? rcv_wscale_for(s->o.tcp_rcvbuf) : 0;
+	c->rcv_wscale = s->o.tcp_wscale ? tcp_rcv_wscale_for(s->o.tcp_rcvbuf) : 0;
 	c->cc = tcp_cc_get(s->o.tcp_cc);
 	c->id = ++s->next_conn_id;
-	c->iss = tcp_new_isn(s, c->lip, lport, rip, rport, now);
-	c->snd_una = c->iss;
-	c->snd_nxt = c->iss;
-	c->snd_max = c->iss;
-	c->sbuf_seq = c->iss + 1;
-	c->recover = c->iss;
-	c->high_rxt = c->iss;
-	c->rtx_high = c->iss;
-	/* Sequence marks start at the ISS like the others: 0 would be "after"
-	 * snd_una for half of the ISS space (tcp_local_congestion, tcp_cwnd_validated). */
-	c->cwr_mark = c->iss;
-	c->cwnd_mark = c->iss;
+	tcp_set_iss(c, tcp_new_isn(s, c->lip, lport, rip, rport, now));
+	c->ts_off = tcp_ts_offset(s, c->lip, lport, rip, rport);
 	LIST_INSERT_HEAD(&s->conn_hash[conn_hash(rip, lport, rport)], c, hash_link);
 	c->hashed = true;
 	TAILQ_INSERT_TAIL(&s->conns, c, link);

@@ -385,6 +385,9 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	acked = ack - c->snd_una;
 	if (c->sack_ok && seg->opts.num_sacks > 0) {
 		newly = tcp_sack_update(c, &seg->opts, ack);
+		if (newly > 0) {
+			tcp_rack_sacked(c, now);
+		}
 	}
 	if (acked == 0) {
 		/* Duplicate ACK as RFC 5681 2 defines it. */
@@ -397,8 +400,9 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 					c->dupacks++;
 				}
 				if (newly > 0) {
-					c->tlp_out = false; /* the probe was answered */
+					/* New data SACKed: the peer is there, a new episode. */
 					c->tlp_n = 0;
+					c->tlp_rto = false;
 				}
 				tcp_sack_check_loss(c, now);
 				tcp_tlp_arm(c, now);
@@ -417,8 +421,8 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 				tcp_retransmit_head(c, now);
 			}
 		} else if (c->sack_ok && newly > 0) {
-			c->tlp_out = false; /* the probe was answered */
 			c->tlp_n = 0;
+			c->tlp_rto = false;
 			tcp_sack_check_loss(c, now);
 			tcp_tlp_arm(c, now);
 		}
@@ -452,8 +456,8 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		}
 	}
 	if (c->sack_ok) {
-		c->tlp_out = false;
-		c->tlp_n = 0;
+		c->tlp_n = 0; /* new data acknowledged: a new episode */
+		c->tlp_rto = false;
 		tcp_sack_clean(c);
 		if (c->in_recovery || c->loss_state) {
 			if (!before(ack, c->recover)) {
@@ -782,8 +786,85 @@ out:
 	}
 }
 
+/* Answer a SYN without keeping anything: the backlog is full or memory ran out. */
 static void
-tcp_listen_rcv(struct tide_net_listener *l, const struct tcp_seg *seg, uint64_t now)
+tcp_syncookie_send(struct tide_net_listener *l, const struct tcp_seg *seg, uint64_t now)
+{
+	struct tide_net_stack *s = l->stack;
+	struct tcp_cookie_opts ck;
+	uint32_t iss = tcp_syncookie_make(s, seg, now, &ck);
+
+	l->cookie_sent = true;
+	l->cookie_sent_at = now;
+	s->st.tcp_syncookies_sent++;
+	tcp_send_synack_cookie(s, seg, iss, &ck, now);
+}
+
+/*
+ * An ACK at a listener that sent cookies lately: if it returns a valid
+ * cookie, the handshake is done and the connection starts in ESTABLISHED
+ * (through SYN_RECV, so accepting it is the ordinary path). Anything else
+ * is answered with a RST, as without cookies, and creates nothing.
+ */
+static void
+tcp_syncookie_rcv(struct tide_net_listener *l, struct tcp_seg *seg, uint64_t now)
+{
+	struct tide_net_stack *s = l->stack;
+	struct tcp_cookie_opts ck;
+	struct tcp_opts o = {0};
+	struct tide_net_conn *c;
+
+	if (tcp_syncookie_check(s, seg, now, &ck) != 0) {
+		s->st.tcp_syncookies_failed++;
+		tcp_send_reset(s, seg, now);
+		return;
+	}
+	c = tcp_conn_alloc(s, seg->saddr, seg->dport, seg->sport, now);
+	if (c == NULL) {
+		/* Dropped, not reset: the peer's next segment carries the cookie again. */
+		return;
+	}
+	s->st.tcp_syncookies_ok++;
+	tcp_set_iss(c, seg->ack - 1);
+	c->snd_una = seg->ack; /* our SYN (the cookie's SYN-ACK) is acknowledged */
+	c->snd_nxt = seg->ack;
+	c->snd_max = seg->ack;
+	c->irs = seg->seq - 1;
+	c->rcv_nxt = seg->seq;
+	c->rcv_adv = c->rcv_nxt;
+	o.has_mss = true;
+	o.mss = ck.mss;
+	o.has_ts = ck.ts;
+	o.tsval = ck.tsecr;
+	o.has_wscale = ck.ws;
+	o.wscale = ck.wscale;
+	o.sack_ok = ck.sack;
+	tcp_syn_negotiate(c, &o);
+	if (c->ts_ok) {
+		/* The SYN-ACK's TSval was at or below the clock: later ones never go back. */
+		c->ts_sent = true;
+		c->ts_last = ck.tsval;
+	}
+	c->snd_wnd = seg->wnd << c->snd_wscale;
+	c->max_snd_wnd = c->snd_wnd;
+	c->snd_wl1 = seg->seq;
+	c->snd_wl2 = seg->ack;
+	c->listener = l;
+	l->pending++;
+	c->state = TCP_SYN_RECV;
+	s->st.tcp_passive_opens++;
+	tcp_established(c, now);
+	if (c->state != TCP_ESTABLISHED || c->dead) {
+		return; /* refused by the accept callback, or closed from it */
+	}
+	if (seg->len > 0 || (seg->flags & TCPHDR_FIN)) {
+		/* The ACK lost, this is the first data segment: take its payload too. */
+		tcp_rcv_state_process(c, seg, now);
+	}
+}
+
+static void
+tcp_listen_rcv(struct tide_net_listener *l, struct tcp_seg *seg, uint64_t now)
 {
 	struct tide_net_stack *s = l->stack;
 	struct tide_net_conn *c;
@@ -792,6 +873,11 @@ tcp_listen_rcv(struct tide_net_listener *l, const struct tcp_seg *seg, uint64_t 
 		return;
 	}
 	if (seg->flags & TCPHDR_ACK) {
+		if (!(seg->flags & TCPHDR_SYN) && l->cookie_sent &&
+		    now - l->cookie_sent_at < TCP_SYNCOOKIE_VALID_NS) {
+			tcp_syncookie_rcv(l, seg, now);
+			return;
+		}
 		tcp_send_reset(s, seg, now);
 		return;
 	}
@@ -799,11 +885,15 @@ tcp_listen_rcv(struct tide_net_listener *l, const struct tcp_seg *seg, uint64_t 
 		return;
 	}
 	if (l->pending >= l->backlog) {
+		/* Half-open entries hold the slots (SYN_RECV, ~63 s at most): a cookie
+		 * lets a client in meanwhile. */
 		s->st.tcp_listen_overflow++;
+		tcp_syncookie_send(l, seg, now);
 		return;
 	}
 	c = tcp_conn_alloc(s, seg->saddr, seg->dport, seg->sport, now);
 	if (c == NULL) {
+		tcp_syncookie_send(l, seg, now);
 		return;
 	}
 	c->listener = l;

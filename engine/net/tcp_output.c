@@ -79,54 +79,71 @@ tcp_build_sack(struct tide_net_conn *c, uint8_t n, uint32_t len, uint8_t *p)
 	return n;
 }
 
+/* NOP NOP TIMESTAMP: 12 bytes. */
+static uint8_t
+tcp_put_ts(uint8_t *p, uint32_t tsval, uint32_t tsecr)
+{
+	uint32_t v = htonl(tsval), e = htonl(tsecr);
+
+	p[0] = TCPOPT_NOP;
+	p[1] = TCPOPT_NOP;
+	p[2] = TCPOPT_TIMESTAMP;
+	p[3] = 10;
+	memcpy(p + 4, &v, 4);
+	memcpy(p + 8, &e, 4);
+	return TCPOLEN_TS_ALIGNED;
+}
+
+/*
+ * The options of a SYN or SYN-ACK, 32-bit aligned (at most 24 bytes): MSS,
+ * SACK-permitted where a timestamp's NOPs would go, timestamps, window scale.
+ */
+static uint8_t
+tcp_syn_options(uint8_t *p, uint16_t mss, bool sack, bool ts, uint32_t tsval, uint32_t tsecr,
+		bool ws, uint8_t wscale)
+{
+	uint8_t n = 0;
+
+	p[n++] = TCPOPT_MSS;
+	p[n++] = 4;
+	p[n++] = (uint8_t)(mss >> 8);
+	p[n++] = (uint8_t)mss;
+	if (ts) {
+		n += tcp_put_ts(p + n, tsval, tsecr);
+		if (sack) {
+			p[n - 12] = TCPOPT_SACK_PERM;
+			p[n - 11] = 2;
+		}
+	} else if (sack) {
+		p[n++] = TCPOPT_NOP;
+		p[n++] = TCPOPT_NOP;
+		p[n++] = TCPOPT_SACK_PERM;
+		p[n++] = 2;
+	}
+	if (ws) {
+		p[n++] = TCPOPT_NOP;
+		p[n++] = TCPOPT_WINDOW;
+		p[n++] = 3;
+		p[n++] = wscale;
+	}
+	return n;
+}
+
 static uint8_t
 tcp_build_options(struct tide_net_conn *c, uint8_t flags, uint32_t len, uint8_t *p, uint64_t now)
 {
 	uint8_t n = 0;
 	const struct tide_net_stack *s = c->stack;
+	/* 1 ms ticks (RFC 7323 allows 1 ms..1 s): PAWS stays valid for 24 days. */
+	uint32_t tsval = c->ts_ok ? tcp_tsval_at(c, now) : 0;
 
 	if (flags & TCPHDR_SYN) {
-		uint16_t mss = (uint16_t)(s->o.mtu - IP_HLEN - TCP_HLEN);
-
-		p[n++] = TCPOPT_MSS;
-		p[n++] = 4;
-		p[n++] = (uint8_t)(mss >> 8);
-		p[n++] = (uint8_t)mss;
-		if (c->ts_ok) {
-			if (c->sack_ok) {
-				p[n++] = TCPOPT_SACK_PERM;
-				p[n++] = 2;
-			} else {
-				p[n++] = TCPOPT_NOP;
-				p[n++] = TCPOPT_NOP;
-			}
-		} else if (c->sack_ok) {
-			p[n++] = TCPOPT_NOP;
-			p[n++] = TCPOPT_NOP;
-			p[n++] = TCPOPT_SACK_PERM;
-			p[n++] = 2;
-		}
-	} else if (c->ts_ok) {
-		p[n++] = TCPOPT_NOP;
-		p[n++] = TCPOPT_NOP;
+		return tcp_syn_options(p, (uint16_t)(s->o.mtu - IP_HLEN - TCP_HLEN), c->sack_ok,
+				       c->ts_ok, tsval, (flags & TCPHDR_ACK) ? c->ts_recent : 0,
+				       c->ws_ok, c->rcv_wscale);
 	}
 	if (c->ts_ok) {
-		/* 1 ms ticks (RFC 7323 allows 1 ms..1 s): PAWS stays valid for 24 days. */
-		uint32_t v = htonl(tcp_tsval_at(c, now));
-		uint32_t e =
-			htonl((flags & TCPHDR_SYN) && !(flags & TCPHDR_ACK) ? 0 : c->ts_recent);
-
-		p[n++] = TCPOPT_TIMESTAMP;
-		p[n++] = 10;
-		memcpy(p + n, &v, 4);
-		memcpy(p + n + 4, &e, 4);
-		n += 8;
-	}
-	if ((flags & TCPHDR_SYN) && c->ws_ok) {
-		p[n++] = TCPOPT_NOP;
-		p[n++] = TCPOPT_WINDOW;
-		p[n++] = 3;
-		p[n++] = c->rcv_wscale;
+		n = tcp_put_ts(p, tsval, c->ts_recent);
 	}
 	if (c->sack_ok && (flags & (TCPHDR_SYN | TCPHDR_RST | TCPHDR_ACK)) == TCPHDR_ACK &&
 	    (c->ooo != NULL || c->dsack_pending)) {
@@ -563,6 +580,43 @@ tcp_send_synack(struct tide_net_conn *c, uint64_t now)
 	c->snd_nxt = c->iss + 1;
 	c->snd_max = c->iss + 1;
 	tcp_rearm_rto(c, now);
+}
+
+void
+tcp_send_synack_cookie(struct tide_net_stack *s, const struct tcp_seg *syn, uint32_t iss,
+		       const struct tcp_cookie_opts *ck, uint64_t now)
+{
+	struct tide_net_buf b;
+	struct net_tcp_hdr *th;
+	uint8_t optlen;
+	uint16_t tlen;
+
+	if (net_txbuf_get(s, &b) != 0) {
+		return;
+	}
+	th = (struct net_tcp_hdr *)(b.data + NET_HDRS_LEN);
+	memset(th, 0, sizeof(*th));
+	/* Our window scale is a function of the options alone, so the connection the
+	 * ACK creates uses the shift announced here. */
+	optlen = tcp_syn_options((uint8_t *)(th + 1), (uint16_t)(s->o.mtu - IP_HLEN - TCP_HLEN),
+				 ck->sack, ck->ts, ck->tsval, ck->tsecr, ck->ws,
+				 tcp_rcv_wscale_for(s->o.tcp_rcvbuf));
+	tlen = (uint16_t)(TCP_HLEN + optlen);
+	th->sport = htons(syn->dport);
+	th->dport = htons(syn->sport);
+	th->seq = htonl(iss);
+	th->ack = htonl(syn->seq + 1);
+	th->doff = (uint8_t)((tlen / 4) << 4);
+	th->flags = TCPHDR_SYN | TCPHDR_ACK;
+	/* A SYN's window is never scaled (RFC 7323 2.2). */
+	th->window = htons(s->o.tcp_rcvbuf < 65535 ? (uint16_t)s->o.tcp_rcvbuf : 65535);
+	if (!s->o.cksum_elide) {
+		th->csum = net_cksum_fold(net_cksum_add(
+			net_cksum_pseudo(htonl(s->o.ip), htonl(syn->saddr), IPPROTO_TCP_, tlen), th,
+			tlen));
+	}
+	s->st.tcp_tx_segs++;
+	net_ipv4_output(s, &b, syn->saddr, IPPROTO_TCP_, tlen, now);
 }
 
 void

@@ -14,6 +14,12 @@
  * Retransmissions are remembered with the snd_max they were sent at: when
  * DupThresh of data sent after one is SACKed while it is not, it was lost
  * again and goes out once more instead of waiting for the RTO.
+ *
+ * RACK (RFC 8985 6, by time): a retransmission, or original data below a
+ * SACKed range, is lost once data sent after it was SACKed and a reordering
+ * window passed, decided on its own timer (t_rack) so no further ACK is
+ * needed. Tail loss probes (RFC 8985 7, t_tlp) cover tails with no such
+ * evidence, before the RTO only.
  */
 #include <string.h>
 
@@ -293,6 +299,12 @@ tcp_sack_clean(struct tide_net_conn *c)
 		c->sb[k++] = b;
 	}
 	c->sb_n = k;
+	if (before(c->rack_lost, una)) {
+		c->rack_lost = una;
+	}
+	if (c->rack_seen != 0 && !after(c->rack_seq, una)) {
+		c->rack_seen = 0; /* the hole filled within the window: it was reordering */
+	}
 	k = 0;
 	for (uint8_t i = 0; i < c->rtx_n; i++) {
 		if (after(c->rtx[i].end, una)) {
@@ -307,23 +319,33 @@ tcp_sack_reset(struct tide_net_conn *c)
 {
 	c->sb_n = 0;
 	c->rtx_n = 0;
+	c->t_rack = 0;
+	c->rack_seen = 0;
+	c->rack_lost = c->snd_una;
 	c->loss_state = false;
 	c->high_rxt = c->snd_una;
 }
 
-/* IsLost boundary from SACK information alone (RFC 6675 4, IsLost()). */
+/*
+ * IsLost boundary from SACK information alone (RFC 6675 4, IsLost()), or
+ * RACK's (rack_lost) when it is higher.
+ */
 static uint32_t
 lost_edge_sacked(const struct tide_net_conn *c)
 {
-	uint32_t acc = 0;
+	uint32_t acc = 0, edge = c->snd_una;
 
 	for (int i = c->sb_n - 1, cnt = 1; i >= 0; i--, cnt++) {
 		acc += c->sb[i].end - c->sb[i].start;
 		if (acc > (TCP_DUPTHRESH - 1u) * c->mss || cnt >= TCP_DUPTHRESH) {
-			return c->sb[i].start;
+			edge = c->sb[i].start;
+			break;
 		}
 	}
-	return c->snd_una;
+	if (after(c->rack_lost, edge) && !after(c->rack_lost, c->snd_max)) {
+		edge = c->rack_lost;
+	}
+	return edge;
 }
 
 uint32_t
@@ -496,15 +518,33 @@ tcp_sack_retransmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t
 }
 
 /*
+ * RACK's reordering window: how long after the evidence a loss is declared.
+ * A quarter of the SRTT as RFC 8985 6.2 says, floored so that reordering
+ * across one poll of a sub-10 us link is not taken for loss (a spurious
+ * recovery halves the window); still far below any RTO or PTO.
+ */
+#define RACK_REO_MIN_NS (100 * NS_PER_US)
+
+static uint64_t
+rack_reo_wnd(const struct tide_net_conn *c)
+{
+	return c->srtt / 4 > RACK_REO_MIN_NS ? c->srtt / 4 : RACK_REO_MIN_NS;
+}
+
+/*
  * A retransmission is lost when it is not SACKed while DupThresh of data sent
  * after it is, or (RACK, RFC 8985 6.2) while anything sent after it is and
- * it has been out for more than an RTT plus a quarter for reordering.
+ * it has been out for more than an RTT plus a quarter for reordering. One
+ * that has that evidence but not yet the time lowers *next to when it will.
+ * Visits each of the at most TCP_RTX_LOG_MAX entries once. Returns how many
+ * were newly marked.
  */
-static void
-detect_lost_rtx(struct tide_net_conn *c, uint64_t now)
+static unsigned
+detect_lost_rtx(struct tide_net_conn *c, uint64_t now, uint64_t *next)
 {
 	uint32_t edge = lost_edge_sacked(c);
 	uint64_t wait = c->srtt + c->srtt / 4;
+	unsigned n = 0;
 
 	for (uint8_t i = 0; i < c->rtx_n; i++) {
 		struct tcp_rtx_ent *r = &c->rtx[i];
@@ -512,14 +552,90 @@ detect_lost_rtx(struct tide_net_conn *c, uint64_t now)
 		if (r->relost) {
 			continue;
 		}
-		if (!before(r->mark, edge) && (c->srtt == 0 || now - r->sent < wait ||
-					       tcp_sack_sacked_in(c, r->mark, c->snd_max) == 0)) {
-			continue;
+		if (!before(r->mark, edge)) {
+			if (c->srtt == 0 || tcp_sack_sacked_in(c, r->mark, c->snd_max) == 0) {
+				continue;
+			}
+			if (now - r->sent < wait) {
+				if (unsacked_in(c, seq_max(r->start, c->snd_una), r->end) > 0 &&
+				    (*next == 0 || r->sent + wait < *next)) {
+					*next = r->sent + wait;
+				}
+				continue;
+			}
 		}
 		if (unsacked_in(c, seq_max(r->start, c->snd_una), r->end) > 0) {
 			r->relost = true;
 			c->stack->st.tcp_lost_retrans++;
+			n++;
 		}
+	}
+	return n;
+}
+
+void
+tcp_rack_sacked(struct tide_net_conn *c, uint64_t now)
+{
+	uint32_t e;
+
+	/* One edge waits at a time; a later SACK sets the next when it ripens. */
+	if (!c->sack_ok || c->srtt == 0 || c->rack_seen != 0 || c->sb_n == 0) {
+		return;
+	}
+	/* Originals go out in sequence order: everything unSACKed below the
+	 * highest SACKed range was sent before it. */
+	e = c->sb[c->sb_n - 1].start;
+	if (after(e, c->rack_lost) && after(e, c->snd_una)) {
+		c->rack_seq = e;
+		c->rack_seen = now != 0 ? now : 1;
+	}
+}
+
+/*
+ * RACK's time-based decisions (RFC 8985 6.2): the waiting SACK edge becomes
+ * the lost edge once its window passed, and, in recovery, retransmissions
+ * are checked (detect_lost_rtx). Arms t_rack for the earliest decision still
+ * waiting, so none depends on another ACK arriving. Returns how many
+ * retransmissions were newly marked lost.
+ */
+static unsigned
+rack_detect(struct tide_net_conn *c, uint64_t now)
+{
+	uint64_t next = 0, reo = rack_reo_wnd(c);
+	unsigned n = 0;
+
+	if (c->rack_seen != 0) {
+		if (now - c->rack_seen >= reo) {
+			if (after(c->rack_seq, c->rack_lost)) {
+				c->rack_lost = c->rack_seq;
+			}
+			c->rack_seen = 0;
+		} else {
+			next = c->rack_seen + reo;
+		}
+	}
+	if (c->in_recovery || c->loss_state) {
+		n = detect_lost_rtx(c, now, &next);
+	}
+	if (next != 0) {
+		tcp_arm(c, &c->t_rack, next);
+	} else {
+		c->t_rack = 0;
+	}
+	return n;
+}
+
+void
+tcp_rack_timer(struct tide_net_conn *c, uint64_t now)
+{
+	if (!c->sack_ok || c->snd_una == c->snd_max || !((1u << c->state) & TCPF_CAN_SEND)) {
+		return;
+	}
+	/* A loss decision, not a probe: the losses go out as the window (pipe < cwnd)
+	 * allows, entering recovery first if need be. */
+	tcp_sack_check_loss(c, now);
+	if (tcp_sack_recovering(c)) {
+		tcp_write_xmit(c, now);
 	}
 }
 
@@ -552,10 +668,11 @@ tcp_sack_check_loss(struct tide_net_conn *c, uint64_t now)
 	uint8_t flags;
 
 	if (!c->sack_ok || c->snd_una == c->snd_max) {
+		c->t_rack = 0;
 		return;
 	}
+	rack_detect(c, now);
 	if (c->in_recovery || c->loss_state) {
-		detect_lost_rtx(c, now);
 		return;
 	}
 	if (c->dupacks < TCP_DUPTHRESH && !after(lost_edge_sacked(c), c->snd_una) &&
@@ -597,6 +714,8 @@ tcp_sack_on_rto(struct tide_net_conn *c)
 	c->recover = c->snd_max;
 	c->high_rxt = c->snd_una;
 	c->rtx_n = 0;
+	c->t_rack = 0;
+	c->rack_seen = 0;
 }
 
 /* ---- tail loss probe (RFC 8985 7), extended to recovery ---- */
@@ -605,19 +724,28 @@ tcp_sack_on_rto(struct tide_net_conn *c)
 #define TLP_BACKOFF_MAX 10
 
 /*
- * Probes are sent in every state while data is out, not once per episode:
- * the k-th unanswered probe in a row waits 2^k PTOs, and none is armed past
- * the RTO. With a Linux peer the RTO floor is 200 ms against a sub-ms RTT,
- * so one lost retransmission, a lost probe, or a few lost ACKs would
- * otherwise stall the connection for 200-600 ms (with cwnd reset to one
- * segment); a probe costs one segment and draws an immediate ACK.
+ * Probes come before the RTO, never after it: once the RTO fires, none is
+ * armed until an ACK acknowledges or SACKs new data, so a silent peer sees
+ * only the RTO's backed-off resends (RFC 8985 7; it was a train of probes
+ * after every timeout, ten times Linux's resends).
+ *
+ * Before it, the k-th unanswered probe in a row waits 2^k PTOs and none is
+ * armed past the RTO: with the default RTO floor (1 ms; PTO 500 us) that is
+ * one probe per episode, as RFC 8985 has it. With a floor far above the RTT
+ * (200 ms against a Linux peer, with a sub-ms RTT) a lost probe or its lost
+ * ACK would otherwise cost the whole RTO and a one-segment window; with 5 to
+ * 10 % loss in simulation, one probe per episode took 5 to 8 RTOs where
+ * the backed-off probes took none. Probes also run in recovery, for a lost
+ * retransmission with nothing sent after it to tell (a tail the RACK timer
+ * never sees); lost retransmissions that do have evidence are the RACK
+ * timer's (t_rack).
  */
 void
 tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
 {
 	uint64_t pto;
 
-	if (!c->sack_ok || c->snd_una == c->snd_max || c->srtt == 0 ||
+	if (!c->sack_ok || c->tlp_rto || c->snd_una == c->snd_max || c->srtt == 0 ||
 	    !((1u << c->state) & TCPF_CAN_SEND)) {
 		c->t_tlp = 0;
 		return;
@@ -735,14 +863,15 @@ tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
 {
 	bool sent;
 
-	if (!c->sack_ok || c->snd_una == c->snd_max || !((1u << c->state) & TCPF_CAN_SEND)) {
+	if (!c->sack_ok || c->tlp_rto || c->snd_una == c->snd_max ||
+	    !((1u << c->state) & TCPF_CAN_SEND)) {
 		return;
 	}
 	sent = tcp_sack_recovering(c) ? tlp_probe_recovery(c, now) : tlp_probe_open(c, now);
 	if (sent) {
-		c->tlp_out = true;
 		c->stack->st.tcp_tlp_probes++;
 	}
+	/* Backs off even when nothing could go (no buffer, nothing to resend). */
 	if (c->tlp_n < UINT8_MAX) {
 		c->tlp_n++;
 	}

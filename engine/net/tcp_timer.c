@@ -26,6 +26,7 @@ tcp_clear_timers(struct tide_net_conn *c)
 	c->t_keep = 0;
 	c->t_wait = 0;
 	c->t_tlp = 0;
+	c->t_rack = 0;
 }
 
 /* Current RTO with exponential backoff (RFC 6298 5.5), capped at rto_max. */
@@ -136,7 +137,17 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 	struct tide_net_stack *s = c->stack;
 
 	if ((1u << c->state) & (TCPF_SYN_SENT | TCPF_SYN_RECV)) {
-		if (c->retries >= s->o.tcp_syn_retries) {
+		uint8_t max = s->o.tcp_syn_retries;
+
+		/*
+		 * A half-open entry holds a backlog slot: with the 1 s initial RTO,
+		 * 5 SYN-ACK retries free it after 63 s (Linux's default) where the 6
+		 * SYN retries would keep it 127 s. Cookies answer SYNs meanwhile.
+		 */
+		if (c->state == TCP_SYN_RECV && !c->active && max > TCP_SYNACK_RETRIES) {
+			max = TCP_SYNACK_RETRIES;
+		}
+		if (c->retries >= max) {
 			tcp_timeout(c, now);
 			return;
 		}
@@ -176,6 +187,12 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 	c->backoff++;
 	c->t_rto = 0;
 	c->t_tlp = 0;
+	/*
+	 * No probe until an ACK brings new data (RFC 8985 7: probes come before
+	 * a timeout, not after): against a silent peer only the backed-off RTO
+	 * resends, as in Linux, not a train of probes after every timeout.
+	 */
+	c->tlp_rto = true;
 	if (c->sack_ok) {
 		/* RFC 6675 5.1: resend the unSACKed bytes only, as slow start allows. */
 		tcp_sack_on_rto(c);
@@ -190,10 +207,6 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 	if (c->t_rto == 0 && c->t_persist == 0) {
 		tcp_rearm_rto(c, now);
 	}
-	/* Probes restart from one PTO: the retransmission just sent may be lost too. */
-	c->tlp_out = false;
-	c->tlp_n = 0;
-	tcp_tlp_arm(c, now);
 }
 
 static void
@@ -260,6 +273,10 @@ tcp_conn_timers(struct tide_net_conn *c, uint64_t now)
 		fired++;
 		tcp_retransmit_timer(c, now);
 	}
+	if (c->state != TCP_CLOSE && due(&c->t_rack, now)) {
+		fired++;
+		tcp_rack_timer(c, now);
+	}
 	if (c->state != TCP_CLOSE && due(&c->t_tlp, now)) {
 		fired++;
 		tcp_tlp_fire(c, now);
@@ -284,6 +301,7 @@ tcp_conn_timers(struct tide_net_conn *c, uint64_t now)
 		net_timer_note(c->stack, c->t_keep);
 		net_timer_note(c->stack, c->t_wait);
 		net_timer_note(c->stack, c->t_tlp);
+		net_timer_note(c->stack, c->t_rack);
 	}
 	return fired;
 }

@@ -2,7 +2,8 @@
 /**
  * \file
  * Tide's user-space TCP/IP stack: Ethernet, ARP, IPv4, ICMP echo and TCP
- * (RFC 9293 with RFC 5961, 6298, 6582, 7323, and SACK: RFC 2018, 2883, 6675),
+ * (RFC 9293 with RFC 5961, 6298, 6528, 6582, 7323, SYN cookies as RFC 4987 describes
+ * them, and SACK: RFC 2018, 2883, 6675, with RFC 8985 tail loss probes),
  * with no device code.
  *
  * The stack is pure protocol. Frames come in as (data, len, opaque handle)
@@ -277,7 +278,7 @@ struct tide_net_stats {
 	uint64_t tcp_retrans_segs;      /**< segments retransmitted (any cause) */
 	uint64_t tcp_rto_fired, tcp_fast_retrans, tcp_dup_acks;
 	uint64_t tcp_window_probes, tcp_keepalive_probes, tcp_delayed_acks;
-	uint64_t tcp_listen_overflow; /**< SYNs dropped: backlog full */
+	uint64_t tcp_listen_overflow; /**< SYNs beyond a full backlog (answered by cookie) */
 	uint64_t tcp_accept_refused;  /**< accept callback refused the connection */
 	uint64_t tcp_conn_refused;    /**< active opens answered with RST */
 	uint64_t tcp_conn_timeouts;   /**< connections failed by retransmission/keepalive limit */
@@ -298,6 +299,11 @@ struct tide_net_stats {
 	uint64_t tcp_tlp_probes;        /**< tail loss probes sent (RFC 8985 7, SACK only) */
 	uint64_t tcp_tx_blocked; /**< sends stopped by a full device, resumed when it drains */
 	uint64_t tcp_tx_cwr;     /**< window reductions for a full device (local congestion) */
+	/* SYN cookies (RFC 4987); appended, the offsets above stay put. */
+	uint64_t tcp_syncookies_sent;   /**< SYN-ACKs with a cookie: backlog full or no memory */
+	uint64_t tcp_syncookies_ok;     /**< connections created from a valid cookie */
+	uint64_t tcp_syncookies_failed; /**< ACKs to a listener lately sending cookies that carried
+					   none valid (answered with RST) */
 };
 
 /** TCP states, numbered as Linux include/net/tcp_states.h. */
@@ -428,8 +434,12 @@ int tide_net_arp_lookup(const struct tide_net_stack *stack, uint32_t ip, uint8_t
 
 /**
  * Listen on a local port.
- * \param backlog  connections allowed in SYN_RECV at once (1..65535); further SYNs
- *                 are dropped and counted as tcp_listen_overflow.
+ * \param backlog  connections allowed in SYN_RECV at once (1..65535). Further SYNs
+ *                 (tcp_listen_overflow), and SYNs that find no memory, are answered
+ *                 with a SYN cookie and keep nothing (RFC 4987 3.6): the ACK that
+ *                 returns a valid cookie creates the connection, which then has no
+ *                 window scaling or SACK unless the peer offered timestamps. A
+ *                 half-open connection gives its slot up after 5 SYN-ACK retries.
  * \param accept   called on the owner thread when a handshake completes.
  * \param[out] out the listener.
  * \return 0; -EINVAL port 0, backlog 0 or accept NULL; -EADDRINUSE already

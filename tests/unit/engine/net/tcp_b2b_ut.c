@@ -417,6 +417,26 @@ test_sack_5pct_reorder_cubic(void)
 	sack_vs_baseline(50, 10, 13, TIDE_NET_CC_CUBIC);
 }
 
+/*
+ * 5% loss both ways with a Linux-like 200 ms RTO floor against a ~10 us RTT:
+ * a timeout costs 20000 RTTs, so loss recovery must not wait for it. Fast
+ * recovery, the RACK timer and the one probe per episode resend lost
+ * retransmissions long before it.
+ */
+static void
+test_sack_5pct_200ms_rto_floor(void)
+{
+	struct xfer_result r;
+
+	run_transfer_r(
+		&(struct link_cfg){
+			.drop_pm = 50, .reorder_pm = 10, .seed = 14, .rto_min_us = 200000},
+		&r);
+	printf("\n    => 200 ms RTO floor: %.3f s, %lu retrans, %lu rto, %lu lost retrans\n",
+	       (double)r.sim_ns / 1e9, (unsigned long)r.retrans, (unsigned long)r.rto,
+	       (unsigned long)r.lost_retrans);
+}
+
 /* Two stacks joined by a clean link with one connection a -> b open. */
 struct pair {
 	struct link_cfg cfg;
@@ -540,6 +560,7 @@ register_tests(void)
 	CU_add_test(s, "sack_1pct_reorder", test_sack_1pct_reorder);
 	CU_add_test(s, "sack_5pct_reorder", test_sack_5pct_reorder);
 	CU_add_test(s, "sack_5pct_reorder_cubic", test_sack_5pct_reorder_cubic);
+	CU_add_test(s, "sack_5pct_200ms_rto_floor", test_sack_5pct_200ms_rto_floor);
 }
 
 TIDE_UT_MAIN(register_tests)

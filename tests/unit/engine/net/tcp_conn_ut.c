@@ -22,13 +22,16 @@ test_listen_errors_and_backlog(void)
 	CU_ASSERT_EQUAL(tide_net_listen(e.s, 80, 1, NULL, &a, &l), -EINVAL);
 	CU_ASSERT_EQUAL(tide_net_listen(e.s, 80, 2, ut_app_accept, &a, &l), 0);
 	CU_ASSERT_EQUAL(tide_net_listen(e.s, 80, 2, ut_app_accept, &a, &l2), -EADDRINUSE);
-	/* Two half-open connections fill the backlog; the third SYN is dropped. */
+	/* Two half-open connections fill the backlog; the third SYN gets a
+	 * cookie and no connection. */
 	for (uint16_t p = 0; p < 3; p++) {
 		IN(&e, .seq = P, .flags = TCPHDR_SYN, .sport = (uint16_t)(6000 + p));
 	}
-	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 2);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 3);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_listen_overflow, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_syncookies_sent, 1);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 2);
+	ut_dev_drain(&e.dev);
 	/* A RST from one peer frees its slot. */
 	IN(&e, .seq = P + 1, .flags = TCPHDR_RST, .sport = 6000);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_conns, 1);
@@ -219,6 +222,69 @@ test_isn_siphash(void)
 	ut_env_fini(&e);
 }
 
+/*
+ * RFC 7323 7.1: TSval = clock + an offset per 4-tuple (keyed, so two
+ * connections differ and a peer cannot read our clock), still 1 ms ticks and
+ * monotonic on each connection.
+ */
+static void
+test_ts_offset_per_connection(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t syn[16] = {TCPOPT_MSS, 4, 0x05, 0xb4};
+	uint32_t ts[2], off[2];
+	struct tide_net_conn *c[2];
+
+	ut_env_init(&e, NULL);
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 4, ut_app_accept, &a, &l) == 0);
+	ut_ts_opt(syn + 4, 100, 0);
+	for (int i = 0; i < 2; i++) {
+		uint16_t sport = (uint16_t)(6000 + i);
+		uint8_t ack[12];
+
+		IN(&e, .seq = P, .flags = TCPHDR_SYN, .opts = syn, .optlen = 16, .sport = sport);
+		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+		CU_ASSERT_FATAL(o.opts.has_ts);
+		ts[i] = o.opts.tsval;
+		off[i] = tcp_ts_offset(e.s, UT_IP, 80, UT_PEER_IP, sport);
+		CU_ASSERT_EQUAL(ts[i], (uint32_t)(e.now / NS_PER_MS) + off[i]);
+		ut_ts_opt(ack, 101, ts[i]);
+		IN(&e, .seq = P + 1, .ack = o.seq + 1, .flags = TCPHDR_ACK, .opts = ack,
+		   .optlen = 12, .sport = sport);
+		c[i] = a.accepted;
+		CU_ASSERT_FATAL(c[i] != NULL && c[i]->ts_ok);
+		CU_ASSERT_EQUAL(c[i]->ts_off, off[i]);
+	}
+	CU_ASSERT_NOT_EQUAL(off[0], off[1]);
+	CU_ASSERT_NOT_EQUAL(ts[0], ts[1]);
+	/* Pure: the same tuple and key give the same offset; another key another. */
+	CU_ASSERT_EQUAL(tcp_ts_offset(e.s, UT_IP, 80, UT_PEER_IP, 6000), off[0]);
+	e.s->isn_key[0] ^= 1;
+	CU_ASSERT_NOT_EQUAL(tcp_ts_offset(e.s, UT_IP, 80, UT_PEER_IP, 6000), off[0]);
+	e.s->isn_key[0] ^= 1;
+	/* Monotonic per connection, in 1 ms steps from the offset, across a clock read
+	 * that goes back. */
+	uint32_t prev = ts[0];
+	for (int k = 1; k <= 3; k++) {
+		uint64_t at = k == 2 ? e.now : e.now + (uint64_t)k * 10 * NS_PER_MS;
+
+		CU_ASSERT_EQUAL(tide_net_send(c[0], "x", 1, at), 1);
+		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+		CU_ASSERT(!before(o.opts.tsval, prev));
+		CU_ASSERT_EQUAL(o.opts.tsval, ts[0] + (k == 2 ? 10u : (uint32_t)k * 10));
+		prev = o.opts.tsval;
+	}
+	tide_net_abort(c[0], e.now);
+	tide_net_abort(c[1], e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -227,6 +293,7 @@ register_tests(void)
 	CU_add_test(s, "accept_refused", test_accept_refused);
 	CU_add_test(s, "port_pick", test_port_pick);
 	CU_add_test(s, "isn_siphash", test_isn_siphash);
+	CU_add_test(s, "ts_offset_per_connection", test_ts_offset_per_connection);
 	CU_add_test(s, "send_bounds_and_writable", test_send_bounds_and_writable);
 	CU_add_test(s, "send_before_connected_and_after_close",
 		    test_send_before_connected_and_after_close);

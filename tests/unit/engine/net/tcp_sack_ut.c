@@ -3,10 +3,13 @@
  * tcp_sack.c: SACK option parsing, receiver block generation from the
  * out-of-order queue (order, merging, limits, D-SACK), the sender scoreboard
  * (merging, stale and forged blocks), hole retransmission order and the RTO
- * keeping SACKed data; probes that resend lost retransmissions (in recovery
- * and after an RTO) ahead of a 200 ms RTO, and their backoff.
+ * keeping SACKed data; the RACK timer and the probe that resend lost
+ * retransmissions in recovery ahead of a 200 ms RTO; probes that back off
+ * and stop at the RTO, none after it, so a silent peer sees only the RTO's
+ * resends (and one probe with the default RTO floor).
  */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "net_ut_common.h"
@@ -502,38 +505,148 @@ test_lost_retransmission_tail_resent_before_rto(void)
 	ut_env_fini(&e);
 }
 
-/* After an RTO, its retransmission is lost too: a probe resends it within a few
- * PTOs instead of the doubled RTO. */
+/*
+ * In recovery, the fast retransmission is lost, and data sent after it is
+ * SACKed before a reordering window (SRTT / 4) has passed; then the ACKs
+ * stop. The RACK timer (not a probe) marks it lost when the window ends and
+ * resends it.
+ */
 static void
-test_lost_rto_retransmission_probed(void)
+test_rack_timer_resends_lost_retransmission(void)
 {
 	struct ut_env e;
 	struct ut_app a;
 	struct tide_net_listener *l;
-	uint64_t at[4];
+	struct ut_tcp_out o;
+	uint64_t t0, at = 0;
 	uint32_t U;
 
 	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
 	slow_rto(&e, c);
-	c->snd_wnd = 10 * MSS;
+	c->snd_wnd = 20 * MSS;
+	struct tcp_sack_blk b[1] = {{U + MSS, U + 10 * MSS}};
+	sack_ack(&e, c, U, b, 1);
+	CU_ASSERT_FATAL(c->in_recovery);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, U); /* the fast retransmission: lost on the wire */
 	ut_dev_drain(&e.dev);
-	/* Nothing comes back at all: the RTO fires (the probes before it go unanswered). */
-	ut_advance(&e, 201 * NS_PER_MS);
-	CU_ASSERT_EQUAL_FATAL(tide_net_stats(e.s)->tcp_rto_fired, 1);
-	CU_ASSERT(c->loss_state);
-	ut_dev_drain(&e.dev); /* the RTO's retransmission of U: lost */
-	CU_ASSERT(watch_seq(&e, U, 10 * NS_PER_MS, at, 4) >= 1);
-	CU_ASSERT(at[0] <= 2 * NS_PER_MS);
-	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 1);
+	t0 = e.now;
+	/* New data after it, SACKed 20 us later: evidence, but not yet the time. */
+	CU_ASSERT_EQUAL(tide_net_send(c, data, MSS, e.now), MSS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, U + 10 * MSS);
+	ut_advance(&e, 20 * NS_PER_US);
+	b[0] = (struct tcp_sack_blk){U + MSS, U + 11 * MSS};
+	sack_ack(&e, c, U, b, 1);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	CU_ASSERT(c->t_rack != 0);
+	while (at == 0 && e.now - t0 < 2 * NS_PER_MS) {
+		ut_advance(&e, 5 * NS_PER_US);
+		while (ut_pop_tcp(&e, &o) == 0) {
+			if (o.seq == U && o.len > 0 && at == 0) {
+				at = e.now - t0;
+			}
+		}
+	}
+	/* 125 us (SRTT + SRTT / 4) after the retransmission, before the probe could. */
+	CU_ASSERT(at >= 125 * NS_PER_US && at <= 135 * NS_PER_US);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_lost_retrans, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	IN(&e, .seq = P + 1, .ack = U + 11 * MSS, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(c->t_rack, 0);
 	ut_dev_drain(&e.dev);
 	tide_net_abort(c, e.now);
 	ut_app_fini(&a);
 	ut_env_fini(&e);
 }
 
-/* Unanswered probes back off exponentially and stop short of the RTO. */
+/*
+ * RACK for original data (RFC 8985 6.2): five segments out, only the last one
+ * SACKed: too little for DupThresh, too many for early retransmit, and the
+ * window allows nothing new. The four below it are lost once the SACK is a
+ * reordering window (100 us here) old: recovery starts on the RACK timer,
+ * before any probe. If the hole fills within the window, it was reordering
+ * and nothing is resent.
+ */
 static void
-test_probes_back_off(void)
+check_rack_originals(bool reordered)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint64_t t0, at = 0;
+	uint32_t I, U;
+
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+	U = I + 1;
+	c->snd_wnd = 5 * MSS;
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 8 * MSS, e.now), 8 * MSS);
+	ut_dev_drain(&e.dev);
+	CU_ASSERT_EQUAL_FATAL(c->snd_max, U + 5 * MSS);
+	slow_rto(&e, c);
+	struct tcp_sack_blk b[1] = {{U + 4 * MSS, U + 5 * MSS}};
+	uint8_t opt[12];
+	IN(&e, .seq = P + 1, .ack = U, .flags = TCPHDR_ACK, .opts = opt,
+	   .optlen = sack_opt(opt, b, 1), .wnd = 5 * MSS);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 0);
+	CU_ASSERT(c->t_rack != 0);
+	t0 = e.now;
+	if (reordered) {
+		/* The first four arrive 50 us later: only the SACKed segment was early. */
+		ut_advance(&e, 50 * NS_PER_US);
+		IN(&e, .seq = P + 1, .ack = U + 5 * MSS, .flags = TCPHDR_ACK);
+		ut_dev_drain(&e.dev); /* new data the ACK let out */
+	}
+	while (e.now - t0 < 450 * NS_PER_US) {
+		ut_advance(&e, 5 * NS_PER_US);
+		while (ut_pop_tcp(&e, &o) == 0) {
+			if (o.seq == U && o.len > 0 && at == 0) {
+				at = e.now - t0;
+			}
+		}
+	}
+	if (reordered) {
+		CU_ASSERT_EQUAL(at, 0);
+		CU_ASSERT_FALSE(c->in_recovery);
+		CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_retrans_segs, 0);
+	} else {
+		CU_ASSERT(at >= 100 * NS_PER_US && at <= 110 * NS_PER_US);
+		CU_ASSERT(c->in_recovery);
+		CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_recoveries, 1);
+		CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 0);
+		CU_ASSERT_EQUAL(tcp_sack_lost_edge(c), U + 4 * MSS);
+	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+static void
+test_rack_marks_originals_lost(void)
+{
+	check_rack_originals(false);
+}
+
+static void
+test_rack_reordering_not_loss(void)
+{
+	check_rack_originals(true);
+}
+
+/*
+ * With an RTO far above the PTO (200 ms against 500 us), unanswered probes
+ * back off exponentially and stop short of the RTO; once it fired, none
+ * follows (only the RTO's own backed-off resends) until new data is
+ * acknowledged, which starts a new episode with probes again.
+ */
+static void
+test_probes_back_off_until_rto(void)
 {
 	struct ut_env e;
 	struct ut_app a;
@@ -541,7 +654,7 @@ test_probes_back_off(void)
 	struct ut_tcp_out o;
 	uint64_t at[16];
 	uint32_t I, U;
-	unsigned n;
+	unsigned n, probes;
 
 	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
 	U = I + 1;
@@ -559,11 +672,69 @@ test_probes_back_off(void)
 	}
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, n);
-	/* An ACK resets the backoff. */
+	probes = n;
+	/* The RTO fires at 200 ms, then 400 ms later: two resends, no probe between. */
+	n = watch_seq(&e, U, 700 * NS_PER_MS, at, 16);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 2);
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, probes);
+	CU_ASSERT(c->tlp_rto);
+	CU_ASSERT_EQUAL(c->t_tlp, 0);
+	/* An ACK of new data starts a new episode: the next tail gets probes again. */
 	IN(&e, .seq = P + 1, .ack = U + MSS, .flags = TCPHDR_ACK);
 	CU_ASSERT_EQUAL(c->tlp_n, 0);
-	CU_ASSERT_FALSE(c->tlp_out);
+	CU_ASSERT_FALSE(c->tlp_rto);
+	CU_ASSERT_EQUAL(tide_net_send(c, data, MSS, e.now), MSS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	slow_rto(&e, c);
+	n = watch_seq(&e, U + MSS, 10 * NS_PER_MS, at, 16);
+	CU_ASSERT(n >= 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, probes + n);
 	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * The peer goes silent for 10 s with SACK negotiated and the default 1 ms
+ * RTO floor: the first segment is resent by the RTO alone, with its backoff
+ * (1, 2, 4, ... 4096 ms: 13 times), plus the one probe before the first
+ * timeout (the next would come after it). It was resent after every timeout
+ * by a train of probes too (about 50 times in 10 s).
+ */
+static void
+test_silent_peer_rto_only(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint64_t t0;
+	uint32_t I, U;
+	unsigned n = 0;
+
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+	U = I + 1;
+	CU_ASSERT_FATAL(c->srtt != 0); /* sampled from the handshake: probes are armed */
+	CU_ASSERT_EQUAL(tide_net_send(c, data, MSS, e.now), MSS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	t0 = e.now;
+	while (e.now - t0 < 10000 * NS_PER_MS) {
+		ut_advance(&e, 100 * NS_PER_US);
+		while (ut_pop_tcp(&e, &o) == 0) {
+			CU_ASSERT_EQUAL(o.seq, U);
+			n += o.seq == U && o.len > 0;
+		}
+	}
+	printf("\n    10 s silent: %u resends, %lu RTOs, %lu probes", n,
+	       (unsigned long)tide_net_stats(e.s)->tcp_rto_fired,
+	       (unsigned long)tide_net_stats(e.s)->tcp_tlp_probes);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 13);
+	CU_ASSERT(tide_net_stats(e.s)->tcp_tlp_probes <= 1);
+	CU_ASSERT_EQUAL(n,
+			tide_net_stats(e.s)->tcp_rto_fired + tide_net_stats(e.s)->tcp_tlp_probes);
+	CU_ASSERT_EQUAL(c->state, TCP_ESTABLISHED);
 	tide_net_abort(c, e.now);
 	ut_app_fini(&a);
 	ut_env_fini(&e);
@@ -581,8 +752,12 @@ register_tests(void)
 	CU_add_test(s, "rto_keeps_sacked", test_rto_keeps_sacked);
 	CU_add_test(s, "lost_retransmission_tail_resent_before_rto",
 		    test_lost_retransmission_tail_resent_before_rto);
-	CU_add_test(s, "lost_rto_retransmission_probed", test_lost_rto_retransmission_probed);
-	CU_add_test(s, "probes_back_off", test_probes_back_off);
+	CU_add_test(s, "rack_timer_resends_lost_retransmission",
+		    test_rack_timer_resends_lost_retransmission);
+	CU_add_test(s, "rack_marks_originals_lost", test_rack_marks_originals_lost);
+	CU_add_test(s, "rack_reordering_not_loss", test_rack_reordering_not_loss);
+	CU_add_test(s, "probes_back_off_until_rto", test_probes_back_off_until_rto);
+	CU_add_test(s, "silent_peer_rto_only", test_silent_peer_rto_only);
 }
 
 TIDE_UT_MAIN(register_tests)
