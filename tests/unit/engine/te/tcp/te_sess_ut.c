@@ -186,6 +186,18 @@ cli_push(struct harness *h, size_t n)
 		if (w > n - off)
 			w = n - off;
 		memcpy(p, h->s2c.b + off, w);
+		/* READ data: the payload size is a whole READ's (one whose buffer holds
+		 * p; buffers of pipelined slices may overlap), not what is left of it */
+		uint64_t pl = te_cli_sess_rx_payload(h->cli);
+		bool whole = pl == 0;
+
+		for (int i = 0; !whole && i < MAX_SL; i++) {
+			uint8_t *l = sl[i].local;
+
+			whole = sl[i].op == TE_FRAME_OP_READ && p >= l && p < l + sl[i].len &&
+				pl == sl[i].len;
+		}
+		CU_ASSERT(whole);
 		te_cli_sess_rx_advance(h->cli, w);
 		off += w;
 	}
