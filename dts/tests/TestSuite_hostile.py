@@ -17,6 +17,9 @@ checks that it is still running and serves a valid client, and bounds the growth
      (was: /health refused and metadata lookups EOF while 256 were held);
   5. Tide's user-space TCP stack (tide-net on af_packet over a veth into a namespace of its
      own): a SYN flood past the listen backlog (was: every later client refused for ~127 s).
+  6. who may connect: the master's --allow_networks and the node's TIDE_ALLOW_NETS close a
+     connection from another address at accept, and the node listens on its host only (was:
+     the engine's handshake and data ports on 0.0.0.0, any peer could read the segment).
 """
 import fcntl
 import mmap
@@ -649,3 +652,144 @@ print(f"connected in {{dt:.3f}} s")
                 srv.communicate()
             self.sh("ip", "link", "del", veth, check=False)
             self.sh("ip", "netns", "del", ns, check=False)
+
+    # -- 6 -----------------------------------------------------------------------------------
+
+    def test_6_who_may_connect(self):
+        """Steps: a second mooncake_master with --allow_networks=127.0.0.1/32, and a second
+        tide-node mounted there whose node file sets TIDE_ALLOW_NETS=127.0.0.1/32 and
+        TIDE_AGENT_SOCKET_GROUP (a group of ours, by gid); from 127.0.0.2 (local on Linux, as
+        all of 127/8) connect to the master's RPC and admin ports and to the node's handshake
+        and data ports, each time sending a valid request (ServiceReady, GET /health, a
+        Metadata request, a READ of the node's registered segment); then send the same
+        requests from 127.0.0.1; then connect to the node's ports at 127.0.0.2.
+        Verify: from 127.0.0.2 every connection is closed within 2 s without a byte of answer;
+        the master's /metrics counts both refusals and both processes log them; from 127.0.0.1
+        every request is answered (the READ with status OK and its bytes); nothing of the node
+        listens on 127.0.0.2 (its host is 127.0.0.1); the agent socket is mode 0660 and owned
+        by the configured group; both processes exit 0 on SIGTERM."""
+        import json
+
+        def closed_without_answer(port, payload):
+            """Seconds until a connection from 127.0.0.2 is closed unanswered; None if answered
+            or still open after 5 s."""
+            with socket.socket() as s:
+                s.settimeout(5)
+                s.bind(("127.0.0.2", 0))
+                s.connect(("127.0.0.1", port))
+                t0 = time.monotonic()
+                try:
+                    s.sendall(payload)
+                    data = s.recv(1)
+                except (BrokenPipeError, ConnectionResetError):
+                    data = b""
+                except socket.timeout:
+                    return None
+                return time.monotonic() - t0 if data == b"" else None
+
+        def handshake(port, src):
+            """The node's descriptor, by a Metadata request (u64 length, type 1) from src."""
+            with socket.socket() as s:
+                s.settimeout(5)
+                s.bind((src, 0))
+                s.connect(("127.0.0.1", port))
+                s.sendall(struct.pack("<QB", 1, 1))
+                length, _type = struct.unpack("<QB", recv_exact(s, 9))
+                return json.loads(recv_exact(s, length - 1))
+
+        def native_read(addr, size):
+            """A native-framing READ request (te_frame.h): header only."""
+            return struct.pack("<QQBBBBI", size, addr, 0x40, 0, 0, 0, 7)
+
+        # A group other than our own when we can: root may give the socket any gid, others
+        # one of their supplementary groups.
+        groups = [g for g in os.getgroups() if g != os.getegid()] or [os.getegid()]
+        gid = 4242 if os.geteuid() == 0 else groups[0]
+        rpc_port = free_port()
+        master = node = None
+        try:
+            master = self.start_tool(
+                "master/mooncake_master", "--rpc_port", str(rpc_port), "--rpc_address",
+                "127.0.0.1", "--metrics_port", "0", "--metrics_host", "127.0.0.1",
+                "--allow_networks=127.0.0.1/32", ready="metrics HTTP on")
+            admin_port = int(re.search(r"metrics HTTP on [0-9.]+:(\d+)",
+                                       self.output_so_far(master)).group(1))
+            sock = os.path.join(self.tmp, "agent6.sock")
+            node_env = self.write("node6.env", "\n".join([
+                f"MOONCAKE_MASTER=127.0.0.1:{rpc_port}",
+                "MOONCAKE_LOCAL_HOSTNAME=127.0.0.1",
+                "MOONCAKE_PROTOCOL=tcp",
+                "MOONCAKE_TE_META_DATA_SERVER=P2PHANDSHAKE",
+                "MOONCAKE_GLOBAL_SEGMENT_SIZE=16mb",
+                f"TIDE_AGENT_SOCKET={sock}",
+                f"TIDE_AGENT_SOCKET_GROUP={gid}",
+                "TIDE_ALLOW_NETS=127.0.0.1/32",
+                "TIDE_LOG_LEVEL=warn",
+                "MC_FORCE_TCP=1",
+            ]) + "\n")
+            node = self.start_tool("node/tide-node", "--env", node_env, "--foreground",
+                                   ready="tide-node: ready", timeout=60)
+            hs_port = int(re.search(r"ready: segment 127\.0\.0\.1:(\d+)",
+                                    self.output_so_far(node)).group(1))
+
+            # From 127.0.0.1: every port answers, and the segment can be read.
+            desc = handshake(hs_port, "127.0.0.1")
+            data_port = int(desc["tcp_data_port"])
+            seg = max(desc["buffers"], key=lambda b: int(b["length"]))
+            addr = int(seg["addr"])
+            rpc = MasterRpc(rpc_port)
+            try:
+                self.verify(rpc.service_ready(), "ServiceReady from 127.0.0.1")
+            finally:
+                rpc.close()
+            status, body = http_request(admin_port, "GET", "/health")
+            self.verify(status == 200, f"/health from 127.0.0.1: {status} {body!r}")
+            with socket.create_connection(("127.0.0.1", data_port), timeout=5) as s:
+                s.sendall(native_read(addr, 64))
+                st, req_id, _ = struct.unpack("<QII", recv_exact(s, 16))
+                self.verify(st == 0x4D43545600000000 and req_id == 7,
+                            f"READ from 127.0.0.1: status {st:#x}, id {req_id}")
+                recv_exact(s, 64)
+
+            # From 127.0.0.2: closed at accept, whatever the request.
+            rpc_req = struct.pack("<BBBBIIII", 0x15, 0, 0, 0, 1, FN_SERVICE_READY, 0, 0)
+            cases = [("master RPC", rpc_port, rpc_req),
+                     ("master admin HTTP", admin_port,
+                      b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"),
+                     ("node handshake", hs_port, struct.pack("<QB", 1, 1)),
+                     ("node data", data_port, native_read(addr, 64))]
+            for what, port, payload in cases:
+                secs = closed_without_answer(port, payload)
+                self.verify(secs is not None and secs < 2,
+                            f"{what} port answered 127.0.0.2 or kept it open ({secs})")
+            status, body = http_request(admin_port, "GET", "/metrics")
+            self.verify(status == 200 and b"\nmaster_refused_connections_total 2\n" in body,
+                        f"/metrics: {body[-600:]!r}")
+
+            # The node listens on its host only.
+            for port in (hs_port, data_port):
+                try:
+                    socket.create_connection(("127.0.0.2", port), timeout=5).close()
+                    self.verify(False, f"port {port} answers on 127.0.0.2")
+                except ConnectionRefusedError:
+                    pass
+
+            st = os.stat(sock)
+            self.verify(st.st_mode & 0o777 == 0o660 and st.st_gid == gid,
+                        f"agent socket mode {st.st_mode & 0o777:o} gid {st.st_gid}, "
+                        f"wanted 660 gid {gid}")
+            print(f"\n    refused from 127.0.0.2: {', '.join(c[0] for c in cases)}", end="",
+                  flush=True)
+        finally:
+            outs = {}
+            for name, p in (("tide-node", node), ("mooncake_master", master)):
+                if p is not None:
+                    outs[name] = self.finish(p, signal_first=signal.SIGTERM)
+        for name, (rc, out) in outs.items():
+            self.verify(rc == 0, f"{name} exited {rc}:\n{out[-3000:]}")
+        out = outs["tide-node"][1]
+        self.verify("handshake: connection from 127.0.0.2:" in out and
+                    "data port: connection from 127.0.0.2 refused (not in TIDE_ALLOW_NETS)"
+                    in out, out[-3000:])
+        self.verify("RPC port: connection from 127.0.0.2 refused (not in --allow_networks)"
+                    in outs["mooncake_master"][1], outs["mooncake_master"][1][-3000:])

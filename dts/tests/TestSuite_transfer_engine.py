@@ -282,6 +282,24 @@ class TestTransferEngine(TestSuite):
         frames = re.findall(r"lcore (\d) user-space TCP: rx_frames (\d+)", out)
         self.verify(len(frames) == 2 and all(int(n) > 0 for _, n in frames), out)
 
+    def test_memif_allow_nets(self):
+        """Steps: the memif pair with TIDE_ALLOW_NETS=127.0.0.1/32 on both sides: the
+        handshake (loopback) is allowed, the data connections (10.93.0.1 to 10.93.0.2 over
+        memif) are not; the initiator writes for 3 s with --verify.
+        Verify: the initiator fails (no byte of the target's segment moves) and the target
+        logs that its user-space data port refused 10.93.0.1; the target stops cleanly."""
+        ini, t, tname, name = self.memif_pair(free_port(), TIDE_ALLOW_NETS="127.0.0.1/32")
+        try:
+            out, _ = ini.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            ini.kill()
+            out, _ = ini.communicate()
+        tout = self.stop(t)
+        self.verify(ini.returncode == 1 and result_line(out).endswith(", FAILED"),
+                    f"initiator exit {ini.returncode}:\n{out}{tout}")
+        self.verify("data port: connection from 10.93.0.1 refused (not in TIDE_ALLOW_NETS)"
+                    in tout and "target served 0 reads, 0 writes, 0 bytes" in tout, tout)
+
     # ---- DPDK node <-> kernel node through namespaces -----------------------
 
     def netns_topology(self):

@@ -158,7 +158,9 @@ static const struct key_def keys[] = {
 	 FLD2(tcp_bind_address_set),
 	 .def = "",
 	 .valid = "IPv4 address, or empty (auto)",
-	 .doc = "Kernel-TCP listen address for transfer-engine RPC; empty = auto."},
+	 .doc = "Listen address of the transfer engine's handshake and kernel-TCP data ports; "
+		"empty = the address the engine names itself by (MOONCAKE_LOCAL_HOSTNAME); "
+		"0.0.0.0 = every address (stock Mooncake)."},
 	{.name = "MC_MIN_RPC_PORT",
 	 .type = T_PORT,
 	 FLD(min_rpc_port),
@@ -372,6 +374,14 @@ static const struct key_def keys[] = {
 	 .min = 1,
 	 .valid = "UNIX socket path, < 108 bytes",
 	 .doc = "Socket of the per-node agent that clients attach to."},
+	{.name = "TIDE_AGENT_SOCKET_GROUP",
+	 .type = T_STR,
+	 FLD(agent_socket_group),
+	 .def = "",
+	 .check = ne_chk_group,
+	 .valid = "group name or numeric gid, or empty (the agent's own group)",
+	 .doc = "Group of the agent socket (mode 0660): root, the agent's user and members of "
+		"this group may attach; tide-node --socket-group overrides it."},
 	{.name = "TIDE_AGENT",
 	 .type = T_ENUM,
 	 FLD(agent),
@@ -389,6 +399,15 @@ static const struct key_def keys[] = {
 	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
 	 .doc = "RL mode of mooncake_master: never evict an object that has not been read yet; "
 		"a full store answers -200 (NO_AVAILABLE_HANDLE) as backpressure instead."},
+	{.name = "TIDE_ALLOW_NETS",
+	 .type = T_STR,
+	 FLD(allow_nets),
+	 .def = "",
+	 .check = ne_chk_allow_nets,
+	 .valid = "comma list of networks (10.0.0.0/8, 192.168.1.7, fd00::/8), or empty",
+	 .doc = "Peers allowed to connect to the transfer engine's handshake and data ports; "
+		"a connection from any other address is closed at once. Empty = any (as "
+		"stock Mooncake)."},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

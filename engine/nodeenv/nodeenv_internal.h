@@ -46,5 +46,7 @@ int ne_chk_lcores(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_file_prefix(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_pow2(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_hugepage_size(const char *v, uint64_t num, char *why, size_t n);
+int ne_chk_group(const char *v, uint64_t num, char *why, size_t n);
+int ne_chk_allow_nets(const char *v, uint64_t num, char *why, size_t n);
 
 #endif /* NODEENV_INTERNAL_H */

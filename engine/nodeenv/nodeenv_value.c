@@ -13,6 +13,7 @@
 
 #include "nodeenv_internal.h"
 #include "tide_addr.h"
+#include "tide_cidr.h"
 #include "tide_nodeenv.h"
 
 #define KIB (UINT64_C(1) << 10)
@@ -741,4 +742,35 @@ ne_chk_hugepage_size(const char *v, uint64_t num, char *why, size_t n)
 		return 0;
 	ne_why(why, n, "is not a supported hugepage size (valid: 2mb, 1gb)");
 	return -EINVAL;
+}
+
+int
+ne_chk_group(const char *v, uint64_t num, char *why, size_t n)
+{
+	(void)num;
+	/* Whether the group exists is the agent's to say at start-up (this
+	 * file is also checked on hosts that do not have it); only text no
+	 * group database can hold is refused here. */
+	for (const char *p = v; *p != '\0'; p++) {
+		if (*p == ':' || *p == ',' || *p == ' ' || *p == '\t' || *p == '/') {
+			ne_why(why, n, "is not a group name or gid (e.g. tide, 4242)");
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int
+ne_chk_allow_nets(const char *v, uint64_t num, char *why, size_t n)
+{
+	struct tide_cidr_list l;
+	char cwhy[200];
+
+	(void)num;
+	if (tide_cidr_parse(v, &l, cwhy, sizeof(cwhy)) != 0) {
+		ne_why(why, n, "is not a list of networks: %s (valid: %s)", cwhy,
+		       "10.0.0.0/8,192.168.1.7,fd00::/8, or empty");
+		return -EINVAL;
+	}
+	return 0;
 }

@@ -186,8 +186,12 @@ struct tide_nodeenv {
 	char file_prefix[TIDE_NODEENV_PREFIX_LEN]; /**< TIDE_FILE_PREFIX (EAL --file-prefix) */
 	char eal_args[TIDE_NODEENV_TEXT_LEN];      /**< TIDE_EAL_ARGS, free text */
 	char agent_socket[TIDE_NODEENV_SUN_LEN];   /**< TIDE_AGENT_SOCKET */
-	enum tide_nodeenv_agent agent;             /**< TIDE_AGENT */
-	bool pin_unread;                           /**< TIDE_PIN_UNREAD (master RL mode) */
+	char agent_socket_group[TIDE_NODEENV_HOST_LEN]; /**< TIDE_AGENT_SOCKET_GROUP, "" = own */
+	enum tide_nodeenv_agent agent;                  /**< TIDE_AGENT */
+	bool pin_unread;                                /**< TIDE_PIN_UNREAD (master RL mode) */
+	/** TIDE_ALLOW_NETS as written: networks (tide_cidr.h syntax) that may connect to the
+	 * transfer engine's ports; "" = any. Validated here; parse with tide_cidr_parse(). */
+	char allow_nets[TIDE_NODEENV_TEXT_LEN];
 
 	/* Provenance. */
 	char path[TIDE_NODEENV_PATHN_LEN]; /**< file that was read, "" if none */

@@ -17,6 +17,7 @@
 #include <ifaddrs.h>
 #include <inttypes.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -99,6 +100,10 @@ struct tide_te {
 	char metadata[1024];
 	char name[TE_NAME_MAX];
 	char host[TE_NAME_MAX - 8]; /* room for ":port" in a P2P name */
+	/* Where the handshake and kernel data ports listen (listen_policy()),
+	 * and who may connect to them; both fixed at create. */
+	char bind_ip[INET6_ADDRSTRLEN];
+	struct tide_cidr_list allow;
 	uint64_t instance;
 	struct te_meta *meta;
 
@@ -127,6 +132,7 @@ struct tide_te {
 		_Atomic uint64_t bytes_read, bytes_written;
 		_Atomic uint64_t srv_reads, srv_writes, srv_bytes, srv_rejected;
 		_Atomic uint64_t desc_refreshes, conn_failures;
+		_Atomic uint64_t conns_refused; /* data port; the daemon counts its own */
 	} st;
 };
 
@@ -192,6 +198,86 @@ pick_host(char *host, size_t len)
 		break;
 	}
 	freeifaddrs(ifs);
+}
+
+/*
+ * The node environment (opts.node_env, else $TIDE_NODE_ENV, else the default
+ * path), malloc'd into *out for the caller to free. A node file that does not
+ * load is an error (logged), never a silent fall-back to the defaults.
+ */
+static int
+node_env_load(const struct tide_te *te, struct tide_nodeenv **out)
+{
+	struct tide_nodeenv *ne = malloc(sizeof(*ne));
+	char err[2048] = "";
+	int rc;
+
+	if (ne == NULL) {
+		return -ENOMEM;
+	}
+	rc = tide_nodeenv_load(ne, te->o.node_env, NULL, err, sizeof(err));
+	if (rc != 0) {
+		TIDE_LOG(ERR, "node environment is not valid:\n%s", err);
+		free(ne);
+		return rc;
+	}
+	*out = ne;
+	return 0;
+}
+
+/*
+ * Where the handshake and kernel-TCP data ports listen, and who may connect
+ * (MC_TCP_BIND_ADDRESS and TIDE_ALLOW_NETS of the node file). By default the
+ * engine listens only on the address it names itself by: peers, stock ones
+ * included, reach it at the host of its segment name (P2P) or of its
+ * rpc_meta entry (HTTP), so listening anywhere else would only expose the
+ * ports on interfaces nobody uses. A name is resolved here, once, to its
+ * first IPv4 address (what the data path's peers connect to); the data path
+ * is IPv4, so a host without one is an error rather than a silent 0.0.0.0.
+ * MC_TCP_BIND_ADDRESS=0.0.0.0 is the explicit way to listen everywhere.
+ */
+static int
+listen_policy(struct tide_te *te)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *res = NULL;
+	struct tide_nodeenv *ne;
+	char err[256] = "";
+	struct in_addr a;
+	int rc;
+
+	rc = node_env_load(te, &ne);
+	if (rc != 0) {
+		return rc;
+	}
+	/* Validated by the loader; a failure here would be a loader bug. */
+	rc = tide_cidr_parse(ne->allow_nets, &te->allow, err, sizeof(err));
+	if (rc != 0) {
+		TIDE_LOG(ERR, "TIDE_ALLOW_NETS: %s", err);
+		goto out;
+	}
+	if (ne->tcp_bind_address_set) {
+		inet_ntop(AF_INET, &ne->tcp_bind_address, te->bind_ip, sizeof(te->bind_ip));
+		goto out;
+	}
+	if (inet_pton(AF_INET, te->host, &a) == 1) {
+		inet_ntop(AF_INET, &a, te->bind_ip, sizeof(te->bind_ip));
+		goto out;
+	}
+	if (getaddrinfo(te->host, NULL, &hints, &res) != 0 || res == NULL) {
+		TIDE_LOG(ERR,
+			 "transfer engine: host '%s' has no IPv4 address to listen on; use an "
+			 "address or a name that resolves to one, or set MC_TCP_BIND_ADDRESS",
+			 te->host);
+		rc = -EINVAL;
+		goto out;
+	}
+	inet_ntop(AF_INET, &((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr, te->bind_ip,
+		  sizeof(te->bind_ip));
+	freeaddrinfo(res);
+out:
+	free(ne);
+	return rc;
 }
 
 /* ---- registered memory ------------------------------------------------ */
@@ -527,7 +613,10 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 	}
 	te->o.host = te->host;
 	te->o.local_server_name = NULL;
-	te->o.node_env = NULL; /* re-read from opts at install time */
+	te->o.node_env = NULL;
+	if (opts->opts_size >= offsetof(struct tide_te_opts, node_env) + sizeof(opts->node_env)) {
+		te->o.node_env = opts->node_env;
+	}
 	if (getrandom(&te->instance, sizeof(te->instance), 0) != sizeof(te->instance)) {
 		te->instance = mono_ns() ^ ((uint64_t)getpid() << 32);
 	}
@@ -543,13 +632,26 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	rc = te_meta_open(te->metadata, NULL, opts->rpc_port, (int)te->o.connect_timeout_ms,
+	rc = listen_policy(te);
+	if (rc != 0) {
+		goto fail;
+	}
+	rc = te_meta_open(te->metadata, te->bind_ip, opts->rpc_port, (int)te->o.connect_timeout_ms,
 			  &te->meta, err, sizeof(err));
+	if (rc == -EADDRNOTAVAIL) {
+		TIDE_LOG(ERR,
+			 "transfer engine: cannot listen on %s (host '%s'): not an address of this "
+			 "machine; set MC_TCP_BIND_ADDRESS to one, or to 0.0.0.0 for every address",
+			 te->bind_ip, te->host);
+		goto fail;
+	}
 	if (rc != 0) {
 		TIDE_LOG(ERR, "transfer engine: metadata '%s': %s", te->metadata,
 			 err[0] ? err : tide_te_strerror(rc));
 		goto fail;
 	}
+	/* Before anything is published: until now the daemon has nothing to tell. */
+	te_meta_set_allow(te->meta, &te->allow);
 	if (opts->local_server_name != NULL && opts->local_server_name[0] != '\0') {
 		snprintf(te->name, sizeof(te->name), "%s", opts->local_server_name);
 	} else if (te_meta_is_p2p(te->meta)) {
@@ -559,9 +661,6 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 	}
 	te->segs[TIDE_TE_LOCAL_SEG].used = true;
 	snprintf(te->segs[TIDE_TE_LOCAL_SEG].name, TE_NAME_MAX, "%s", te->name);
-	if (opts->opts_size >= offsetof(struct tide_te_opts, node_env) + sizeof(opts->node_env)) {
-		te->o.node_env = opts->node_env;
-	}
 	te->o.rdma_devices = NULL;
 	if (opts->opts_size >=
 		    offsetof(struct tide_te_opts, rdma_devices) + sizeof(opts->rdma_devices) &&
@@ -569,8 +668,9 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 		snprintf(te->rdma_devices, sizeof(te->rdma_devices), "%s", opts->rdma_devices);
 		te->o.rdma_devices = te->rdma_devices;
 	}
-	TIDE_LOG(INFO, "transfer engine '%s': metadata %s, handshake port %u", te->name,
-		 te->metadata, te_meta_rpc_port(te->meta));
+	TIDE_LOG(INFO, "transfer engine '%s': metadata %s, handshake port %s:%u%s", te->name,
+		 te->metadata, te->bind_ip, te_meta_rpc_port(te->meta),
+		 te->allow.n > 0 ? ", peers from TIDE_ALLOW_NETS only" : "");
 	*out = te;
 	return 0;
 fail:
@@ -591,19 +691,13 @@ fail:
 static int
 want_dpdk(const struct tide_te *te, bool *yes)
 {
-	struct tide_nodeenv *ne = malloc(sizeof(*ne));
-	char err[2048] = "";
-	int rc;
-	if (ne == NULL) {
-		return -ENOMEM;
-	}
-	rc = tide_nodeenv_load(ne, te->o.node_env, NULL, err, sizeof(err));
-	if (rc != 0) {
-		TIDE_LOG(ERR, "node environment is not valid:\n%s", err);
-	} else {
+	struct tide_nodeenv *ne;
+	int rc = node_env_load(te, &ne);
+
+	if (rc == 0) {
 		*yes = ne->dpdk_device[0] != '\0' && !ne->force_tcp;
+		free(ne);
 	}
-	free(ne);
 	return rc;
 }
 
@@ -612,7 +706,9 @@ static void
 xport_cfg(struct tide_te *te, struct te_xport_cfg *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->bind_ip = NULL;
+	cfg->bind_ip = te->bind_ip;
+	cfg->allow = &te->allow;
+	cfg->refused = &te->st.conns_refused;
 	cfg->data_port = te->o.data_port;
 	cfg->conns_per_peer = te->o.conns_per_peer;
 	cfg->io_threads = te->o.io_threads;
@@ -1405,7 +1501,9 @@ tide_te_stats_get(const struct tide_te *te, struct tide_te_stats *st)
 	RD(srv_rejected);
 	RD(desc_refreshes);
 	RD(conn_failures);
+	RD(conns_refused);
 #undef RD
+	st->conns_refused += te_meta_refused(te->meta);
 }
 
 void

@@ -95,8 +95,16 @@ struct te_meta_hooks {
 };
 
 struct te_xport_cfg {
-	const char *bind_ip;     /* NULL: any */
-	uint16_t data_port;      /* 0: ephemeral */
+	const char *bind_ip; /* kernel data port: IPv4 literal or name; NULL: any */
+	uint16_t data_port;  /* 0: ephemeral */
+	/*
+	 * Peers that may connect to the data port (TIDE_ALLOW_NETS); NULL or empty:
+	 * any. A connection from elsewhere is closed at accept, before a byte is
+	 * read, and counted in *refused (when not NULL). Both owned by the core,
+	 * valid until destroy; the list is not written while a transport runs.
+	 */
+	const struct tide_cidr_list *allow;
+	_Atomic uint64_t *refused;
 	uint32_t conns_per_peer; /* >= 1 */
 	uint32_t io_threads;     /* >= 1 */
 	uint32_t io_timeout_ms;

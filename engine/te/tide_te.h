@@ -88,7 +88,9 @@ struct tide_te_opts {
 	/** Local server (segment) name. NULL or "": in P2P mode "host:rpc_port"; else host. */
 	const char *local_server_name;
 	/** Address peers reach us at (IPv4 literal or resolvable name). NULL: first non-loopback
-	 * IPv4, else 127.0.0.1. */
+	 * IPv4, else 127.0.0.1. The handshake and kernel-TCP data ports listen on this address
+	 * only (a name: its first IPv4 address), unless the node file's MC_TCP_BIND_ADDRESS
+	 * names another (0.0.0.0: every address). */
 	const char *host;
 	/** Handshake daemon port. 0: ephemeral. Default 0. */
 	uint16_t rpc_port;
@@ -124,8 +126,13 @@ void tide_te_opts_init(struct tide_te_opts *opts, size_t opts_size);
 
 /**
  * Create an engine: resolve the local address, start the handshake daemon
- * and publish the (empty) segment descriptor.
- * \return 0 and *out set; -EINVAL bad option (logged with what was wrong);
+ * and publish the (empty) segment descriptor. Reads the node environment
+ * (opts->node_env) for the listen address and TIDE_ALLOW_NETS (peers from
+ * other addresses are closed at accept on every port of the engine).
+ * \return 0 and *out set; -EINVAL bad option (logged with what was wrong), an
+ *         invalid node file, or a host with no IPv4 address; -ENOENT/-EIO the
+ *         node file named cannot be read; -EADDRNOTAVAIL the host is not an
+ *         address of this machine (logged, naming MC_TCP_BIND_ADDRESS);
  *         -EPROTONOSUPPORT unsupported metadata scheme; -EADDRINUSE rpc_port taken;
  *         -EHOSTUNREACH/-ETIMEDOUT/-ECONNREFUSED metadata server unreachable; -ENOMEM.
  * Thread: any. Ownership: tide_te_destroy().
@@ -276,6 +283,8 @@ struct tide_te_stats {
 	uint64_t srv_rejected;   /**< peer requests outside registered memory */
 	uint64_t desc_refreshes; /**< descriptors fetched again (peer restarted) */
 	uint64_t conn_failures;  /**< data connections lost or refused */
+	uint64_t conns_refused;  /**< connections to our handshake or data port closed at accept
+				      because the peer is outside TIDE_ALLOW_NETS */
 };
 void tide_te_stats_get(const struct tide_te *te, struct tide_te_stats *st);
 

@@ -9,7 +9,8 @@
  * the config file sets it, TIDE_PIN_UNREAD from the environment does (the
  * master is started with the node file exported). Tide bounds against
  * hostile peers (stock has none): --regex_* (GetReplicaListByRegex,
- * RemoveByRegex) and --http_* (admin port, metadata server).
+ * RemoveByRegex), --http_* (admin port, metadata server) and
+ * --allow_networks (who may connect to any port; default: anyone, as stock).
  * Foreground, logs on stderr, exits 0 on SIGTERM/SIGINT after a clean stop.
  */
 #include <cjson/cJSON.h>
@@ -25,6 +26,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "tide_cidr.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
 #include "tide_mc_server.h"
@@ -95,6 +97,7 @@ enum {
 	FL_HTTP_HEADER_TIMEOUT,
 	FL_HTTP_BODY_TIMEOUT,
 	FL_HTTP_IDLE_TIMEOUT,
+	FL_ALLOW_NETWORKS,
 	FL_HELP,
 	FL_FIRST_IGNORED,
 };
@@ -177,6 +180,11 @@ static struct flag flags[] = {
 		{"http_idle_timeout", F_DUR_MS,
 		 "Tide: an HTTP connection with no byte moving is closed after (ms)", 1, 86400000,
 		 .ms = TIDE_MC_HTTP_IDLE_TIMEOUT_MS},
+	[FL_ALLOW_NETWORKS] = {"allow_networks", F_STR,
+			       "Tide: peers allowed on the RPC, admin and metadata ports, e.g. "
+			       "10.0.0.0/8,192.168.1.7,fd00::/8 (others are closed at accept); "
+			       "empty = any",
+			       .s = empty},
 	[FL_HELP] = {"help", F_BOOL, "print the flags and exit"},
 	/* Stock flags of features this master does not implement: accepted, warned, ignored. */
 	[FL_FIRST_IGNORED] = {"rpc_interface", F_IGNORED_VAL},
@@ -523,6 +531,7 @@ main(int argc, char **argv)
 	const char *pin_origin;
 	char fsdir[4096] = "";
 	sigset_t set;
+	uint32_t allow_n = 0;
 	long ncpu;
 	int sig, rc;
 
@@ -595,6 +604,21 @@ main(int argc, char **argv)
 	o.http_header_timeout_ms = (uint32_t)flags[FL_HTTP_HEADER_TIMEOUT].ms;
 	o.http_body_timeout_ms = (uint32_t)flags[FL_HTTP_BODY_TIMEOUT].ms;
 	o.http_idle_timeout_ms = (uint32_t)flags[FL_HTTP_IDLE_TIMEOUT].ms;
+	{
+		struct tide_cidr_list allow;
+		char why[256];
+
+		/* Refused here, as every other bad flag value, before any port opens. */
+		if (tide_cidr_parse(flags[FL_ALLOW_NETWORKS].s, &allow, why, sizeof(why)) != 0) {
+			fprintf(stderr,
+				"ERROR: illegal value '%s' specified for flag 'allow_networks': "
+				"%s\n",
+				flags[FL_ALLOW_NETWORKS].s, why);
+			return 1;
+		}
+		o.allow_networks = flags[FL_ALLOW_NETWORKS].s;
+		allow_n = allow.n;
+	}
 
 	/* Many client connections (a pool per client): use the hard fd limit. */
 	{
@@ -624,6 +648,10 @@ main(int argc, char **argv)
 	if (o.enable_http_metadata) {
 		TIDE_LOG(NOTICE, "HTTP metadata server on %s:%u", o.http_metadata_host,
 			 tide_mc_server_metadata_port(s));
+	}
+	if (allow_n > 0) {
+		TIDE_LOG(NOTICE, "peers allowed on every port: %s (%u networks)",
+			 flags[FL_ALLOW_NETWORKS].s, allow_n);
 	}
 	TIDE_LOG(NOTICE,
 		 "lease %" PRIu64 " ms, client ttl %" PRId64

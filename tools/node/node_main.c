@@ -33,7 +33,7 @@ usage(FILE *f)
 		"  --socket PATH         serve clients here instead of TIDE_AGENT_SOCKET\n"
 		"  --socket-group GROUP  the socket is 0660: besides root and the agent's user,\n"
 		"                        members of GROUP (name or gid) may attach (default:\n"
-		"                        the agent's own group)\n"
+		"                        TIDE_AGENT_SOCKET_GROUP, else the agent's own group)\n"
 		"  --foreground          run in the foreground (the default; for systemd "
 		"Type=simple)\n"
 		"The agent reads MOONCAKE_MASTER, MOONCAKE_LOCAL_HOSTNAME, MOONCAKE_PROTOCOL,\n"
@@ -133,14 +133,23 @@ main(int argc, char **argv)
 	}
 	if (sock == NULL)
 		sock = ne->agent_socket;
+	/* The command line wins over the node file, as --socket does. */
+	if (group == NULL && ne->agent_socket_group[0] != '\0')
+		group = ne->agent_socket_group;
 	tide_agent_server_opts_init(&aopts, sizeof(aopts));
 	aopts.socket_group = group;
 	rc = tide_agent_server_start_opts(store, sock, &aopts, &srv);
 	if (rc != 0) {
-		fprintf(stderr, "tide-node: cannot serve clients at %s: %s\n", sock,
-			rc == -EADDRINUSE                ? "another agent already answers there"
-			: rc == -ENOENT && group != NULL ? "no such --socket-group"
-							 : strerror(-rc));
+		if (rc == -ENOENT && group != NULL)
+			fprintf(stderr,
+				"tide-node: cannot serve clients at %s: no group '%s' (%s)\n", sock,
+				group,
+				group == ne->agent_socket_group ? "TIDE_AGENT_SOCKET_GROUP"
+								: "--socket-group");
+		else
+			fprintf(stderr, "tide-node: cannot serve clients at %s: %s\n", sock,
+				rc == -EADDRINUSE ? "another agent already answers there"
+						  : strerror(-rc));
 		tide_store_close(store);
 		return 1;
 	}

@@ -516,7 +516,25 @@ static int
 srv_accept(void *arg, struct tide_net_conn *nc)
 {
 	struct te_lc *l = arg;
-	struct dconn *c = conn_new(l);
+	struct tide_net_conn_info ci;
+	struct dconn *c;
+
+	/* TIDE_ALLOW_NETS: refused before a byte is read; the stack resets the
+	 * connection and counts it (tcp_accept_refused). */
+	tide_net_conn_info(nc, &ci);
+	if (!tide_cidr_allows_ip4(l->x->cfg.allow, ci.rip)) {
+		struct in_addr a = {.s_addr = htonl(ci.rip)};
+		char ip[INET_ADDRSTRLEN];
+
+		if (l->x->cfg.refused != NULL) {
+			atomic_fetch_add_explicit(l->x->cfg.refused, 1, memory_order_relaxed);
+		}
+		TIDE_LOG_RATELIMIT(WARN, 5,
+				   "data port: connection from %s refused (not in TIDE_ALLOW_NETS)",
+				   inet_ntop(AF_INET, &a, ip, sizeof(ip)));
+		return -EACCES;
+	}
+	c = conn_new(l);
 	if (c == NULL) {
 		return -ENOMEM;
 	}

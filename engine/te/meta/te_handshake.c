@@ -29,6 +29,7 @@
 
 #include "meta_internal.h"
 #include "te_meta.h"
+#include "tide_cidr.h"
 #include "tide_log.h"
 
 #define HS_MAX_CONNS   64
@@ -73,6 +74,11 @@ struct te_hs_daemon {
 	uint64_t seq;
 	unsigned nconns;
 	struct hs_conn conns[HS_MAX_CONNS];
+	/* Peers that may connect (te_hs_daemon_set_allow); n == 0: any. Read at
+	 * each accept, so the lock is taken once per connection, never per byte. */
+	pthread_mutex_t allow_lock;
+	struct tide_cidr_list allow;
+	uint64_t refused; /* atomic: connections closed at accept for their address */
 };
 
 static uint64_t
@@ -252,7 +258,8 @@ do_accept(struct te_hs_daemon *d)
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
 		struct hs_conn *c;
-		char ip[INET6_ADDRSTRLEN] = "?";
+		char ip[INET6_ADDRSTRLEN] = "?", peer[sizeof(d->conns[0].peer)] = "?";
+		bool allowed;
 		int fd;
 
 		fd = accept4(d->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -262,6 +269,31 @@ do_accept(struct te_hs_daemon *d)
 				TIDE_LOG_RATELIMIT(WARN, 5, "handshake accept: %s",
 						   strerror(errno));
 			return;
+		}
+		if (ss.ss_family == AF_INET) {
+			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+			inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+			snprintf(peer, sizeof(peer), "%s:%u", ip, ntohs(s4->sin_port));
+		} else if (ss.ss_family == AF_INET6) {
+			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+			inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+			snprintf(peer, sizeof(peer), "[%s]:%u", ip, ntohs(s6->sin6_port));
+		}
+		/* Before anything is read or any slot taken: a refused peer costs
+		 * one accept and one close, and cannot evict an allowed one. */
+		pthread_mutex_lock(&d->allow_lock);
+		allowed = tide_cidr_allows(&d->allow, (struct sockaddr *)&ss, sl);
+		pthread_mutex_unlock(&d->allow_lock);
+		if (!allowed) {
+			__atomic_fetch_add(&d->refused, 1, __ATOMIC_RELAXED);
+			TIDE_LOG_RATELIMIT(WARN, 5,
+					   "handshake: connection from %s refused (not in "
+					   "TIDE_ALLOW_NETS)",
+					   peer);
+			close(fd);
+			continue;
 		}
 		if (d->nconns == HS_MAX_CONNS) {
 			unsigned old = 0;
@@ -280,17 +312,7 @@ do_accept(struct te_hs_daemon *d)
 		c->st = HS_LEN;
 		c->seq = d->seq++;
 		c->deadline = meta_now_ms() + __atomic_load_n(&d->timeout_ms, __ATOMIC_RELAXED);
-		if (ss.ss_family == AF_INET) {
-			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-			inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
-			snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, ntohs(s4->sin_port));
-		} else if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-			inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
-			snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip, ntohs(s6->sin6_port));
-		}
+		memcpy(c->peer, peer, sizeof(c->peer));
 	}
 }
 
@@ -425,6 +447,7 @@ te_hs_daemon_start(const char *bind_ip, uint16_t port, te_hs_handler_fn fn, void
 		free(d);
 		return rc;
 	}
+	pthread_mutex_init(&d->allow_lock, NULL);
 	if (pipe2(d->wake, O_NONBLOCK | O_CLOEXEC) < 0) {
 		rc = -errno;
 		goto fail;
@@ -442,6 +465,7 @@ fail:
 		close(d->wake[1]);
 	}
 	close(d->lfd);
+	pthread_mutex_destroy(&d->allow_lock);
 	free(d);
 	return rc;
 }
@@ -474,7 +498,25 @@ te_hs_daemon_stop(struct te_hs_daemon *d)
 	close(d->wake[0]);
 	close(d->wake[1]);
 	close(d->lfd);
+	pthread_mutex_destroy(&d->allow_lock);
 	free(d);
+}
+
+void
+te_hs_daemon_set_allow(struct te_hs_daemon *d, const struct tide_cidr_list *allow)
+{
+	pthread_mutex_lock(&d->allow_lock);
+	if (allow != NULL)
+		d->allow = *allow;
+	else
+		d->allow.n = 0;
+	pthread_mutex_unlock(&d->allow_lock);
+}
+
+uint64_t
+te_hs_daemon_refused(const struct te_hs_daemon *d)
+{
+	return __atomic_load_n(&d->refused, __ATOMIC_RELAXED);
 }
 
 int

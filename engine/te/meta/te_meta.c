@@ -180,6 +180,18 @@ te_meta_rpc_port(const struct te_meta *m)
 	return te_hs_daemon_port(m->daemon);
 }
 
+void
+te_meta_set_allow(struct te_meta *m, const struct tide_cidr_list *allow)
+{
+	te_hs_daemon_set_allow(m->daemon, allow);
+}
+
+uint64_t
+te_meta_refused(const struct te_meta *m)
+{
+	return te_hs_daemon_refused(m->daemon);
+}
+
 /* Mooncake's getFullMetadataKey: a name with '/' is used as is under the prefix. */
 static char *
 ram_key(const struct te_meta *m, const char *name)

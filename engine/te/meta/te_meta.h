@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tide_cidr.h"
+
 #define TE_NAME_MAX      256         /* segment and buffer names, bytes incl. NUL */
 #define TE_DESC_MAX_BUFS 65536       /* buffers per descriptor accepted from a peer */
 #define TE_HS_MAX_LEN    (1 << 20)   /* handshake frame payload limit (MC_HANDSHAKE_MAX_LENGTH) */
@@ -213,6 +215,18 @@ int te_hs_daemon_start(const char *bind_ip, uint16_t port, te_hs_handler_fn fn, 
 		       struct te_hs_daemon **out);
 /** Bound port. Thread: any. */
 uint16_t te_hs_daemon_port(const struct te_hs_daemon *d);
+/**
+ * Peers that may connect from now on (TIDE_ALLOW_NETS): a connection from any
+ * other address is closed as soon as it is accepted, before a byte is read or
+ * a connection slot taken, logged (rate limited) and counted. Connections
+ * already open are not affected, so set it right after start, before anything
+ * worth reading is published.
+ * \param allow  Copied; NULL or an empty list allows every peer (the default).
+ * Thread: any.
+ */
+void te_hs_daemon_set_allow(struct te_hs_daemon *d, const struct tide_cidr_list *allow);
+/** Connections refused by the allowlist since start. Thread: any. */
+uint64_t te_hs_daemon_refused(const struct te_hs_daemon *d);
 /** Per-connection budget for connections accepted from now on (<= 0: default 3000 ms).
  * Thread: any. */
 void te_hs_daemon_set_timeout(struct te_hs_daemon *d, int timeout_ms);
@@ -256,6 +270,10 @@ int te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int t
 bool te_meta_is_p2p(const struct te_meta *m);
 /** The daemon's port. Thread: any. */
 uint16_t te_meta_rpc_port(const struct te_meta *m);
+/** The daemon's allowlist: te_hs_daemon_set_allow(). Thread: any. */
+void te_meta_set_allow(struct te_meta *m, const struct tide_cidr_list *allow);
+/** te_hs_daemon_refused() of the daemon. Thread: any. */
+uint64_t te_meta_refused(const struct te_meta *m);
 /**
  * Publish our descriptor (and, in HTTP mode, rpc_meta {host, rpc_port}). The daemon
  * serves it from then on (also when the HTTP PUTs fail). Copies desc; the published copy

@@ -861,6 +861,25 @@ peer_hash(const struct sockaddr *sa, socklen_t len)
 	return h;
 }
 
+/* A peer outside TIDE_ALLOW_NETS: closed before a byte is read. */
+static void
+refuse_peer(struct te_xport *x, int fd, const struct sockaddr *sa)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, ip,
+			  sizeof(ip));
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, ip,
+			  sizeof(ip));
+	if (x->cfg.refused != NULL)
+		atomic_fetch_add_explicit(x->cfg.refused, 1, memory_order_relaxed);
+	close(fd);
+	TIDE_LOG_RATELIMIT(WARN, 5,
+			   "data port: connection from %s refused (not in TIDE_ALLOW_NETS)", ip);
+}
+
 static void
 do_accept(struct te_xport *x)
 {
@@ -886,6 +905,10 @@ do_accept(struct te_xport *x)
 			ep_set(&x->lc, 0);
 			x->accept_resume_ns = now_ns() + ACCEPT_PAUSE_MS * 1000000ULL;
 			return;
+		}
+		if (!tide_cidr_allows(x->cfg.allow, (struct sockaddr *)&sa, salen)) {
+			refuse_peer(x, fd, (struct sockaddr *)&sa);
+			continue;
 		}
 		data_sock_opts(fd);
 		sc = calloc(1, sizeof(*sc));

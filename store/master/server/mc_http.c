@@ -292,6 +292,9 @@ render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
 	       "HTTP connections closed at a port's cap for a new one.", st->http_evicted);
 	metric(b, "master_http_timed_out_connections_total", "counter",
 	       "HTTP connections closed by a head, body or idle deadline.", st->http_timed_out);
+	metric(b, "master_refused_connections_total", "counter",
+	       "Connections closed at accept on any port: peer outside --allow_networks.",
+	       st->refused_net);
 	metric(b, "master_http_metadata_bytes", "gauge", "Metadata store keys + values.",
 	       st->metadata_bytes);
 	buf_printf(b, "# TYPE master_rpc_refused_frames_total counter\n");
@@ -667,7 +670,14 @@ mc_http_accept(struct tide_mc_server *s, int lfd, enum mc_ctl_kind which)
 	/* A batch at a time: the listener is level-triggered, and the requests
 	   already in get their turn between batches. */
 	for (unsigned i = 0; i < MC_HTTP_ACCEPT_BATCH; i++) {
-		fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+
+		fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		/* Before the cap: a refused peer can never evict an allowed one. */
+		if (fd >= 0 && !mc_peer_allowed(s, fd, &ss, sl, port_name(p))) {
+			continue;
+		}
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED) {
 				continue;

@@ -94,6 +94,7 @@ tide_mc_server_opts_init(struct tide_mc_server_opts *opts, size_t opts_size)
 	o.http_body_timeout_ms = TIDE_MC_HTTP_BODY_TIMEOUT_MS;
 	o.http_idle_timeout_ms = TIDE_MC_HTTP_IDLE_TIMEOUT_MS;
 	tide_mc_table_opts_init(&o.table, sizeof(o.table));
+	o.allow_networks = "";
 	if (opts == NULL) {
 		return;
 	}
@@ -565,13 +566,42 @@ handoff(struct tide_mc_server *s, int fd)
 	}
 }
 
+bool
+mc_peer_allowed(struct tide_mc_server *s, int fd, const struct sockaddr_storage *ss, socklen_t sl,
+		const char *port_name)
+{
+	char ip[INET6_ADDRSTRLEN] = "?";
+
+	if (tide_cidr_allows(&s->allow, (const struct sockaddr *)ss, sl)) {
+		return true;
+	}
+	if (ss->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, ip, sizeof(ip));
+	} else if (ss->ss_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, ip, sizeof(ip));
+	}
+	/* Counted before the close, so a peer that sees the close sees the count. */
+	mc_stat_add(&s->refused_net, 1);
+	close(fd);
+	TIDE_LOG_RATELIMIT(WARN, 10,
+			   "%s port: connection from %s refused (not in --allow_networks)",
+			   port_name, ip);
+	return false;
+}
+
 static void
 accept_rpc(struct tide_mc_server *s)
 {
+	struct sockaddr_storage ss;
+	socklen_t sl;
 	int fd;
 
 	for (;;) {
-		fd = accept4(s->rpc_lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		sl = sizeof(ss);
+		fd = accept4(s->rpc_lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0 && !mc_peer_allowed(s, fd, &ss, sl, "RPC")) {
+			continue;
+		}
 		if (fd >= 0) {
 			atomic_fetch_add(&s->accepted, 1);
 			handoff(s, fd);
@@ -885,6 +915,17 @@ tide_mc_server_create(const struct tide_mc_server_opts *opts, struct tide_mc_ser
 	s->o.metrics_host = s->metrics_host;
 	s->o.http_metadata_host = s->meta_host;
 	s->o.fsdir = s->fsdir;
+	s->o.allow_networks = NULL; /* parsed into s->allow; the caller's string is not kept */
+	{
+		char why[256];
+
+		rc = tide_cidr_parse(opts->allow_networks, &s->allow, why, sizeof(why));
+		if (rc != 0) {
+			TIDE_LOG(ERR, "allow_networks: %s", why);
+			rc = -EINVAL;
+			goto fail;
+		}
+	}
 
 	rc = tide_mc_table_create(&opts->table, &s->table);
 	if (rc != 0) {
@@ -987,4 +1028,5 @@ tide_mc_server_stats_get(struct tide_mc_server *s, struct tide_mc_server_stats *
 	out->http_evicted = ld(&s->http_evicted);
 	out->http_timed_out = ld(&s->http_timed_out);
 	out->metadata_bytes = ld(&s->meta_bytes);
+	out->refused_net = ld(&s->refused_net);
 }

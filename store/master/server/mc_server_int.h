@@ -8,7 +8,9 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 
+#include "tide_cidr.h"
 #include "tide_mc_server.h"
 
 /* What an epoll event of the control thread refers to (first member of each tagged object). */
@@ -99,7 +101,17 @@ struct tide_mc_server {
 	struct mc_meta_ent *meta[MC_META_BUCKETS];
 	size_t meta_n;
 	struct tide_mc_table_arena http_arena;
+	struct tide_cidr_list allow; /* opts.allow_networks, parsed; n == 0: any peer */
+	uint64_t refused_net;        /* control thread writes, any thread reads (relaxed) */
 };
+
+/*
+ * mc_server.c: whether the peer of a just-accepted fd may stay (allow_networks).
+ * When not, closes fd, counts and logs it (rate limited, naming port_name).
+ * Control thread.
+ */
+bool mc_peer_allowed(struct tide_mc_server *s, int fd, const struct sockaddr_storage *ss,
+		     socklen_t sl, const char *port_name);
 
 /* mc_dispatch.c: execute one decoded request on the table and fill the result. */
 void mc_dispatch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_mc_resp *resp,

@@ -34,6 +34,12 @@
  * http_metadata_max_bytes is refused (507). So the HTTP side holds at most
  * about conns x (16 KiB + max body) of request buffers.
  *
+ * Who may connect: every port binds the address it is given (default
+ * 0.0.0.0, as stock). With allow_networks set, a connection from an address
+ * outside it is closed as soon as it is accepted, on every port, before a
+ * byte is read; it is counted (refused_net) and logged, rate limited.
+ * Nothing authenticates a peer that is allowed (stock has no authentication).
+ *
  * Life cycle: tide_mc_server_create() binds every listening socket (so the
  * chosen ports are known at once; readiness = the RPC port accepts), starts
  * the threads and returns. tide_mc_server_stop() stops accepting, closes
@@ -90,6 +96,9 @@ struct tide_mc_server_opts {
 	uint32_t http_idle_timeout_ms;    /**< no byte received or sent for this long; default
 					       10000 */
 	struct tide_mc_table_opts table;  /**< object table options (stock defaults) */
+	/** Peers allowed on every port: comma list of networks (tide_cidr.h: 10.0.0.0/8,
+	    192.168.1.7, fd00::/8); NULL or "" = any (stock). Tide; default "". */
+	const char *allow_networks;
 };
 
 /** Defaults of the HTTP bounds (struct tide_mc_server_opts). */
@@ -127,6 +136,8 @@ struct tide_mc_server_stats {
 	uint64_t http_evicted;   /**< HTTP connections closed at a port's cap for a new one */
 	uint64_t http_timed_out; /**< HTTP connections closed by a deadline */
 	uint64_t metadata_bytes; /**< metadata store size (keys + values) */
+	uint64_t refused_net;    /**< connections closed at accept, any port: peer outside
+				      allow_networks */
 	struct tide_mc_server_fn_stats fn[TIDE_MC_FN_COUNT];
 };
 
@@ -146,7 +157,8 @@ void tide_mc_server_opts_init(struct tide_mc_server_opts *opts, size_t opts_size
  * \param opts      Options; strings are copied.
  * \param[out] out  The running server.
  * \return 0; -EINVAL bad option (thread count, tick, address not IPv4,
- *         opts_size too small, bad table option); -EADDRINUSE / other
+ *         opts_size too small, bad table option, allow_networks not a list of
+ *         networks: logged naming the entry); -EADDRINUSE / other
  *         -errno from socket/bind/listen; -ENOMEM; -EAGAIN thread creation.
  *         Nothing is left running on failure.
  * Thread: any. Ownership: stop and destroy with tide_mc_server_destroy().

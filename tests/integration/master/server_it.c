@@ -36,6 +36,7 @@ static const struct tide_mc_uuid seg_a = {0xaaaa, 0xbbbb};
 static struct {
 	uint32_t admin_conns, meta_conns, max_body, head_ms, body_ms, idle_ms;
 	uint64_t meta_bytes;
+	const char *allow; /* allow_networks */
 } http_lim;
 
 static struct tide_mc_server *
@@ -59,6 +60,7 @@ start_server(void)
 		o.http_body_timeout_ms = http_lim.body_ms;
 	if (http_lim.idle_ms)
 		o.http_idle_timeout_ms = http_lim.idle_ms;
+	o.allow_networks = http_lim.allow;
 	memset(&http_lim, 0, sizeof(http_lim));
 	o.rpc_address = "127.0.0.1";
 	o.rpc_port = 0;
@@ -1101,6 +1103,60 @@ test_http_body_limits(void)
 	tide_mc_server_destroy(s);
 }
 
+/*
+ * allow_networks: a peer outside it is closed at accept on each of the three
+ * ports, even after sending a valid request, and counted; an allowed peer is
+ * served as before. 127.0.0.2 is local on Linux (all of 127/8).
+ */
+static void
+test_allow_networks(void)
+{
+	static const char health[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct tide_mc_server_opts o;
+	struct tide_mc_server_stats st;
+	struct tide_mc_server *s, *bad = NULL;
+	struct tide_mc_client *c;
+	uint16_t ports[3];
+	char buf[256], *body;
+
+	http_lim.allow = "10.0.0.0/8, 127.0.0.1/32";
+	s = start_server();
+	ports[0] = tide_mc_server_rpc_port(s);
+	ports[1] = tide_mc_server_metrics_port(s);
+	ports[2] = tide_mc_server_metadata_port(s);
+	for (int i = 0; i < 3; i++) {
+		int fd = tide_ut_connect_from("127.0.0.2", "127.0.0.1", ports[i], 2000);
+		ssize_t n;
+
+		CU_ASSERT_FATAL(fd >= 0);
+		(void)!write(fd, health, sizeof(health) - 1);
+		n = recv(fd, buf, sizeof(buf), 0);
+		/* EOF or reset, not the receive timeout. */
+		CU_ASSERT(n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK));
+		close(fd);
+	}
+	tide_mc_server_stats_get(s, &st);
+	CU_ASSERT_EQUAL(st.refused_net, 3);
+	CU_ASSERT_EQUAL(st.accepted, 0);
+
+	/* From the allowed network: RPC and HTTP as usual, and /metrics shows the count. */
+	c = connect_to(s);
+	mount_ok(c);
+	tide_mc_client_close(c);
+	CU_ASSERT_EQUAL(http(ports[1], "GET", "/metrics", NULL, &body), 200);
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_refused_connections_total 3\n"));
+	free(body);
+	tide_mc_server_destroy(s);
+
+	/* A list that does not parse refuses to start. */
+	tide_mc_server_opts_init(&o, sizeof(o));
+	o.rpc_address = o.metrics_host = "127.0.0.1";
+	o.rpc_port = o.metrics_port = 0;
+	o.allow_networks = "127.0.0.1/8";
+	CU_ASSERT_EQUAL(tide_mc_server_create(&o, &bad), -EINVAL);
+	CU_ASSERT_PTR_NULL(bad);
+}
+
 static void
 register_tests(void)
 {
@@ -1118,6 +1174,7 @@ register_tests(void)
 	CU_add_test(s, "http_idle_flood", test_http_idle_flood);
 	CU_add_test(s, "http_deadlines", test_http_deadlines);
 	CU_add_test(s, "http_body_limits", test_http_body_limits);
+	CU_add_test(s, "allow_networks", test_allow_networks);
 }
 
 TIDE_UT_MAIN(register_tests)

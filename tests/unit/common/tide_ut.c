@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +31,31 @@ tide_ut_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int
+tide_ut_connect_from(const char *src, const char *dst, uint16_t port, int timeout_ms)
+{
+	struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+	struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+	int fd, rc;
+
+	if (inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+	    inet_pton(AF_INET, dst, &to.sin_addr) != 1)
+		return -EINVAL;
+	to.sin_port = htons(port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&from, sizeof(from)) != 0 ||
+	    connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	if (timeout_ms > 0)
+		(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
 }
 
 int

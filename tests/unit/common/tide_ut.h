@@ -12,6 +12,7 @@
 #define TIDE_UT_H
 
 #include <CUnit/Basic.h>
+#include <stdint.h>
 
 /** Run every registered suite; returns the process exit code. */
 int tide_ut_run(void (*register_fn)(void));
@@ -27,6 +28,16 @@ long tide_ut_rss_kib(void);
 
 /** CLOCK_MONOTONIC in seconds. */
 double tide_ut_now_s(void);
+
+/**
+ * A blocking TCP connection to dst:port from the source address src (IPv4
+ * literals). All of 127/8 is local on Linux, so loopback tests connect from
+ * 127.0.0.2 to stand for "another host" (allowlists, bind addresses).
+ * \param timeout_ms  receive timeout set on the socket (0: none).
+ * \return the socket (the caller closes it), or -errno (-ECONNREFUSED: nothing
+ *         listens there; -EINVAL: src or dst is not an IPv4 literal).
+ */
+int tide_ut_connect_from(const char *src, const char *dst, uint16_t port, int timeout_ms);
 
 /** Assert a tide call returned 0, printing the errno it returned otherwise. */
 #define TIDE_UT_OK(expr) CU_ASSERT_EQUAL((expr), 0)

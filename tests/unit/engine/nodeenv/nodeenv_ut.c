@@ -1028,6 +1028,63 @@ test_agent_and_pin_unread(void)
 	CU_ASSERT_FALSE(ne.pin_unread);
 }
 
+/* ---- TIDE_ALLOW_NETS, TIDE_AGENT_SOCKET_GROUP ---- */
+
+static void
+test_allow_nets_and_socket_group(void)
+{
+	static const struct vcase c[] = {
+		{"TIDE_ALLOW_NETS", "", ""},
+		{"TIDE_ALLOW_NETS", "127.0.0.1/32", "127.0.0.1/32"},
+		{"TIDE_ALLOW_NETS", "10.0.0.0/8,192.168.1.7,fd00::/8",
+		 "10.0.0.0/8,192.168.1.7,fd00::/8"},
+		{"TIDE_ALLOW_NETS", "10.0.0.0/8, ::1", "10.0.0.0/8, ::1"},
+		{"TIDE_ALLOW_NETS", "10.0.0.1/8", NULL},
+		{"TIDE_ALLOW_NETS", "10.0.0.0/8,node-b", NULL},
+		{"TIDE_ALLOW_NETS", "10.0.0.0/8,", NULL},
+		{"TIDE_ALLOW_NETS", "10.0.0.0/33", NULL},
+		{"TIDE_AGENT_SOCKET_GROUP", "", ""},
+		{"TIDE_AGENT_SOCKET_GROUP", "tide", "tide"},
+		{"TIDE_AGENT_SOCKET_GROUP", "4242", "4242"},
+		{"TIDE_AGENT_SOCKET_GROUP", "tide:x", NULL},
+		{"TIDE_AGENT_SOCKET_GROUP", "a b", NULL},
+		{"TIDE_AGENT_SOCKET_GROUP", "a,b", NULL},
+	};
+	char *const env[] = {"TIDE_ALLOW_NETS=10.1.0.0/16", NULL};
+	char *const bad_env[] = {"TIDE_ALLOW_NETS=10.1.0.1/16", NULL};
+	struct tide_nodeenv ne;
+	enum tide_nodeenv_src src;
+	int i;
+
+	run_vcases(c, sizeof(c) / sizeof(c[0]));
+
+	/* Defaults: any peer, the agent's own group. */
+	tide_nodeenv_defaults(&ne);
+	CU_ASSERT_STRING_EQUAL(ne.allow_nets, "");
+	CU_ASSERT_STRING_EQUAL(ne.agent_socket_group, "");
+	i = tide_nodeenv_key_index("TIDE_ALLOW_NETS");
+	CU_ASSERT_TRUE_FATAL(i >= 0);
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_default((size_t)i), "");
+	CU_ASSERT_PTR_NOT_NULL(strstr(tide_nodeenv_key_doc((size_t)i), "Empty = any"));
+
+	/* The error names the bad entry, by position and text, and the network meant. */
+	CU_ASSERT_EQUAL(load_text("TIDE_ALLOW_NETS=127.0.0.1/32,10.0.0.1/8\n", no_env, &ne),
+			-EINVAL);
+	CU_ASSERT_TRUE(has_file_err(
+		1, "TIDE_ALLOW_NETS: '127.0.0.1/32,10.0.0.1/8' is not a list of networks: entry 2 "
+		   "'10.0.0.1/8' has bits set after /8 (the network is 10.0.0.0/8)"));
+	CU_ASSERT_STRING_EQUAL(ne.allow_nets, "");
+
+	/* The environment wins over the file, and is checked the same way. */
+	CU_ASSERT_EQUAL(load_text("TIDE_ALLOW_NETS=127.0.0.1\n", env, &ne), 0);
+	CU_ASSERT_STRING_EQUAL(ne.allow_nets, "10.1.0.0/16");
+	TIDE_UT_OK(tide_nodeenv_source(&ne, "TIDE_ALLOW_NETS", &src, NULL));
+	CU_ASSERT_EQUAL(src, TIDE_NODEENV_SRC_ENV);
+	CU_ASSERT_EQUAL(load_text("", bad_env, &ne), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "environment: TIDE_ALLOW_NETS: '10.1.0.1/16' is not "
+					      "a list of networks: entry 1"));
+}
+
 /* ---- TIDE_CSUM ---- */
 
 static void
@@ -1582,6 +1639,7 @@ register_tests(void)
 	CU_add_test(s, "many_keys_duplicates", test_many_keys_duplicates);
 	CU_add_test(s, "parse_bool", test_parse_bool);
 	CU_add_test(s, "csum_key", test_csum_key);
+	CU_add_test(s, "allow_nets_and_socket_group", test_allow_nets_and_socket_group);
 	CU_add_test(s, "parse_fault", test_parse_fault);
 	CU_add_test(s, "parse_fault_errors_name_subkey", test_parse_fault_errors_name_subkey);
 	CU_add_test(s, "cross_checks", test_cross_checks);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "te_sess.h"
@@ -436,6 +437,144 @@ test_unregister_waits_for_held_reply(void)
 	free(buf);
 }
 
+/* ---- where the engine listens, and who may connect ---------------------- */
+
+/* An engine on kernel sockets with host and node file (NULL: $TIDE_NODE_ENV). */
+static int
+mk_env(const char *host, const char *node_env, struct tide_te **out)
+{
+	struct tide_te_opts o;
+	int rc;
+
+	tide_te_opts_init(&o, sizeof(o));
+	o.host = host;
+	o.node_env = node_env;
+	o.connect_timeout_ms = 1000;
+	*out = NULL;
+	rc = tide_te_create(&o, out);
+	if (rc == 0) {
+		rc = tide_te_install_transport(*out, "tcp");
+	}
+	return rc;
+}
+
+static void
+node_file(char *path, const char *text)
+{
+	int fd = mkstemp(path);
+
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT_FATAL(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* Whether dst:port accepts a connection from 127.0.0.1 (closed again at once). */
+static bool
+listens(const char *dst, uint16_t port)
+{
+	int fd = tide_ut_connect_from("127.0.0.1", dst, port, 2000);
+
+	if (fd < 0) {
+		return false;
+	}
+	close(fd);
+	return true;
+}
+
+/* The handshake and data ports listen on the engine's host only, unless the
+ * node file's MC_TCP_BIND_ADDRESS says otherwise. 127.0.0.2 is local on Linux
+ * (all of 127/8), so it stands for "another interface of this host". */
+static void
+test_listen_address(void)
+{
+	char path[] = "/tmp/te_engine_ut_env.XXXXXX";
+	struct tide_te *te;
+	char host[64];
+	uint16_t rp, dp;
+
+	CU_ASSERT_FATAL(mk_env("127.0.0.1", NULL, &te) == 0);
+	tide_te_local_addr(te, host, sizeof(host), &rp, &dp);
+	CU_ASSERT(listens("127.0.0.1", rp) && listens("127.0.0.1", dp));
+	CU_ASSERT(!listens("127.0.0.2", rp));
+	CU_ASSERT(!listens("127.0.0.2", dp));
+	tide_te_destroy(te);
+
+	/* A name listens on its (first IPv4) address. */
+	CU_ASSERT_FATAL(mk_env("localhost", NULL, &te) == 0);
+	tide_te_local_addr(te, host, sizeof(host), &rp, &dp);
+	CU_ASSERT_STRING_EQUAL(host, "localhost");
+	CU_ASSERT(listens("127.0.0.1", rp) && listens("127.0.0.1", dp));
+	CU_ASSERT(!listens("127.0.0.2", rp));
+	tide_te_destroy(te);
+
+	/* The explicit opt-in: every address, as stock Mooncake. */
+	node_file(path, "MC_TCP_BIND_ADDRESS=0.0.0.0\n");
+	CU_ASSERT_FATAL(mk_env("127.0.0.1", path, &te) == 0);
+	tide_te_local_addr(te, host, sizeof(host), &rp, &dp);
+	CU_ASSERT(listens("127.0.0.2", rp) && listens("127.0.0.2", dp));
+	tide_te_destroy(te);
+	unlink(path);
+
+	/* A host that is not ours: refused at create, not silently widened. */
+	CU_ASSERT(mk_env("192.0.2.1", NULL, &te) == -EADDRNOTAVAIL);
+	CU_ASSERT_PTR_NULL(te);
+	/* A node file that does not load fails create (it names the listen policy). */
+	strcpy(path, "/tmp/te_engine_ut_env.XXXXXX");
+	node_file(path, "TIDE_ALLOW_NETS=10.0.0.1/8\n");
+	CU_ASSERT(mk_env("127.0.0.1", path, &te) == -EINVAL);
+	unlink(path);
+}
+
+/* TIDE_ALLOW_NETS: a peer from elsewhere is closed at accept on both ports and
+ * counted; an allowed peer moves data as before. */
+static void
+test_allow_nets(void)
+{
+	char path[] = "/tmp/te_engine_ut_env.XXXXXX";
+	struct tide_te *a, *b;
+	struct tide_te_stats st;
+	uint8_t *seg = calloc(1, MIB), *src = malloc(4096), buf[64];
+	tide_te_seg_t s;
+	char host[64];
+	uint16_t rp, dp;
+	int fd;
+
+	fill(src, 4096, 9);
+	node_file(path, "TIDE_ALLOW_NETS=127.0.0.1/32\n");
+	CU_ASSERT_FATAL(mk_env("127.0.0.1", path, &a) == 0);
+	CU_ASSERT_FATAL(mk_env("127.0.0.1", NULL, &b) == 0);
+	unlink(path);
+	CU_ASSERT_FATAL(tide_te_register(a, seg, MIB, "*") == 0);
+	tide_te_local_addr(a, host, sizeof(host), &rp, &dp);
+
+	/* From 127.0.0.2: the handshake daemon and the data server close at once. */
+	fd = tide_ut_connect_from("127.0.0.2", "127.0.0.1", rp, 2000);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT(write(fd, "\x01\0\0\0\0\0\0\0\x01", 9) == 9); /* a Metadata request */
+	CU_ASSERT(recv(fd, buf, sizeof(buf), 0) <= 0);
+	close(fd);
+	fd = tide_ut_connect_from("127.0.0.2", "127.0.0.1", dp, 2000);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT(recv(fd, buf, sizeof(buf), 0) <= 0);
+	close(fd);
+	tide_te_stats_get(a, &st);
+	CU_ASSERT_EQUAL(st.conns_refused, 2);
+
+	/* From 127.0.0.1: the descriptor, then a WRITE. */
+	CU_ASSERT_FATAL(tide_te_open_segment(b, tide_te_local_name(a), &s) == 0);
+	struct tide_te_status r = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 8, 4096);
+	CU_ASSERT(r.state == TIDE_TE_COMPLETED);
+	CU_ASSERT(memcmp(seg + 8, src, 4096) == 0);
+	tide_te_stats_get(a, &st);
+	CU_ASSERT_EQUAL(st.conns_refused, 2);
+	tide_te_stats_get(b, &st);
+	CU_ASSERT_EQUAL(st.conns_refused, 0);
+	tide_te_destroy(b);
+	tide_te_destroy(a);
+	free(seg);
+	free(src);
+}
+
 static void
 register_tests(void)
 {
@@ -447,6 +586,8 @@ register_tests(void)
 	CU_add_test(s, "bounds", test_bounds);
 	CU_add_test(s, "peer_restart", test_peer_restart);
 	CU_add_test(s, "unregister_waits_for_held_reply", test_unregister_waits_for_held_reply);
+	CU_add_test(s, "listen_address", test_listen_address);
+	CU_add_test(s, "allow_nets", test_allow_nets);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -446,6 +446,63 @@ test_refused_and_bind(void)
 }
 
 static void
+test_allowlist(void)
+{
+	struct te_hs_daemon *d2 = NULL;
+	struct tide_cidr_list allow;
+	uint8_t frame[9] = {0};
+	unsigned before = __atomic_load_n(&calls, __ATOMIC_RELAXED);
+	char *r = NULL;
+	size_t rl;
+	int64_t waited;
+	uint16_t p;
+	int fd;
+
+	/* 127.0.0.2 is local on Linux (all of 127/8): a second loopback source. */
+	TIDE_UT_OK(tide_cidr_parse("127.0.0.1/32", &allow, NULL, 0));
+	TIDE_UT_OK(te_hs_daemon_start("127.0.0.1", 0, echo, NULL, &d2));
+	te_hs_daemon_set_allow(d2, &allow);
+	p = te_hs_daemon_port(d2);
+	CU_ASSERT_EQUAL(te_hs_daemon_refused(d2), 0);
+
+	/* From outside: closed at once, a valid request never reaches the handler. */
+	fd = tide_ut_connect_from("127.0.0.2", "127.0.0.1", p, 2000);
+	CU_ASSERT_FATAL(fd >= 0);
+	put_le64(frame, 1);
+	frame[8] = TE_HS_PROBE;
+	(void)!write(fd, frame, sizeof(frame));
+	waited = wait_closed(fd, 2000);
+	CU_ASSERT_TRUE(waited >= 0 && waited < 1000);
+	close(fd);
+	CU_ASSERT_EQUAL(te_hs_daemon_refused(d2), 1);
+	CU_ASSERT_EQUAL(__atomic_load_n(&calls, __ATOMIC_RELAXED), before);
+
+	/* From inside: served. */
+	fd = tide_ut_connect_from("127.0.0.1", "127.0.0.1", p, 2000);
+	CU_ASSERT(fd >= 0);
+	close(fd);
+	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_PROBE, "x", 1, 1000, &r, &rl));
+	CU_ASSERT_TRUE(r != NULL && strcmp(r, "3|x") == 0);
+	free(r);
+	CU_ASSERT_EQUAL(te_hs_daemon_refused(d2), 1);
+
+	/* NULL lifts the list again. */
+	te_hs_daemon_set_allow(d2, NULL);
+	fd = tide_ut_connect_from("127.0.0.2", "127.0.0.1", p, 2000);
+	CU_ASSERT_FATAL(fd >= 0);
+	(void)!write(fd, frame, sizeof(frame));
+	{
+		uint8_t hdr[9];
+
+		CU_ASSERT_EQUAL(meta_sock_read_full(fd, hdr, sizeof(hdr), meta_deadline(1000)), 0);
+		CU_ASSERT_EQUAL(get_le64(hdr), 3); /* type byte + "3|" */
+	}
+	close(fd);
+	CU_ASSERT_EQUAL(te_hs_daemon_refused(d2), 1);
+	te_hs_daemon_stop(d2);
+}
+
+static void
 test_prompt_stop(void)
 {
 	struct te_hs_daemon *d2 = NULL;
@@ -479,6 +536,7 @@ register_tests(void)
 	CU_add_test(s, "client_vs_hostile_server", test_client_hostile_server);
 	CU_add_test(s, "refused_and_bind", test_refused_and_bind);
 	CU_add_test(s, "prompt_stop", test_prompt_stop);
+	CU_add_test(s, "allowlist", test_allowlist);
 }
 
 TIDE_UT_MAIN(register_tests)

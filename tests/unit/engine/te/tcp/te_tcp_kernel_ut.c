@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -880,6 +881,53 @@ test_accept_emfile(void)
 	te_tcp_kernel_ops.destroy(x);
 }
 
+/*
+ * The data port listens only on its bind address, and a peer outside the
+ * allowlist is closed at accept: a valid READ from 127.0.0.2 (local on
+ * Linux, like all of 127/8) gets no byte back, the same READ from 127.0.0.1
+ * is served.
+ */
+static void
+test_allowlist(void)
+{
+	struct te_xport_cfg c;
+	struct te_xport *x;
+	struct tide_cidr_list allow;
+	_Atomic uint64_t refused = 0;
+	uint8_t st[TE_FRAME_REPLY_LEN], d[8];
+	uint16_t port;
+	long t0;
+	int fd;
+
+	TIDE_UT_OK(tide_cidr_parse("127.0.0.1/32", &allow, NULL, 0));
+	cfg_init(&c, true);
+	c.allow = &allow;
+	c.refused = &refused;
+	TIDE_UT_OK(te_tcp_kernel_ops.create(&c, &x));
+	port = te_tcp_kernel_ops.data_port(x);
+
+	CU_ASSERT_EQUAL(tide_ut_connect_from("127.0.0.1", "127.0.0.2", port, 2000), -ECONNREFUSED);
+
+	fd = tide_ut_connect_from("127.0.0.2", "127.0.0.1", port, 2000);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT(raw_hdr(fd, 0x40, (uintptr_t)srvmem, sizeof(d), 1));
+	t0 = ms_now();
+	CU_ASSERT_EQUAL(recv_all(fd, st, sizeof(st)), 0);
+	CU_ASSERT(ms_now() - t0 < 1000); /* closed, not left to time out */
+	close(fd);
+	CU_ASSERT_EQUAL(atomic_load(&refused), 1);
+
+	fd = tide_ut_connect_from("127.0.0.1", "127.0.0.1", port, 2000);
+	CU_ASSERT_FATAL(fd >= 0);
+	CU_ASSERT(raw_hdr(fd, 0x40, (uintptr_t)srvmem, sizeof(d), 2));
+	CU_ASSERT_EQUAL(recv_all(fd, st, sizeof(st)), sizeof(st));
+	CU_ASSERT_EQUAL(le64(st), 0x4D43545600000000ULL);
+	CU_ASSERT_EQUAL(recv_all(fd, d, sizeof(d)), sizeof(d));
+	close(fd);
+	CU_ASSERT_EQUAL(atomic_load(&refused), 1);
+	te_tcp_kernel_ops.destroy(x);
+}
+
 /* A sequential Mooncake-style v1/v2 server (one connection), written from the spec. */
 struct mc_server {
 	int lfd;
@@ -1092,6 +1140,7 @@ register_tests(void)
 	CU_add_test(s, "wire_mooncake_server", test_wire_mooncake_server);
 	CU_add_test(s, "stock_lanes_move_home", test_stock_lanes_move_home);
 	CU_add_test(s, "accept_emfile", test_accept_emfile);
+	CU_add_test(s, "allowlist", test_allowlist);
 }
 
 TIDE_UT_MAIN(register_tests)
