@@ -4,7 +4,8 @@
  * serve or send TCP, so it can be checked against Linux (ping, sockets) and
  * against another Tide node (memif, af_packet on veth).
  *
- *   tide-net serve [--port P] [--echo] [--connections N] [--duration S]
+ *   tide-net serve [--port P] [--echo] [--send SIZE [--close]] [--connections N]
+ *                  [--duration S]
  *   tide-net send --peer IP [--port P] [--bytes SIZE]
  *
  * Configuration comes from the node environment file (TIDE_DPDK_DEVICE,
@@ -73,9 +74,11 @@ struct conn_state {
 
 struct app {
 	bool serve, echo;
+	bool close_first; /* serve --close: FIN after the --send bytes (an active close) */
 	uint16_t port;
 	uint32_t peer;
 	uint64_t bytes;
+	uint64_t serve_send; /* serve --send: bytes queued to each accepted connection */
 	unsigned want_conns;
 	/* Worker state. */
 	struct tide_eth_netdev nd;
@@ -196,6 +199,21 @@ serve_accept(void *arg, struct tide_net_conn *conn)
 	       ci.rip >> 24, (ci.rip >> 16) & 255, (ci.rip >> 8) & 255, ci.rip & 255, ci.rport,
 	       ci.mss, ci.ws_ok ? "yes" : "no", ci.ts_ok ? "yes" : "no");
 	fflush(stdout);
+	/* --send: the pattern, queued at once (it fits: --send <= the send buffer). */
+	while (cs->tx < a->serve_send) {
+		size_t want = a->serve_send - cs->tx < sizeof(a->chunk) ? a->serve_send - cs->tx
+									: sizeof(a->chunk);
+		ssize_t k;
+
+		for (size_t i = 0; i < want; i++)
+			a->chunk[i] = pattern(cs->tx + i);
+		k = tide_net_send(conn, a->chunk, want, now_ns());
+		if (k <= 0)
+			break;
+		cs->tx += (uint64_t)k;
+	}
+	if (a->close_first)
+		conn_finish(cs, "closed first (FIN sent)");
 	return 0;
 }
 
@@ -394,10 +412,14 @@ print_stats(const struct app *a)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: tide-net [--node-env FILE] serve [--port P] [--echo] [--connections N]"
-		   " [--duration S]\n"
-		   "       tide-net [--node-env FILE] send --peer IPV4 [--port P] [--bytes SIZE]\n"
-		   "Runs Tide's user-space TCP/IP stack on TIDE_DPDK_DEVICE with TIDE_DATA_IP.\n");
+	fprintf(f,
+		"usage: tide-net [--node-env FILE] serve [--port P] [--echo]"
+		" [--send SIZE [--close]] [--connections N] [--duration S]\n"
+		"       tide-net [--node-env FILE] send --peer IPV4 [--port P] [--bytes SIZE]\n"
+		"Runs Tide's user-space TCP/IP stack on TIDE_DPDK_DEVICE with TIDE_DATA_IP.\n"
+		"serve sinks (checks the pattern) or, with --echo, echoes what it receives;\n"
+		"--send SIZE (at most 1mb) also sends SIZE pattern bytes on each accepted\n"
+		"connection, and --close then closes it at once (FIN first: an active close).\n");
 }
 
 int
@@ -408,6 +430,8 @@ main(int argc, char **argv)
 					      {"peer", required_argument, NULL, 'P'},
 					      {"bytes", required_argument, NULL, 'b'},
 					      {"echo", no_argument, NULL, 'E'},
+					      {"send", required_argument, NULL, 's'},
+					      {"close", no_argument, NULL, 'C'},
 					      {"connections", required_argument, NULL, 'c'},
 					      {"duration", required_argument, NULL, 'd'},
 					      {"help", no_argument, NULL, 'h'},
@@ -451,7 +475,7 @@ main(int argc, char **argv)
 	}
 	a.serve = strcmp(argv[optind], "serve") == 0;
 	optind++;
-	while ((c = getopt_long(argc, argv, "p:P:b:Ec:d:", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:P:b:Es:Cc:d:", lopts, NULL)) != -1) {
 		struct in_addr ia;
 		char *end;
 		unsigned long v;
@@ -484,6 +508,17 @@ main(int argc, char **argv)
 		case 'E':
 			a.echo = true;
 			break;
+		case 's':
+			if (tide_nodeenv_parse_size(optarg, &a.serve_send) != 0 ||
+			    a.serve_send > (1u << 20)) {
+				fprintf(stderr, "tide-net: --send %s: not a size up to 1mb\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'C':
+			a.close_first = true;
+			break;
 		case 'c':
 			a.want_conns = (unsigned)strtoul(optarg, NULL, 10);
 			break;
@@ -494,6 +529,14 @@ main(int argc, char **argv)
 			usage(stderr);
 			return 2;
 		}
+	}
+	if (!a.serve && (a.serve_send > 0 || a.close_first)) {
+		fprintf(stderr, "tide-net: --send and --close are serve options\n");
+		return 2;
+	}
+	if (a.close_first && a.serve_send == 0) {
+		fprintf(stderr, "tide-net: --close needs --send SIZE\n");
+		return 2;
 	}
 	if (!a.serve && a.peer == 0) {
 		fprintf(stderr, "tide-net: send needs --peer IPV4\n");
