@@ -223,6 +223,16 @@ class TestTransferEngine(TestSuite):
                 "TIDE_CSUM": "elide",
                 "TIDE_FILE_PREFIX": f"tide-dts-te-{role}-{os.getpid()}"}
 
+    @staticmethod
+    def initiator_output(ini, timeout=120):
+        """The initiator's output once it exits (killed after timeout s)."""
+        try:
+            out, _ = ini.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            ini.kill()
+            out, _ = ini.communicate()
+        return out
+
     def memif_pair(self, port, **extra):
         """The initiator is the memif server: started first, it creates the socket the
         target (memif client) connects to; the target starts once the socket exists."""
@@ -256,11 +266,7 @@ class TestTransferEngine(TestSuite):
         Verify: exit 0, transport tcp-dpdk, data verified; the target then stops cleanly."""
         ini, t, tname, name = self.memif_pair(free_port())
         self.verify(tname == name, tname)
-        try:
-            out, _ = ini.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            ini.kill()
-            out, _ = ini.communicate()
+        out = self.initiator_output(ini)
         tout = self.stop(t)
         self.verify(ini.returncode == 0 and "verified" in out, out + tout)
         self.verify("transport=tcp-dpdk" in out, out)
@@ -272,11 +278,7 @@ class TestTransferEngine(TestSuite):
         Verify: data verified, and both of the initiator's lcores carried traffic."""
         ini, t, tname, name = self.memif_pair(free_port(),
                                               TIDE_LCORES="0,1")
-        try:
-            out, _ = ini.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            ini.kill()
-            out, _ = ini.communicate()
+        out = self.initiator_output(ini)
         tout = self.stop(t)
         self.verify(ini.returncode == 0 and "verified" in out, out + tout)
         frames = re.findall(r"lcore (\d) user-space TCP: rx_frames (\d+)", out)
@@ -289,11 +291,7 @@ class TestTransferEngine(TestSuite):
         Verify: the initiator fails (no byte of the target's segment moves) and the target
         logs that its user-space data port refused 10.93.0.1; the target stops cleanly."""
         ini, t, tname, name = self.memif_pair(free_port(), TIDE_ALLOW_NETS="127.0.0.1/32")
-        try:
-            out, _ = ini.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            ini.kill()
-            out, _ = ini.communicate()
+        out = self.initiator_output(ini)
         tout = self.stop(t)
         self.verify(ini.returncode == 1 and result_line(out).endswith(", FAILED"),
                     f"initiator exit {ini.returncode}:\n{out}{tout}")

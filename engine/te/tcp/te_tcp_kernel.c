@@ -648,8 +648,9 @@ slot_service(struct slot *sl)
 /* ------------------------------------------------------------------------ */
 /* Server connections                                                       */
 
+/* Take sc off its thread's list (the thread that owns it calls). */
 static void
-srv_free(struct srv_conn *sc)
+srv_unlink(struct srv_conn *sc)
 {
 	struct io_thread *t = sc->c.th;
 
@@ -659,6 +660,12 @@ srv_free(struct srv_conn *sc)
 		t->srvs = sc->next;
 	if (sc->next != NULL)
 		sc->next->prev = sc->prev;
+}
+
+static void
+srv_free(struct srv_conn *sc)
+{
+	srv_unlink(sc);
 	/* References first: once the peer sees the close, nothing is held. */
 	te_srv_sess_destroy(sc->sess);
 	ep_set(&sc->c, 0);
@@ -725,12 +732,7 @@ srv_place(struct srv_conn *sc)
 	home = &t->x->th[sc->peer_hash % t->x->nth];
 	if (proto == TE_PROTO_NATIVE || home == t)
 		return false;
-	if (sc->prev != NULL)
-		sc->prev->next = sc->next;
-	else if (t->srvs == sc)
-		t->srvs = sc->next;
-	if (sc->next != NULL)
-		sc->next->prev = sc->prev;
+	srv_unlink(sc);
 	ep_set(&sc->c, 0);
 	atomic_fetch_add(&t->x->srv_moves, 1);
 	pthread_mutex_lock(&home->lock);
