@@ -1195,16 +1195,65 @@ replica_list(struct tide_store *s, const char *key, struct tide_mc_resp *resp)
 	return 0;
 }
 
+/*
+ * Read the first COMPLETE memory replica of resp into buf (len bytes there); a
+ * replica that fails to transfer falls back to the next. t0: when the list was
+ * asked for (the lease runs from then). Returns the size read or a negative errno.
+ */
+static int64_t
+read_replica(struct tide_store *s, const struct tide_mc_resp *resp, void *buf, size_t len,
+	     uint64_t t0)
+{
+	const struct tide_mc_buffer_desc *bd;
+	int64_t ret = -EAGAIN;
+	uint64_t lease;
+	struct xfer x;
+	int rc;
+
+	for (size_t i = 0; i < resp->u.replica_list.val.replicas.n; i++) {
+		bd = complete_memory(&resp->u.replica_list.val.replicas.v[i]);
+		if (bd == NULL)
+			continue;
+		if (bd->size > len)
+			return -ENOBUFS;
+		x.ep = bd->transport_endpoint.ptr;
+		x.raddr = bd->buffer_address;
+		x.local = buf;
+		x.len = bd->size;
+		rc = transfer(s, TIDE_TE_READ, &x, 1);
+		if (rc == 0) {
+			/* Spec 5.4: past the lease the buffer may have been reused (LEASE_EXPIRED).
+			 */
+			lease = resp->u.replica_list.val.lease_ttl_ms;
+			return lease != 0 && now_ms() - t0 > lease ? -ESTALE : (int64_t)bd->size;
+		}
+		/* Spec 5.4 picks the first COMPLETE replica; we also fall back on failure. */
+		ret = rc;
+	}
+	return ret;
+}
+
+/* Size of the first COMPLETE memory replica of resp, or -EAGAIN if none. */
+static int64_t
+replica_size(const struct tide_mc_resp *resp)
+{
+	for (size_t i = 0; i < resp->u.replica_list.val.replicas.n; i++) {
+		const struct tide_mc_buffer_desc *bd =
+			complete_memory(&resp->u.replica_list.val.replicas.v[i]);
+
+		if (bd != NULL)
+			return (int64_t)bd->size;
+	}
+	return -EAGAIN;
+}
+
 int64_t
 tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len)
 {
-	const struct tide_mc_buffer_desc *bd;
 	struct tide_mc_resp resp;
-	int64_t ret = -EAGAIN;
-	uint64_t t0, lease;
-	struct xfer x;
+	int64_t ret;
+	uint64_t t0;
 	int rc;
-	size_t i;
 
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_get_into(s->agent, key, buf, len);
@@ -1214,29 +1263,7 @@ tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len
 	rc = replica_list(s, key, &resp);
 	if (rc != 0)
 		return rc;
-	for (i = 0; i < resp.u.replica_list.val.replicas.n; i++) {
-		bd = complete_memory(&resp.u.replica_list.val.replicas.v[i]);
-		if (bd == NULL)
-			continue;
-		if (bd->size > len) {
-			ret = -ENOBUFS;
-			break;
-		}
-		x.ep = bd->transport_endpoint.ptr;
-		x.raddr = bd->buffer_address;
-		x.local = buf;
-		x.len = bd->size;
-		rc = transfer(s, TIDE_TE_READ, &x, 1);
-		if (rc == 0) {
-			/* Spec 5.4: past the lease the buffer may have been reused (LEASE_EXPIRED).
-			 */
-			lease = resp.u.replica_list.val.lease_ttl_ms;
-			ret = lease != 0 && now_ms() - t0 > lease ? -ESTALE : (int64_t)bd->size;
-			break;
-		}
-		/* Spec 5.4 picks the first COMPLETE replica; we also fall back on failure. */
-		ret = rc;
-	}
+	ret = read_replica(s, &resp, buf, len, t0);
 	tide_mc_resp_free(&resp);
 	return ret;
 }
@@ -1248,17 +1275,14 @@ tide_store_put_from(struct tide_store *s, const char *key, const void *buf, size
 	return tide_store_put(s, key, buf, len, rc);
 }
 
-int
-tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
+/* Through an agent: its size, then a read into a buffer of that size. */
+static int
+agent_get(struct tide_store *s, const char *key, void **out, size_t *len)
 {
-	if (out == NULL || len == NULL)
-		return -EINVAL;
-	*out = NULL;
-	*len = 0;
 	/* Objects are write-once, but a key may be removed and put again with
 	 * another size between the two calls: retry a few times, then give up. */
 	for (int tries = 0; tries < 3; tries++) {
-		int64_t size = tide_store_get_size(s, key), got;
+		int64_t size = tide_agent_get_size(s->agent, key), got;
 		void *buf;
 
 		if (size < 0)
@@ -1266,7 +1290,7 @@ tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
 		buf = malloc(size > 0 ? (size_t)size : 1);
 		if (buf == NULL)
 			return -ENOMEM;
-		got = tide_store_get_into(s, key, buf, (size_t)size);
+		got = tide_agent_get_into(s->agent, key, buf, (size_t)size);
 		if (got >= 0) {
 			*out = buf;
 			*len = (size_t)got;
@@ -1279,13 +1303,50 @@ tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
 	return -EAGAIN;
 }
 
+int
+tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
+{
+	struct tide_mc_resp resp;
+	int64_t size, got;
+	uint64_t t0;
+	void *buf;
+	int rc;
+
+	if (out == NULL || len == NULL)
+		return -EINVAL;
+	*out = NULL;
+	*len = 0;
+	if (s != NULL && s->agent != NULL)
+		return agent_get(s, key, out, len);
+	/* In process: one GetReplicaList gives the size and the location, so the
+	 * buffer is sized from the same list it is read with (no size round trip,
+	 * and no race with a remove and re-put in between). */
+	t0 = now_ms();
+	rc = replica_list(s, key, &resp);
+	if (rc != 0)
+		return rc;
+	size = replica_size(&resp);
+	buf = size >= 0 ? malloc(size > 0 ? (size_t)size : 1) : NULL;
+	if (size < 0 || buf == NULL) {
+		tide_mc_resp_free(&resp);
+		return size < 0 ? (int)size : -ENOMEM;
+	}
+	got = read_replica(s, &resp, buf, (size_t)size, t0);
+	tide_mc_resp_free(&resp);
+	if (got < 0) {
+		free(buf);
+		return (int)got;
+	}
+	*out = buf;
+	*len = (size_t)got;
+	return 0;
+}
+
 int64_t
 tide_store_get_size(struct tide_store *s, const char *key)
 {
-	const struct tide_mc_buffer_desc *bd;
 	struct tide_mc_resp resp;
-	int64_t ret = -EAGAIN;
-	size_t i;
+	int64_t ret;
 	int rc;
 
 	if (s != NULL && s->agent != NULL)
@@ -1293,13 +1354,7 @@ tide_store_get_size(struct tide_store *s, const char *key)
 	rc = replica_list(s, key, &resp);
 	if (rc != 0)
 		return rc;
-	for (i = 0; i < resp.u.replica_list.val.replicas.n; i++) {
-		bd = complete_memory(&resp.u.replica_list.val.replicas.v[i]);
-		if (bd != NULL) {
-			ret = (int64_t)bd->size;
-			break;
-		}
-	}
+	ret = replica_size(&resp);
 	tide_mc_resp_free(&resp);
 	return ret;
 }

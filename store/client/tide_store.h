@@ -200,15 +200,17 @@ int tide_store_put_from(struct tide_store *s, const char *key, const void *buf, 
 int64_t tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len);
 
 /**
- * Read an object into a new allocation (Mooncake's allocating get, in C):
- * its size, then tide_store_get_into() (again, up to 3 times, if the object
- * was replaced by a larger one in between).
+ * Read an object into a new allocation (Mooncake's allocating get, in C). In
+ * process: one GetReplicaList gives size and location, then one read (one
+ * master round trip for any size). Through an agent: its size, then
+ * tide_store_get_into() (again, up to 3 times, if the object was replaced by a
+ * larger one in between).
  * \param[out] out  The bytes (malloc'd, at least 1 byte even for an empty
  *                  object); the caller frees it with free(). NULL on error.
  * \param[out] len  The object's size.
- * \return 0; -EINVAL bad args / not set up; -ENOMEM; -EAGAIN the object kept
- *         growing; otherwise what tide_store_get_size()/get_into() return
- *         (-ENOENT no such key, ...).
+ * \return 0; -EINVAL bad args / not set up; -ENOMEM; -EAGAIN no complete
+ *         replica, or (agent) the object kept growing; otherwise what
+ *         tide_store_get_size()/get_into() return (-ENOENT no such key, ...).
  * Thread: any.
  */
 int tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len);

@@ -161,6 +161,9 @@ def _find_lib():
 
 
 _lib = ctypes.CDLL(_find_lib())
+_libc_free = ctypes.CDLL(None).free  # tide_store_get()'s buffer is malloc'd
+_libc_free.restype = None
+_libc_free.argtypes = [ctypes.c_void_p]
 
 _vp = ctypes.c_void_p
 _cp = ctypes.c_char_p
@@ -195,6 +198,7 @@ _SIGS = {
     "tide_store_put": (ctypes.c_int, [_vp, _cp, _vp, _sz, _P(_RC)]),
     "tide_store_get_into": (ctypes.c_int64, [_vp, _cp, _vp, _sz]),
     "tide_store_get_size": (ctypes.c_int64, [_vp, _cp]),
+    "tide_store_get": (ctypes.c_int, [_vp, _cp, ctypes.POINTER(_vp), ctypes.POINTER(_sz)]),
     "tide_store_is_exist": (ctypes.c_int, [_vp, _cp]),
     "tide_store_remove": (ctypes.c_int, [_vp, _cp, ctypes.c_bool]),
     "tide_store_remove_all": (ctypes.c_int64, [_vp, ctypes.c_bool]),
@@ -228,7 +232,7 @@ for _name, (_res, _args) in _SIGS.items():
     _fn.argtypes = _args
     _HAVE.add(_name)
 _CORE = {"tide_store_create", "tide_store_setup", "tide_store_put", "tide_store_get_into",
-         "tide_store_get_size", "tide_store_is_exist", "tide_store_remove",
+         "tide_store_get_size", "tide_store_get", "tide_store_is_exist", "tide_store_remove",
          "tide_store_endpoint", "tide_store_close", "tide_store_strerror"}
 if _ABI_MARKER not in _HAVE:
     raise ImportError(f"mooncake.store: {_lib._name} predates the ReplicateConfig ABI of "
@@ -675,28 +679,33 @@ class MooncakeDistributedStore:
         if h is None:
             return b""
         try:
-            # Most objects Miles reads with get() are small (manifests, meta): one
-            # read into a guess-sized buffer costs one master round trip instead of
-            # two (size, then read); larger ones fall back to size + read.
+            if not _lib.tide_store_attached(h):
+                # In process, tide_store_get sizes its buffer from the same
+                # GetReplicaList it reads with: one master round trip at any size.
+                return self._get_alloc(h, k)
+            # Through an agent, most objects Miles reads with get() are small
+            # (manifests, meta): one read into a guess-sized buffer is one agent call
+            # instead of two (size, then read); larger ones take the allocating get.
             buf = ctypes.create_string_buffer(_GET_GUESS)
             got = _lib.tide_store_get_into(h, k, buf, _GET_GUESS)
             if got >= 0:
                 return buf.raw[:got]
             if got != -_E.ENOBUFS:
                 return b""
-            for _ in range(3):
-                size = _lib.tide_store_get_size(h, k)
-                if size <= 0:
-                    return b""
-                buf = ctypes.create_string_buffer(size)
-                got = _lib.tide_store_get_into(h, k, buf, size)
-                if got >= 0:
-                    return buf.raw[:got]
-                if got != -_E.ENOBUFS:  # replaced by a larger object meanwhile: retry
-                    return b""
-            return b""
+            return self._get_alloc(h, k)
         finally:
             self._leave()
+
+    @staticmethod
+    def _get_alloc(h, k):
+        """tide_store_get: the bytes, or b"" on any error (as Mooncake's get)."""
+        p, n = _vp(), _sz()
+        if _lib.tide_store_get(h, k, ctypes.byref(p), ctypes.byref(n)) != 0:
+            return b""
+        try:
+            return ctypes.string_at(p.value, n.value)
+        finally:
+            _libc_free(p)
 
     def remove(self, key, force=False):
         """0, -704 when the key does not exist, -706 when leased (force False)."""

@@ -428,9 +428,14 @@ test_get_allocating(void)
 	void *out = (void *)1;
 	size_t len = 7;
 
+	long long lists;
+
 	fill(src, sizeof(src), 44);
 	CU_ASSERT_EQUAL(tide_store_put_from(sa, "alloc-get", src, sizeof(src), NULL), 0);
+	lists = metric("master_get_replica_list_requests_total");
 	TIDE_UT_OK(tide_store_get(sb, "alloc-get", &out, &len));
+	/* size and location from one GetReplicaList: one master round trip */
+	CU_ASSERT_EQUAL(metric("master_get_replica_list_requests_total"), lists + 1);
 	CU_ASSERT_EQUAL(len, sizeof(src));
 	CU_ASSERT_PTR_NOT_NULL_FATAL(out);
 	CU_ASSERT_EQUAL(memcmp(out, src, sizeof(src)), 0);
