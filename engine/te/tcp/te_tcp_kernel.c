@@ -514,6 +514,7 @@ slot_rx(struct slot *sl)
 		struct iovec iov[2];
 		uint8_t *p;
 		size_t w = te_cli_sess_rx_window(sl->sess, &p);
+		uint64_t payload;
 		int n = 0;
 		ssize_t r, got;
 
@@ -523,8 +524,9 @@ slot_rx(struct slot *sl)
 		}
 		/* From the READ's size: a remainder below BIG_PAYLOAD must not flip it
 		 * (that let every next payload start in the staging area). */
-		if (te_cli_sess_rx_payload(sl->sess) > 0)
-			sl->big = te_cli_sess_rx_payload(sl->sess) >= BIG_PAYLOAD;
+		payload = te_cli_sess_rx_payload(sl->sess);
+		if (payload > 0)
+			sl->big = payload >= BIG_PAYLOAD;
 		/* As on the server: after a large READ, stop at the next reply header. */
 		if (!(sl->big && w > 0 && w <= TE_FRAME_REPLY_LEN)) {
 			iov[n].iov_base = sl->stage;
@@ -754,6 +756,7 @@ srv_io(struct srv_conn *sc)
 	int reads = 0;
 
 	for (;;) {
+		uint64_t payload;
 		unsigned n;
 		uint8_t *p;
 		size_t w;
@@ -808,8 +811,9 @@ srv_io(struct srv_conn *sc)
 		 * a small remainder cleared it, the next header read took up to 64 KiB
 		 * of payload into the staging area, and every pooled 64 KiB WRITE paid
 		 * a second copy (a third of the server's CPU). */
-		if (te_srv_sess_rx_payload(sc->sess) > 0)
-			sc->big = te_srv_sess_rx_payload(sc->sess) >= BIG_PAYLOAD;
+		payload = te_srv_sess_rx_payload(sc->sess);
+		if (payload > 0)
+			sc->big = payload >= BIG_PAYLOAD;
 		/* After a large payload, stop at the next header so that its payload
 		 * too lands in place (the staging area would cost a copy). */
 		if (!(sc->big && w > 0 && w <= TE_FRAME_HDR_LEN)) {

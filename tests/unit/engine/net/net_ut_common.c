@@ -458,3 +458,17 @@ ut_ts_opt(uint8_t out[12], uint32_t tsval, uint32_t tsecr)
 	memcpy(out + 4, &tsval, 4);
 	memcpy(out + 8, &tsecr, 4);
 }
+
+int
+ut_syn_ts(struct ut_env *e, uint32_t peer_isn, uint16_t sport, uint32_t tsval, struct ut_tcp_out *o)
+{
+	uint8_t syn[16] = {TCPOPT_MSS, 4, 0x05, 0xb4};
+
+	ut_ts_opt(syn + 4, tsval, 0);
+	ut_tcp_in(e, &(struct ut_seg){.seq = peer_isn,
+				      .flags = TCPHDR_SYN,
+				      .opts = syn,
+				      .optlen = 16,
+				      .sport = sport});
+	return ut_pop_tcp(e, o);
+}

@@ -129,4 +129,12 @@ struct tide_net_conn *ut_active_open(struct ut_env *e, struct ut_app *a, uint32_
 /** Timestamp option bytes (NOP NOP TS) for a peer segment. */
 void ut_ts_opt(uint8_t out[12], uint32_t tsval, uint32_t tsecr);
 
+/**
+ * The peer's SYN (ISN peer_isn, from sport, 0 = 5000) offering MSS 1460 and
+ * timestamps with tsval; the stack's answer is popped into *o.
+ * \return what ut_pop_tcp() returns (0: a segment was popped).
+ */
+int ut_syn_ts(struct ut_env *e, uint32_t peer_isn, uint16_t sport, uint32_t tsval,
+	      struct ut_tcp_out *o);
+
 #endif /* NET_UT_COMMON_H */

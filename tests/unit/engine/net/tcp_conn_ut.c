@@ -234,20 +234,17 @@ test_ts_offset_per_connection(void)
 	struct ut_app a;
 	struct tide_net_listener *l;
 	struct ut_tcp_out o;
-	uint8_t syn[16] = {TCPOPT_MSS, 4, 0x05, 0xb4};
 	uint32_t ts[2], off[2];
 	struct tide_net_conn *c[2];
 
 	ut_env_init(&e, NULL);
 	ut_app_init(&a);
 	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 4, ut_app_accept, &a, &l) == 0);
-	ut_ts_opt(syn + 4, 100, 0);
 	for (int i = 0; i < 2; i++) {
 		uint16_t sport = (uint16_t)(6000 + i);
 		uint8_t ack[12];
 
-		IN(&e, .seq = P, .flags = TCPHDR_SYN, .opts = syn, .optlen = 16, .sport = sport);
-		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+		CU_ASSERT_EQUAL_FATAL(ut_syn_ts(&e, P, sport, 100, &o), 0);
 		CU_ASSERT_FATAL(o.opts.has_ts);
 		ts[i] = o.opts.tsval;
 		off[i] = tcp_ts_offset(e.s, UT_IP, 80, UT_PEER_IP, sport);

@@ -344,6 +344,20 @@ send_into_full_device(struct ut_env *e, struct tide_net_conn *c, uint32_t iss, u
 	CU_ASSERT(TAILQ_FIRST(&e->s->tx_blocked) == c);
 }
 
+/* Two scaled connections a and b; a's data then fills the device queue. */
+static void
+two_conns_a_fills_device(struct ut_env *e, struct ut_app *aa, struct ut_app *ab,
+			 struct tide_net_conn **ca, uint32_t *ia, struct tide_net_conn **cb,
+			 uint32_t *ib)
+{
+	ut_env_init(e, ring_on);
+	ut_app_init(aa);
+	ut_app_init(ab);
+	*ca = open_scaled(e, aa, ia);
+	*cb = open_scaled(e, ab, ib);
+	send_into_full_device(e, *ca, *ia, 40);
+}
+
 /*
  * A device that refuses frames: the sender stops instead of building frames
  * it would drop, reduces its window once for the episode, and sends the rest
@@ -452,20 +466,16 @@ test_full_device_closed_conn_unlisted(void)
 	const struct tide_net_stats *st;
 	struct ut_env e;
 	struct ut_app aa, ab;
+	struct tide_net_conn *ca, *cb;
 	uint32_t ia, ib;
 	uint16_t bport;
 
 	for (unsigned i = 0; i < sizeof(bulk); i++) {
 		bulk[i] = (uint8_t)i;
 	}
-	ut_env_init(&e, ring_on);
+	two_conns_a_fills_device(&e, &aa, &ab, &ca, &ia, &cb, &ib);
 	st = tide_net_stats(e.s);
-	ut_app_init(&aa);
-	ut_app_init(&ab);
-	struct tide_net_conn *ca = open_scaled(&e, &aa, &ia);
-	struct tide_net_conn *cb = open_scaled(&e, &ab, &ib);
 	bport = cb->lport;
-	send_into_full_device(&e, ca, ia, 40);
 	/* b has data too, and finds the queue full: it waits behind a. */
 	CU_ASSERT_EQUAL(tide_net_send(cb, bulk, 1000, e.now), 1000);
 	CU_ASSERT_EQUAL(cb->snd_nxt, ib + 1);
@@ -505,15 +515,11 @@ test_full_device_idle_conn_untouched(void)
 	const struct tide_net_stats *st;
 	struct ut_env e;
 	struct ut_app aa, ab;
+	struct tide_net_conn *ca, *cb;
 	uint32_t ia, ib;
 
-	ut_env_init(&e, ring_on);
+	two_conns_a_fills_device(&e, &aa, &ab, &ca, &ia, &cb, &ib);
 	st = tide_net_stats(e.s);
-	ut_app_init(&aa);
-	ut_app_init(&ab);
-	struct tide_net_conn *ca = open_scaled(&e, &aa, &ia);
-	struct tide_net_conn *cb = open_scaled(&e, &ab, &ib);
-	send_into_full_device(&e, ca, ia, 40);
 	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
 	IN(&e, .seq = P + 1, .ack = ib + 1, .flags = TCPHDR_ACK | TCPHDR_PSH, .data = "hello",
 	   .len = 5, .wnd = PEER_WND, .sport = 5000, .dport = cb->lport);
