@@ -18,6 +18,7 @@
 #include <rte_lcore.h>
 #include <rte_log.h>
 
+#include "memif_publish.h"
 #include "tide_eth.h"
 #include "tide_log.h"
 
@@ -240,8 +241,16 @@ tide_eal_init(const struct tide_eal_opts *o, struct tide_eal_info *info)
 		rc |= argv_addf(&a, "-a%s", o->pci_allow);
 	else
 		rc |= argv_add(&a, "--no-pci");
-	for (unsigned i = 0; i < 4 && o->vdevs[i] != NULL; i++)
-		rc |= argv_addf(&a, "--vdev=%s", o->vdevs[i]);
+	for (unsigned i = 0; i < 4 && o->vdevs[i] != NULL; i++) {
+		char vdev[512];
+		int r = tide_memif_vdev_rewrite(o->vdevs[i], vdev, sizeof(vdev));
+
+		if (r < 0) {
+			tide_memif_forget_all();
+			return r;
+		}
+		rc |= argv_addf(&a, "--vdev=%s", vdev);
+	}
 	rc |= argv_addf(&a, "--log-level=%d",
 			o->log_level > 0 ? o->log_level : (int)RTE_LOG_WARNING);
 	if (rc != 0)
@@ -263,6 +272,7 @@ tide_eal_init(const struct tide_eal_opts *o, struct tide_eal_info *info)
 	rc = rte_eal_init(a.argc, a.argv);
 	if (rc < 0) {
 		rc = rte_errno != 0 ? -rte_errno : -EINVAL;
+		tide_memif_forget_all();
 		TIDE_LOG(ERR, "rte_eal_init failed: %s (%s hugepages: %s)", rte_strerror(-rc),
 			 inf.hugepages ? "with" : "without", inf.huge_reason);
 		return rc;
@@ -281,6 +291,7 @@ tide_eal_fini(void)
 	if (!eal_up)
 		return -EALREADY;
 	eal_up = false;
+	tide_memif_forget_all();
 	return rte_eal_cleanup();
 }
 

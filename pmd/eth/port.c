@@ -16,13 +16,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
@@ -31,6 +36,7 @@
 #include <rte_spinlock.h>
 
 #include "intr_hold.h"
+#include "memif_publish.h"
 #include "tide_eth.h"
 #include "tide_eth_rss.h"
 #include "tide_log.h"
@@ -44,6 +50,8 @@
 #define INTR_DEADLINE_MS 5000 /* for the EAL interrupt thread to answer a hold */
 #define DRAIN_BURSTS     1024 /* x 64 frames: more than any RX ring holds */
 #define MAX_QUEUES       RTE_MAX_LCORE
+#define MEMIF_WAIT_MS    30000 /* for a memif client's server to listen */
+#define MEMIF_RETRY_MS   10
 
 struct steer_q {
 	struct rte_ring *ring; /* frames steered to this queue; SP under rx_lock, SC by owner */
@@ -60,7 +68,8 @@ struct tide_eth_port {
 	bool tx_shared;
 	bool started;
 	bool lsc_registered;
-	bool memif; /* net_memif: close under an interrupt-thread hold */
+	bool memif;            /* net_memif: close under an interrupt-thread hold */
+	unsigned zc_ring_bufs; /* memif zero-copy client: mbufs its RX rings keep after close */
 	int socket;
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES]; /* per socket, NULL if unused */
 	struct rte_mempool **qpool;                    /* per logical queue */
@@ -75,6 +84,7 @@ struct tide_eth_port {
 	struct rte_ring **rx_rings; /* net_ring pairs only: the rings this port receives from */
 	uint16_t nb_rx_rings;
 	struct rte_ether_addr mac;
+	struct tide_eth_port *rxp; /* duplex: the device frames are received from */
 	char name[RTE_ETH_NAME_MAX_LEN];
 };
 
@@ -129,6 +139,33 @@ queue_socket(const struct tide_eth_port *p, const struct tide_eth_port_opts *o, 
 	return s < RTE_MAX_NUMA_NODES ? s : -EINVAL;
 }
 
+/*
+ * Fault in a pool's memory now. Without hugepages the EAL's memory is
+ * anonymous 4 KiB pages, present only once written: the first pass of
+ * frames through a fresh pool would take a page fault per frame buffer
+ * (thousands, and slow on a paravirtualised VM), inside the first transfers.
+ * MADV_POPULATE_WRITE (Linux 5.14) faults the range in without touching its
+ * contents; older kernels refuse it and keep faulting on first use.
+ */
+static void
+pool_mem_populate(struct rte_mempool *mp, void *arg, struct rte_mempool_memhdr *memhdr,
+		  unsigned mem_idx)
+{
+	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)memhdr->addr & ~(pg - 1);
+	uintptr_t end = (uintptr_t)memhdr->addr + memhdr->len;
+
+	(void)mp;
+	(void)arg;
+	(void)mem_idx;
+#ifdef MADV_POPULATE_WRITE
+	(void)madvise((void *)a, end - a, MADV_POPULATE_WRITE);
+#else
+	(void)a;
+	(void)end;
+#endif
+}
+
 static int
 pools_create(struct tide_eth_port *p, const struct tide_eth_port_opts *o, uint32_t steer_slots)
 {
@@ -165,6 +202,7 @@ pools_create(struct tide_eth_port *p, const struct tide_eth_port_opts *o, uint32
 			return -rte_errno;
 		}
 		p->caps.nb_pools++;
+		rte_mempool_mem_iter(p->pools[s], pool_mem_populate, NULL);
 	}
 	for (uint16_t q = 0; q < o->nb_queues; q++)
 		p->qpool[q] = p->pools[queue_socket(p, o, q)];
@@ -325,6 +363,95 @@ steer_setup(struct tide_eth_port *p, const struct tide_eth_port_opts *o, uint32_
 	return 0;
 }
 
+/* A memif client (role=client, memif's default) whose server is not
+ * listening yet fails rte_eth_dev_start; a duplex pair of links makes each
+ * node the server of one and the client of the other, so neither order of
+ * start-up works without waiting. */
+static bool
+memif_client(const struct rte_eth_dev_info *di)
+{
+	const struct rte_devargs *da;
+
+	if (di->driver_name == NULL || strcmp(di->driver_name, "net_memif") != 0 ||
+	    di->device == NULL)
+		return false;
+	da = rte_dev_devargs(di->device);
+	return da == NULL || da->args == NULL || strstr(da->args, "role=server") == NULL;
+}
+
+/*
+ * A memif zero-copy client lends the server its own mbufs, up to a ring's
+ * worth per RX queue (devarg rsize: log2 of the ring size, default 10), and
+ * DPDK 22.11 never takes them back: neither stop nor close frees them. They
+ * are returned with the pool, not leaked by a caller; close counts them apart.
+ */
+static unsigned
+memif_zc_ring_bufs(const struct rte_eth_dev_info *di, uint16_t nb_rxq)
+{
+	const struct rte_devargs *da;
+	const char *r;
+	unsigned log2 = 10;
+
+	if (!memif_client(di))
+		return 0;
+	da = rte_dev_devargs(di->device);
+	if (da == NULL || da->args == NULL || strstr(da->args, "zero-copy=yes") == NULL)
+		return 0;
+	r = strstr(da->args, "rsize=");
+	if (r != NULL)
+		log2 = (unsigned)strtoul(r + 6, NULL, 10);
+	return log2 <= 14 ? (unsigned)nb_rxq << log2 : 0;
+}
+
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/*
+ * rte_eth_dev_start, and for a memif client again every MEMIF_RETRY_MS until
+ * its server listens, within MEMIF_WAIT_MS: the client's start is its one
+ * connect. A Tide server's socket appears only once its device is started
+ * (memif_publish.h), so a connect that succeeds reaches a server that will
+ * take it. memif's own error line (one per attempt) is silenced after the
+ * first. A started memif server publishes its socket here.
+ */
+static int
+dev_start(struct tide_eth_port *p, const struct rte_eth_dev_info *di)
+{
+	int rc = rte_eth_dev_start(p->port_id), logtype = -1;
+	uint32_t level = 0;
+	uint64_t deadline = mono_ms() + MEMIF_WAIT_MS;
+
+	if (rc != 0 && memif_client(di)) {
+		TIDE_LOG(NOTICE, "%s: waiting up to %u s for the memif server to listen", p->name,
+			 MEMIF_WAIT_MS / 1000);
+		logtype = rte_log_register("pmd.net.memif");
+		if (logtype >= 0) {
+			level = (uint32_t)rte_log_get_level((uint32_t)logtype);
+			(void)rte_log_set_level((uint32_t)logtype, RTE_LOG_EMERG);
+		}
+		while (rc != 0 && mono_ms() < deadline) {
+			usleep(MEMIF_RETRY_MS * 1000);
+			rc = rte_eth_dev_start(p->port_id);
+		}
+		if (logtype >= 0)
+			(void)rte_log_set_level((uint32_t)logtype, level);
+		if (rc != 0)
+			TIDE_LOG(ERR,
+				 "%s: no memif server listened within %u s (is the peer "
+				 "running, with role=server on the same socket?)",
+				 p->name, MEMIF_WAIT_MS / 1000);
+	}
+	if (rc == 0)
+		rc = tide_memif_publish(p->name);
+	return rc;
+}
+
 /* Configure queues and start an already-probed ethdev. */
 static int
 port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
@@ -468,12 +595,13 @@ port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 			return rc;
 		}
 	}
-	rc = rte_eth_dev_start(p->port_id);
+	rc = dev_start(p, &di);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "%s: start: %s", p->name, rte_strerror(-rc));
 		return rc;
 	}
 	p->started = true;
+	p->zc_ring_bufs = memif_zc_ring_bufs(&di, p->dev_rxq);
 	if (p->steer == TIDE_ETH_STEER_HW) {
 		rc = hw_rss_sync(p);
 		if (rc != 0)
@@ -523,6 +651,18 @@ tide_eth_port_open(const char *devname, const struct tide_eth_port_opts *opts,
 	p->port_id = port_id;
 	snprintf(p->name, sizeof(p->name), "%s", devname);
 	rc = port_start(p, &o);
+	if (rc == 0 && o.rx_devname != NULL && strcmp(o.rx_devname, devname) != 0) {
+		struct tide_eth_port_opts ro = o;
+
+		/* The receiving half is a port of its own (queues, pools,
+		 * steering); p forwards tide_eth_rx and the RX views to it. */
+		ro.rx_devname = NULL;
+		rc = tide_eth_port_open(o.rx_devname, &ro, &p->rxp);
+		if (rc == 0)
+			TIDE_LOG(INFO, "%s: duplex port, transmits on %s (%s), receives on %s (%s)",
+				 devname, devname, p->caps.driver, o.rx_devname,
+				 p->rxp->caps.driver);
+	}
 	if (rc != 0) {
 		tide_eth_port_close(p);
 		return rc;
@@ -645,6 +785,7 @@ tide_eth_port_close(struct tide_eth_port *p)
 
 	if (p == NULL)
 		return 0;
+	in_use = tide_eth_port_close(p->rxp);
 	if (p->lsc_registered) {
 		/* -EAGAIN while the callback runs on the interrupt thread. */
 		for (int i = 0; i < 1000; i++) {
@@ -686,7 +827,9 @@ tide_eth_port_close(struct tide_eth_port *p)
 	 * Let the rebuild finish first. */
 	if (p->memif && hold != -EDEADLK)
 		(void)tide_intr_hold_sync(INTR_DEADLINE_MS);
+	tide_memif_unpublish(p->name);
 	(void)rte_eth_dev_close(p->port_id);
+	tide_memif_forget(p->name);
 	if (p->sq != NULL) {
 		steer_drain(p);
 		for (uint16_t q = 0; q < p->nb_queues; q++)
@@ -703,6 +846,15 @@ tide_eth_port_close(struct tide_eth_port *p)
 		if (p->pools[s] == NULL)
 			continue;
 		n = rte_mempool_in_use_count(p->pools[s]);
+		if (p->zc_ring_bufs != 0) {
+			unsigned lent = RTE_MIN(n, p->zc_ring_bufs);
+
+			/* One socket's pool serves the rings (memif has no NUMA). */
+			TIDE_LOG(DEBUG, "%s: %u mbufs left in memif's zero-copy rings", p->name,
+				 lent);
+			n -= lent;
+			p->zc_ring_bufs -= lent;
+		}
 		if (n != 0)
 			TIDE_LOG(WARN,
 				 "%s: closing with %u mbufs of socket %d still held by callers",
@@ -735,6 +887,8 @@ tide_eth_port_link_up(const struct tide_eth_port *p)
 
 	if (rte_eth_link_get_nowait(p->port_id, &link) != 0)
 		return false;
+	if (p->rxp != NULL && !tide_eth_port_link_up(p->rxp))
+		return false;
 	return link.link_status == RTE_ETH_LINK_UP;
 }
 
@@ -743,6 +897,8 @@ tide_eth_port_set_link(struct tide_eth_port *p, bool up)
 {
 	int rc = up ? rte_eth_dev_set_link_up(p->port_id) : rte_eth_dev_set_link_down(p->port_id);
 
+	if (rc == 0 && p->rxp != NULL)
+		rc = tide_eth_port_set_link(p->rxp, up);
 	if (rc != 0 && rc != -ENOTSUP)
 		TIDE_LOG(ERR, "%s: set link %s: %s", p->name, up ? "up" : "down",
 			 rte_strerror(-rc));
@@ -752,7 +908,8 @@ tide_eth_port_set_link(struct tide_eth_port *p, bool up)
 uint64_t
 tide_eth_port_link_events(const struct tide_eth_port *p)
 {
-	return __atomic_load_n(&p->lsc_events, __ATOMIC_RELAXED);
+	return __atomic_load_n(&p->lsc_events, __ATOMIC_RELAXED) +
+	       (p->rxp != NULL ? tide_eth_port_link_events(p->rxp) : 0);
 }
 
 struct rte_mempool *
@@ -776,12 +933,14 @@ tide_eth_port_nb_queues(const struct tide_eth_port *p)
 enum tide_eth_steer
 tide_eth_port_steer(const struct tide_eth_port *p)
 {
-	return p->steer;
+	return p->rxp != NULL ? p->rxp->steer : p->steer;
 }
 
 const struct tide_eth_rss *
 tide_eth_port_rss(const struct tide_eth_port *p)
 {
+	if (p->rxp != NULL)
+		return &p->rxp->rss;
 	return &p->rss;
 }
 
@@ -797,6 +956,17 @@ void
 tide_eth_port_caps(const struct tide_eth_port *p, struct tide_eth_port_caps *caps)
 {
 	*caps = p->caps;
+	if (p->rxp != NULL) {
+		/* What received frames carry is the receiving device's doing. */
+		caps->max_rx_queues = p->rxp->caps.max_rx_queues;
+		caps->flow_type_rss_offloads = p->rxp->caps.flow_type_rss_offloads;
+		caps->reta_size = p->rxp->caps.reta_size;
+		caps->hash_key_size = p->rxp->caps.hash_key_size;
+		caps->dev_rxq = p->rxp->caps.dev_rxq;
+		caps->rx_offload_capa = p->rxp->caps.rx_offload_capa;
+		caps->rx_offloads = p->rxp->caps.rx_offloads;
+		caps->nb_pools += p->rxp->caps.nb_pools;
+	}
 }
 
 const char *
@@ -810,11 +980,16 @@ tide_eth_port_csum(const struct tide_eth_port *p, enum tide_eth_csum mode,
 		   struct tide_eth_csum_plan *plan)
 {
 	char why[256];
-	int rc = tide_eth_csum_decide(mode, p->caps.driver, p->caps.rx_offloads,
+	const struct tide_eth_port *r = p->rxp != NULL ? p->rxp : p;
+	int rc = tide_eth_csum_decide(mode, p->caps.driver, r->caps.rx_offloads,
 				      p->caps.tx_offloads, plan, why, sizeof(why));
 
+	/* A duplex port elides only if both of its devices may. */
+	if (rc == 0 && r != p)
+		rc = tide_eth_csum_decide(mode, r->caps.driver, r->caps.rx_offloads,
+					  p->caps.tx_offloads, plan, why, sizeof(why));
 	if (rc != 0)
-		TIDE_LOG(ERR, "port %u %s (%s): %s", p->port_id, p->name, p->caps.driver, why);
+		TIDE_LOG(ERR, "port %u %s (%s): %s", r->port_id, r->name, r->caps.driver, why);
 	return rc;
 }
 
@@ -822,6 +997,8 @@ int
 tide_eth_port_steer_stats(const struct tide_eth_port *p, uint16_t q,
 			  struct tide_eth_steer_stats *st)
 {
+	if (p->rxp != NULL)
+		p = p->rxp;
 	if (q >= p->nb_queues)
 		return -EINVAL;
 	if (p->sq == NULL)
@@ -847,6 +1024,20 @@ tide_eth_port_stats(const struct tide_eth_port *p, struct tide_eth_port_stats *s
 	st->ierrors = s.ierrors;
 	st->oerrors = s.oerrors;
 	st->rx_nombuf = s.rx_nombuf;
+	if (p->rxp != NULL) {
+		/* Duplex: receive counters from the receiving device, both devices' errors. */
+		struct tide_eth_port_stats r;
+
+		rc = tide_eth_port_stats(p->rxp, &r);
+		if (rc != 0)
+			return rc;
+		st->ipackets = r.ipackets;
+		st->ibytes = r.ibytes;
+		st->imissed = r.imissed;
+		st->ierrors = r.ierrors;
+		st->rx_nombuf = r.rx_nombuf;
+		st->oerrors += r.oerrors;
+	}
 	return 0;
 }
 
@@ -968,6 +1159,8 @@ tide_eth_rx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_
 {
 	uint16_t got;
 
+	if (p->rxp != NULL)
+		p = p->rxp;
 	if (p->sq == NULL)
 		return rte_eth_rx_burst(p->port_id, q, pkts, n);
 	if (p->steer == TIDE_ETH_STEER_SW) {

@@ -154,6 +154,18 @@ struct tide_eth_port_opts {
 	 * tide_eth_port_caps() for what was enabled). 0 = none.
 	 */
 	uint64_t rx_offloads, tx_offloads;
+	/**
+	 * tide_eth_port_open() only: receive from this second ethdev instead
+	 * ("net_memif1"); the named device then only transmits. NULL (or the same
+	 * name) = one device both ways. Two one-way links make one duplex port:
+	 * with memif, a node that is the zero-copy client (devarg zero-copy=yes)
+	 * of the link it receives on and the server of the link it sends on gets
+	 * each byte copied once by the sender's memif, straight into its own
+	 * mbufs, where one memif link copies it twice (into the ring and out). Both
+	 * devices get nb_queues queues, this struct's settings and their own pools;
+	 * steering, RSS and RX offloads are the receiving device's.
+	 */
+	const char *rx_devname;
 };
 
 /** One started ethdev port and its packet pool. */
@@ -169,9 +181,12 @@ struct tide_eth_port_stats {
  * Configure and start the ethdev named `devname` (e.g. "net_ring0" or a PCI
  * address) with opts->nb_queues queue pairs, one mbuf pool per NUMA socket
  * used, and the steering opts->steer asks for (see enum tide_eth_steer).
- * Registers a link-status-change logger when the device supports it.
+ * Registers a link-status-change logger when the device supports it. With
+ * opts->rx_devname, both devices are started and the port receives from that
+ * one (tide_eth_rx) and transmits on `devname` (tide_eth_tx); the link is up
+ * when both are.
  * \param[out] out  the started port; untouched on failure.
- * \return 0; -ENODEV no such port; -ENOMEM pool or rings; -ENOTSUP STEER_HW
+ * \return 0; -ENODEV no such port (either device); -ENOMEM pool or rings; -ENOTSUP STEER_HW
  *         on a device without IPv4/TCP RSS; -EINVAL more queues than the device
  *         has under HW/NONE, bad key length or socket; other -errno from
  *         ethdev (logged).
