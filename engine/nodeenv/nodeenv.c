@@ -203,6 +203,15 @@ static const struct key_def keys[] = {
 	 .valid = "PCI address (0000:3b:00.0, 3b:00.0) or vdev (net_ring0, "
 		  "net_memif0,role=server,...), or empty",
 	 .doc = "The data-plane DPDK port; empty = no DPDK, kernel TCP only."},
+	{.name = "TIDE_DPDK_RX_DEVICE",
+	 .type = T_STR,
+	 FLD(dpdk_rx_device),
+	 .def = "",
+	 .check = ne_chk_dpdk_device,
+	 .valid = "vdev (net_memif1,role=client,zero-copy=yes,...), or empty",
+	 .doc = "A second vdev to receive on; TIDE_DPDK_DEVICE then only transmits. Two "
+		"one-way memif links, this node the zero-copy client of the one it receives "
+		"on, copy each byte once per side; empty = receive on TIDE_DPDK_DEVICE."},
 	{.name = "TIDE_DATA_IP",
 	 .type = T_IPV4,
 	 FLD(data_ip),
@@ -1282,6 +1291,32 @@ cross_check(const struct tide_nodeenv *ne, struct errs *e)
 			 w, show(ne->dpdk_device, vshow, sizeof(vshow)));
 		rc = -EINVAL;
 	}
+	if (ne->dpdk_rx_device[0] != '\0') {
+		size_t dl = strcspn(ne->dpdk_device, ","), rl = strcspn(ne->dpdk_rx_device, ",");
+
+		where_str(ne, idx("TIDE_DPDK_RX_DEVICE"), w, sizeof(w));
+		if (ne->dpdk_device[0] == '\0') {
+			errs_add(e,
+				 "%s: TIDE_DPDK_RX_DEVICE: '%s' needs TIDE_DPDK_DEVICE (the device "
+				 "to transmit on)",
+				 w, show(ne->dpdk_rx_device, vshow, sizeof(vshow)));
+			rc = -EINVAL;
+		} else if (strncmp(ne->dpdk_rx_device, "net_", 4) != 0 ||
+			   strncmp(ne->dpdk_device, "net_", 4) != 0) {
+			errs_add(e,
+				 "%s: TIDE_DPDK_RX_DEVICE: '%s': a receive-only device pairs two "
+				 "vdevs (net_memif...), not a PCI device",
+				 w, show(ne->dpdk_rx_device, vshow, sizeof(vshow)));
+			rc = -EINVAL;
+		} else if (dl == rl && strncmp(ne->dpdk_device, ne->dpdk_rx_device, dl) == 0) {
+			errs_add(e,
+				 "%s: TIDE_DPDK_RX_DEVICE: '%s' names the same device as "
+				 "TIDE_DPDK_DEVICE (give the second link its own name, e.g. "
+				 "net_memif1)",
+				 w, show(ne->dpdk_rx_device, vshow, sizeof(vshow)));
+			rc = -EINVAL;
+		}
+	}
 	if (ne->min_rpc_port > ne->max_rpc_port) {
 		where_str(ne, idx("MC_MIN_RPC_PORT"), w, sizeof(w));
 		where_str(ne, idx("MC_MAX_RPC_PORT"), w2, sizeof(w2));
@@ -1314,18 +1349,23 @@ cross_check(const struct tide_nodeenv *ne, struct errs *e)
 		}
 	}
 	if (ne->csum == TIDE_NODEENV_CSUM_ELIDE) {
-		const char *d = ne->dpdk_device;
+		const char *devs[2] = {ne->dpdk_device, ne->dpdk_rx_device};
+		const char *names[2] = {"TIDE_DPDK_DEVICE", "TIDE_DPDK_RX_DEVICE"};
 
 		where_str(ne, idx("TIDE_CSUM"), w, sizeof(w));
 		/* The driver is the vdev name's prefix; a PCI device is a NIC. */
-		if (d[0] != '\0' && strncmp(d, "net_memif", 9) != 0 &&
-		    strncmp(d, "net_ring", 8) != 0) {
-			errs_add(e,
-				 "%s: TIDE_CSUM: 'elide' is only for a net_memif or net_ring "
-				 "TIDE_DPDK_DEVICE (frames that stay in this host's memory), not "
-				 "'%s' (use auto)",
-				 w, show(d, vshow, sizeof(vshow)));
-			rc = -EINVAL;
+		for (int i = 0; i < 2; i++) {
+			const char *d = devs[i];
+
+			if (d[0] != '\0' && strncmp(d, "net_memif", 9) != 0 &&
+			    strncmp(d, "net_ring", 8) != 0) {
+				errs_add(e,
+					 "%s: TIDE_CSUM: 'elide' is only for a net_memif or "
+					 "net_ring %s (frames that stay in this host's memory), "
+					 "not '%s' (use auto)",
+					 w, names[i], show(d, vshow, sizeof(vshow)));
+				rc = -EINVAL;
+			}
 		}
 		if (ne->fault.corrupt > 0) {
 			errs_add(e,

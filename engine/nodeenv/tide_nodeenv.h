@@ -158,34 +158,36 @@ struct tide_nodeenv {
 	uint32_t rpc_connect_timeout_ms;             /**< MC_RPC_CONNECT_TIMEOUT_MS */
 
 	/* Tide's own. */
-	char dpdk_device[TIDE_NODEENV_TEXT_LEN];   /**< TIDE_DPDK_DEVICE, "" = kernel TCP only */
-	struct in_addr data_ip;                    /**< TIDE_DATA_IP (network order) */
-	bool data_ip_set;                          /**< false when TIDE_DATA_IP is "" */
-	struct in_addr data_netmask;               /**< TIDE_DATA_NETMASK (network order) */
-	uint8_t data_prefix_len;                   /**< the same mask as a prefix length */
-	struct in_addr gateway;                    /**< TIDE_GATEWAY (network order) */
-	bool gateway_set;                          /**< false when TIDE_GATEWAY is "" */
-	uint8_t data_mac[6];                       /**< TIDE_DATA_MAC */
-	bool data_mac_set;                         /**< false = use the port's own MAC */
-	uint32_t lcores_per_numa;                  /**< TIDE_LCORES_PER_NUMA */
-	char lcores[TIDE_NODEENV_HOST_LEN];        /**< TIDE_LCORES, e.g. "1-3,5", or "" */
-	enum tide_nodeenv_hugepages hugepages;     /**< TIDE_HUGEPAGES */
-	uint64_t hugepage_size;                    /**< TIDE_HUGEPAGE_SIZE: 2 MiB or 1 GiB */
-	uint64_t hugepage_mem;                     /**< TIDE_HUGEPAGE_MEM, multiple of the page */
-	uint32_t rxd;                              /**< TIDE_RXD, power of two */
-	uint32_t txd;                              /**< TIDE_TXD, power of two */
-	uint32_t mtu;                              /**< TIDE_MTU */
-	enum tide_nodeenv_csum csum;               /**< TIDE_CSUM */
-	uint32_t tcp_rto_min_us;                   /**< TIDE_TCP_RTO_MIN_US */
-	uint32_t tcp_max_retries;                  /**< TIDE_TCP_MAX_RETRIES */
-	enum tide_nodeenv_idle idle;               /**< TIDE_IDLE */
-	uint32_t idle_sleep_us;                    /**< TIDE_IDLE_SLEEP_US */
-	struct tide_nodeenv_fault fault;           /**< TIDE_FAULT, parsed */
-	char fault_spec[TIDE_NODEENV_HOST_LEN];    /**< TIDE_FAULT as written ("" = off) */
-	enum tide_log_level log_level;             /**< TIDE_LOG_LEVEL */
-	char file_prefix[TIDE_NODEENV_PREFIX_LEN]; /**< TIDE_FILE_PREFIX (EAL --file-prefix) */
-	char eal_args[TIDE_NODEENV_TEXT_LEN];      /**< TIDE_EAL_ARGS, free text */
-	char agent_socket[TIDE_NODEENV_SUN_LEN];   /**< TIDE_AGENT_SOCKET */
+	char dpdk_device[TIDE_NODEENV_TEXT_LEN];    /**< TIDE_DPDK_DEVICE, "" = kernel TCP only */
+	char dpdk_rx_device[TIDE_NODEENV_TEXT_LEN]; /**< TIDE_DPDK_RX_DEVICE, "" = receive on
+							 dpdk_device too */
+	struct in_addr data_ip;                     /**< TIDE_DATA_IP (network order) */
+	bool data_ip_set;                           /**< false when TIDE_DATA_IP is "" */
+	struct in_addr data_netmask;                /**< TIDE_DATA_NETMASK (network order) */
+	uint8_t data_prefix_len;                    /**< the same mask as a prefix length */
+	struct in_addr gateway;                     /**< TIDE_GATEWAY (network order) */
+	bool gateway_set;                           /**< false when TIDE_GATEWAY is "" */
+	uint8_t data_mac[6];                        /**< TIDE_DATA_MAC */
+	bool data_mac_set;                          /**< false = use the port's own MAC */
+	uint32_t lcores_per_numa;                   /**< TIDE_LCORES_PER_NUMA */
+	char lcores[TIDE_NODEENV_HOST_LEN];         /**< TIDE_LCORES, e.g. "1-3,5", or "" */
+	enum tide_nodeenv_hugepages hugepages;      /**< TIDE_HUGEPAGES */
+	uint64_t hugepage_size;                     /**< TIDE_HUGEPAGE_SIZE: 2 MiB or 1 GiB */
+	uint64_t hugepage_mem;                      /**< TIDE_HUGEPAGE_MEM, multiple of the page */
+	uint32_t rxd;                               /**< TIDE_RXD, power of two */
+	uint32_t txd;                               /**< TIDE_TXD, power of two */
+	uint32_t mtu;                               /**< TIDE_MTU */
+	enum tide_nodeenv_csum csum;                /**< TIDE_CSUM */
+	uint32_t tcp_rto_min_us;                    /**< TIDE_TCP_RTO_MIN_US */
+	uint32_t tcp_max_retries;                   /**< TIDE_TCP_MAX_RETRIES */
+	enum tide_nodeenv_idle idle;                /**< TIDE_IDLE */
+	uint32_t idle_sleep_us;                     /**< TIDE_IDLE_SLEEP_US */
+	struct tide_nodeenv_fault fault;            /**< TIDE_FAULT, parsed */
+	char fault_spec[TIDE_NODEENV_HOST_LEN];     /**< TIDE_FAULT as written ("" = off) */
+	enum tide_log_level log_level;              /**< TIDE_LOG_LEVEL */
+	char file_prefix[TIDE_NODEENV_PREFIX_LEN];  /**< TIDE_FILE_PREFIX (EAL --file-prefix) */
+	char eal_args[TIDE_NODEENV_TEXT_LEN];       /**< TIDE_EAL_ARGS, free text */
+	char agent_socket[TIDE_NODEENV_SUN_LEN];    /**< TIDE_AGENT_SOCKET */
 	char agent_socket_group[TIDE_NODEENV_HOST_LEN]; /**< TIDE_AGENT_SOCKET_GROUP, "" = own */
 	enum tide_nodeenv_agent agent;                  /**< TIDE_AGENT */
 	bool pin_unread;                                /**< TIDE_PIN_UNREAD (master RL mode) */

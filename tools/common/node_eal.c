@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include <stdio.h>
 #include <string.h>
 
 #include "tide_node_eal.h"
@@ -22,6 +23,24 @@ tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_de
 		eo->vdevs[0] = ne->dpdk_device;
 	else
 		eo->pci_allow = ne->dpdk_device;
+	/* nodeenv allows a receive-only device only next to a vdev. */
+	if (ne->dpdk_rx_device[0] != '\0')
+		eo->vdevs[1] = ne->dpdk_rx_device;
+}
+
+void
+tide_node_port_opts(const struct tide_nodeenv *ne, struct tide_eth_port_opts *po, char *tx,
+		    char *rx, size_t len)
+{
+	memset(po, 0, sizeof(*po));
+	snprintf(tx, len, "%.*s", (int)strcspn(ne->dpdk_device, ","), ne->dpdk_device);
+	snprintf(rx, len, "%.*s", (int)strcspn(ne->dpdk_rx_device, ","), ne->dpdk_rx_device);
+	po->rx_devname = rx[0] != '\0' ? rx : NULL;
+	po->nb_rxd = (uint16_t)ne->rxd;
+	po->nb_txd = (uint16_t)ne->txd;
+	/* One frame per mbuf: frame + Ethernet header + the 128-byte headroom + slack. */
+	if (ne->mtu > 1500)
+		po->mbuf_dataroom = (uint16_t)(ne->mtu + 14 + 128 + 64);
 }
 
 const struct tide_eth_fault_opts *

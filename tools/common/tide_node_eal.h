@@ -19,11 +19,26 @@
  * must outlive the tide_eal_init() call.
  * \param prog        argv[0] for the EAL.
  * \param with_device add TIDE_DPDK_DEVICE: a vdev string ("net_...") as --vdev,
- *                    anything else as a PCI allow entry; nothing when it is "".
+ *                    anything else as a PCI allow entry; nothing when it is "";
+ *                    and TIDE_DPDK_RX_DEVICE as a second --vdev when set.
  * Thread: any.
  */
 void tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_device,
 			struct tide_eal_opts *eo);
+
+/**
+ * Port options from the node file, the same for every program that opens
+ * TIDE_DPDK_DEVICE: descriptor counts (TIDE_RXD/TIDE_TXD), mbufs with room
+ * for one TIDE_MTU frame, and TIDE_DPDK_RX_DEVICE as the receiving device.
+ * `po` is zeroed first; queues and sockets stay the caller's to set.
+ * \param[out] tx  TIDE_DPDK_DEVICE's ethdev name (the string up to its first
+ *                 ','), "" when none; `len` bytes.
+ * \param[out] rx  TIDE_DPDK_RX_DEVICE's, "" when none; po->rx_devname points
+ *                 here when set. Both must outlive tide_eth_port_open().
+ * Thread: any.
+ */
+void tide_node_port_opts(const struct tide_nodeenv *ne, struct tide_eth_port_opts *po, char *tx,
+			 char *rx, size_t len);
 
 /**
  * The fault injector's options from TIDE_FAULT, so every tool and the

@@ -448,7 +448,7 @@ main(int argc, char **argv)
 	struct tide_net_opts no;
 	struct setup_msg m = {0};
 	const char *env_path = NULL;
-	char err[4096] = "", devname[64];
+	char err[4096] = "", devname[128], rxname[128];
 	int cpus[TIDE_LCORE_MAX];
 	unsigned ncpus = 0;
 	double duration = 0;
@@ -555,9 +555,7 @@ main(int argc, char **argv)
 				"environment\n");
 		return 1;
 	}
-	/* The ethdev name is the vdev string up to its first ','. */
-	snprintf(devname, sizeof(devname), "%.*s", (int)strcspn(ne.dpdk_device, ","),
-		 ne.dpdk_device);
+	tide_node_port_opts(&ne, &po, devname, rxname, sizeof(devname));
 
 	/* Choose the worker's CPU before the EAL pins this thread to its main
 	 * lcore: afterwards the thread's affinity hides the other CPUs. */
@@ -573,8 +571,6 @@ main(int argc, char **argv)
 		fprintf(stderr, "tide-net: DPDK EAL did not start: %s\n", strerror(-rc));
 		return 1;
 	}
-	po.nb_rxd = (uint16_t)ne.rxd;
-	po.nb_txd = (uint16_t)ne.txd;
 	rc = tide_eth_port_open(devname, &po, &port);
 	if (rc != 0) {
 		fprintf(stderr, "tide-net: cannot open %s: %s\n", devname, strerror(-rc));

@@ -834,7 +834,7 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	struct tide_eth_fault_opts fo;
 	const struct tide_eth_fault_opts *fault;
 	struct tide_lcore_opts lo;
-	char err[2048] = "", devname[128];
+	char err[2048] = "", devname[128], rxname[128];
 	int cpus[TIDE_LCORE_MAX], sockets[TIDE_LCORE_MAX];
 	unsigned ncpus = 0;
 	int rc;
@@ -872,19 +872,12 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		free(x);
 		return rc;
 	}
-	snprintf(devname, sizeof(devname), "%.*s", (int)strcspn(x->ne.dpdk_device, ","),
-		 x->ne.dpdk_device);
+	tide_node_port_opts(&x->ne, &po, devname, rxname, sizeof(devname));
 	for (unsigned i = 0; i < x->nlc; i++) {
 		sockets[i] = tide_eal_cpu_socket(cpus[i]);
 	}
 	po.nb_queues = (uint16_t)x->nlc;
 	po.queue_socket = sockets;
-	po.nb_rxd = (uint16_t)x->ne.rxd;
-	po.nb_txd = (uint16_t)x->ne.txd;
-	if (x->ne.mtu > 1500) {
-		/* One frame per mbuf: frame + Ethernet header + the 128-byte headroom. */
-		po.mbuf_dataroom = (uint16_t)(x->ne.mtu + 14 + 128 + 64);
-	}
 	rc = tide_eth_port_open(devname, &po, &x->port);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "cannot open %s with %u queue pair(s): %s", devname, x->nlc,

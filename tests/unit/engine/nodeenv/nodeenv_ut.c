@@ -1178,6 +1178,63 @@ test_csum_key(void)
 	CU_ASSERT_EQUAL(ne.csum, TIDE_NODEENV_CSUM_AUTO);
 }
 
+/* ---- TIDE_DPDK_RX_DEVICE ---- */
+
+static void
+test_dpdk_rx_device(void)
+{
+	static const char tx[] = "TIDE_DPDK_DEVICE='net_memif0,role=server,socket=/tmp/a.sock,"
+				 "socket-abstract=no'\nTIDE_DATA_IP=10.0.0.1\n";
+	struct tide_nodeenv ne;
+	char text[512];
+	int i = tide_nodeenv_key_index("TIDE_DPDK_RX_DEVICE");
+
+	CU_ASSERT_TRUE_FATAL(i >= 0);
+	CU_ASSERT_STRING_EQUAL(tide_nodeenv_key_default((size_t)i), "");
+	CU_ASSERT_PTR_NOT_NULL(strstr(tide_nodeenv_key_doc((size_t)i), "zero-copy client"));
+	tide_nodeenv_defaults(&ne);
+	CU_ASSERT_STRING_EQUAL(ne.dpdk_rx_device, "");
+
+	/* Two memif links, elided checksums on both. */
+	snprintf(text, sizeof(text),
+		 "%sTIDE_DPDK_RX_DEVICE=net_memif1,role=client,socket=/tmp/b.sock,"
+		 "socket-abstract=no,zero-copy=yes\nTIDE_CSUM=elide\n",
+		 tx);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), 0);
+	CU_ASSERT_STRING_EQUAL(ne.dpdk_rx_device, "net_memif1,role=client,socket=/tmp/b.sock,"
+						  "socket-abstract=no,zero-copy=yes");
+
+	/* Without a device to transmit on: refused, at its own line. */
+	CU_ASSERT_EQUAL(load_text("TIDE_DPDK_RX_DEVICE=net_memif1\n", no_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(1, "TIDE_DPDK_RX_DEVICE: 'net_memif1' needs TIDE_DPDK_DEVICE"));
+	/* The same device twice (devargs aside). */
+	snprintf(text, sizeof(text), "%sTIDE_DPDK_RX_DEVICE=net_memif0,role=client\n", tx);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(3, "TIDE_DPDK_RX_DEVICE: 'net_memif0,role=client' names the "
+				       "same device as TIDE_DPDK_DEVICE"));
+	/* A NIC on either side. */
+	CU_ASSERT_EQUAL(load_text("TIDE_DPDK_DEVICE=3b:00.0\nTIDE_DATA_IP=10.0.0.1\n"
+				  "TIDE_DPDK_RX_DEVICE=net_memif1\n",
+				  no_env, &ne),
+			-EINVAL);
+	CU_ASSERT_TRUE(has_file_err(3, "TIDE_DPDK_RX_DEVICE: 'net_memif1': a receive-only device "
+				       "pairs two vdevs"));
+	snprintf(text, sizeof(text), "%sTIDE_DPDK_RX_DEVICE=3b:00.0\n", tx);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), -EINVAL);
+	CU_ASSERT_PTR_NOT_NULL(strstr(errbuf, "a receive-only device pairs two vdevs"));
+	/* Not a device at all. */
+	snprintf(text, sizeof(text), "%sTIDE_DPDK_RX_DEVICE=memif1\n", tx);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(3, "TIDE_DPDK_RX_DEVICE: 'memif1' is not a DPDK device"));
+	/* Elision needs both devices on this host. */
+	snprintf(text, sizeof(text),
+		 "%sTIDE_DPDK_RX_DEVICE=net_af_packet0,iface=veth0\nTIDE_CSUM=elide\n", tx);
+	CU_ASSERT_EQUAL(load_text(text, no_env, &ne), -EINVAL);
+	CU_ASSERT_TRUE(has_file_err(4, "TIDE_CSUM: 'elide' is only for a net_memif or net_ring "
+				       "TIDE_DPDK_RX_DEVICE (frames that stay in this host's "
+				       "memory), not 'net_af_packet0,iface=veth0' (use auto)\n"));
+}
+
 /* ---- TIDE_FAULT ---- */
 
 static void
@@ -1639,6 +1696,7 @@ register_tests(void)
 	CU_add_test(s, "many_keys_duplicates", test_many_keys_duplicates);
 	CU_add_test(s, "parse_bool", test_parse_bool);
 	CU_add_test(s, "csum_key", test_csum_key);
+	CU_add_test(s, "dpdk_rx_device", test_dpdk_rx_device);
 	CU_add_test(s, "allow_nets_and_socket_group", test_allow_nets_and_socket_group);
 	CU_add_test(s, "parse_fault", test_parse_fault);
 	CU_add_test(s, "parse_fault_errors_name_subkey", test_parse_fault_errors_name_subkey);
