@@ -7,6 +7,8 @@ initiator thread, runs a target and an initiator as two processes:
   - Tide over kernel sockets (loopback),
   - Tide over user-space TCP on DPDK net_memif (--no-huge, MTU 9000, the two
     processes' polling lcores on different CPUs),
+  - with --duplex also over two one-way memif links per pair (TIDE_DPDK_RX_DEVICE:
+    each process the zero-copy client of the link it receives on),
 and prints MiB/s, batch latency, the ratio to Tide over kernel sockets in the
 same run, and the ratio to stock Mooncake TE over kernel TCP loopback from
 ../shared/spec/reference-figures.md (2026-12-02, quiet 2-core VM, stock HEAD
@@ -102,26 +104,40 @@ def run_kernel(bench, op, bs, duration):
     return parse(r.stdout), r.stdout + r.stderr
 
 
-def run_memif(bench, op, bs, duration, tmp, n):
+def memif_env(role, ip, cpu, tmp, n, duplex):
+    """Node environment of one memif node: "server" or "client" of the one link, or with
+    duplex two one-way links (a = server -> client) where each node sends on the link it
+    serves and receives, as the zero-copy client, on the other."""
     sock = os.path.join(tmp, f"memif{n}.sock")
+    dev = f"net_memif0,role={role},socket={sock},socket-abstract=no,bsize=9216"
+    env = {"TIDE_HUGEPAGES": "off", "TIDE_DPDK_DEVICE": dev,
+           "TIDE_DATA_IP": ip, "TIDE_TCP_RTO_MIN_US": "5000", "TIDE_MTU": "9000",
+           "TIDE_CSUM": "elide",  # memif on one host: no checksums
+           "TIDE_LCORES": str(cpu % os.cpu_count()),
+           "TIDE_FILE_PREFIX": f"tide-tebench-{role}-{os.getpid()}-{n}"}
+    if duplex:
+        tx, rx = ("a", "b") if role == "server" else ("b", "a")
+        env["TIDE_DPDK_DEVICE"] = (f"net_memif0,role=server,socket={sock}.{tx},"
+                                   "socket-abstract=no,bsize=9216")
+        env["TIDE_DPDK_RX_DEVICE"] = (f"net_memif1,role=client,socket={sock}.{rx},"
+                                      "socket-abstract=no,zero-copy=yes")
+        # memif zero-copy shares the mempool's memory: one file per memseg list.
+        env["TIDE_EAL_ARGS"] = "--single-file-segments"
+    return clean_env(env)
+
+
+def run_memif(bench, op, bs, duration, tmp, n, duplex=False):
     port = 21000 + (os.getpid() + n) % 20000
 
     def env(role, ip, cpu):
         # MTU 9000 (one frame per 9216-byte memif buffer); each process polls its own CPU.
-        return clean_env({"TIDE_HUGEPAGES": "off",
-                          "TIDE_DPDK_DEVICE": f"net_memif0,role={role},socket={sock},"
-                                              "socket-abstract=no,bsize=9216",
-                          "TIDE_DATA_IP": ip, "TIDE_TCP_RTO_MIN_US": "5000", "TIDE_MTU": "9000",
-                          "TIDE_CSUM": "elide",  # memif on one host: no checksums
-                          "TIDE_LCORES": str(cpu % os.cpu_count()),
-                          "TIDE_FILE_PREFIX": f"tide-tebench-{role}-{os.getpid()}-{n}"})
-    # The memif server (initiator) must exist first and exit first (DPDK 22.11 memif).
+        return memif_env(role, ip, cpu, tmp, n, duplex)
+    # Either may start first (a memif client waits for its server); the initiator exits first.
     ini = subprocess.Popen([bench, "--mode=initiator", f"--segment_id=127.0.0.1:{port}",
                             "--buffer_size=256M", f"--operation={op}", f"--block_size={bs}",
                             f"--batch_size={batch_for(bs)}", f"--duration={duration}",
                             "--host=127.0.0.1", "--open_retry_s=30"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, env=env("server", "10.92.0.1", 0))
-    time.sleep(1.0)
     t, _ = start_target(bench, [f"--rpc_port={port}"], env("client", "10.92.0.2", 1))
     try:
         out, _ = ini.communicate(timeout=300)
@@ -231,6 +247,9 @@ def main():
     ap.add_argument("--mixed", action="store_true", help="also the mixed-cluster table")
     ap.add_argument("--only-mixed", action="store_true", help="only the mixed-cluster table")
     ap.add_argument("--runs", type=int, default=3, help="mixed table: runs per row (median)")
+    ap.add_argument("--duplex", action="store_true",
+                    help="also user-space TCP over two one-way memif links (TIDE_DPDK_RX_DEVICE, "
+                         "each node the zero-copy client of the link it receives on)")
     ap.add_argument("--sizes", help="comma-separated subset of " +
                     ",".join(label for _, label in SIZES))
     a = ap.parse_args()
@@ -252,12 +271,13 @@ def main():
     n = 0
     for bs, label in sizes:
         for op in ("read", "write"):
-            for kind in ("memif", "kernel"):
+            for kind in ("memif", "memif-duplex", "kernel") if a.duplex else ("memif", "kernel"):
                 n += 1
                 if kind == "kernel":
                     res, out = run_kernel(bench, op, bs, a.duration)
                 else:
-                    res, out = run_memif(bench, op, bs, a.duration, tmp, n)
+                    res, out = run_memif(bench, op, bs, a.duration, tmp, n,
+                                         duplex=kind == "memif-duplex")
                 if res is None:
                     print(f"tide-bench {kind} {op} {label}: FAILED\n{out}", file=sys.stderr)
                     failed = True
@@ -278,7 +298,8 @@ def main():
                 ref = MOONCAKE_REF.get(bs, (0, 0))[0 if op == "read" else 1]
                 vs_k = f"{r['mib_s'] / kern['mib_s']:.2f}x" if kern else "-"
                 vs_m = f"{r['mib_s'] / ref:.1f}x" if ref else "-"
-                print(f"{label:>5} {op:>5} {r['transport']:>22} {r['mib_s']:9.1f} "
+                path = r["transport"] + (" duplex" if r["path"] == "memif-duplex" else "")
+                print(f"{label:>5} {op:>5} {path:>22} {r['mib_s']:9.1f} "
                       f"{r['ops_s']:9d} {r['p50_us']:7d} {r['p99_us']:7d} "
                       f"{vs_m:>11} {vs_k:>9}")
     if a.mixed:
