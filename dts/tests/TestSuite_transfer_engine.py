@@ -260,6 +260,57 @@ class TestTransferEngine(TestSuite):
                                env=self.memif_env("client", "10.93.0.2", **extra))
         return ini, t, tname, name
 
+    def test_memif_duplex_target_first(self):
+        """Steps: two one-way memif links (TIDE_DPDK_RX_DEVICE): each process transmits on
+        the link it serves and receives, as the zero-copy client, on the other's. The target
+        starts first, 1 s before the initiator, so its client must wait for a server that
+        does not exist yet (one memif link cannot start in that order); --verify with 64 KiB
+        blocks, batch 32, 3 s.
+        Verify: data verified over tcp-dpdk; both processes opened a duplex port; each
+        client waited rather than failing; the target stops cleanly and no socket file is
+        left behind."""
+        port = free_port()
+        name = f"127.0.0.1:{port}"
+        ab, ba = (os.path.join(self.tmp, f"te-duplex-{x}.sock") for x in ("ab", "ba"))
+
+        def env(tx, rx, ip, role):
+            return {"TIDE_HUGEPAGES": "off",
+                    "TIDE_DPDK_DEVICE": f"net_memif0,role=server,socket={tx},socket-abstract=no",
+                    "TIDE_DPDK_RX_DEVICE": f"net_memif1,role=client,socket={rx},"
+                                           "socket-abstract=no,zero-copy=yes",
+                    # memif zero-copy shares the client's pool memory: one file per list.
+                    "TIDE_EAL_ARGS": "--single-file-segments",
+                    "TIDE_DATA_IP": ip, "TIDE_TCP_RTO_MIN_US": "5000", "TIDE_CSUM": "elide",
+                    "TIDE_FILE_PREFIX": f"tide-dts-dx-{role[:3]}-{os.getpid()}"}
+        t = subprocess.Popen([self.tool("te_bench/tide-bench"), "--mode=target",
+                              "--buffer_size=64M", "--host=127.0.0.1", f"--rpc_port={port}",
+                              "--log_level=info"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=self.tool_env(env(ba, ab, "10.93.0.2", "target")))
+        time.sleep(1.0)
+        ini = subprocess.Popen([self.tool("te_bench/tide-bench"), "--mode=initiator",
+                                f"--segment_id={name}", "--buffer_size=64M", "--verify",
+                                "--block_size=64K", "--batch_size=32", "--duration=3",
+                                "--host=127.0.0.1", "--open_retry_s=30", "--log_level=info"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=self.tool_env(env(ab, ba, "10.93.0.1", "initiator")))
+        try:
+            self.wait_for_line(t, "ready", 60, "the duplex target to print 'ready'")
+        except AssertionError as e:
+            t.kill()
+            ini.kill()
+            self.fail(f"{e}\n{self.output_so_far(t)}{ini.communicate()[0]}")
+        out = self.initiator_output(ini)
+        tout = self.stop(t)
+        self.verify(ini.returncode == 0 and "verified" in out, out + tout)
+        self.verify("transport=tcp-dpdk" in out, out)
+        for who, text in (("initiator", out), ("target", tout)):
+            self.verify("duplex port, transmits on net_memif0" in text and
+                        "receives on net_memif1" in text, f"{who}: {text}")
+        self.verify("net_memif1: waiting up to 30 s for the memif server" in tout, tout)
+        left = [f for f in os.listdir(self.tmp) if f.startswith("te-duplex-")]
+        self.verify(left == [], f"socket files left: {left}")
+
     def test_memif_verify_write_read(self):
         """Steps: initiator (memif server, started first, retrying the handshake) and target
         (memif client) with user-space TCP; --verify with 64 KiB blocks, batch 32, 3 s.
