@@ -9,7 +9,11 @@
  * Each thread works on its own key range, so phases measure the master, not
  * contention on keys. Batched rates are in keys/s (batch size x batches/s),
  * as the stock master_bench reports them; latency is per RPC (a batch).
+ * With the master's pid (its own, or --master-pid) it also prints the
+ * master's CPU time (its threads' schedstat) per op or key over each
+ * phase, which includes one ping per second from a liveness thread.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -17,6 +21,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,11 +34,19 @@
 
 #define MAX_CLIENTS 64
 
-/* Stock mooncake_master on a 2-core machine, 2 clients of Mooncake's master_bench (issue 3). */
-#define STOCK_PUT_OPS       5900.0
-#define STOCK_GET_OPS       14000.0
-#define STOCK_BATCH_PUT_KPS 103000.0
-#define STOCK_BATCH_GET_KPS 225000.0
+/*
+ * Stock mooncake_master under Mooncake's own master_bench (2 clients x 2 threads, 8 segments,
+ * batch 128, 4 KiB values) on a quiet 2-core VM: ../shared/spec/reference-figures.md,
+ * 2026-12-02, the midpoint of each throughput range, and the master's CPU time per request.
+ */
+#define STOCK_PUT_OPS       16050.0
+#define STOCK_GET_OPS       29450.0
+#define STOCK_BATCH_PUT_KPS 142500.0
+#define STOCK_BATCH_GET_KPS 322000.0
+#define STOCK_PUT_CPU_US    37.4
+#define STOCK_GET_CPU_US    23.4
+#define STOCK_BPUT_CPU_US   11.3
+#define STOCK_BGET_CPU_US   3.6
 
 static struct {
 	char master[256];
@@ -287,14 +300,65 @@ cmp_u64(const void *a, const void *b)
 struct result {
 	double kps;
 	double p50_us, p99_us;
+	double cpu_us; /* master CPU time (utime + stime) per op or key; < 0 unknown */
 	uint64_t errors;
 };
+
+/*
+ * CPU time of every thread of a process, in seconds, from each thread's
+ * /proc/PID/task/TID/schedstat (nanoseconds on a CPU): utime and stime tick
+ * at 10 ms, too coarse for a batched phase that lasts a few ms. Threads that
+ * exited meanwhile are not counted (the master's workers live as long as it
+ * does). < 0 when unreadable.
+ */
+static double
+proc_cpu_s(pid_t pid)
+{
+	char path[96], buf[128];
+	struct dirent *d;
+	double total = 0;
+	DIR *dir;
+
+	if (pid <= 0) {
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (dir == NULL) {
+		return -1;
+	}
+	while ((d = readdir(dir)) != NULL) {
+		unsigned long long ns;
+		ssize_t n;
+		int fd;
+
+		if (d->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task/%.20s/schedstat", (int)pid, d->d_name);
+		fd = open(path, O_RDONLY);
+		if (fd < 0) {
+			continue;
+		}
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			if (sscanf(buf, "%llu", &ns) == 1) {
+				total += (double)ns / 1e9;
+			}
+		}
+	}
+	closedir(dir);
+	return total;
+}
 
 static int
 run_phase(struct worker *ws, enum phase ph, struct result *res)
 {
 	pthread_t th[MAX_CLIENTS];
 	uint64_t t0, t1, keys = 0, *all;
+	double c0, c1;
 	size_t n = 0, k;
 	unsigned i;
 
@@ -304,6 +368,7 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 		ws[i].keys = 0;
 		ws[i].errors = 0;
 	}
+	c0 = proc_cpu_s(cfg.master_pid);
 	t0 = now_ns();
 	for (i = 0; i < cfg.clients; i++) {
 		if (pthread_create(&th[i], NULL, worker_main, &ws[i]) != 0) {
@@ -314,6 +379,7 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 		pthread_join(th[i], NULL);
 	}
 	t1 = now_ns();
+	c1 = proc_cpu_s(cfg.master_pid);
 	for (i = 0; i < cfg.clients; i++) {
 		n += ws[i].n_lat;
 		keys += ws[i].keys;
@@ -330,6 +396,7 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 	}
 	qsort(all, n, sizeof(*all), cmp_u64);
 	res->kps = (double)keys / ((double)(t1 - t0) / 1e9);
+	res->cpu_us = c0 >= 0 && c1 >= 0 && keys > 0 ? (c1 - c0) * 1e6 / (double)keys : -1;
 	if (n > 0) {
 		res->p50_us = (double)all[n / 2] / 1000.0;
 		res->p99_us = (double)all[(n * 99) / 100] / 1000.0;
@@ -655,27 +722,35 @@ main(int argc, char **argv)
 			goto stop;
 		}
 	}
-	printf("\n%-22s %12s %10s %10s %8s %s\n", "operation", "ops|keys/s", "p50 us", "p99 us",
-	       "errors", "vs stock");
+	printf("\n%-22s %12s %10s %10s %8s %9s  %s\n", "operation", "ops|keys/s", "p50 us",
+	       "p99 us", "errors", "master us", "vs stock (throughput; master CPU per op)");
 	for (p = 0; p < PH_COUNT; p++) {
-		char ratio[48] = "";
+		static const double ref_kps[PH_COUNT] = {[PH_PUT] = STOCK_PUT_OPS,
+							 [PH_GET] = STOCK_GET_OPS,
+							 [PH_BPUT] = STOCK_BATCH_PUT_KPS,
+							 [PH_BGET] = STOCK_BATCH_GET_KPS};
+		static const double ref_cpu[PH_COUNT] = {[PH_PUT] = STOCK_PUT_CPU_US,
+							 [PH_GET] = STOCK_GET_CPU_US,
+							 [PH_BPUT] = STOCK_BPUT_CPU_US,
+							 [PH_BGET] = STOCK_BGET_CPU_US};
+		char ratio[96] = "", cpu[16] = "-";
 
 		rc = run_phase(ws, (enum phase)p, &res[p]);
-		if (p == PH_PUT) {
-			snprintf(ratio, sizeof(ratio), "%.1fx of 5.9k puts/s",
-				 res[p].kps / STOCK_PUT_OPS);
-		} else if (p == PH_GET) {
-			snprintf(ratio, sizeof(ratio), "%.1fx of 14k gets/s",
-				 res[p].kps / STOCK_GET_OPS);
-		} else if (p == PH_BPUT) {
-			snprintf(ratio, sizeof(ratio), "%.1fx of 103k keys/s",
-				 res[p].kps / STOCK_BATCH_PUT_KPS);
-		} else if (p == PH_BGET) {
-			snprintf(ratio, sizeof(ratio), "%.1fx of 225k keys/s",
-				 res[p].kps / STOCK_BATCH_GET_KPS);
+		if (res[p].cpu_us >= 0) {
+			snprintf(cpu, sizeof(cpu), "%.2f", res[p].cpu_us);
 		}
-		printf("%-22s %12.0f %10.1f %10.1f %8" PRIu64 " %s%s\n", phase_name[p], res[p].kps,
-		       res[p].p50_us, res[p].p99_us, res[p].errors, ratio,
+		if (ref_kps[p] > 0) {
+			int o = snprintf(ratio, sizeof(ratio), "%.2fx of %.0f/s",
+					 res[p].kps / ref_kps[p], ref_kps[p]);
+
+			if (res[p].cpu_us > 0) {
+				snprintf(ratio + o, sizeof(ratio) - (size_t)o,
+					 "; %.1fx less CPU than %.1f us",
+					 ref_cpu[p] / res[p].cpu_us, ref_cpu[p]);
+			}
+		}
+		printf("%-22s %12.0f %10.1f %10.1f %8" PRIu64 " %9s  %s%s\n", phase_name[p],
+		       res[p].kps, res[p].p50_us, res[p].p99_us, res[p].errors, cpu, ratio,
 		       rc != 0 ? " (incomplete: connection lost)" : "");
 		if (rc != 0 || res[p].errors != 0) {
 			ret = 1;
