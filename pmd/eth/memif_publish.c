@@ -35,9 +35,8 @@ struct pub {
 
 static struct pub pubs[PUB_MAX];
 
-/* The value of `key` in a devargs string (after the name), length in *len. */
-static const char *
-arg_find(const char *args, const char *key, size_t *len)
+const char *
+tide_memif_arg_find(const char *args, const char *key, size_t *len)
 {
 	size_t kl = strlen(key);
 
@@ -54,11 +53,11 @@ arg_find(const char *args, const char *key, size_t *len)
 	return NULL;
 }
 
-static bool
-arg_is(const char *args, const char *key, const char *val)
+bool
+tide_memif_arg_is(const char *args, const char *key, const char *val)
 {
 	size_t len;
-	const char *v = arg_find(args, key, &len);
+	const char *v = tide_memif_arg_find(args, key, &len);
 
 	return v != NULL && len == strlen(val) && strncmp(v, val, len) == 0;
 }
@@ -84,9 +83,10 @@ tide_memif_vdev_rewrite(const char *vdev, char *out, size_t outlen)
 		return -E2BIG;
 	snprintf(out, outlen, "%s", vdev);
 	if (strncmp(vdev, "net_memif", 9) != 0 || args == NULL || name_len >= NAME_MAX_ ||
-	    !arg_is(args + 1, "role", "server") || !arg_is(args + 1, "socket-abstract", "no"))
+	    !tide_memif_arg_is(args + 1, "role", "server") ||
+	    !tide_memif_arg_is(args + 1, "socket-abstract", "no"))
 		return 0;
-	path = arg_find(args + 1, "socket", &path_len);
+	path = tide_memif_arg_find(args + 1, "socket", &path_len);
 	if (path == NULL || path_len == 0)
 		return 0;
 	for (int i = 0; i < PUB_MAX && slot == NULL; i++)

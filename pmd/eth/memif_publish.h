@@ -22,7 +22,18 @@
 #ifndef TIDE_MEMIF_PUBLISH_H
 #define TIDE_MEMIF_PUBLISH_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+/**
+ * The value of `key` in a memif devargs string (the part after the device
+ * name and its comma: "role=server,socket=/x"), matched whole; its length
+ * in *len. \return a pointer into `args`, NULL when absent or args is NULL.
+ */
+const char *tide_memif_arg_find(const char *args, const char *key, size_t *len);
+
+/** Whether devargs `args` set `key` to exactly `val`. */
+bool tide_memif_arg_is(const char *args, const char *key, const char *val);
 
 /**
  * Copy a --vdev string to `out`, with a memif server's filesystem socket

@@ -23,6 +23,7 @@
 #include <rte_mbuf.h>
 #include <rte_telemetry.h>
 
+#include "memif_publish.h"
 #include "tide_eth_net.h"
 #include "tide_log.h"
 
@@ -106,7 +107,7 @@ memif_zero_copy(const struct rte_eth_dev_info *info)
 	    info->device == NULL)
 		return false;
 	da = rte_dev_devargs(info->device);
-	return da != NULL && da->args != NULL && strstr(da->args, "zero-copy=yes") != NULL;
+	return da != NULL && tide_memif_arg_is(da->args, "zero-copy", "yes");
 }
 
 static void

@@ -376,7 +376,7 @@ memif_client(const struct rte_eth_dev_info *di)
 	    di->device == NULL)
 		return false;
 	da = rte_dev_devargs(di->device);
-	return da == NULL || da->args == NULL || strstr(da->args, "role=server") == NULL;
+	return da == NULL || !tide_memif_arg_is(da->args, "role", "server");
 }
 
 /*
@@ -391,15 +391,16 @@ memif_zc_ring_bufs(const struct rte_eth_dev_info *di, uint16_t nb_rxq)
 	const struct rte_devargs *da;
 	const char *r;
 	unsigned log2 = 10;
+	size_t len;
 
 	if (!memif_client(di))
 		return 0;
 	da = rte_dev_devargs(di->device);
-	if (da == NULL || da->args == NULL || strstr(da->args, "zero-copy=yes") == NULL)
+	if (da == NULL || !tide_memif_arg_is(da->args, "zero-copy", "yes"))
 		return 0;
-	r = strstr(da->args, "rsize=");
+	r = tide_memif_arg_find(da->args, "rsize", &len);
 	if (r != NULL)
-		log2 = (unsigned)strtoul(r + 6, NULL, 10);
+		log2 = (unsigned)strtoul(r, NULL, 10);
 	return log2 <= 14 ? (unsigned)nb_rxq << log2 : 0;
 }
 

@@ -65,6 +65,32 @@ can_connect(const char *path)
 }
 
 static void
+test_devargs_whole_keys(void)
+{
+	static const char args[] = "role=server,xzero-copy=yes,socket=/a,b,zero-copy=no,rsize=12";
+	size_t len = 0;
+	const char *v;
+
+	v = tide_memif_arg_find(args, "socket", &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+	CU_ASSERT_EQUAL(len, 2);
+	CU_ASSERT_EQUAL(strncmp(v, "/a", len), 0);
+	v = tide_memif_arg_find(args, "rsize", &len);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+	CU_ASSERT_STRING_EQUAL(v, "12");
+	CU_ASSERT_TRUE(tide_memif_arg_is(args, "role", "server"));
+	CU_ASSERT_FALSE(tide_memif_arg_is(args, "role", "serve"));
+	/* Whole keys only: "xzero-copy=yes" is not zero-copy=yes. */
+	CU_ASSERT_FALSE(tide_memif_arg_is(args, "zero-copy", "yes"));
+	CU_ASSERT_TRUE(tide_memif_arg_is(args, "zero-copy", "no"));
+	CU_ASSERT_PTR_NULL(tide_memif_arg_find(args, "b", &len)); /* a bare word has no value */
+	CU_ASSERT_PTR_NULL(tide_memif_arg_find(args, "secret", &len));
+	CU_ASSERT_PTR_NULL(tide_memif_arg_find(NULL, "role", &len));
+	CU_ASSERT_PTR_NULL(tide_memif_arg_find("", "role", &len));
+	CU_ASSERT_FALSE(tide_memif_arg_is(NULL, "role", "server"));
+}
+
+static void
 test_rewrite_only_filesystem_servers(void)
 {
 	static const char *const unchanged[] = {
@@ -220,6 +246,7 @@ register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("memif_publish", suite_init, suite_clean);
 
+	CU_add_test(s, "devargs_whole_keys", test_devargs_whole_keys);
 	CU_add_test(s, "rewrite_only_filesystem_servers", test_rewrite_only_filesystem_servers);
 	CU_add_test(s, "rewrite_exact", test_rewrite_exact);
 	CU_add_test(s, "rewrite_bounds", test_rewrite_bounds);
