@@ -492,7 +492,7 @@ class TestTcpConformance(TestSuite):
                                       "TIDE_HUGEPAGES": "off",
                                       # A 4096-frame ring: the PMD's default 512 overflowed
                                       # (silently: 22.11's af_packet counts no kernel drops)
-                                      # under the SYN flood while the poller was preempted.
+                                      # under the SYN flood on this VM.
                                       "TIDE_DPDK_DEVICE": f"net_af_packet0,iface={self.veth_tide},"
                                                           "framecnt=4096",
                                       "TIDE_DATA_IP": f"{self.tsub}.1",
