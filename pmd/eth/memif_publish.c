@@ -16,6 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <rte_dev.h>
+#include <rte_devargs.h>
+#include <rte_ethdev.h>
+
 #include "memif_publish.h"
 #include "tide_log.h"
 
@@ -60,6 +64,18 @@ tide_memif_arg_is(const char *args, const char *key, const char *val)
 	const char *v = tide_memif_arg_find(args, key, &len);
 
 	return v != NULL && len == strlen(val) && strncmp(v, val, len) == 0;
+}
+
+const char *
+tide_memif_devargs(const struct rte_eth_dev_info *di)
+{
+	const struct rte_devargs *da;
+
+	if (di->driver_name == NULL || strcmp(di->driver_name, "net_memif") != 0 ||
+	    di->device == NULL)
+		return NULL;
+	da = rte_dev_devargs(di->device);
+	return da != NULL && da->args != NULL ? da->args : "";
 }
 
 static struct pub *

@@ -35,6 +35,15 @@ const char *tide_memif_arg_find(const char *args, const char *key, size_t *len);
 /** Whether devargs `args` set `key` to exactly `val`. */
 bool tide_memif_arg_is(const char *args, const char *key, const char *val);
 
+struct rte_eth_dev_info;
+
+/**
+ * The devargs of a net_memif ethdev ("" when it was given none), NULL when
+ * the device is not net_memif. Points into the EAL's devargs: valid while
+ * the device exists.
+ */
+const char *tide_memif_devargs(const struct rte_eth_dev_info *di);
+
 /**
  * Copy a --vdev string to `out`, with a memif server's filesystem socket
  * path replaced by a private one (the configured path + ".<pid>.starting"),

@@ -14,8 +14,6 @@
 
 #include <pthread.h>
 
-#include <rte_dev.h>
-#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
@@ -101,13 +99,9 @@ driver_chains(const char *name)
 static bool
 memif_zero_copy(const struct rte_eth_dev_info *info)
 {
-	const struct rte_devargs *da;
+	const char *args = tide_memif_devargs(info);
 
-	if (info->driver_name == NULL || strcmp(info->driver_name, "net_memif") != 0 ||
-	    info->device == NULL)
-		return false;
-	da = rte_dev_devargs(info->device);
-	return da != NULL && tide_memif_arg_is(da->args, "zero-copy", "yes");
+	return args != NULL && tide_memif_arg_is(args, "zero-copy", "yes");
 }
 
 static void

@@ -20,8 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rte_dev.h>
-#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_eth_ring.h>
 #include <rte_ethdev.h>
@@ -370,13 +368,9 @@ steer_setup(struct tide_eth_port *p, const struct tide_eth_port_opts *o, uint32_
 static bool
 memif_client(const struct rte_eth_dev_info *di)
 {
-	const struct rte_devargs *da;
+	const char *args = tide_memif_devargs(di);
 
-	if (di->driver_name == NULL || strcmp(di->driver_name, "net_memif") != 0 ||
-	    di->device == NULL)
-		return false;
-	da = rte_dev_devargs(di->device);
-	return da == NULL || !tide_memif_arg_is(da->args, "role", "server");
+	return args != NULL && !tide_memif_arg_is(args, "role", "server");
 }
 
 /*
@@ -388,17 +382,13 @@ memif_client(const struct rte_eth_dev_info *di)
 static unsigned
 memif_zc_ring_bufs(const struct rte_eth_dev_info *di, uint16_t nb_rxq)
 {
-	const struct rte_devargs *da;
-	const char *r;
+	const char *args = tide_memif_devargs(di), *r;
 	unsigned log2 = 10;
 	size_t len;
 
-	if (!memif_client(di))
+	if (!memif_client(di) || !tide_memif_arg_is(args, "zero-copy", "yes"))
 		return 0;
-	da = rte_dev_devargs(di->device);
-	if (da == NULL || !tide_memif_arg_is(da->args, "zero-copy", "yes"))
-		return 0;
-	r = tide_memif_arg_find(da->args, "rsize", &len);
+	r = tide_memif_arg_find(args, "rsize", &len);
 	if (r != NULL)
 		log2 = (unsigned)strtoul(r, NULL, 10);
 	return log2 <= 14 ? (unsigned)nb_rxq << log2 : 0;
