@@ -109,6 +109,7 @@ def memif_env(role, ip, cpu, tmp, n, duplex):
     duplex two one-way links (a = server -> client) where each node sends on the link it
     serves and receives, as the zero-copy client, on the other."""
     sock = os.path.join(tmp, f"memif{n}.sock")
+    # MTU 9000 (one frame per 9216-byte memif buffer); each process polls its own CPU.
     dev = f"net_memif0,role={role},socket={sock},socket-abstract=no,bsize=9216"
     env = {"TIDE_HUGEPAGES": "off", "TIDE_DPDK_DEVICE": dev,
            "TIDE_DATA_IP": ip, "TIDE_TCP_RTO_MIN_US": "5000", "TIDE_MTU": "9000",
@@ -128,17 +129,15 @@ def memif_env(role, ip, cpu, tmp, n, duplex):
 
 def run_memif(bench, op, bs, duration, tmp, n, duplex=False):
     port = 21000 + (os.getpid() + n) % 20000
-
-    def env(role, ip, cpu):
-        # MTU 9000 (one frame per 9216-byte memif buffer); each process polls its own CPU.
-        return memif_env(role, ip, cpu, tmp, n, duplex)
     # Either may start first (a memif client waits for its server); the initiator exits first.
     ini = subprocess.Popen([bench, "--mode=initiator", f"--segment_id=127.0.0.1:{port}",
                             "--buffer_size=256M", f"--operation={op}", f"--block_size={bs}",
                             f"--batch_size={batch_for(bs)}", f"--duration={duration}",
                             "--host=127.0.0.1", "--open_retry_s=30"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, env=env("server", "10.92.0.1", 0))
-    t, _ = start_target(bench, [f"--rpc_port={port}"], env("client", "10.92.0.2", 1))
+                           stderr=subprocess.STDOUT, text=True,
+                           env=memif_env("server", "10.92.0.1", 0, tmp, n, duplex))
+    t, _ = start_target(bench, [f"--rpc_port={port}"],
+                        memif_env("client", "10.92.0.2", 1, tmp, n, duplex))
     try:
         out, _ = ini.communicate(timeout=300)
     except subprocess.TimeoutExpired:
