@@ -20,7 +20,7 @@
 
 #include "tide_log.h"
 
-/* One madvise per step: about 25 ms at 1.3 GB/s, which bounds how long
+/* Memory checked once per step; a step is tens of ms, which bounds how long
  * tide_seg_warm_stop() waits. */
 #define WARM_STEP (32u << 20)
 /* Default reserve: an eighth of the machine's memory, at least this. */
@@ -29,6 +29,7 @@
 struct tide_seg_warm {
 	char *base;
 	size_t len;
+	size_t page;
 	uint64_t reserve; /* 0: the default, computed from MemTotal */
 	pthread_t thread;
 	atomic_bool stop;
@@ -60,6 +61,23 @@ meminfo(uint64_t *avail, uint64_t *total)
 	return found == 2;
 }
 
+/*
+ * Fault [p, p + n) in by a write access to every page that leaves its
+ * contents alone: an atomic add of zero, so a put copying into the same page
+ * at the same moment loses nothing (a plain store of zero would). Why not
+ * MADV_POPULATE_WRITE: it holds the process's mmap lock for the whole range,
+ * and a thread at SCHED_IDLE that is preempted holding it stalls every
+ * mmap/munmap of the process (numpy's large allocations) behind a pending
+ * writer; a fault holds only the segment's own VMA lock, for one page.
+ * With transparent huge pages only the first touch of each 2 MiB faults.
+ */
+static void
+touch(char *p, size_t n, size_t page)
+{
+	for (size_t o = 0; o < n; o += page)
+		__atomic_fetch_add((uint64_t *)(void *)(p + o), 0, __ATOMIC_RELAXED);
+}
+
 static void *
 warm_main(void *arg)
 {
@@ -84,15 +102,7 @@ warm_main(void *arg)
 			why = "the machine's available memory reached the reserve";
 			break;
 		}
-#ifdef MADV_POPULATE_WRITE
-		if (madvise(w->base + off, n, MADV_POPULATE_WRITE) != 0) {
-			why = strerror(errno);
-			break;
-		}
-#else
-		why = "MADV_POPULATE_WRITE is not available";
-		break;
-#endif
+		touch(w->base + off, n, w->page);
 		off += n;
 		atomic_store_explicit(&w->progress, off, memory_order_relaxed);
 	}
@@ -123,6 +133,7 @@ tide_seg_warm_start(void *base, size_t len, uint64_t reserve, struct tide_seg_wa
 		return -ENOMEM;
 	w->base = base;
 	w->len = len;
+	w->page = (size_t)pg;
 	w->reserve = reserve;
 	atomic_init(&w->stop, false);
 	atomic_init(&w->done, false);

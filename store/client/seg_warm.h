@@ -7,9 +7,8 @@
  * put into fresh segment memory costs: 192 MiB through batch_put_from ran at
  * 335 MiB/s into fresh 4 KiB pages and at 18 GB/s into the same memory once
  * touched. Transparent huge pages take a fault per 2 MiB instead of per
- * 4 KiB (510 MiB/s fresh), and faulting the range in beforehand
- * (MADV_POPULATE_WRITE, 1.3 GB/s with huge pages) leaves nothing for the put
- * to pay.
+ * 4 KiB (510 MiB/s fresh), and touching the range beforehand, from a thread
+ * that runs on idle CPU, leaves nothing for the put to pay.
  */
 #ifndef TIDE_SEG_WARM_H
 #define TIDE_SEG_WARM_H
@@ -23,9 +22,10 @@ struct tide_seg_warm;
  * Ask for transparent huge pages over [base, base + len) (madvise
  * MADV_HUGEPAGE; ignored where the kernel has none), then start a thread at
  * SCHED_IDLE priority (it runs only on otherwise idle CPU) that faults the
- * range in from its start, 32 MiB at a time, and stops early, logging once,
- * when the system's MemAvailable would fall below `reserve` bytes (0: the
- * default, an eighth of MemTotal and at least 1 GiB) or the kernel refuses.
+ * range in from its start (a write access to each page that keeps its
+ * contents), 32 MiB at a time, and stops early, logging once, when the
+ * system's MemAvailable would fall below `reserve` bytes (0: the default, an
+ * eighth of MemTotal and at least 1 GiB) or /proc/meminfo is unreadable.
  * base/len: page-aligned anonymous memory the caller owns and keeps mapped
  * until tide_seg_warm_stop() returned.
  * Returns 0 (*out set) or a negative errno (-EINVAL: base or len not
@@ -44,7 +44,7 @@ void tide_seg_warm_stop(struct tide_seg_warm *w);
 
 /*
  * Bytes faulted in so far, from the start of the range; done (may be NULL)
- * is set when the thread has finished (whole range, memory limit or refusal).
+ * is set when the thread has finished (whole range or memory limit).
  * Any thread.
  */
 size_t tide_seg_warm_progress(struct tide_seg_warm *w, int *done);

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * seg_warm.c: a range is faulted in whole (mincore), nothing is faulted in
- * past the memory reserve, stop returns promptly mid-way and leaves the
- * memory usable, and bad ranges are refused.
+ * seg_warm.c: a range is faulted in whole (mincore) with what was already
+ * written in it kept, nothing is faulted in past the memory reserve, stop
+ * returns promptly mid-way and leaves the memory usable, and bad ranges are
+ * refused.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -68,6 +69,9 @@ test_whole_range(void)
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(p);
 	CU_ASSERT_EQUAL_FATAL(resident_pages(p, len), 0);
+	/* Bytes already written (a put that came first) are kept, not zeroed. */
+	p[(40u << 20) + 8] = 0x33;
+	p[(40u << 20) + 4096 * 3] = 0x44;
 	/* A reserve of one page: any machine that runs the tests has 96 MiB more. */
 	CU_ASSERT_EQUAL_FATAL(tide_seg_warm_start(p, len, 4096, &w), 0);
 	CU_ASSERT_EQUAL(wait_done(w, &done), len);
@@ -75,6 +79,8 @@ test_whole_range(void)
 	CU_ASSERT_EQUAL(resident_pages(p, len), len / (size_t)sysconf(_SC_PAGESIZE));
 	/* Faulted in as zero pages of its own: the memory reads zero and takes writes. */
 	CU_ASSERT_EQUAL(p[0] | p[len / 2] | p[len - 1], 0);
+	CU_ASSERT_EQUAL(p[(40u << 20) + 8], 0x33);
+	CU_ASSERT_EQUAL(p[(40u << 20) + 4096 * 3], 0x44);
 	memset(p + len - 4096, 0x5a, 4096);
 	CU_ASSERT_EQUAL(p[len - 1], 0x5a);
 	tide_seg_warm_stop(w);
