@@ -710,6 +710,8 @@ setup_buffers(struct tide_store *s, uint64_t lbuf_size)
 		TIDE_LOG(ERR, "local buffer of %" PRIu64 " bytes: %s", lbuf_size, strerror(errno));
 		return -ENOMEM;
 	}
+	/* Huge pages where leases are touched: a fault per 2 MiB, not per 4 KiB. */
+	(void)madvise(p, (size_t)lbuf_size, MADV_HUGEPAGE);
 	s->lbuf = p;
 	s->lbuf_len = (size_t)lbuf_size;
 	return 0;

@@ -1,0 +1,340 @@
+#!/usr/bin/python3
+"""Miles' rollout flow over `mooncake.structured_object_store`, timed, against stock's figures.
+
+The shapes and processes of the "Miles rollout flow on stock Mooncake" entry of
+../shared/spec/reference-figures.md (2026-12-02): per step 4 dense DP shards of 32 samples
+(prompts 512 tokens, responses 1800-3600; Miles' ROLLOUT_DATA_VALUE_SPEC fields as Python
+lists, as Miles puts them) and one 32-sample MoE batch whose `rollout_routed_experts` are int32
+[T-1, 48, 8] arrays (about 150 MiB, split into 64 MiB chunks); a master, a holder process with
+the only segment, a writer (the rollout manager), two readers (trainers; shards split between
+them, read at the same time) and a driver (cleanup), as separate processes that live across
+steps as Miles' do, kernel TCP, no node agent.
+
+  put MiB/s  payload bytes of the step / the writer's time in MooncakeBundleTransfer.put
+  get MiB/s  the same bytes / the wall time from the first reader's first get to the last
+             reader's last release_result (both readers run at once)
+
+Payload bytes are the values' own (8 bytes per Python int or float, the arrays' nbytes), not
+the stored objects' sizes. Every value read is compared with what was put (type and bits)
+after its timing. Data generation and process start-up are outside every timing.
+
+  /usr/bin/python3 tools/miles-bench.py BUILD_DIR [--steps 4] [--runs 3]
+
+Prints each step's rates, then medians over the runs' first steps (processes, leases and the
+holder's segment fresh) and over all later steps, with their ratios against the reference
+figures' midpoints (put 316 MiB/s, get 165 MiB/s).
+"""
+import argparse
+import json
+import os
+import random
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+MiB = 1 << 20
+sys.path.insert(0, os.path.join(REPO, "store", "python"))
+# reference-figures.md, "Miles rollout flow on stock Mooncake" (2026-12-02): put 294-338 MiB/s,
+# get 153-177 MiB/s; the midpoints.
+STOCK_PUT, STOCK_GET = 316.0, 165.0
+REF = "../shared/spec/reference-figures.md (2026-12-02, stock Python layer, kernel TCP)"
+DENSE_SHARDS, SAMPLES, PROMPT = 4, 32, 512
+LAYERS, TOPK = 48, 8
+PREFIX = "miles-object-store"
+
+# Miles' ROLLOUT_DATA_VALUE_SPEC (train_data_conversion.py) for the fields sent here.
+SPEC = {"tokens": ("typed_ragged", None), "loss_masks": ("typed_ragged", None),
+        "rollout_log_probs": ("typed_ragged", None),
+        "rollout_routed_experts": ("typed_ragged", None),
+        "partition": ("ndarray", "int64"), "response_lengths": ("ndarray", "int64"),
+        "rewards": ("ndarray", "float32"), "truncated": ("ndarray", "int64"),
+        "sample_indices": ("ndarray", "int64"), "total_lengths": ("auto", None)}
+
+
+def shard(step, idx):
+    """Shard idx of a step (DENSE_SHARDS is the MoE batch), the same in every process."""
+    import numpy
+    rng = random.Random(step * 1000 + idx)
+    resp = [rng.randint(1800, 3600) for _ in range(SAMPLES)]
+    part = list(range(idx, idx + SAMPLES * (DENSE_SHARDS + 1), DENSE_SHARDS + 1))
+    v = {
+        "partition": part,
+        "tokens": [[rng.randrange(152000) for _ in range(PROMPT + r)] for r in resp],
+        "loss_masks": [[1] * (r - 1) + [0] for r in resp],
+        "rollout_log_probs": [[-rng.random() * 7 for _ in range(r)] for r in resp],
+        "response_lengths": resp,
+        "rewards": [rng.random() - 0.25 for _ in resp],
+        "truncated": [int(rng.random() < 0.2) for _ in resp],
+        "sample_indices": part,
+        "total_lengths": [PROMPT + r for r in resp],
+    }
+    if idx == DENSE_SHARDS:
+        g = numpy.random.default_rng(step * 1000 + idx)
+        v["rollout_routed_experts"] = [g.integers(0, 256, (PROMPT + r - 1, LAYERS, TOPK),
+                                                  dtype=numpy.int32) for r in resp]
+    return v
+
+
+def payload_bytes(v):
+    n = 0
+    for f, x in v.items():
+        if f == "rollout_routed_experts":
+            n += sum(a.nbytes for a in x)
+        elif x and isinstance(x[0], list):
+            n += 8 * sum(len(r) for r in x)
+        else:
+            n += 8 * len(x)
+    return n
+
+
+def schemas(v):
+    from mooncake.structured_object_store import FieldSchema
+    out = {}
+    for f, (codec, dtype) in SPEC.items():
+        if f in v:
+            md = {"section": "meta_info" if codec == "auto" else "non_tensor_batch"}
+            if dtype:
+                md["dtype"] = dtype
+            out[f] = FieldSchema(codec=codec, nullable=False, metadata=md)
+    return out
+
+
+def same(got, want, where):
+    """type(a) is type(b) and equal bits, recursively (numpy arrays by dtype, shape, bytes)."""
+    import numpy
+    if type(got) is not type(want) and not (isinstance(got, dict) and isinstance(want, dict)):
+        raise AssertionError(f"{where}: {type(got).__name__} for {type(want).__name__}")
+    if isinstance(want, numpy.ndarray):
+        if got.dtype != want.dtype or got.shape != want.shape or \
+                got.tobytes() != want.tobytes():
+            raise AssertionError(f"{where}: array differs")
+    elif isinstance(want, dict):
+        for k in want:
+            same(got[k], want[k], f"{where}.{k}")
+    elif isinstance(want, list):
+        if len(got) != len(want):
+            raise AssertionError(f"{where}: {len(got)} items for {len(want)}")
+        if want and not isinstance(want[0], (list, numpy.ndarray)):
+            if got != want or any(type(a) is not type(b) for a, b in zip(got, want)):
+                raise AssertionError(f"{where}: values differ")
+        else:
+            for i, (a, b) in enumerate(zip(got, want)):
+                same(a, b, f"{where}[{i}]")
+    elif got != want:
+        raise AssertionError(f"{where}: {got!r} for {want!r}")
+
+
+def open_store(master, segment):
+    from mooncake.store import MooncakeDistributedStore
+    s = MooncakeDistributedStore()
+    rc = s.setup("127.0.0.1", "P2PHANDSHAKE", segment, 1 << 30, "tcp", "", master)
+    if rc != 0:
+        raise SystemExit(f"setup against {master} failed: {rc}")
+    return s
+
+
+def role_holder(a):
+    s = open_store(a.master, 2 << 30)
+    print("ready", flush=True)
+    sys.stdin.read()  # until the orchestrator closes our stdin
+    s.close()
+
+
+def steps_from_stdin():
+    """(step, refs path) per line until stdin closes: the roles live across steps, as
+    Miles' rollout manager, trainers and driver do."""
+    print("ready", flush=True)
+    for line in sys.stdin:
+        step, refs = line.split()
+        yield int(step), refs
+
+
+def role_writer(a):
+    from mooncake.structured_object_store import MooncakeBundleTransfer, export_ref
+    s = open_store(a.master, 0)
+    t = MooncakeBundleTransfer(s, key_prefix=PREFIX)
+    for step, path in steps_from_stdin():
+        values = [shard(step, i) for i in range(DENSE_SHARDS + 1)]
+        nbytes = sum(payload_bytes(v) for v in values)
+        refs, spent = [], 0.0
+        for v in values:
+            sc = schemas(v)
+            t0 = time.perf_counter()
+            ref = t.put(v, type="dict", namespace="miles", partition="default",
+                        stage="rollout", config=None, field_schemas=sc)
+            spent += time.perf_counter() - t0
+            refs.append(export_ref(ref))
+        with open(path, "w") as f:
+            json.dump({"refs": refs, "bytes": nbytes}, f)
+        print(json.dumps({"put_s": spent, "bytes": nbytes}), flush=True)
+    t.close()
+    s.close()
+
+
+def role_reader(a):
+    from mooncake.structured_object_store import MooncakeBundleTransfer, import_ref
+    s = open_store(a.master, 0)
+    t = MooncakeBundleTransfer(s, key_prefix=PREFIX)
+    for step, path in steps_from_stdin():
+        with open(path) as f:
+            refs = json.load(f)["refs"]
+        mine = [i for i in range(len(refs)) if i % 2 == a.reader]
+        t0 = time.time()
+        got = [t.get(import_ref(refs[i]), type="dict") for i in mine]
+        t1 = time.time()
+        for i, g in zip(mine, got):
+            same(dict(g), shard(step, i), f"step {step} shard {i}")
+            MooncakeBundleTransfer.release_result(g)
+        print(json.dumps({"t0": t0, "t1": t1}), flush=True)
+    t.close()
+    s.close()
+
+
+def role_driver(a):
+    from mooncake.structured_object_store import MooncakeBundleTransfer, import_ref
+    s = open_store(a.master, 0)
+    t = MooncakeBundleTransfer(s, key_prefix=PREFIX)
+    for _, path in steps_from_stdin():
+        with open(path) as f:
+            for r in json.load(f)["refs"]:
+                t.cleanup_dataproto(import_ref(r))
+        print("{}", flush=True)
+    t.close()
+    s.close()
+
+
+def free_port():
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def child(args, env, **kw):
+    return subprocess.Popen([PY, os.path.abspath(__file__)] + args, env=env, text=True,
+                            stdout=subprocess.PIPE, **kw)
+
+
+def expect_line(p, what, deadline_s=60):
+    """The child's next stdout line (the orchestrator's only way to hear from it)."""
+    ready, _, _ = select.select([p.stdout], [], [], deadline_s)
+    line = p.stdout.readline() if ready else ""
+    if not line:
+        p.kill()
+        raise SystemExit(f"{what}: no answer within {deadline_s} s (exit {p.wait()})")
+    return line.strip()
+
+
+def run_once(build, steps, tmp, run):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "MOONCAKE_", "MC_"))}
+    env.update({"LIBTIDESTORE": os.path.join(build, "store", "client", "libtidestore.so"),
+                "TIDE_AGENT": "off", "TIDE_NODE_ENV": os.devnull, "MC_FORCE_TCP": "1",
+                "TIDE_LOG_LEVEL": "warn"})
+    port = free_port()
+    master = subprocess.Popen([os.path.join(build, "tools", "master", "mooncake_master"),
+                               f"--rpc_port={port}", "--rpc_address=127.0.0.1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    addr = f"127.0.0.1:{port}"
+    holder = None
+    roles = []
+    rows = []
+    try:
+        end = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > end or master.poll() is not None:
+                    raise SystemExit(f"mooncake_master did not listen on {addr}")
+                time.sleep(0.05)
+        holder = child(["holder", "--master", addr], env, stdin=subprocess.PIPE)
+        if expect_line(holder, "holder") != "ready":
+            raise SystemExit("holder did not set up")
+        writer = child(["writer", "--master", addr], env, stdin=subprocess.PIPE)
+        readers = [child(["reader", "--master", addr, "--reader", str(r)], env,
+                         stdin=subprocess.PIPE) for r in (0, 1)]
+        driver = child(["driver", "--master", addr], env, stdin=subprocess.PIPE)
+        roles = [writer] + readers + [driver]
+        for p in roles:
+            if expect_line(p, "a role") != "ready":
+                raise SystemExit("a role did not set up")
+
+        def order(procs, step, refs):
+            for p in procs:
+                p.stdin.write(f"{step} {refs}\n")
+                p.stdin.flush()
+
+        for step in range(steps):
+            refs = os.path.join(tmp, f"refs-{run}-{step}.json")
+            order([writer], step, refs)
+            wres = json.loads(expect_line(writer, "writer", 600))
+            order(readers, step, refs)
+            res = [json.loads(expect_line(r, "reader (a value that did not come back as put?)",
+                                          600)) for r in readers]
+            get_s = max(x["t1"] for x in res) - min(x["t0"] for x in res)
+            order([driver], step, refs)
+            expect_line(driver, "driver", 120)
+            mib = wres["bytes"] / MiB
+            rows.append((mib / wres["put_s"], mib / get_s))
+            print(f"run {run} step {step}: {mib:.1f} MiB, put {rows[-1][0]:.0f} MiB/s, "
+                  f"get {rows[-1][1]:.0f} MiB/s", flush=True)
+        for p in roles:
+            p.stdin.close()
+            if p.wait(timeout=60) != 0:
+                raise SystemExit(f"a role exited with {p.returncode}")
+    finally:
+        for p in roles:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if holder is not None:
+            holder.stdin.close()
+            try:
+                holder.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                holder.kill()
+        master.terminate()
+        master.wait(timeout=30)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("role_or_build")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--master")
+    ap.add_argument("--reader", type=int, default=0)
+    a = ap.parse_args()
+    roles = {"holder": role_holder, "writer": role_writer, "reader": role_reader,
+             "driver": role_driver}
+    if a.role_or_build in roles:
+        roles[a.role_or_build](a)
+        return
+    build = os.path.abspath(a.role_or_build)
+    if a.steps < 2:
+        raise SystemExit("--steps must be at least 2 (the first step of a run is reported apart)")
+    first, rows = [], []
+    with tempfile.TemporaryDirectory(prefix="tide-miles-bench-") as tmp:
+        for run in range(a.runs):
+            r = run_once(build, a.steps, tmp, run)
+            first.append(r[0])
+            rows += r[1:]
+    for what, rs in (("first steps (fresh processes and segment)", first),
+                     ("later steps", rows)):
+        put = statistics.median(r[0] for r in rs)
+        get = statistics.median(r[1] for r in rs)
+        print(f"median of {len(rs)} {what}: put {put:.0f} MiB/s ({put / STOCK_PUT:.1f}x "
+              f"stock), get {get:.0f} MiB/s ({get / STOCK_GET:.1f}x stock)")
+    print(f"stock = midpoints of {REF}")
+
+
+if __name__ == "__main__":
+    main()
