@@ -25,6 +25,7 @@ holder's segment fresh) and over all later steps, with their ratios against the 
 figures' midpoints (put 316 MiB/s, get 165 MiB/s).
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -140,6 +141,19 @@ def open_store(master, segment):
     return s
 
 
+@contextlib.contextmanager
+def bundle(master):
+    """A MooncakeBundleTransfer over a store of no segment of its own, closed after."""
+    from mooncake.structured_object_store import MooncakeBundleTransfer
+    s = open_store(master, 0)
+    t = MooncakeBundleTransfer(s, key_prefix=PREFIX)
+    try:
+        yield t
+    finally:
+        t.close()
+        s.close()
+
+
 def role_holder(a):
     s = open_store(a.master, 2 << 30)
     print("ready", flush=True)
@@ -157,57 +171,48 @@ def steps_from_stdin():
 
 
 def role_writer(a):
-    from mooncake.structured_object_store import MooncakeBundleTransfer, export_ref
-    s = open_store(a.master, 0)
-    t = MooncakeBundleTransfer(s, key_prefix=PREFIX)
-    for step, path in steps_from_stdin():
-        values = [shard(step, i) for i in range(DENSE_SHARDS + 1)]
-        nbytes = sum(payload_bytes(v) for v in values)
-        refs, spent = [], 0.0
-        for v in values:
-            sc = schemas(v)
-            t0 = time.perf_counter()
-            ref = t.put(v, type="dict", namespace="miles", partition="default",
-                        stage="rollout", config=None, field_schemas=sc)
-            spent += time.perf_counter() - t0
-            refs.append(export_ref(ref))
-        with open(path, "w") as f:
-            json.dump({"refs": refs, "bytes": nbytes}, f)
-        print(json.dumps({"put_s": spent, "bytes": nbytes}), flush=True)
-    t.close()
-    s.close()
+    from mooncake.structured_object_store import export_ref
+    with bundle(a.master) as t:
+        for step, path in steps_from_stdin():
+            values = [shard(step, i) for i in range(DENSE_SHARDS + 1)]
+            nbytes = sum(payload_bytes(v) for v in values)
+            refs, spent = [], 0.0
+            for v in values:
+                sc = schemas(v)
+                t0 = time.perf_counter()
+                ref = t.put(v, type="dict", namespace="miles", partition="default",
+                            stage="rollout", config=None, field_schemas=sc)
+                spent += time.perf_counter() - t0
+                refs.append(export_ref(ref))
+            with open(path, "w") as f:
+                json.dump({"refs": refs, "bytes": nbytes}, f)
+            print(json.dumps({"put_s": spent, "bytes": nbytes}), flush=True)
 
 
 def role_reader(a):
     from mooncake.structured_object_store import MooncakeBundleTransfer, import_ref
-    s = open_store(a.master, 0)
-    t = MooncakeBundleTransfer(s, key_prefix=PREFIX)
-    for step, path in steps_from_stdin():
-        with open(path) as f:
-            refs = json.load(f)["refs"]
-        mine = [i for i in range(len(refs)) if i % 2 == a.reader]
-        t0 = time.time()
-        got = [t.get(import_ref(refs[i]), type="dict") for i in mine]
-        t1 = time.time()
-        for i, g in zip(mine, got):
-            same(dict(g), shard(step, i), f"step {step} shard {i}")
-            MooncakeBundleTransfer.release_result(g)
-        print(json.dumps({"t0": t0, "t1": t1}), flush=True)
-    t.close()
-    s.close()
+    with bundle(a.master) as t:
+        for step, path in steps_from_stdin():
+            with open(path) as f:
+                refs = json.load(f)["refs"]
+            mine = [i for i in range(len(refs)) if i % 2 == a.reader]
+            t0 = time.time()
+            got = [t.get(import_ref(refs[i]), type="dict") for i in mine]
+            t1 = time.time()
+            for i, g in zip(mine, got):
+                same(dict(g), shard(step, i), f"step {step} shard {i}")
+                MooncakeBundleTransfer.release_result(g)
+            print(json.dumps({"t0": t0, "t1": t1}), flush=True)
 
 
 def role_driver(a):
-    from mooncake.structured_object_store import MooncakeBundleTransfer, import_ref
-    s = open_store(a.master, 0)
-    t = MooncakeBundleTransfer(s, key_prefix=PREFIX)
-    for _, path in steps_from_stdin():
-        with open(path) as f:
-            for r in json.load(f)["refs"]:
-                t.cleanup_dataproto(import_ref(r))
-        print("{}", flush=True)
-    t.close()
-    s.close()
+    from mooncake.structured_object_store import import_ref
+    with bundle(a.master) as t:
+        for _, path in steps_from_stdin():
+            with open(path) as f:
+                for r in json.load(f)["refs"]:
+                    t.cleanup_dataproto(import_ref(r))
+            print("{}", flush=True)
 
 
 def free_port():
