@@ -30,7 +30,6 @@ import json
 import os
 import random
 import select
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,8 @@ REPO = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
 MiB = 1 << 20
 sys.path.insert(0, os.path.join(REPO, "store", "python"))
+sys.path.insert(0, HERE)
+import storecluster  # noqa: E402  (free ports, clean environments, the master)
 # reference-figures.md, "Miles rollout flow on stock Mooncake" (2026-12-02): put 294-338 MiB/s,
 # get 153-177 MiB/s; the midpoints.
 STOCK_PUT, STOCK_GET = 316.0, 165.0
@@ -215,12 +216,6 @@ def role_driver(a):
             print("{}", flush=True)
 
 
-def free_port():
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        return so.getsockname()[1]
-
-
 def child(args, env, **kw):
     return subprocess.Popen([PY, os.path.abspath(__file__)] + args, env=env, text=True,
                             stdout=subprocess.PIPE, **kw)
@@ -237,28 +232,16 @@ def expect_line(p, what, deadline_s=60):
 
 
 def run_once(build, steps, tmp, run):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDE_", "MOONCAKE_", "MC_"))}
-    env.update({"LIBTIDESTORE": os.path.join(build, "store", "client", "libtidestore.so"),
-                "TIDE_AGENT": "off", "TIDE_NODE_ENV": os.devnull, "MC_FORCE_TCP": "1",
-                "TIDE_LOG_LEVEL": "warn"})
-    port = free_port()
-    master = subprocess.Popen([os.path.join(build, "tools", "master", "mooncake_master"),
-                               f"--rpc_port={port}", "--rpc_address=127.0.0.1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    addr = f"127.0.0.1:{port}"
+    env = storecluster.clean_env({
+        "LIBTIDESTORE": os.path.join(build, "store", "client", "libtidestore.so"),
+        "TIDE_AGENT": "off", "TIDE_NODE_ENV": os.devnull, "MC_FORCE_TCP": "1",
+        "TIDE_LOG_LEVEL": "warn"})
+    master, addr = storecluster.start_master(
+        os.path.join(build, "tools", "master", "mooncake_master"), env, subprocess.DEVNULL)
     holder = None
     roles = []
     rows = []
     try:
-        end = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > end or master.poll() is not None:
-                    raise SystemExit(f"mooncake_master did not listen on {addr}")
-                time.sleep(0.05)
         holder = child(["holder", "--master", addr], env, stdin=subprocess.PIPE)
         if expect_line(holder, "holder") != "ready":
             raise SystemExit("holder did not set up")

@@ -37,6 +37,28 @@ def clean_env(extra=None):
     return env
 
 
+def start_master(binary, env, out, *args, deadline_s=20):
+    """mooncake_master on a free loopback port, stdout and stderr to out; returns
+    (process, "127.0.0.1:port") once it accepts connections, or raises RuntimeError when
+    it exits or does not listen within deadline_s."""
+    port = free_port()
+    proc = subprocess.Popen([binary, "--rpc_port", str(port), "--rpc_address", "127.0.0.1",
+                             *args], stdout=out, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return proc, f"127.0.0.1:{port}"
+        except OSError:
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError(f"mooncake_master did not listen on 127.0.0.1:{port}")
+
+
 class Node:
     def __init__(self, name, env_file, sock, base_env=None):
         self.base_env = base_env or {}
@@ -124,25 +146,15 @@ class LocalStoreCluster:
         return Node(name, path, sock, base)
 
     def _start_master(self):
-        port = free_port()
-        self.master_addr = f"127.0.0.1:{port}"
         log = open(os.path.join(self.tmp, "master.log"), "w")
         env = clean_env({"TIDE_PIN_UNREAD": "1" if self.pin_unread else "0"})
-        self.master = subprocess.Popen(
-            [self._bin("tools", "master", "mooncake_master"), "--rpc_port", str(port),
-             "--rpc_address", "127.0.0.1", "--metrics_port", "0", "--metrics_host",
-             "127.0.0.1"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), 1).close()
-                return
-            except OSError:
-                if self.master.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError("mooncake_master did not start:\n" + self.read_log("master.log"))
+        try:
+            self.master, self.master_addr = start_master(
+                self._bin("tools", "master", "mooncake_master"), env, log,
+                "--metrics_port", "0", "--metrics_host", "127.0.0.1")
+        except RuntimeError:
+            raise RuntimeError("mooncake_master did not start:\n" +
+                               self.read_log("master.log")) from None
 
     def _start_agent(self, node):
         out = open(node.log, "w")
