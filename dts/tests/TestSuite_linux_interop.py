@@ -122,7 +122,9 @@ class TestLinuxInterop(TestSuite):
         self.verify(p.returncode == 0, p.stdout + p.stderr)
         self.verify(f"received {nbytes} bad 0" in out and " match" in out, out)
         self.verify("packet buffers leaked: 0" in p.stdout, p.stdout)
-        print(f"\n    {[ln for ln in p.stdout.splitlines() if 'sent' in ln][0]}", end=" ")
+        c = counters(p.stdout)
+        print(f"\n    {[ln for ln in p.stdout.splitlines() if 'sent' in ln][0]}"
+              f" (RTOs {c.get('tcp_rto_fired')}, loss probes {c.get('tcp_tlp_probes')})", end=" ")
         return p.stdout
 
     def test_linux_ping_gets_replies(self):

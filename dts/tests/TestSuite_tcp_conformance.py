@@ -77,11 +77,7 @@ ETH_P_ALL = 0x0003
 
 #: Tide deviations reported and not yet fixed: case number -> (regex over the case's
 #: problems, what). Matching problems show as "KNOWN: what"; the others still fail.
-KNOWN_TIDE = {
-    10: (r"loss probes in one episode|retransmissions in .* \(bound",
-         "probes back off (PTO * 2^k) until the RTO instead of one per episode "
-         "(engine/net/tcp_sack.c tcp_tlp_arm; RFC 8985 7.3: none while one is in flight)"),
-}
+KNOWN_TIDE = {}
 
 # The Linux target: one listener per behaviour, a thread per connection.
 LINUX_TARGET = r'''

@@ -589,9 +589,8 @@ struct tide_net_conn {
 	uint64_t t_wait; /* TIME_WAIT, orphaned FIN_WAIT_2 */
 	uint64_t t_tlp;  /* tail loss probe (SACK connections) */
 	uint64_t t_rack; /* RACK reordering window ends (SACK connections) */
-	uint8_t tlp_n;   /* probes since new data was last acknowledged or SACKed: the next
-			    waits 2^tlp_n PTOs */
-	bool tlp_rto;    /* an RTO fired since then: no probe until new data is acknowledged */
+	bool tlp_done;   /* a probe went or the RTO fired since new data was last
+			    acknowledged or SACKed: no probe until it is (RFC 8985 7.3) */
 
 	struct tide_net_conn_cbs cbs;
 	void *arg;

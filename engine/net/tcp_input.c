@@ -350,12 +350,25 @@ tcp_retransmit_head(struct tide_net_conn *c, uint64_t now)
 	tcp_rearm_rto(c, now);
 }
 
+/*
+ * The window a recovery leaves with: ssthresh (RFC 6582 3.2 step 3, option 2;
+ * Linux's too). Option 1, min(ssthresh, FlightSize + SMSS), left one segment
+ * when the recovery point was the last byte out, and a one-segment window
+ * waits on the peer's delayed ACK: against Linux at 5 % loss, leaving with
+ * ssthresh took a third of the tail probes away (1260 -> 850 per 128 MiB).
+ */
+static uint32_t
+recovery_exit_cwnd(const struct tide_net_conn *c)
+{
+	return c->ssthresh;
+}
+
 /* RFC 9293 3.10.7.4 fifth step. Returns 0 to go on, -1 to drop the segment. */
 static int
 tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 {
 	struct tide_net_stack *s = c->stack;
-	uint32_t ack = seg->ack, acked, wnd, flight, newly = 0;
+	uint32_t ack = seg->ack, acked, wnd, newly = 0;
 	bool win_changed = false;
 
 	if (after(ack, c->snd_max) || before(ack, c->snd_una - c->max_snd_wnd)) {
@@ -401,8 +414,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 				}
 				if (newly > 0) {
 					/* New data SACKed: the peer is there, a new episode. */
-					c->tlp_n = 0;
-					c->tlp_rto = false;
+					c->tlp_done = false;
 				}
 				tcp_sack_check_loss(c, now);
 				tcp_tlp_arm(c, now);
@@ -421,8 +433,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 				tcp_retransmit_head(c, now);
 			}
 		} else if (c->sack_ok && newly > 0) {
-			c->tlp_n = 0;
-			c->tlp_rto = false;
+			c->tlp_done = false;
 			tcp_sack_check_loss(c, now);
 			tcp_tlp_arm(c, now);
 		}
@@ -440,7 +451,6 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		}
 		tcp_snd_drop(c, d);
 	}
-	flight = c->snd_max - ack;
 	c->snd_una = ack;
 	if (before(c->snd_nxt, ack)) {
 		c->snd_nxt = ack;
@@ -456,15 +466,13 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		}
 	}
 	if (c->sack_ok) {
-		c->tlp_n = 0; /* new data acknowledged: a new episode */
-		c->tlp_rto = false;
+		c->tlp_done = false; /* new data acknowledged: a new episode */
 		tcp_sack_clean(c);
 		if (c->in_recovery || c->loss_state) {
 			if (!before(ack, c->recover)) {
 				/* RFC 6675 5 (C): RecoveryPoint acknowledged. */
 				if (c->in_recovery) {
-					c->cwnd = c->ssthresh < flight + c->mss ? c->ssthresh
-										: flight + c->mss;
+					c->cwnd = recovery_exit_cwnd(c);
 				}
 				c->in_recovery = false;
 				c->loss_state = false;
@@ -486,7 +494,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 			/* Full ACK (RFC 6582 3.2 step 3): deflate. */
 			c->in_recovery = false;
 			c->dupacks = 0;
-			c->cwnd = c->ssthresh < flight + c->mss ? c->ssthresh : flight + c->mss;
+			c->cwnd = recovery_exit_cwnd(c);
 		} else {
 			/* Partial ACK: retransmit the next hole, deflate by what was acked. */
 			c->cwnd = c->cwnd > acked ? c->cwnd - acked : 0;

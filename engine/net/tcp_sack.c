@@ -720,48 +720,54 @@ tcp_sack_on_rto(struct tide_net_conn *c)
 
 /* ---- tail loss probe (RFC 8985 7), extended to recovery ---- */
 
-#define TLP_PTO_MIN_NS  (500 * NS_PER_US)
-#define TLP_BACKOFF_MAX 10
+#define TLP_PTO_MIN_NS (500 * NS_PER_US)
 
 /*
- * Probes come before the RTO, never after it: once the RTO fires, none is
- * armed until an ACK acknowledges or SACKs new data, so a silent peer sees
- * only the RTO's backed-off resends (RFC 8985 7; it was a train of probes
- * after every timeout, ten times Linux's resends).
+ * One probe per episode (RFC 8985 7.3): once a probe went, or the RTO fired,
+ * none is armed until an ACK acknowledges or SACKs new data (tlp_done), so
+ * an unanswered probe leaves the RTO and its backoff alone, as in Linux (it
+ * was a train of probes backing off up to the RTO: a silent peer saw ten
+ * times Linux's resends).
  *
- * Before it, the k-th unanswered probe in a row waits 2^k PTOs and none is
- * armed past the RTO: with the default RTO floor (1 ms; PTO 500 us) that is
- * one probe per episode, as RFC 8985 has it. With a floor far above the RTT
- * (200 ms against a Linux peer, with a sub-ms RTT) a lost probe or its lost
- * ACK would otherwise cost the whole RTO and a one-segment window; with 5 to
- * 10 % loss in simulation, one probe per episode took 5 to 8 RTOs where
- * the backed-off probes took none. Probes also run in recovery, for a lost
- * retransmission with nothing sent after it to tell (a tail the RACK timer
- * never sees); lost retransmissions that do have evidence are the RACK
- * timer's (t_rack).
+ * PTO = 2 SRTT (7.2), floored so a peer's ordinary ACK pacing does not draw
+ * probes. With one segment out the peer may hold its ACK for its delayed-ACK
+ * time (WCDelAckT), taken as the RTO floor: the node sets that from the peers
+ * it talks to (1 ms between Tide stacks, 200 ms for Linux's delayed ACKs). A
+ * PTO past the RTO is cut to just before it, so the probe goes in place of
+ * the timeout, without collapsing the window (the timer wheel runs a due
+ * probe before a due RTO), and the probe re-arms the RTO.
+ *
+ * The cost of the rule is an RTO per unanswered probe: where a peer answers
+ * a whole flight with one ACK (Linux does, for a burst it takes in one
+ * softirq), a small window on a sub-ms link makes a tail of every lost ACK,
+ * and the probe or its answer is lost as often as anything else (README,
+ * "Loss recovery"). Probes also run in recovery, for a lost retransmission
+ * with nothing sent after it to tell (a tail the RACK timer never sees);
+ * lost retransmissions that do have evidence are the RACK timer's (t_rack).
  */
 void
 tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
 {
 	uint64_t pto;
 
-	if (!c->sack_ok || c->tlp_rto || c->snd_una == c->snd_max || c->srtt == 0 ||
+	if (!c->sack_ok || c->tlp_done || c->snd_una == c->snd_max || c->srtt == 0 ||
 	    !((1u << c->state) & TCPF_CAN_SEND)) {
 		c->t_tlp = 0;
 		return;
 	}
-	/*
-	 * PTO = 2 SRTT, floored so a peer's ordinary ACK pacing does not draw
-	 * probes. Useless unless it beats the RTO.
-	 */
 	pto = 2 * c->srtt;
 	if (pto < TLP_PTO_MIN_NS) {
 		pto = TLP_PTO_MIN_NS;
 	}
-	pto <<= c->tlp_n < TLP_BACKOFF_MAX ? c->tlp_n : TLP_BACKOFF_MAX;
+	if (c->snd_max - c->snd_una <= c->mss) {
+		pto += (uint64_t)c->stack->o.tcp_rto_min_us * NS_PER_US;
+	}
 	if (c->t_rto != 0 && now + pto >= c->t_rto) {
-		c->t_tlp = 0;
-		return;
+		if (c->t_rto <= now + 1) {
+			c->t_tlp = 0; /* the RTO is due: it resends */
+			return;
+		}
+		pto = c->t_rto - 1 - now;
 	}
 	tcp_arm(c, &c->t_tlp, now + pto);
 }
@@ -863,7 +869,7 @@ tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
 {
 	bool sent;
 
-	if (!c->sack_ok || c->tlp_rto || c->snd_una == c->snd_max ||
+	if (!c->sack_ok || c->tlp_done || c->snd_una == c->snd_max ||
 	    !((1u << c->state) & TCPF_CAN_SEND)) {
 		return;
 	}
@@ -871,9 +877,9 @@ tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
 	if (sent) {
 		c->stack->st.tcp_tlp_probes++;
 	}
-	/* Backs off even when nothing could go (no buffer, nothing to resend). */
-	if (c->tlp_n < UINT8_MAX) {
-		c->tlp_n++;
-	}
-	tcp_tlp_arm(c, now);
+	/* The episode's one chance, even when nothing could go (no buffer, nothing
+	 * to resend); 7.3: the RTO, not the PTO, is armed behind it. */
+	c->tlp_done = true;
+	c->t_tlp = 0;
+	tcp_rearm_rto(c, now);
 }

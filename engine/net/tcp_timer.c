@@ -192,7 +192,7 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 	 * a timeout, not after): against a silent peer only the backed-off RTO
 	 * resends, as in Linux, not a train of probes after every timeout.
 	 */
-	c->tlp_rto = true;
+	c->tlp_done = true;
 	if (c->sack_ok) {
 		/* RFC 6675 5.1: resend the unSACKed bytes only, as slow start allows. */
 		tcp_sack_on_rto(c);
@@ -269,17 +269,19 @@ tcp_conn_timers(struct tide_net_conn *c, uint64_t now)
 		tcp_done(c, 0);
 		return fired;
 	}
-	if (due(&c->t_rto, now)) {
+	/* A due probe goes before a due RTO: it re-arms the RTO (tcp_tlp_arm puts
+	 * a probe that would land on the RTO just before it, to go instead). */
+	if (due(&c->t_tlp, now)) {
+		fired++;
+		tcp_tlp_fire(c, now);
+	}
+	if (c->state != TCP_CLOSE && due(&c->t_rto, now)) {
 		fired++;
 		tcp_retransmit_timer(c, now);
 	}
 	if (c->state != TCP_CLOSE && due(&c->t_rack, now)) {
 		fired++;
 		tcp_rack_timer(c, now);
-	}
-	if (c->state != TCP_CLOSE && due(&c->t_tlp, now)) {
-		fired++;
-		tcp_tlp_fire(c, now);
 	}
 	if (c->state != TCP_CLOSE && due(&c->t_persist, now)) {
 		fired++;

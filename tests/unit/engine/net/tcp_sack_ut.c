@@ -4,9 +4,9 @@
  * out-of-order queue (order, merging, limits, D-SACK), the sender scoreboard
  * (merging, stale and forged blocks), hole retransmission order and the RTO
  * keeping SACKed data; the RACK timer and the probe that resend lost
- * retransmissions in recovery ahead of a 200 ms RTO; probes that back off
- * and stop at the RTO, none after it, so a silent peer sees only the RTO's
- * resends (and one probe with the default RTO floor).
+ * retransmissions in recovery ahead of a 200 ms RTO; one probe per episode,
+ * none after an RTO, so a silent peer sees only the RTO's resends; a lone
+ * segment's probe waiting out the peer's delayed ACK, in place of the RTO.
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -389,6 +389,7 @@ test_rto_keeps_sacked(void)
 	/* Only segments 6-7 are SACKed: too little for IsLost, and no new data may go. */
 	struct tcp_sack_blk b[1] = {{U + 6 * MSS, U + 8 * MSS}};
 	c->snd_wnd = 10 * MSS; /* no room for new data: nothing but the RTO can help */
+	c->srtt = 0;           /* no RTT sample: no RACK timer and no probe either */
 	sack_ack(&e, c, U, b, 1);
 	ut_dev_drain(&e.dev);
 	CU_ASSERT_FALSE(c->in_recovery);
@@ -640,13 +641,13 @@ test_rack_reordering_not_loss(void)
 }
 
 /*
- * With an RTO far above the PTO (200 ms against 500 us), unanswered probes
- * back off exponentially and stop short of the RTO; once it fired, none
- * follows (only the RTO's own backed-off resends) until new data is
- * acknowledged, which starts a new episode with probes again.
+ * With an RTO far above the PTO (200 ms against 500 us), one probe per
+ * episode (RFC 8985 7.3): the last segment goes once at the PTO, then only
+ * the RTO resends, with its backoff, until new data is acknowledged, which
+ * starts a new episode with a probe again.
  */
 static void
-test_probes_back_off_until_rto(void)
+test_one_probe_per_episode(void)
 {
 	struct ut_env e;
 	struct ut_app a;
@@ -654,42 +655,75 @@ test_probes_back_off_until_rto(void)
 	struct ut_tcp_out o;
 	uint64_t at[16];
 	uint32_t I, U;
-	unsigned n, probes;
 
 	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
 	U = I + 1;
-	CU_ASSERT_EQUAL(tide_net_send(c, data, MSS, e.now), MSS);
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 2 * MSS, e.now), 2 * MSS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	slow_rto(&e, c);
-	n = watch_seq(&e, U, 199 * NS_PER_MS, at, 16);
-	CU_ASSERT(n >= 5);
-	CU_ASSERT(n <= 10);
+	/* The probe: the last segment, 2 SRTT floored at 500 us after. */
+	CU_ASSERT_EQUAL(watch_seq(&e, U + MSS, 199 * NS_PER_MS, at, 16), 1);
 	CU_ASSERT(at[0] >= 500 * NS_PER_US && at[0] <= 700 * NS_PER_US);
-	for (unsigned i = 2; i < n; i++) {
-		uint64_t prev = at[i - 1] - at[i - 2], gap = at[i] - at[i - 1];
-
-		CU_ASSERT(gap >= prev * 2 - 100 * NS_PER_US);
-	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
-	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, n);
-	probes = n;
-	/* The RTO fires at 200 ms, then 400 ms later: two resends, no probe between. */
-	n = watch_seq(&e, U, 700 * NS_PER_MS, at, 16);
-	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 2);
-	CU_ASSERT_EQUAL(n, 2);
-	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, probes);
-	CU_ASSERT(c->tlp_rto);
+	CU_ASSERT(c->tlp_done);
 	CU_ASSERT_EQUAL(c->t_tlp, 0);
-	/* An ACK of new data starts a new episode: the next tail gets probes again. */
-	IN(&e, .seq = P + 1, .ack = U + MSS, .flags = TCPHDR_ACK);
-	CU_ASSERT_EQUAL(c->tlp_n, 0);
-	CU_ASSERT_FALSE(c->tlp_rto);
+	/* The probe re-armed the RTO: it fires 200 ms after it, then 400 ms later. */
+	CU_ASSERT_EQUAL(watch_seq(&e, U, 700 * NS_PER_MS, at, 16), 2);
+	CU_ASSERT(at[0] >= 1 * NS_PER_MS && at[0] <= 2 * NS_PER_MS);
+	CU_ASSERT(at[1] - at[0] >= 399 * NS_PER_MS && at[1] - at[0] <= 401 * NS_PER_MS);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 2);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
+	/* An ACK of new data starts a new episode: the next tail gets its probe. */
+	IN(&e, .seq = P + 1, .ack = U + 2 * MSS, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->tlp_done);
+	ut_dev_drain(&e.dev);
+	c->cwnd = 10 * MSS; /* out of the RTO's slow start: both segments go at once */
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 2 * MSS, e.now), 2 * MSS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	slow_rto(&e, c);
+	CU_ASSERT_EQUAL(watch_seq(&e, U + 3 * MSS, 10 * NS_PER_MS, at, 16), 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 2);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * One segment out: the peer may hold its ACK for its delayed-ACK time, taken
+ * as the RTO floor (RFC 8985 7.2 WCDelAckT). With a 200 ms floor that puts
+ * the probe past the RTO, so it goes just before it, in its place: one
+ * resend at 200 ms that is a probe (the window stays), then the RTO 200 ms
+ * after it.
+ */
+static void
+test_one_segment_probe_waits_delayed_ack(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint64_t at[4];
+	uint32_t I, U, cwnd;
+
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+	U = I + 1;
+	e.s->o.tcp_rto_min_us = 200000;
 	CU_ASSERT_EQUAL(tide_net_send(c, data, MSS, e.now), MSS);
 	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	slow_rto(&e, c);
-	n = watch_seq(&e, U + MSS, 10 * NS_PER_MS, at, 16);
-	CU_ASSERT(n >= 1);
-	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, probes + n);
+	cwnd = c->cwnd;
+	CU_ASSERT_EQUAL(watch_seq(&e, U, 250 * NS_PER_MS, at, 4), 1);
+	CU_ASSERT(at[0] >= 199 * NS_PER_MS && at[0] <= 201 * NS_PER_MS);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	CU_ASSERT_EQUAL(c->cwnd, cwnd);
+	CU_ASSERT_EQUAL(watch_seq(&e, U, 200 * NS_PER_MS, at, 4), 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
 	ut_dev_drain(&e.dev);
 	tide_net_abort(c, e.now);
 	ut_app_fini(&a);
@@ -756,7 +790,9 @@ register_tests(void)
 		    test_rack_timer_resends_lost_retransmission);
 	CU_add_test(s, "rack_marks_originals_lost", test_rack_marks_originals_lost);
 	CU_add_test(s, "rack_reordering_not_loss", test_rack_reordering_not_loss);
-	CU_add_test(s, "probes_back_off_until_rto", test_probes_back_off_until_rto);
+	CU_add_test(s, "one_probe_per_episode", test_one_probe_per_episode);
+	CU_add_test(s, "one_segment_probe_waits_delayed_ack",
+		    test_one_segment_probe_waits_delayed_ack);
 	CU_add_test(s, "silent_peer_rto_only", test_silent_peer_rto_only);
 }
 
