@@ -177,17 +177,19 @@ def role_writer(a):
         for step, path in steps_from_stdin():
             values = [shard(step, i) for i in range(DENSE_SHARDS + 1)]
             nbytes = sum(payload_bytes(v) for v in values)
-            refs, spent = [], 0.0
+            refs, each = [], []
             for v in values:
                 sc = schemas(v)
                 t0 = time.perf_counter()
                 ref = t.put(v, type="dict", namespace="miles", partition="default",
                             stage="rollout", config=None, field_schemas=sc)
-                spent += time.perf_counter() - t0
+                each.append(time.perf_counter() - t0)
                 refs.append(export_ref(ref))
             with open(path, "w") as f:
                 json.dump({"refs": refs, "bytes": nbytes}, f)
-            print(json.dumps({"put_s": spent, "bytes": nbytes}), flush=True)
+            print(json.dumps({"put_s": sum(each), "bytes": nbytes,
+                              "dense_ms": 1e3 * statistics.mean(each[:DENSE_SHARDS]),
+                              "moe_ms": 1e3 * each[DENSE_SHARDS]}), flush=True)
 
 
 def role_reader(a):
@@ -270,9 +272,10 @@ def run_once(build, steps, tmp, run):
             order([driver], step, refs)
             expect_line(driver, "driver", 120)
             mib = wres["bytes"] / MiB
-            rows.append((mib / wres["put_s"], mib / get_s))
-            print(f"run {run} step {step}: {mib:.1f} MiB, put {rows[-1][0]:.0f} MiB/s, "
-                  f"get {rows[-1][1]:.0f} MiB/s", flush=True)
+            rows.append((mib / wres["put_s"], mib / get_s, wres["dense_ms"], wres["moe_ms"]))
+            print(f"run {run} step {step}: {mib:.1f} MiB, put {rows[-1][0]:.0f} MiB/s "
+                  f"(a dense shard {wres['dense_ms']:.1f} ms, the MoE batch "
+                  f"{wres['moe_ms']:.1f} ms), get {rows[-1][1]:.0f} MiB/s", flush=True)
         for p in roles:
             p.stdin.close()
             if p.wait(timeout=60) != 0:
@@ -320,7 +323,9 @@ def main():
         put = statistics.median(r[0] for r in rs)
         get = statistics.median(r[1] for r in rs)
         print(f"median of {len(rs)} {what}: put {put:.0f} MiB/s ({put / STOCK_PUT:.1f}x "
-              f"stock), get {get:.0f} MiB/s ({get / STOCK_GET:.1f}x stock)")
+              f"stock), get {get:.0f} MiB/s ({get / STOCK_GET:.1f}x stock); writer per put: "
+              f"dense shard {statistics.median(r[2] for r in rs):.1f} ms, MoE batch "
+              f"{statistics.median(r[3] for r in rs):.1f} ms")
     print(f"stock = midpoints of {REF}")
 
 

@@ -220,9 +220,9 @@ def test_miles_object_store_sequence(master, pair):
     assert f"{base}/buffer/non_tensor_batch.prompt.data" in keys
     assert not any("raw_reward" in k or "total_lengths" in k for k in keys)  # auto: in ref
     puts = [c for c in writer.calls if c[0] == "put"]
-    assert [c[1][0] for c in puts] == [f"{base}/meta", f"{base}/manifest"]
+    assert [c[1][0] for c in puts] == [f"{base}/manifest"]  # last, alone: the commit
     batches = [c for c in writer.calls if c[0] == "batch_put_from"]
-    assert batches
+    assert batches and batches[0][1][0][0] == f"{base}/meta"  # the meta rides in front
     for name, args, kw in puts + batches:
         cfg = kw["config"]
         assert cfg.group_ids == [f"structured-{oid}"] * (len(args[0]) if name ==
@@ -556,6 +556,50 @@ def test_through_two_agents(master, agents):
 
 
 # ------------------------------------------------------------------ 7. failed put
+
+class FailingBatch(Traced):
+    """Traced, with the fail_at-th batch_put_from answering -200 for every key."""
+
+    def __init__(self, store, fail_at):
+        super().__init__(store)
+        self.fail_at, self.n, self.attempted = fail_at, 0, []
+
+    def __getattr__(self, name):
+        f = super().__getattr__(name)
+        if name != "batch_put_from":
+            return f
+
+        def call(keys, *a, **kw):
+            self.n += 1
+            self.attempted += keys
+            return [-200] * len(keys) if self.n == self.fail_at else f(keys, *a, **kw)
+        return call
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_failed_pipelined_batch_leaves_nothing(pair, fail_at):
+    """Members in two batches (256 keys each at most): the first is written by the
+    writer thread while the second is filled. Either failing leaves no key behind and
+    every lease back in the pool; the transfer still works afterwards."""
+    a, b = pair
+    w = FailingBatch(a, fail_at)
+    t = MooncakeBundleTransfer(w, key_prefix=f"sos-pipe{fail_at}", chunk_bytes=16 * 1024)
+    value = {"x": [numpy.arange(350 * 2048, dtype=numpy.int64)]}  # 350 chunks of 16 KiB
+    schemas = {"x": FieldSchema("typed_ragged")}
+    with pytest.raises(RuntimeError, match=r"-200"):
+        t.put(value, field_schemas=schemas)
+    # A failed first batch stops the put before the second goes out.
+    n = len(w.attempted)
+    assert w.n == fail_at and n == (256 if fail_at == 1 else 355)  # + offsets..., meta
+    assert a.batch_is_exist(w.attempted) == [0] * n
+    assert t.buffer_pool()._active == 0
+    ref = t.put(value, field_schemas=schemas)
+    got = MooncakeBundleTransfer(b, key_prefix=f"sos-pipe{fail_at}").get(ref)
+    assert numpy.array_equal(got["x"][0], value["x"][0])
+    MooncakeBundleTransfer.release_result(got)
+    t.cleanup_dataproto(ref)
+    t.close()
+
 
 @pytest.mark.parametrize("minimal", [False, True])
 def test_failed_put_leaves_nothing(minimal):

@@ -346,6 +346,46 @@ def test_storage_dtypes_and_views(pair):
     t.cleanup_dataproto(ref)
 
 
+def test_puts_from_threads_share_one_transfer(pair):
+    """Puts on one transfer from several threads at once: list rows are packed into the
+    transfer's scratch arena by one put at a time (the others pack into memory of their
+    own), and the arena is reused by the next put; every value still comes back exact,
+    including a row of ints beyond int64 (msgpack layout) beside packed rows."""
+    import threading
+    a, b = pair
+    t = MooncakeBundleTransfer(a, key_prefix="types-thr")
+    tr = FieldSchema("typed_ragged")
+    values, refs, errors = {}, {}, []
+
+    def worker(w):
+        rng = random.Random(w)
+        try:
+            for i in range(6):
+                v = {"tokens": [[rng.randrange(-(1 << 40), 1 << 40) for _ in range(
+                                  rng.randrange(0, 3000))] for _ in range(8)],
+                     "lp": [[-rng.random() * 7 for _ in range(rng.randrange(0, 3000))]
+                            for _ in range(8)],
+                     "big": [[1 << 63, w, i]] if i % 3 == 0 else [[w, i]]}
+                refs[(w, i)] = t.put(v, field_schemas={"tokens": tr, "lp": tr, "big": tr})
+                values[(w, i)] = v
+        except BaseException as e:  # reported below, with the worker's number
+            errors.append((w, e))
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not errors and len(refs) == 24, errors
+    reader = MooncakeBundleTransfer(b, key_prefix="types-thr")
+    for k, ref in refs.items():
+        got = reader.get(export_ref(ref))
+        for f in values[k]:
+            assert_same(got[f], values[k][f], f"{k} {f}")
+        MooncakeBundleTransfer.release_result(got)
+        t.cleanup_dataproto(ref)
+
+
 class Color(enum.IntEnum):
     RED = 1
 

@@ -100,6 +100,7 @@ code (ObjectNotFoundError, also a LookupError, for -704 and for a missing manife
 import array
 import base64
 import bisect
+import concurrent.futures
 import copy
 import ctypes
 import itertools
@@ -553,12 +554,68 @@ def _leaf_kind(row):
     return None
 
 
-def _list_array(row, kind, where):
-    """row (lists of Python numbers of one kind) as a numpy array of the kind's dtype;
-    None when an int does not fit int64."""
+class _Arena:
+    """Scratch memory that list rows are packed into during one put, kept across puts.
+
+    Why: a row converted into memory of its own costs a page fault per 4 KiB when the
+    allocator has just given those pages back, and on a paravirtualised VM that was most
+    of a Miles dense shard's encode time (32 rows of about 3,000 ints: 8.6 ms per field,
+    1.8 ms with pages kept mapped). Pages of the chunks here stay mapped, and
+    struct.pack_into writes the machine numbers in place (about half array.array's time
+    per element). One put at a time uses it (begin returns False to a concurrent put,
+    which allocates as before); chunks past _KEEP bytes are dropped at end."""
+
+    _CHUNK = 4 << 20
+    _KEEP = 64 << 20
+
+    def __init__(self):
+        self._chunks = []
+        self._i = self._off = 0
+        self._lock = threading.Lock()
+
+    def begin(self):
+        if not self._lock.acquire(blocking=False):
+            return False
+        self._i = self._off = 0
+        return True
+
+    def end(self):
+        kept = 0
+        for i, c in enumerate(self._chunks):
+            kept += len(c)
+            if kept > self._KEEP:
+                del self._chunks[i:]
+                break
+        self._lock.release()
+
+    def take(self, nbytes):
+        """A writable memoryview of nbytes (8-byte aligned), valid until the next begin."""
+        step = (nbytes + 7) & ~7
+        while self._i < len(self._chunks):
+            c = self._chunks[self._i]
+            if self._off + step <= len(c):
+                self._off += step
+                return memoryview(c)[self._off - step:self._off - step + nbytes]
+            self._i, self._off = self._i + 1, 0
+        self._chunks.append(bytearray(max(self._CHUNK, step)))
+        self._i, self._off = len(self._chunks) - 1, step
+        return memoryview(self._chunks[-1])[:nbytes]
+
+
+def _list_array(row, kind, where, arena=None):
+    """row (lists of Python numbers of one kind) as a numpy array of the kind's dtype
+    (in arena memory when one is given and the row is flat); None when an int does not
+    fit int64."""
     dt = _KIND_DTYPE[kind or "int"]
     try:
         if kind in _ARRAY_CODE and row and type(row[0]) is not list:
+            if arena is not None:
+                mv = arena.take(dt.itemsize * len(row))
+                try:
+                    struct.pack_into(f"={len(row)}{_ARRAY_CODE[kind]}", mv, 0, *row)
+                except struct.error:
+                    return None  # an int beyond int64 (the only error a number can give)
+                return np.frombuffer(mv, dtype=dt)
             return np.frombuffer(array.array(_ARRAY_CODE[kind], row), dtype=dt)
         return np.asarray(row, dtype=dt)
     except OverflowError:
@@ -603,7 +660,7 @@ def _check_numeric(r, where):
                          "msgpack_ragged codec for them")
 
 
-def _ragged(rows, dtype, nullable, where, members, prefix):
+def _ragged(rows, dtype, nullable, where, members, prefix, arena=None):
     """Encode rows as typed_ragged members (appended to members); the field's meta.
 
     Fast layout, when every non-null row is of one form: lists of Python numbers of one
@@ -627,7 +684,7 @@ def _ragged(rows, dtype, nullable, where, members, prefix):
             k = _leaf_kind(r)
             if k is None or form not in (None, "list") or (k and kind and k != kind):
                 return _ragged_msgpack(rows, nullable, where, members, prefix)
-            a = _list_array(r, k, f"{where} row {i}")
+            a = _list_array(r, k, f"{where} row {i}", arena)
             if a is None:
                 return _ragged_msgpack(rows, nullable, where, members, prefix)
             form, kind = "list", kind or k
@@ -1127,6 +1184,8 @@ class MooncakeBundleTransfer:
         self._pool = buffer_pool
         self._own_pool = False
         self._pool_lock = threading.Lock()
+        self._arena = _Arena()
+        self._writer_pool = None
 
     # ------------------------------------------------------------ store paths
 
@@ -1166,7 +1225,12 @@ class MooncakeBundleTransfer:
             return self._pool
 
     def close(self):
-        """Close the BufferPool this object made (if no lease is outstanding)."""
+        """Close the BufferPool this object made (if no lease is outstanding) and stop
+        the member writer thread."""
+        with self._pool_lock:
+            writer, self._writer_pool = self._writer_pool, None
+        if writer is not None:
+            writer.shutdown(wait=True)
         pool, self._pool = (self._pool, None) if self._own_pool else (None, self._pool)
         if pool is not None:
             try:
@@ -1236,6 +1300,16 @@ class MooncakeBundleTransfer:
             field_schemas=None, partition="default", stage=None, **options):
         """Store value (a dict of fields) and return a StructuredObjectRef. Raises
         RuntimeError (nothing left behind) if the store refuses any object."""
+        arena = self._arena if self._arena.begin() else None
+        try:
+            return self._put(value, type, namespace, chunk_bytes, config, field_schemas,
+                             partition, stage, options, arena)
+        finally:
+            if arena is not None:
+                arena.end()
+
+    def _put(self, value, type, namespace, chunk_bytes, config, field_schemas, partition,
+             stage, options, arena):
         if type != "dict":
             raise NotImplementedError(f"MooncakeBundleTransfer.put: type {type!r} (only "
                                       "'dict' is supported)")
@@ -1244,7 +1318,7 @@ class MooncakeBundleTransfer:
                             f"{value.__class__.__name__}")
         if options:
             warnings.warn(f"MooncakeBundleTransfer.put: ignoring options {sorted(options)}",
-                          stacklevel=2)
+                          stacklevel=3)
         chunk = self._chunk(chunk_bytes) if chunk_bytes is not None else self.chunk_bytes
         schemas = {k: _schema(k, s) for k, s in (field_schemas or {}).items()}
         partition = _safe(partition or "default")
@@ -1272,7 +1346,7 @@ class MooncakeBundleTransfer:
             prefix = f"non_tensor_batch.{_safe(name)}."
             if codec == "typed_ragged":
                 m = _set_outer(_ragged(_as_rows(v, where, arrays=True), s.dtype, s.nullable,
-                                       where, members, prefix), v)
+                                       where, members, prefix, arena), v)
             elif codec == "ndarray":
                 if isinstance(v, (str, bytes, dict)):
                     raise TypeError(f"{where}: expected an array or a sequence")
@@ -1312,9 +1386,11 @@ class MooncakeBundleTransfer:
 
         written = []
         try:
-            self._put_blob(f"{ref_base}/meta", meta, config, gid)
-            written.append(f"{ref_base}/meta")
-            self._put_members(objects, config, gid, written)
+            # The meta rides in the members' first batch (one store call less per put);
+            # the manifest, which makes the object visible, still goes last and alone.
+            meta_src = _Source([np.frombuffer(meta, dtype=np.uint8)])
+            self._put_members([(f"{ref_base}/meta", meta_src, 0, len(meta))] + objects,
+                              config, gid, written)
             self._put_blob(f"{ref_base}/manifest", manifest, config, gid)
             written.append(f"{ref_base}/manifest")
         except BaseException:
@@ -1327,14 +1403,17 @@ class MooncakeBundleTransfer:
                                    stage, meta_info)
 
     def _put_members(self, objects, config, gid, written):
+        """Write objects ((key, source, offset, size)) through BufferPool leases and
+        batch_put_from, appending each key written to written. A full batch goes to a
+        writer thread while this thread copies the next one into its leases (the store
+        call and numpy's copy both run without the GIL): for Miles' 150 MiB MoE batch the
+        copy of each 64 MiB chunk overlaps the write of the one before. One batch is in
+        flight at a time; the last one is written on this thread."""
         pool = self.buffer_pool() if self._has("batch_put_from") else None
         pending = []  # (key, lease, size)
+        inflight = None  # the writer thread's batch (a Future)
 
-        def flush():
-            if not pending:
-                return
-            batch = pending[:]
-            pending.clear()
+        def write(batch):
             try:
                 keys = [k for k, _, _ in batch]
                 cfg = self._config(config, gid, len(keys))
@@ -1358,12 +1437,31 @@ class MooncakeBundleTransfer:
                 for _, lease, _ in batch:
                     _release_lease(lease)
 
+        def drain():
+            """Wait for the batch in flight; its error, if any, is raised here."""
+            nonlocal inflight
+            if inflight is not None:
+                f, inflight = inflight, None
+                f.result()
+
+        def flush(background):
+            nonlocal inflight
+            drain()  # first: should it raise, pending's leases are still ours to free
+            if not pending:
+                return
+            batch = pending[:]
+            pending.clear()
+            if background:
+                inflight = self._writer().submit(write, batch)
+            else:
+                write(batch)
+
         try:
             pend_bytes = 0
             for key, src, off, size in objects:
                 lease = self._try_lease(pool, size)
-                if lease is None and pending:
-                    flush()
+                if lease is None and (pending or inflight is not None):
+                    flush(False)
                     pend_bytes = 0
                     lease = self._try_lease(pool, size)
                 if lease is None:  # no pool, or no room: a plain put from our memory
@@ -1381,12 +1479,25 @@ class MooncakeBundleTransfer:
                 pending.append((key, lease, size))
                 pend_bytes += size
                 if pend_bytes >= _BATCH_BYTES or len(pending) >= _BATCH_KEYS:
-                    flush()
+                    flush(True)
                     pend_bytes = 0
-            flush()
+            flush(False)
         finally:
+            if inflight is not None:
+                try:
+                    inflight.result()  # its leases go back in write's finally
+                except BaseException:
+                    pass  # the caller's exception, raised already, is the one to report
             for _, lease, _ in pending:
                 _release_lease(lease)
+
+    def _writer(self):
+        """The thread that writes full member batches while the next is filled."""
+        with self._pool_lock:
+            if self._writer_pool is None:
+                self._writer_pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="mooncake-structured-put")
+            return self._writer_pool
 
     # ------------------------------------------------------------ get
 
