@@ -665,8 +665,21 @@ main(int argc, char **argv)
 	if (tide_lcore_post(tide_lcore_get(g, 0), teardown_on_worker, &m) == 0)
 		while (!atomic_load(&m.done))
 			usleep(1000);
-	/* Let FINs and last ACKs go out before the worker stops. */
-	usleep(50000);
+	/*
+	 * Let FINs and last ACKs go out before the worker stops. A sender's FIN
+	 * is what the peer waits for to see the end of the data; should it be
+	 * lost, its probe goes about one RTO floor later and the RTOs at two and
+	 * four floors: keep the stack running through those (with Linux's 200 ms
+	 * floor 0.9 s; 50 ms between Tide stacks; 10 s at most).
+	 */
+	if (!a.serve && a.close_sent) {
+		uint64_t linger_us = (uint64_t)ne.tcp_rto_min_us * 9 / 2;
+
+		linger_us = linger_us < 50000 ? 50000 : linger_us > 10000000 ? 10000000 : linger_us;
+		usleep((useconds_t)linger_us);
+	} else {
+		usleep(50000);
+	}
 	tide_lcore_group_stop(g);
 	print_stats(&a);
 	if (a.serve) {
