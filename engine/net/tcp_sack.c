@@ -880,6 +880,5 @@ tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
 	/* The episode's one chance, even when nothing could go (no buffer, nothing
 	 * to resend); 7.3: the RTO, not the PTO, is armed behind it. */
 	c->tlp_done = true;
-	c->t_tlp = 0;
 	tcp_rearm_rto(c, now);
 }

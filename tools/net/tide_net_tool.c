@@ -456,6 +456,7 @@ main(int argc, char **argv)
 	int cpus[TIDE_LCORE_MAX];
 	unsigned ncpus = 0;
 	double duration = 0;
+	uint64_t linger_us;
 	int c, rc, status = 1;
 
 	a.port = 5001;
@@ -672,14 +673,10 @@ main(int argc, char **argv)
 	 * four floors: keep the stack running through those (with Linux's 200 ms
 	 * floor 0.9 s; 50 ms between Tide stacks; 10 s at most).
 	 */
-	if (!a.serve && a.close_sent) {
-		uint64_t linger_us = (uint64_t)ne.tcp_rto_min_us * 9 / 2;
-
-		linger_us = linger_us < 50000 ? 50000 : linger_us > 10000000 ? 10000000 : linger_us;
-		usleep((useconds_t)linger_us);
-	} else {
-		usleep(50000);
-	}
+	linger_us = !a.serve && a.close_sent ? (uint64_t)ne.tcp_rto_min_us * 9 / 2 : 0;
+	usleep((useconds_t)(linger_us < 50000      ? 50000
+			    : linger_us > 10000000 ? 10000000
+						   : linger_us));
 	tide_lcore_group_stop(g);
 	print_stats(&a);
 	if (a.serve) {
