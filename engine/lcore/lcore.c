@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 
+#include "tide_clock.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 
@@ -78,15 +79,6 @@ struct tide_lcore_group {
 };
 
 static __thread struct tide_lcore *cur_lcore;
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void
 tide_lcore_opts_init(struct tide_lcore_opts *opts, size_t opts_size)
@@ -457,7 +449,7 @@ lcore_main(void *arg)
 {
 	struct tide_lcore *lc = arg;
 	struct tide_lcore_group *g = lc->group;
-	uint64_t (*clock)(void) = g->opts.clock_ns != NULL ? g->opts.clock_ns : mono_ns;
+	uint64_t (*clock)(void) = g->opts.clock_ns != NULL ? g->opts.clock_ns : tide_mono_ns;
 	uint32_t idle_iters = 0;
 	uint64_t prev = clock(), idle_since = 0;
 	int rc = 0;

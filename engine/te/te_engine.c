@@ -30,6 +30,7 @@
 
 #include "te_meta.h"
 #include "te_xport.h"
+#include "tide_clock.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
 #include "tide_te.h"
@@ -135,14 +136,6 @@ struct tide_te {
 		_Atomic uint64_t conns_refused; /* data port; the daemon counts its own */
 	} st;
 };
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void
 tide_te_opts_init(struct tide_te_opts *opts, size_t opts_size)
@@ -618,7 +611,7 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 		te->o.node_env = opts->node_env;
 	}
 	if (getrandom(&te->instance, sizeof(te->instance), 0) != sizeof(te->instance)) {
-		te->instance = mono_ns() ^ ((uint64_t)getpid() << 32);
+		te->instance = tide_mono_ns() ^ ((uint64_t)getpid() << 32);
 	}
 	te->instance |= 1; /* never 0, which means "not advertised" */
 	pthread_rwlock_init(&te->mem_lock, NULL);
@@ -1351,7 +1344,7 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 	}
 	t->nslices = (uint32_t)ns;
 	atomic_store(&t->left, (uint32_t)ns);
-	uint64_t now = mono_ns();
+	uint64_t now = tide_mono_ns();
 	for (uint64_t k = 0; k < ns; k++) {
 		struct te_slice *s = &t->slices[k];
 		uint64_t off = k * te->o.slice_size;

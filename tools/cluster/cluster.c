@@ -30,6 +30,7 @@
 #include <rte_ether.h>
 #include <rte_mbuf.h>
 
+#include "tide_clock.h"
 #include "tide_eth.h"
 #include "tide_log.h"
 #include "tide_node_eal.h"
@@ -80,15 +81,6 @@ struct demo {
 	uint64_t src_len;
 	uint32_t frag_max; /* payload bytes per frame */
 };
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t
 rng_next(uint64_t *s)
@@ -236,7 +228,7 @@ transfer_all(struct demo *d, int from, uint64_t *frames)
 {
 	struct rte_mbuf *burst[BURST];
 	uint32_t o = 0, frag = 0;
-	uint64_t deadline = now_ns() + 30ull * 1000000000ull;
+	uint64_t deadline = tide_mono_ns() + 30ull * 1000000000ull;
 
 	while (o < d->nobj) {
 		uint16_t n = 0, k;
@@ -271,7 +263,7 @@ transfer_all(struct demo *d, int from, uint64_t *frames)
 		}
 		node_poll(d, 0);
 		node_poll(d, 1);
-		if (now_ns() > deadline) {
+		if (tide_mono_ns() > deadline) {
 			TIDE_LOG(ERR, "transfer did not finish in 30 s (object %u of %u)", o,
 				 d->nobj);
 			return -ETIMEDOUT;
@@ -428,14 +420,14 @@ main(int argc, char **argv)
 		bytes += d.obj[i].len;
 	}
 
-	t0 = now_ns();
+	t0 = tide_mono_ns();
 	/* Each node in turn sends the objects destined to the other one. */
 	for (int from = 0; from < 2; from++) {
 		rc = transfer_all(&d, from, &frames);
 		if (rc != 0)
 			goto out_nodes;
 	}
-	t1 = now_ns();
+	t1 = tide_mono_ns();
 
 	for (uint32_t i = 0; i < d.nobj; i++) {
 		const struct node *dst = &d.node[d.obj[i].dst];

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tide_clock.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
 
@@ -101,15 +102,6 @@ struct worker {
 	struct tide_mc_object_meta *metas;
 	uint64_t *lens;
 };
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 
@@ -190,7 +182,7 @@ worker_main(void *arg)
 			set_key(w, i, 0);
 			memset(&r, 0, sizeof(r));
 			failed = false;
-			t0 = now_ns();
+			t0 = tide_mono_ns();
 			switch (w->ph) {
 			case PH_PUT:
 				r.fn = TIDE_MC_FN_PUT_START;
@@ -229,7 +221,7 @@ worker_main(void *arg)
 			if (call1(w->c, &r, &failed) != 0) {
 				return NULL;
 			}
-			w->lat_ns[w->n_lat++] = now_ns() - t0;
+			w->lat_ns[w->n_lat++] = tide_mono_ns() - t0;
 			w->errors += failed;
 			w->keys++;
 		}
@@ -242,7 +234,7 @@ worker_main(void *arg)
 		}
 		memset(&r, 0, sizeof(r));
 		failed = false;
-		t0 = now_ns();
+		t0 = tide_mono_ns();
 		switch (w->ph) {
 		case PH_BPUT:
 			r.fn = TIDE_MC_FN_BATCH_PUT_START;
@@ -283,7 +275,7 @@ worker_main(void *arg)
 		if (call1(w->c, &r, &failed) != 0) {
 			return NULL;
 		}
-		w->lat_ns[w->n_lat++] = now_ns() - t0;
+		w->lat_ns[w->n_lat++] = tide_mono_ns() - t0;
 		w->errors += failed;
 		w->keys += b;
 	}
@@ -370,7 +362,7 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 		ws[i].errors = 0;
 	}
 	c0 = proc_cpu_s(cfg.master_pid);
-	t0 = now_ns();
+	t0 = tide_mono_ns();
 	for (i = 0; i < cfg.clients; i++) {
 		if (pthread_create(&th[i], NULL, worker_main, &ws[i]) != 0) {
 			return -EAGAIN;
@@ -379,7 +371,7 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 	for (i = 0; i < cfg.clients; i++) {
 		pthread_join(th[i], NULL);
 	}
-	t1 = now_ns();
+	t1 = tide_mono_ns();
 	c1 = proc_cpu_s(cfg.master_pid);
 	for (i = 0; i < cfg.clients; i++) {
 		n += ws[i].n_lat;
@@ -634,7 +626,7 @@ parse(int argc, char **argv)
 static int
 connect_retry(struct tide_mc_client **c)
 {
-	uint64_t start = now_ns(), deadline = start + CONNECT_WAIT_S * 1000000000ull;
+	uint64_t start = tide_mono_ns(), deadline = start + CONNECT_WAIT_S * 1000000000ull;
 	int rc;
 
 	for (;;) {
@@ -642,13 +634,13 @@ connect_retry(struct tide_mc_client **c)
 		if (rc == 0) {
 			return 0;
 		}
-		if (now_ns() >= deadline) {
+		if (tide_mono_ns() >= deadline) {
 			break;
 		}
 		usleep(25000);
 	}
 	fprintf(stderr, "timed out after %.1f s waiting for mooncake_master at %s to accept: %s\n",
-		(double)(now_ns() - start) / 1e9, cfg.master, strerror(-rc));
+		(double)(tide_mono_ns() - start) / 1e9, cfg.master, strerror(-rc));
 	return rc;
 }
 

@@ -26,12 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tide_clock.h"
 #include "tide_eth.h"
 #include "tide_eth_net.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_net.h"
-#include "tide_node_eal.h"
+#include "tide_node_rt.h"
 #include "tide_nodeenv.h"
 
 #define MAX_CONNS 64
@@ -43,15 +44,6 @@ on_signal(int sig)
 {
 	(void)sig;
 	atomic_store(&stop_requested, true);
-}
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* The byte at stream offset i; Linux-side test scripts compute the same. */
@@ -81,7 +73,7 @@ struct app {
 	uint64_t serve_send; /* serve --send: bytes queued to each accepted connection */
 	unsigned want_conns;
 	/* Worker state. */
-	struct tide_eth_netdev nd;
+	struct tide_node_rt *rt;
 	struct tide_net_stack *stack;
 	struct tide_net_listener *listener;
 	struct conn_state conns[MAX_CONNS];
@@ -121,7 +113,7 @@ serve_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
 		 * backlog is sent, even if it drained right here. */
 		size_t offered = n;
 
-		conn_flush(cs, now_ns());
+		conn_flush(cs, tide_mono_ns());
 		if (cs->pend_len > 0) {
 			cs->held = true;
 			return 0;
@@ -132,7 +124,7 @@ serve_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
 		cs->pend_len = n;
 		cs->rx += n;
 		cs->held = n < offered;
-		conn_flush(cs, now_ns());
+		conn_flush(cs, tide_mono_ns());
 		return n;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -153,7 +145,7 @@ conn_finish(struct conn_state *cs, const char *how)
 	       (unsigned)(cs - a->conns), how, cs->rx, cs->tx, cs->bad);
 	fflush(stdout);
 	cs->done = true;
-	tide_net_close(cs->conn, now_ns());
+	tide_net_close(cs->conn, tide_mono_ns());
 	if (++a->closed_conns == a->want_conns) {
 		a->result = 0;
 		atomic_store(&a->finished, true);
@@ -167,7 +159,7 @@ serve_event(struct tide_net_conn *c, void *arg, enum tide_net_event ev, int reas
 
 	(void)c;
 	if (ev == TIDE_NET_EV_WRITABLE) {
-		conn_flush(cs, now_ns()); /* echo_progress() resumes receiving */
+		conn_flush(cs, tide_mono_ns()); /* echo_progress() resumes receiving */
 	} else if (ev == TIDE_NET_EV_CLOSED) {
 		conn_finish(cs, strerror(-reason));
 	} else if (ev == TIDE_NET_EV_PEER_CLOSED) {
@@ -207,7 +199,7 @@ serve_accept(void *arg, struct tide_net_conn *conn)
 
 		for (size_t i = 0; i < want; i++)
 			a->chunk[i] = pattern(cs->tx + i);
-		k = tide_net_send(conn, a->chunk, want, now_ns());
+		k = tide_net_send(conn, a->chunk, want, tide_mono_ns());
 		if (k <= 0)
 			break;
 		cs->tx += (uint64_t)k;
@@ -225,7 +217,7 @@ send_event(struct tide_net_conn *c, void *arg, enum tide_net_event ev, int reaso
 	(void)c;
 	if (ev == TIDE_NET_EV_CONNECTED) {
 		a->connected = true;
-		a->t_connected = now_ns();
+		a->t_connected = tide_mono_ns();
 	} else if (ev == TIDE_NET_EV_PEER_CLOSED) {
 		a->peer_closed = true;
 	} else if (ev == TIDE_NET_EV_CLOSED) {
@@ -323,62 +315,46 @@ echo_progress(struct app *a, uint64_t now)
 	return work;
 }
 
+/* The runtime's lcore_poll hook: after received frames, before timers. */
 static int
-app_poll(void *ctx, uint64_t now)
+app_poll(void *arg, unsigned idx, uint64_t now)
 {
-	struct app *a = ctx;
-	int work = (int)tide_eth_netdev_poll(&a->nd, a->stack, now);
+	struct app *a = arg;
 
-	work += tide_net_timers_run(a->stack, now);
+	(void)idx;
 	if (!a->serve)
-		work += send_progress(a, now);
-	else if (a->echo)
-		work += echo_progress(a, now);
-	return work;
+		return send_progress(a, now);
+	if (a->echo)
+		return echo_progress(a, now);
+	return 0;
 }
 
-/* Runs on the worker: create the stack there, so it is owned by it. */
-struct setup_msg {
-	struct app *a;
-	struct tide_net_opts *opts;
-	int rc;
-	atomic_bool done;
-};
-
-static void
-setup_on_worker(void *arg)
+/* The runtime's lcore_init hook, on the worker: the stack is its own. */
+static int
+setup_on_worker(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t now)
 {
 	static const struct tide_net_conn_cbs send_cbs = {.on_recv = send_recv,
 							  .on_event = send_event};
-	struct setup_msg *m = arg;
-	struct app *a = m->a;
-	uint64_t now = now_ns();
+	struct app *a = arg;
 
-	m->rc = tide_net_stack_create(m->opts, now, &a->stack);
-	if (m->rc == 0 && a->serve)
-		m->rc = tide_net_listen(a->stack, a->port, 128, serve_accept, a, &a->listener);
-	if (m->rc == 0 && !a->serve) {
-		a->nconns = 1;
-		a->conns[0].app = a;
-		m->rc = tide_net_connect(a->stack, a->peer, a->port, &send_cbs, a, now,
-					 &a->conns[0].conn);
-	}
-	if (m->rc == 0)
-		m->rc = tide_lcore_poller_add(tide_lcore_current(), app_poll, a);
-	atomic_store(&m->done, true);
+	(void)idx;
+	a->stack = stack;
+	if (a->serve)
+		return tide_net_listen(a->stack, a->port, 128, serve_accept, a, &a->listener);
+	a->nconns = 1;
+	a->conns[0].app = a;
+	return tide_net_connect(a->stack, a->peer, a->port, &send_cbs, a, now, &a->conns[0].conn);
 }
 
 static void
 teardown_on_worker(void *arg)
 {
-	struct setup_msg *m = arg;
-	struct app *a = m->a;
+	struct app *a = arg;
 
 	for (unsigned i = 0; i < a->nconns; i++)
 		if (a->conns[i].conn != NULL && !a->conns[i].done && !a->serve)
-			tide_net_abort(a->conns[i].conn, now_ns());
-	tide_net_listener_close(a->listener, now_ns());
-	atomic_store(&m->done, true);
+			tide_net_abort(a->conns[i].conn, tide_mono_ns());
+	tide_net_listener_close(a->listener, tide_mono_ns());
 }
 
 static void
@@ -405,12 +381,14 @@ print_stats(const struct app *a)
 	       s->tcp_rx_no_conn, s->tcp_rst_tx, s->tcp_retrans_segs, s->tcp_conn_resets,
 	       s->tcp_conn_timeouts, s->tcp_rto_fired, s->tcp_fast_retrans, s->tcp_tlp_probes,
 	       s->tcp_sack_recoveries, s->tcp_lost_retrans, s->tcp_spurious_retrans);
-	if (a->nd.fault.rx || a->nd.fault.tx)
+	const struct tide_eth_netdev *nd = tide_node_rt_netdev(a->rt, 0);
+
+	if (nd->fault.rx || nd->fault.tx)
 		printf("tide-net: injected faults: dropped %" PRIu64 " duplicated %" PRIu64
 		       " reordered %" PRIu64 " corrupted %" PRIu64 " delayed %" PRIu64 "\n",
-		       a->nd.fault_stats.dropped, a->nd.fault_stats.duplicated,
-		       a->nd.fault_stats.reordered, a->nd.fault_stats.corrupted,
-		       a->nd.fault_stats.delayed);
+		       nd->fault_stats.dropped, nd->fault_stats.duplicated,
+		       nd->fault_stats.reordered, nd->fault_stats.corrupted,
+		       nd->fault_stats.delayed);
 }
 
 static void
@@ -442,21 +420,13 @@ main(int argc, char **argv)
 					      {NULL, 0, NULL, 0}};
 	static struct app a;
 	struct tide_nodeenv ne;
-	struct tide_eal_opts eo;
-	struct tide_eal_info ei;
-	struct tide_eth_port_opts po = {0};
-	struct tide_eth_port *port = NULL;
-	struct tide_eth_fault_opts fo = {0};
-	struct tide_lcore_opts lo;
-	struct tide_lcore_group *g = NULL;
-	struct tide_net_opts no;
-	struct setup_msg m = {0};
+	struct tide_node_rt_opts ro = {0};
+	const struct tide_node_rt_info *ri;
 	const char *env_path = NULL;
-	char err[4096] = "", devname[128], rxname[128];
-	int cpus[TIDE_LCORE_MAX];
-	unsigned ncpus = 0;
+	char err[4096] = "";
 	double duration = 0;
 	uint64_t linger_us;
+	unsigned held;
 	int c, rc, status = 1;
 
 	a.port = 5001;
@@ -560,112 +530,43 @@ main(int argc, char **argv)
 				"environment\n");
 		return 1;
 	}
-	tide_node_port_opts(&ne, &po, devname, rxname, sizeof(devname));
-
-	/* Choose the worker's CPU before the EAL pins this thread to its main
-	 * lcore: afterwards the thread's affinity hides the other CPUs. */
-	rc = tide_lcore_cpus_pick(ne.lcores, ne.lcores_per_numa, cpus, TIDE_LCORE_MAX, &ncpus);
+	ro.prog = "tide-net";
+	ro.max_lcores = 1; /* one stack: the connections live on one worker */
+	ro.tcp_buf = 1u << 20;
+	ro.lcore_init = setup_on_worker;
+	ro.lcore_poll = app_poll;
+	ro.arg = &a;
+	a.t_start = tide_mono_ns();
+	rc = tide_node_rt_start(&ne, &ro, &a.rt);
 	if (rc != 0) {
-		fprintf(stderr, "tide-net: no CPU for the polling worker (TIDE_LCORES='%s'): %s\n",
-			ne.lcores, strerror(-rc));
+		fprintf(stderr, "tide-net: user-space TCP did not start: %s (see the log above)\n",
+			strerror(-rc));
 		return 1;
 	}
-	tide_node_eal_opts(&ne, "tide-net", true, &eo);
-	rc = tide_eal_init(&eo, &ei);
-	if (rc != 0) {
-		fprintf(stderr, "tide-net: DPDK EAL did not start: %s\n", strerror(-rc));
-		return 1;
-	}
-	rc = tide_eth_port_open(devname, &po, &port);
-	if (rc != 0) {
-		fprintf(stderr, "tide-net: cannot open %s: %s\n", devname, strerror(-rc));
-		goto out_eal;
-	}
-	rc = tide_eth_netdev_init(&a.nd, port, 0, tide_node_fault_opts(&ne, now_ns(), &fo));
-	if (rc != 0)
-		goto out_port;
-
-	tide_net_opts_init(&no, sizeof(no));
-	no.dev_ops = &tide_eth_net_dev_ops;
-	no.dev = &a.nd;
-	if (ne.data_mac_set)
-		memcpy(no.mac, ne.data_mac, 6);
-	else
-		tide_eth_port_mac(port, no.mac);
-	no.ip = ntohl(ne.data_ip.s_addr);
-	no.netmask = ntohl(ne.data_netmask.s_addr);
-	no.gateway = ne.gateway_set ? ntohl(ne.gateway.s_addr) : 0;
-	no.mtu = (uint16_t)ne.mtu;
-	no.tcp_sndbuf = no.tcp_rcvbuf = 1u << 20;
-	no.tcp_rto_min_us = ne.tcp_rto_min_us;
-	no.tcp_max_retries = (uint8_t)ne.tcp_max_retries;
-	rc = tide_eth_netdev_csum(&a.nd, tide_node_csum(&ne), &no);
-	if (rc != 0) {
-		fprintf(stderr, "tide-net: TIDE_CSUM=%s refused on %s: %s (see the log above)\n",
-			tide_eth_csum_name(tide_node_csum(&ne)), devname, strerror(-rc));
-		goto out_nd;
-	}
-
-	tide_lcore_opts_init(&lo, sizeof(lo));
-	lo.idle =
-		ne.idle == TIDE_NODEENV_IDLE_BUSY ? TIDE_LCORE_IDLE_BUSY : TIDE_LCORE_IDLE_ADAPTIVE;
-	lo.idle_sleep_us = ne.idle_sleep_us;
-	lo.thread_init = tide_eal_thread_register;
-	rc = tide_lcore_group_create(&lo, cpus, 1, &g);
-	if (rc == 0)
-		rc = tide_lcore_group_start(g);
-	if (rc != 0) {
-		fprintf(stderr, "tide-net: polling worker did not start: %s\n", strerror(-rc));
-		goto out_nd;
-	}
-	m.a = &a;
-	m.opts = &no;
-	a.t_start = now_ns();
-	rc = tide_lcore_post(tide_lcore_get(g, 0), setup_on_worker, &m);
-	while (rc == 0 && !atomic_load(&m.done))
-		usleep(1000);
-	if (rc == 0)
-		rc = m.rc;
-	if (rc != 0) {
-		fprintf(stderr, "tide-net: stack setup failed: %s\n", strerror(-rc));
-		goto out_group;
-	}
-	{
-		unsigned idx;
-
-		if (tide_eth_netdev_publish(&a.nd, a.stack, &idx) == 0)
-			printf("tide-net: live counters: tools/tide-stats.py --file-prefix %s "
-			       "--index "
-			       "%u\n",
-			       ne.file_prefix, idx);
-	}
+	ri = tide_node_rt_info(a.rt);
+	if (ri->published)
+		printf("tide-net: live counters: tools/tide-stats.py --file-prefix %s --index %u\n",
+		       ne.file_prefix, ri->publish_index);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("tide-net: %s on %s, %u.%u.%u.%u/%u, worker on CPU %d, %s, checksums %s; %s port "
-	       "%u\n",
-	       a.serve ? "serving" : "sending", ne.dpdk_device, no.ip >> 24, (no.ip >> 16) & 255,
-	       (no.ip >> 8) & 255, no.ip & 255, ne.data_prefix_len, cpus[0],
-	       ei.hugepages ? "hugepages" : "no hugepages",
-	       no.cksum_elide                              ? "elided"
-	       : no.tx_offloads != 0 || a.nd.rx_trust != 0 ? "offloaded where the device can"
-							   : "in software",
+	printf("tide-net: %s on %s, %s/%u, worker on CPU %d, %s, checksums %s; %s port %u\n",
+	       a.serve ? "serving" : "sending", ne.dpdk_device, ri->ip_str, ne.data_prefix_len,
+	       ri->cpus[0], ri->hugepages ? "hugepages" : "no hugepages", ri->csum,
 	       a.serve ? (a.echo ? "echo" : "sink") : "to", a.port);
 	printf("tide-net: ready\n");
 	fflush(stdout);
 
 	while (!atomic_load(&a.finished) && !atomic_load(&stop_requested)) {
-		if (duration > 0 && (now_ns() - a.t_start) / 1e9 > duration)
+		if (duration > 0 && (tide_mono_ns() - a.t_start) / 1e9 > duration)
 			break;
-		if (!a.serve && !a.connected && (now_ns() - a.t_start) / 1e9 > 10) {
+		if (!a.serve && !a.connected && (tide_mono_ns() - a.t_start) / 1e9 > 10) {
 			a.result = -ETIMEDOUT;
 			break;
 		}
 		usleep(2000);
 	}
-	atomic_store(&m.done, false);
-	if (tide_lcore_post(tide_lcore_get(g, 0), teardown_on_worker, &m) == 0)
-		while (!atomic_load(&m.done))
-			usleep(1000);
+	(void)tide_lcore_run_sync(tide_lcore_get(tide_node_rt_lcores(a.rt), 0), teardown_on_worker,
+				  &a);
 	/*
 	 * Let FINs and last ACKs go out before the worker stops. A sender's FIN
 	 * is what the peer waits for to see the end of the data; should it be
@@ -677,7 +578,7 @@ main(int argc, char **argv)
 	usleep((useconds_t)(linger_us < 50000      ? 50000
 			    : linger_us > 10000000 ? 10000000
 						   : linger_us));
-	tide_lcore_group_stop(g);
+	tide_node_rt_stop(a.rt);
 	print_stats(&a);
 	if (a.serve) {
 		uint64_t bad = 0;
@@ -695,25 +596,11 @@ main(int argc, char **argv)
 				" bytes: %s\n",
 				a.sent, a.bytes, a.result != 0 ? strerror(-a.result) : "stopped");
 	}
-	/* Unpublish (fini) before the stack it points to goes away. */
-	tide_eth_netdev_fini(&a.nd);
-	tide_net_stack_destroy(a.stack);
 	a.stack = NULL;
-out_group:
-	tide_lcore_group_destroy(g);
-out_nd:
-	tide_eth_netdev_fini(&a.nd);
-out_port:
-	if (port != NULL) {
-		/* Every packet buffer must be back in the pool once the stack is
-		 * gone: anything else is a leak that would starve a long run. */
-		unsigned held = tide_eth_port_close(port);
-
-		printf("tide-net: packet buffers leaked: %u\n", held);
-		if (held != 0)
-			status = 1;
-	}
-out_eal:
-	tide_eal_fini();
+	held = tide_node_rt_destroy(a.rt);
+	/* Every packet buffer must be back in the pool once the stack is gone. */
+	printf("tide-net: packet buffers leaked: %u\n", held);
+	if (held != 0)
+		status = 1;
 	return status;
 }

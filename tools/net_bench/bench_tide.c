@@ -13,29 +13,24 @@
 #include <unistd.h>
 
 #include "net_bench.h"
-#include "tide_eth.h"
-#include "tide_eth_net.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_net.h"
+#include "tide_node_rt.h"
+#include "tide_nodeenv.h"
 
 #define SERVER_IP   0x0a4d0001u /* 10.77.0.1 */
-#define CLIENT_IP   0x0a4d0002u /* 10.77.0.2 */
 #define BENCH_PORT  7001
 #define MEMIF_BSIZE 9216 /* one 9000-byte-MTU frame per memif descriptor */
 #define ZC_MIN      4096 /* smaller sends are copied */
 
 struct tide_side {
 	struct nb_endpoint ep;
-	struct tide_eth_netdev nd;
-	struct tide_eth_port *port;
+	struct tide_node_rt *rt;
 	struct tide_net_stack *stack;
 	struct tide_net_listener *listener;
-	struct tide_net_opts no;
 	bool server, link_up;
 	uint64_t next_link_check;
-	int setup_rc;
-	int setup_done;
 	bool zc;
 	uint32_t zc_limit;             /* zero-copy bytes outstanding per flow */
 	uint64_t zc_out[NB_MAX_FLOWS]; /* per flow slot */
@@ -162,55 +157,91 @@ on_accept(void *arg, struct tide_net_conn *conn)
 	return 0;
 }
 
+/* The runtime's lcore_poll hook: after received frames, before timers. */
 static int
-side_poll(void *ctx, uint64_t now)
+side_poll(void *arg, unsigned idx, uint64_t now)
 {
-	struct tide_side *s = ctx;
-	int work = (int)tide_eth_netdev_poll(&s->nd, s->stack, now);
+	struct tide_side *s = arg;
 
-	work += tide_net_timers_run(s->stack, now);
+	(void)idx;
 	if (!s->link_up) {
 		/* The client connects only once memif is up, so no SYN waits for
 		 * an RTO; the link query is rate-limited while down. */
 		if (now < s->next_link_check)
-			return work;
+			return 0;
 		s->next_link_check = now + 1000000;
-		s->link_up = tide_eth_port_link_up(s->port);
+		s->link_up = tide_eth_port_link_up(tide_node_rt_port(s->rt));
 		if (!s->link_up)
-			return work;
+			return 0;
 	}
 	if (!__atomic_load_n(&s->ep.finished, __ATOMIC_ACQUIRE))
-		work += nb_tick(&s->ep, now);
-	return work;
+		return nb_tick(&s->ep, now);
+	return 0;
 }
 
-static void
-setup_on_worker(void *arg)
+/* The runtime's lcore_init hook, on the worker that owns the stack. */
+static int
+setup_on_worker(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t now)
 {
 	struct tide_side *s = arg;
-	uint64_t now = nb_now_ns();
-	int rc = tide_net_stack_create(&s->no, now, &s->stack);
 
-	if (rc == 0 && s->server)
-		rc = tide_net_listen(s->stack, BENCH_PORT, 256, on_accept, s, &s->listener);
-	if (rc == 0)
-		rc = tide_lcore_poller_add(tide_lcore_current(), side_poll, s);
-	s->setup_rc = rc;
-	__atomic_store_n(&s->setup_done, 1, __ATOMIC_RELEASE);
+	(void)idx;
+	(void)now;
+	s->stack = stack;
+	if (s->server)
+		return tide_net_listen(s->stack, BENCH_PORT, 256, on_accept, s, &s->listener);
+	return 0;
+}
+
+/*
+ * This endpoint as a node file, so the benchmark starts its stack the way
+ * every Tide node does (tide_node_rt): a memif link in the run's directory,
+ * one pinned polling lcore, 128 MiB of DPDK memory.
+ */
+static int
+side_nodeenv(const struct nb_cfg *cfg, bool server, struct tide_nodeenv *ne)
+{
+	char kv[12][320];
+	char *env[13];
+	char err[2048] = "";
+	unsigned n = 0;
+	int rc;
+
+	snprintf(kv[n++], sizeof(kv[0]),
+		 "TIDE_DPDK_DEVICE=net_memif0,role=%s,socket=%s/memif.sock,socket-abstract=no,"
+		 "bsize=%u,rsize=12",
+		 server ? "server" : "client", cfg->dir, cfg->mtu > 1500 ? MEMIF_BSIZE : 2048);
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_DATA_IP=10.77.0.%d", server ? 1 : 2);
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_DATA_NETMASK=255.255.255.0");
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_MTU=%u", cfg->mtu);
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_LCORES=%d", cfg->cpu);
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_FILE_PREFIX=tide-nb-%d-%s", (int)getpid(),
+		 server ? "s" : "c");
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_HUGEPAGES=auto");
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_HUGEPAGE_MEM=128mb");
+	/* Both ends of the memif link run the same mode (the coordinator's choice). */
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_CSUM=%s", cfg->elide ? "elide" : "auto");
+	snprintf(kv[n++], sizeof(kv[0]), "TIDE_IDLE=%s", cfg->adaptive ? "adaptive" : "busy");
+	if (cfg->rto_min_us != 0)
+		snprintf(kv[n++], sizeof(kv[0]), "TIDE_TCP_RTO_MIN_US=%u", cfg->rto_min_us);
+	for (unsigned i = 0; i < n; i++)
+		env[i] = kv[i];
+	env[n] = NULL;
+	/* Only these keys: the caller's environment and /etc/tide do not apply. */
+	rc = tide_nodeenv_load(ne, "/dev/null", env, err, sizeof(err));
+	if (rc != 0)
+		fprintf(stderr, "tide-net-bench: endpoint settings refused:\n%s", err);
+	return rc;
 }
 
 int
 nb_run_tide(const struct nb_cfg *cfg, bool server)
 {
 	static struct tide_side s;
-	struct tide_eal_opts eo = {0};
-	struct tide_eal_info ei;
-	struct tide_eth_port_opts po = {0};
-	struct tide_lcore_opts lo;
-	struct tide_lcore_group *g = NULL;
+	static struct tide_nodeenv ne;
+	struct tide_node_rt_opts ro = {0};
 	struct nb_ctl_msg m = {0};
-	char prefix[64], vdev[512], lcores[16];
-	int rc, cpu = cfg->cpu;
+	int rc;
 
 	side = &s;
 	s.server = server;
@@ -218,69 +249,24 @@ nb_run_tide(const struct nb_cfg *cfg, bool server)
 	s.zc_limit = cfg->sockbuf;
 	nb_endpoint_init(&s.ep, &tide_ops, &s, !server, cfg->rows, cfg->nrows, cfg->warmup_s,
 			 cfg->duration_s);
-	snprintf(prefix, sizeof(prefix), "tide-nb-%d-%s", (int)getpid(), server ? "s" : "c");
-	snprintf(vdev, sizeof(vdev),
-		 "net_memif0,role=%s,socket=%s/memif.sock,socket-abstract=no,bsize=%u,rsize=12",
-		 server ? "server" : "client", cfg->dir, cfg->mtu > 1500 ? MEMIF_BSIZE : 2048);
-	snprintf(lcores, sizeof(lcores), "%d", cpu);
-	eo.prog = "tide-net-bench";
-	eo.file_prefix = prefix;
-	eo.lcores = lcores;
-	eo.huge = TIDE_EAL_HUGE_AUTO;
-	eo.mem_bytes = 128ull << 20;
-	eo.vdevs[0] = vdev;
-	rc = tide_eal_init(&eo, &ei);
-	if (rc != 0) {
-		fprintf(stderr, "tide-net-bench: EAL did not start: %s\n", strerror(-rc));
-		return rc;
-	}
-	if (cfg->mtu > 1500)
-		po.mbuf_dataroom = MEMIF_BSIZE + 128; /* + RTE_PKTMBUF_HEADROOM */
-	rc = tide_eth_port_open("net_memif0", &po, &s.port);
-	if (rc != 0) {
-		fprintf(stderr, "tide-net-bench: net_memif0: %s\n", strerror(-rc));
-		goto out_eal;
-	}
-	rc = tide_eth_netdev_init(&s.nd, s.port, 0, NULL);
+	rc = side_nodeenv(cfg, server, &ne);
 	if (rc != 0)
-		goto out_port;
-	tide_net_opts_init(&s.no, sizeof(s.no));
-	/* Both ends of the memif link run the same mode (the coordinator's choice). */
-	rc = tide_eth_netdev_csum(&s.nd, cfg->elide ? TIDE_ETH_CSUM_ELIDE : TIDE_ETH_CSUM_AUTO,
-				  &s.no);
+		goto out;
+	ro.prog = "tide-net-bench";
+	ro.max_lcores = 1;
+	ro.tcp_buf = cfg->sockbuf;
+	ro.time_wait_ms = 1000; /* eight flows per row: do not pile up ports */
+	ro.lcore_init = setup_on_worker;
+	ro.lcore_poll = side_poll;
+	ro.arg = &s;
+	rc = tide_node_rt_start(&ne, &ro, &s.rt);
 	if (rc != 0) {
-		fprintf(stderr, "tide-net-bench: checksum mode refused: %s\n", strerror(-rc));
-		tide_eth_netdev_fini(&s.nd);
-		goto out_port;
-	}
-	s.no.dev_ops = &tide_eth_net_dev_ops;
-	s.no.dev = &s.nd;
-	tide_eth_port_mac(s.port, s.no.mac);
-	s.no.ip = server ? SERVER_IP : CLIENT_IP;
-	s.no.mtu = (uint16_t)cfg->mtu;
-	s.no.tcp_sndbuf = s.no.tcp_rcvbuf = cfg->sockbuf;
-	if (cfg->rto_min_us != 0)
-		s.no.tcp_rto_min_us = cfg->rto_min_us;
-	s.no.tcp_time_wait_ms = 1000; /* eight flows per row: do not pile up ports */
-
-	tide_lcore_opts_init(&lo, sizeof(lo));
-	lo.idle = cfg->adaptive ? TIDE_LCORE_IDLE_ADAPTIVE : TIDE_LCORE_IDLE_BUSY;
-	lo.thread_init = tide_eal_thread_register;
-	rc = tide_lcore_group_create(&lo, &cpu, 1, &g);
-	if (rc == 0)
-		rc = tide_lcore_group_start(g);
-	if (rc == 0)
-		rc = tide_lcore_post(tide_lcore_get(g, 0), setup_on_worker, &s);
-	while (rc == 0 && !__atomic_load_n(&s.setup_done, __ATOMIC_ACQUIRE))
-		usleep(1000);
-	if (rc == 0)
-		rc = s.setup_rc;
-	if (rc != 0) {
-		fprintf(stderr, "tide-net-bench: stack setup failed: %s\n", strerror(-rc));
-		goto out_group;
+		fprintf(stderr, "tide-net-bench: user-space TCP did not start: %s\n",
+			strerror(-rc));
+		goto out;
 	}
 	m.type = NB_CTL_READY;
-	m.huge = ei.hugepages;
+	m.huge = tide_node_rt_info(s.rt)->hugepages;
 	nb_ctl_send(cfg->ctl, &m);
 
 	while (!__atomic_load_n(&s.ep.finished, __ATOMIC_ACQUIRE) && nb_now_ns() < cfg->deadline)
@@ -288,12 +274,12 @@ nb_run_tide(const struct nb_cfg *cfg, bool server)
 	if (!__atomic_load_n(&s.ep.finished, __ATOMIC_ACQUIRE))
 		s.ep.error = s.ep.error != 0 ? s.ep.error : -ETIMEDOUT;
 	/* Phase one: stop polling, report, and wait until the peer stopped too. */
-	tide_lcore_group_stop(g);
+	tide_node_rt_stop(s.rt);
 	if (s.ep.error != 0 || tide_net_stats(s.stack)->tcp_retrans_segs > 0) {
 		const struct tide_net_stats *ns = tide_net_stats(s.stack);
 		struct tide_eth_port_stats ps = {0};
 
-		tide_eth_port_stats(s.port, &ps);
+		tide_eth_port_stats(tide_node_rt_port(s.rt), &ps);
 		fprintf(stderr,
 			"tide-net-bench: tide %s: error %d; %" PRIu64
 			" segments retransmitted (%" PRIu64 " RTO, %" PRIu64 " fast), %" PRIu64
@@ -317,14 +303,9 @@ nb_run_tide(const struct nb_cfg *cfg, bool server)
 	nb_ctl_send(cfg->ctl, &m);
 	(void)nb_ctl_recv(cfg->ctl, &m, 30000);
 	rc = s.ep.error;
-	tide_net_stack_destroy(s.stack);
-out_group:
-	tide_lcore_group_destroy(g);
-	tide_eth_netdev_fini(&s.nd);
-out_port:
-	tide_eth_port_close(s.port);
-out_eal:
-	tide_eal_fini();
+	s.stack = NULL;
+	(void)tide_node_rt_destroy(s.rt);
+out:
 	nb_endpoint_fini(&s.ep);
 	return rc;
 }

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tide_clock.h"
 #include "tide_seg.h"
 
 #define KiB (UINT64_C(1) << 10)
@@ -310,15 +311,6 @@ gen_rollout(struct seq *s, const struct bench_opts *o)
 	free(ring);
 }
 
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Replays ops [0, end); returns the failed allocs. offs is indexed by id. */
 static uint64_t
 replay_tide(struct tide_seg *seg, const struct seq *s, size_t end, uint64_t *offs)
@@ -388,16 +380,16 @@ measure(struct tide_seg *seg, const struct seq *s, unsigned runs)
 		double ns;
 
 		tide_seg_reset(seg);
-		t0 = now_ns();
+		t0 = tide_mono_ns();
 		r.tide_fails = replay_tide(seg, s, s->n, offs);
-		t1 = now_ns();
+		t1 = tide_mono_ns();
 		ns = (double)(t1 - t0) / s->ids;
 		if (ns < r.tide_ns)
 			r.tide_ns = ns;
 
-		t0 = now_ns();
+		t0 = tide_mono_ns();
 		r.malloc_fails = replay_malloc(s, ptrs);
-		t1 = now_ns();
+		t1 = tide_mono_ns();
 		ns = (double)(t1 - t0) / s->ids;
 		if (ns < r.malloc_ns)
 			r.malloc_ns = ns;

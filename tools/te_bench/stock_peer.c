@@ -53,6 +53,7 @@
 
 #include "te_frame.h"
 #include "te_meta.h"
+#include "tide_clock.h"
 #include "tide_flags.h"
 #include "tide_log.h"
 
@@ -100,15 +101,6 @@ on_signal(int sig)
 {
 	(void)sig;
 	stop = 1;
-}
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static double
@@ -444,10 +436,10 @@ run_batch(struct ini *in)
 		if (write(in->evfd, &one, sizeof(one)) < 0)
 			return -errno;
 	}
-	uint64_t deadline = now_ns() + (uint64_t)TIMEOUT_MS * 1000000ULL;
+	uint64_t deadline = tide_mono_ns() + (uint64_t)TIMEOUT_MS * 1000000ULL;
 
 	pthread_mutex_lock(&in->lock);
-	while (in->done < batch_size && now_ns() < deadline) {
+	while (in->done < batch_size && tide_mono_ns() < deadline) {
 		struct timespec ts;
 
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -518,9 +510,9 @@ initiator(void)
 	span = batch_size * block_size;
 	nbatch = buffer_size / span;
 	c0 = cpu_s();
-	t0 = now_ns();
+	t0 = tide_mono_ns();
 	rc = 0;
-	for (uint64_t b = 0; !stop && now_ns() - t0 < (uint64_t)(duration * 1e9); b++) {
+	for (uint64_t b = 0; !stop && tide_mono_ns() - t0 < (uint64_t)(duration * 1e9); b++) {
 		in->roff = (b % nbatch) * span;
 		if (!verify) {
 			rc = run_batch(in);
@@ -551,7 +543,7 @@ initiator(void)
 		}
 		slices += 2 * batch_size;
 	}
-	secs = (double)(now_ns() - t0) / 1e9;
+	secs = (double)(tide_mono_ns() - t0) / 1e9;
 	cpu = cpu_s() - c0;
 	atomic_store(&in->quit, true);
 	pthread_join(io, NULL);

@@ -57,13 +57,11 @@
 
 #include "te_sess.h"
 #include "te_xport.h"
-#include "tide_eth.h"
-#include "tide_eth_net.h"
-#include "tide_eth_rss.h"
+#include "tide_clock.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_net.h"
-#include "tide_node_eal.h"
+#include "tide_node_rt.h"
 #include "tide_nodeenv.h"
 
 #define TE_DPDK_MAX_CONNS      64
@@ -140,11 +138,8 @@ struct te_lc {
 	struct te_xport *x;
 	unsigned idx;
 	struct tide_lcore *lc;
-	struct tide_eth_netdev nd;
-	bool nd_up;
-	struct tide_net_stack *stack;
+	struct tide_net_stack *stack; /* the runtime's stack of this lcore */
 	struct tide_net_listener *listener;
-	struct tide_eth_rss_picker pk;
 	uint64_t next_tick;
 	/* The clock of the current poll iteration: callbacks stamp with it
 	 * instead of reading the clock per segment (clock_gettime was 4-10 %
@@ -163,7 +158,7 @@ struct te_lc {
 struct te_xport {
 	struct te_xport_cfg cfg;
 	struct tide_nodeenv ne;
-	struct tide_eth_port *port;
+	struct tide_node_rt *rt; /* EAL, port, lcores and stacks */
 	struct tide_lcore_group *g;
 	unsigned nlc;
 	struct te_lc lcs[TIDE_LCORE_MAX];
@@ -171,14 +166,6 @@ struct te_xport {
 	uint32_t ip;
 	char ip_str[INET_ADDRSTRLEN];
 };
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- running work on an lcore -------------------------------------------- */
 
@@ -458,7 +445,7 @@ static const struct tide_net_conn_cbs conn_cbs = {.on_recv = conn_on_recv,
 static void
 conn_kill(struct dconn *c, int err)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = tide_mono_ns();
 	struct dpeer *p = c->peer;
 	if (c->dead) {
 		return;
@@ -506,7 +493,7 @@ conn_new(struct te_lc *l)
 	struct dconn *c = calloc(1, sizeof(*c));
 	if (c != NULL) {
 		c->l = l;
-		c->opened_ns = c->progress_ns = mono_ns();
+		c->opened_ns = c->progress_ns = tide_mono_ns();
 		LIST_INSERT_HEAD(&l->conns, c, link);
 	}
 	return c;
@@ -593,7 +580,7 @@ peer_connect(struct dpeer *p)
 		free(c);
 		return NULL;
 	}
-	rc = tide_net_connect(p->l->stack, top->ip, top->a.data_port, &conn_cbs, c, mono_ns(),
+	rc = tide_net_connect(p->l->stack, top->ip, top->a.data_port, &conn_cbs, c, tide_mono_ns(),
 			      &c->nc);
 	if (rc != 0) {
 		TIDE_LOG(ERR, "connect to %s:%u: %s", top->a.host, top->a.data_port, strerror(-rc));
@@ -751,55 +738,37 @@ resume_held(struct te_lc *l, uint64_t now)
 	}
 }
 
+/* The runtime's lcore_poll hook: it runs after received frames went to the
+ * stack and before the stack's timers. */
 static int
-dpdk_poll(void *ctx, uint64_t now)
+dpdk_poll(void *arg, unsigned idx, uint64_t now)
 {
-	struct te_lc *l = ctx;
-	int work;
+	struct te_lc *l = &((struct te_xport *)arg)->lcs[idx];
 
 	l->now = now;
-	work = (int)tide_eth_netdev_poll(&l->nd, l->stack, now);
 	inbox_drain(l);
 	resume_held(l, now);
-	work += tide_net_timers_run(l->stack, now);
 	if (now >= l->next_tick) {
 		l->next_tick = now + TE_DPDK_TICK_NS;
 		/* A fresh read, once per tick: stamps above carry this iteration's clock. */
-		conns_tick(l, mono_ns());
+		conns_tick(l, tide_mono_ns());
 	}
 	conns_reap(l);
-	return work;
+	return 0;
 }
 
 /* ---- setup and teardown -------------------------------------------------- */
 
-struct setup_arg {
-	struct te_lc *l;
-	struct tide_net_opts no;
-	int rc;
-};
-
-static void
-setup_on_lcore(void *arg)
+/* The runtime's lcore_init hook: on lcore idx, its stack just created. */
+static int
+setup_on_lcore(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t now)
 {
-	struct setup_arg *a = arg;
-	struct te_lc *l = a->l;
-	l->now = mono_ns();
-	a->rc = tide_net_stack_create(&a->no, l->now, &l->stack);
-	if (a->rc == 0) {
-		a->rc = tide_net_listen(l->stack, l->x->data_port, 1024, srv_accept, l,
-					&l->listener);
-	}
-	if (a->rc == 0) {
-		a->rc = tide_lcore_poller_add(l->lc, dpdk_poll, l);
-	}
-	/* Live counters for tools/tide-stats.py (index = lcore order); best
-	 * effort: a process without telemetry still transfers. */
-	if (a->rc == 0 && l->nd_up) {
-		unsigned idx;
+	struct te_lc *l = &((struct te_xport *)arg)->lcs[idx];
 
-		(void)tide_eth_netdev_publish(&l->nd, l->stack, &idx);
-	}
+	l->lc = tide_lcore_current();
+	l->stack = stack;
+	l->now = now;
+	return tide_net_listen(stack, l->x->data_port, 1024, srv_accept, l, &l->listener);
 }
 
 static void
@@ -817,7 +786,7 @@ teardown_on_lcore(void *arg)
 	while (!LIST_EMPTY(&l->conns)) {
 		conn_kill(LIST_FIRST(&l->conns), -ECANCELED);
 	}
-	tide_net_listener_close(l->listener, mono_ns());
+	tide_net_listener_close(l->listener, tide_mono_ns());
 	l->listener = NULL;
 	conns_reap(l);
 }
@@ -828,15 +797,9 @@ static int
 dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 {
 	struct te_xport *x = calloc(1, sizeof(*x));
-	struct tide_eal_opts eo;
-	struct tide_eal_info ei;
-	struct tide_eth_port_opts po = {0};
-	struct tide_eth_fault_opts fo;
-	const struct tide_eth_fault_opts *fault;
-	struct tide_lcore_opts lo;
-	char err[2048] = "", devname[128], rxname[128];
-	int cpus[TIDE_LCORE_MAX], sockets[TIDE_LCORE_MAX];
-	unsigned ncpus = 0;
+	struct tide_node_rt_opts ro = {0};
+	const struct tide_node_rt_info *ri;
+	char err[2048] = "";
 	int rc;
 
 	if (x == NULL) {
@@ -855,49 +818,17 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		free(x);
 		return -EINVAL;
 	}
-	/* Before the EAL pins this thread: afterwards its affinity hides the other CPUs. */
-	rc = tide_lcore_cpus_pick(x->ne.lcores, x->ne.lcores_per_numa, cpus, TIDE_LCORE_MAX,
-				  &ncpus);
-	if (rc != 0) {
-		TIDE_LOG(ERR, "no CPU for the polling lcores (TIDE_LCORES='%s'): %s", x->ne.lcores,
-			 strerror(-rc));
-		free(x);
-		return rc;
-	}
-	x->nlc = ncpus;
-	tide_node_eal_opts(&x->ne, "tide-te", true, &eo);
-	rc = tide_eal_init(&eo, &ei);
-	if (rc != 0) {
-		TIDE_LOG(ERR, "DPDK EAL did not start: %s", strerror(-rc));
-		free(x);
-		return rc;
-	}
-	tide_node_port_opts(&x->ne, &po, devname, rxname, sizeof(devname));
-	for (unsigned i = 0; i < x->nlc; i++) {
-		sockets[i] = tide_eal_cpu_socket(cpus[i]);
-	}
-	po.nb_queues = (uint16_t)x->nlc;
-	po.queue_socket = sockets;
-	rc = tide_eth_port_open(devname, &po, &x->port);
-	if (rc != 0) {
-		TIDE_LOG(ERR, "cannot open %s with %u queue pair(s): %s", devname, x->nlc,
-			 strerror(-rc));
-		goto fail;
-	}
-	x->ip = ntohl(x->ne.data_ip.s_addr);
-	inet_ntop(AF_INET, &x->ne.data_ip, x->ip_str, sizeof(x->ip_str));
 	if (cfg->data_port != 0) {
 		x->data_port = cfg->data_port;
 	} else {
 		/* The stack is ours alone on this address: any port is free. */
 		uint16_t r = 0;
 		if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
-			r = (uint16_t)mono_ns();
+			r = (uint16_t)tide_mono_ns();
 		}
 		x->data_port = (uint16_t)(15000 + r % 2000);
 	}
-	fault = tide_node_fault_opts(&x->ne, mono_ns(), &fo);
-	for (unsigned i = 0; i < x->nlc; i++) {
+	for (unsigned i = 0; i < TIDE_LCORE_MAX; i++) {
 		struct te_lc *l = &x->lcs[i];
 		l->x = x;
 		l->idx = i;
@@ -906,81 +837,27 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		LIST_INIT(&l->conns);
 		LIST_INIT(&l->dead);
 		LIST_INIT(&l->peers);
-		rc = tide_eth_netdev_init(&l->nd, x->port, (uint16_t)i, fault);
-		if (rc != 0) {
-			goto fail;
-		}
-		l->nd_up = true;
 	}
-
-	tide_lcore_opts_init(&lo, sizeof(lo));
-	lo.idle = x->ne.idle == TIDE_NODEENV_IDLE_BUSY ? TIDE_LCORE_IDLE_BUSY
-						       : TIDE_LCORE_IDLE_ADAPTIVE;
-	lo.idle_sleep_us = x->ne.idle_sleep_us;
-	lo.thread_init = tide_eal_thread_register;
-	/* lo.clock_ns stays CLOCK_MONOTONIC: slices are stamped with it, and the RDMA
-	 * poller sharing these lcores relies on it too. */
-	rc = tide_lcore_group_create(&lo, cpus, x->nlc, &x->g);
-	if (rc == 0) {
-		rc = tide_lcore_group_start(x->g);
-	}
+	ro.prog = "tide-te";
+	ro.tcp_buf = 4u << 20;
+	ro.lcore_init = setup_on_lcore;
+	ro.lcore_poll = dpdk_poll;
+	ro.arg = x;
+	rc = tide_node_rt_start(&x->ne, &ro, &x->rt);
 	if (rc != 0) {
-		TIDE_LOG(ERR, "polling lcores did not start: %s", strerror(-rc));
-		goto fail;
+		/* The runtime logged what was wrong and undid what it started. */
+		dpdk_destroy(x);
+		return rc;
 	}
-	for (unsigned i = 0; i < x->nlc; i++) {
-		struct te_lc *l = &x->lcs[i];
-		struct setup_arg sa = {.l = l};
-		const struct tide_eth_rss *rss = tide_eth_port_rss(x->port);
-		l->lc = tide_lcore_get(x->g, i);
-		tide_net_opts_init(&sa.no, sizeof(sa.no));
-		sa.no.dev_ops = &tide_eth_net_dev_ops;
-		sa.no.dev = &l->nd;
-		if (x->ne.data_mac_set) {
-			memcpy(sa.no.mac, x->ne.data_mac, 6);
-		} else {
-			tide_eth_port_mac(x->port, sa.no.mac);
-		}
-		sa.no.ip = x->ip;
-		sa.no.netmask = ntohl(x->ne.data_netmask.s_addr);
-		sa.no.gateway = x->ne.gateway_set ? ntohl(x->ne.gateway.s_addr) : 0;
-		sa.no.mtu = (uint16_t)x->ne.mtu;
-		sa.no.tcp_sndbuf = sa.no.tcp_rcvbuf = 4u << 20;
-		sa.no.tcp_rto_min_us = x->ne.tcp_rto_min_us;
-		sa.no.tcp_max_retries = (uint8_t)x->ne.tcp_max_retries;
-		rc = tide_eth_netdev_csum(&l->nd, tide_node_csum(&x->ne), &sa.no);
-		if (rc != 0) {
-			goto fail;
-		}
-		/* Only the first stack announces the address; the others share it. */
-		sa.no.arp_gratuitous = i == 0;
-		if (x->nlc > 1 && rss != NULL) {
-			/* Replies to our active opens must come back to this lcore's queue. */
-			rc = tide_eth_rss_picker_init(&l->pk, rss, (uint16_t)i, x->ip, 0, 0);
-			if (rc != 0) {
-				goto fail;
-			}
-			sa.no.port_pick = tide_eth_rss_port_pick;
-			sa.no.port_arg = &l->pk;
-		}
-		rc = run_on_lcore(l, setup_on_lcore, &sa);
-		if (rc == 0) {
-			rc = sa.rc;
-		}
-		if (rc != 0) {
-			TIDE_LOG(ERR, "user-space TCP stack setup on lcore %u failed: %s", i,
-				 strerror(-rc));
-			goto fail;
-		}
-	}
-	TIDE_LOG(INFO, "user-space TCP on %s, %s:%u, %u lcore(s) from CPU %d, %s",
-		 x->ne.dpdk_device, x->ip_str, x->data_port, x->nlc, cpus[0],
-		 ei.hugepages ? "hugepages" : "no hugepages");
+	ri = tide_node_rt_info(x->rt);
+	x->g = tide_node_rt_lcores(x->rt);
+	x->nlc = ri->nlcores;
+	x->ip = ri->ip;
+	snprintf(x->ip_str, sizeof(x->ip_str), "%s", ri->ip_str);
+	/* The runtime logged the device, lcores and memory. */
+	TIDE_LOG(INFO, "tcp-dpdk: data server on %s:%u", x->ip_str, x->data_port);
 	*out = x;
 	return 0;
-fail:
-	dpdk_destroy(x);
-	return rc;
 }
 
 static uint16_t
@@ -1140,7 +1017,7 @@ dpdk_destroy(struct te_xport *x)
 	if (x == NULL) {
 		return;
 	}
-	if (x->g != NULL) {
+	if (x->rt != NULL) {
 		for (unsigned i = 0; i < x->nlc; i++) {
 			if (x->lcs[i].stack != NULL) {
 				run_on_lcore(&x->lcs[i], teardown_on_lcore, &x->lcs[i]);
@@ -1148,62 +1025,16 @@ dpdk_destroy(struct te_xport *x)
 		}
 		/* Let RSTs and FINs leave before the lcores stop. */
 		usleep(20000);
-		tide_lcore_group_stop(x->g);
-	}
-	for (unsigned i = 0; i < x->nlc; i++) {
-		struct te_lc *l = &x->lcs[i];
-		if (l->stack != NULL) {
-			const struct tide_net_stats *st = tide_net_stats(l->stack);
-			TIDE_LOG(INFO,
-				 "lcore %u user-space TCP: rx_frames %" PRIu64 " tx_frames %" PRIu64
-				 " retrans %" PRIu64 " rto %" PRIu64 " resets %" PRIu64
-				 " timeouts %" PRIu64,
-				 i, st->rx_frames, st->tx_frames, st->tcp_retrans_segs,
-				 st->tcp_rto_fired, st->tcp_conn_resets, st->tcp_conn_timeouts);
-			/* Where stalls come from: frames the device refused or had no
-			 * buffer for, loss recovery, and what the receiver saw. */
-			TIDE_LOG(INFO,
-				 "lcore %u user-space TCP: tx_dropped %" PRIu64
-				 " tx_deferred %" PRIu64 " tx_nobufs %" PRIu64
-				 " fast_retrans %" PRIu64 " sack_recoveries %" PRIu64
-				 " sack_retrans %" PRIu64 " lost_retrans %" PRIu64 " tlp %" PRIu64
-				 " dup_acks %" PRIu64 " rx_ooo %" PRIu64 " rx_ooo_dropped %" PRIu64
-				 " rx_dup_bytes %" PRIu64 " out_of_window %" PRIu64
-				 " window_probes %" PRIu64,
-				 i, st->tx_dropped, st->tx_deferred, st->tx_nobufs,
-				 st->tcp_fast_retrans, st->tcp_sack_recoveries,
-				 st->tcp_sack_retrans_segs, st->tcp_lost_retrans,
-				 st->tcp_tlp_probes, st->tcp_dup_acks, st->tcp_rx_ooo_segs,
-				 st->tcp_rx_ooo_dropped, st->tcp_rx_dup_bytes,
-				 st->tcp_rx_out_of_window, st->tcp_window_probes);
-		}
-		if (l->nd_up) {
-			tide_eth_netdev_fini(&l->nd);
-		}
-		tide_net_stack_destroy(l->stack);
-	}
-	tide_lcore_group_destroy(x->g);
-	if (x->port != NULL) {
-		struct tide_eth_port_stats ps;
-		unsigned held;
-		if (tide_eth_port_stats(x->port, &ps) == 0) {
-			TIDE_LOG(INFO,
-				 "port: ipackets %" PRIu64 " opackets %" PRIu64 " imissed %" PRIu64
-				 " ierrors %" PRIu64 " oerrors %" PRIu64 " rx_nombuf %" PRIu64,
-				 ps.ipackets, ps.opackets, ps.imissed, ps.ierrors, ps.oerrors,
-				 ps.rx_nombuf);
-		}
-		held = tide_eth_port_close(x->port);
-		if (held != 0) {
-			TIDE_LOG(ERR, "%u packet buffers still held at port close", held);
-		}
+		/* Logs the stacks' and the port's counters; a leak is logged there. */
+		(void)tide_node_rt_destroy(x->rt);
+		x->rt = NULL;
 	}
 	/*
 	 * Sends the stack could not complete end here, once the port is closed
 	 * and no frame references their memory: slices complete, server sessions
 	 * release their check() references (on this thread: the lcores are gone).
 	 */
-	for (unsigned i = 0; i < x->nlc; i++) {
+	for (unsigned i = 0; i < TIDE_LCORE_MAX; i++) {
 		struct te_lc *l = &x->lcs[i];
 		for (struct dconn *c = LIST_FIRST(&l->dead), *next; c != NULL; c = next) {
 			next = LIST_NEXT(c, link);
@@ -1217,7 +1048,6 @@ dpdk_destroy(struct te_xport *x)
 			pthread_mutex_destroy(&l->inbox_lock);
 		}
 	}
-	tide_eal_fini();
 	free(x);
 }
 

@@ -74,6 +74,7 @@
 
 #include "te_rdma.h"
 #include "te_xport.h"
+#include "tide_clock.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
@@ -210,15 +211,6 @@ struct te_xport {
 		_Atomic uint64_t wrs, posts, wc_errors, reconnects, bounced, handshakes;
 	} st;
 };
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- errors ------------------------------------------------------------- */
 
@@ -787,7 +779,7 @@ rdma_poll(void *ctx, uint64_t now)
 		/* A fresh read: slices drained above may have been stamped after `now`
 		 * (on a shared lcore the packet poller ran in between), and an age
 		 * computed from an older `now` would wrap around and time them out. */
-		uint64_t t = mono_ns();
+		uint64_t t = tide_mono_ns();
 
 		l->next_tick = now + TE_RDMA_TICK_NS;
 		for (unsigned i = 0; i < neps; i++) {
@@ -1032,7 +1024,7 @@ cm_main(void *arg)
 			}
 			/* Both sides connecting at once: back off 1..32 ms at random. */
 			if (getrandom(&r, sizeof(r), 0) != sizeof(r)) {
-				r = (uint32_t)mono_ns();
+				r = (uint32_t)tide_mono_ns();
 			}
 			usleep(1000 + (r % 31000));
 		}
@@ -1200,10 +1192,10 @@ rdma_on_connection(struct te_xport *x, const char *json, size_t len, char **repl
 		int expect = EP_READY;
 
 		if (atomic_compare_exchange_strong(&ep->state, &expect, EP_DRAIN)) {
-			uint64_t until = mono_ns() + TE_RDMA_DRAIN_MS * 1000000ull;
+			uint64_t until = tide_mono_ns() + TE_RDMA_DRAIN_MS * 1000000ull;
 
 			pthread_mutex_unlock(&ep->setup_lock);
-			while (atomic_load(&ep->state) == EP_DRAIN && mono_ns() < until) {
+			while (atomic_load(&ep->state) == EP_DRAIN && tide_mono_ns() < until) {
 				usleep(100);
 			}
 			pthread_mutex_lock(&ep->setup_lock);

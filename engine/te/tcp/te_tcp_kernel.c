@@ -49,6 +49,7 @@
 #include "te_sess.h"
 #include "te_tcp_kernel.h"
 #include "te_xport.h"
+#include "tide_clock.h"
 #include "tide_log.h"
 
 #define STAGE_LEN        (64 * 1024)
@@ -161,15 +162,6 @@ struct te_xport {
 };
 
 static _Thread_local struct io_thread *cur_thread;
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static void
 ep_set(struct conn *c, uint32_t ev)
@@ -369,7 +361,7 @@ slot_up(struct slot *sl)
 	p->n_up++;
 	pthread_mutex_unlock(&p->lock);
 	sl->st = SLOT_UP;
-	sl->progress_ns = now_ns();
+	sl->progress_ns = tide_mono_ns();
 	ep_set(&sl->c, EPOLLIN);
 	slot_io(sl);
 }
@@ -420,7 +412,7 @@ slot_connect(struct slot *sl)
 		return;
 	}
 	cto = p->x->cfg.connect_timeout_ms != 0 ? p->x->cfg.connect_timeout_ms : DEF_CONNECT_MS;
-	sl->deadline_ns = now_ns() + (uint64_t)cto * 1000000ULL;
+	sl->deadline_ns = tide_mono_ns() + (uint64_t)cto * 1000000ULL;
 	ep_set(&sl->c, EPOLLOUT);
 }
 
@@ -499,7 +491,7 @@ slot_tx(struct slot *sl)
 				slot_down(sl, sock_err(e));
 			return false;
 		}
-		sl->progress_ns = now_ns();
+		sl->progress_ns = tide_mono_ns();
 		te_cli_sess_tx_advance(sl->sess, (size_t)r);
 	}
 	ep_set(&sl->c, EPOLLIN);
@@ -545,7 +537,7 @@ slot_rx(struct slot *sl)
 			slot_down(sl, -ECONNRESET);
 			return false;
 		}
-		sl->progress_ns = now_ns();
+		sl->progress_ns = tide_mono_ns();
 		got = r;
 		if (w > 0) {
 			size_t k = (size_t)r < w ? (size_t)r : w;
@@ -711,7 +703,7 @@ srv_adopt(struct io_thread *t, struct srv_conn *sc)
 	if (t->srvs != NULL)
 		t->srvs->prev = sc;
 	t->srvs = sc;
-	sc->progress_ns = now_ns();
+	sc->progress_ns = tide_mono_ns();
 	ep_set(&sc->c, EPOLLIN);
 }
 
@@ -777,7 +769,7 @@ srv_io(struct srv_conn *sc)
 				srv_free(sc);
 				return;
 			}
-			sc->progress_ns = now_ns();
+			sc->progress_ns = tide_mono_ns();
 			te_srv_sess_tx_advance(sc->sess, (size_t)r);
 		}
 		why = te_srv_sess_close_reason(sc->sess);
@@ -835,7 +827,7 @@ srv_io(struct srv_conn *sc)
 			srv_eof(sc);
 			return;
 		}
-		sc->progress_ns = now_ns();
+		sc->progress_ns = tide_mono_ns();
 		if (w > 0) {
 			size_t k = (size_t)r < w ? (size_t)r : w;
 
@@ -909,7 +901,7 @@ do_accept(struct te_xport *x)
 			TIDE_LOG_RATELIMIT(WARN, 5, "accept: %s; pausing the data server %d ms",
 					   strerror(errno), ACCEPT_PAUSE_MS);
 			ep_set(&x->lc, 0);
-			x->accept_resume_ns = now_ns() + ACCEPT_PAUSE_MS * 1000000ULL;
+			x->accept_resume_ns = tide_mono_ns() + ACCEPT_PAUSE_MS * 1000000ULL;
 			return;
 		}
 		if (!tide_cidr_allows(x->cfg.allow, (struct sockaddr *)&sa, salen)) {
@@ -1033,7 +1025,7 @@ thread_main(void *arg)
 {
 	struct io_thread *t = arg;
 	struct epoll_event evs[EP_BATCH];
-	uint64_t next_tick = now_ns();
+	uint64_t next_tick = tide_mono_ns();
 
 	cur_thread = t;
 	while (!atomic_load(&t->stop)) {
@@ -1063,7 +1055,7 @@ thread_main(void *arg)
 		}
 		if (drain)
 			thread_drain(t);
-		now = now_ns();
+		now = tide_mono_ns();
 		if (now >= next_tick) {
 			thread_timers(t, now);
 			next_tick = now + TICK_MS * 1000000ULL;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /**
  * \file
- * Shared by the tools: DPDK EAL options from the node environment file, so
- * every tool maps TIDE_HUGEPAGES, TIDE_HUGEPAGE_*, TIDE_FILE_PREFIX,
- * TIDE_EAL_ARGS, TIDE_DPDK_DEVICE, TIDE_FAULT and TIDE_CSUM the same way.
+ * The node file's DPDK options, one mapping for every program: TIDE_HUGEPAGES,
+ * TIDE_HUGEPAGE_*, TIDE_FILE_PREFIX, TIDE_EAL_ARGS, TIDE_DPDK_DEVICE,
+ * TIDE_FAULT and TIDE_CSUM. The node runtime (tide_node_rt.h) is built on
+ * these; tide-cluster, which joins two ports of one process by net_ring,
+ * uses them directly.
  */
 #ifndef TIDE_NODE_EAL_H
 #define TIDE_NODE_EAL_H

@@ -1,0 +1,371 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The node runtime (tide_node_rt.h): node file -> EAL -> port -> lcores ->
+ * one stack per lcore. Bring-up order matters in three places:
+ * - CPUs are picked before the EAL starts: the EAL pins the calling thread
+ *   to its main lcore, and that affinity would hide the other CPUs;
+ * - the checksum mode is applied to each netdev before its stack exists:
+ *   it decides the stack's tx_offloads and cksum_elide options;
+ * - each stack is created on its own lcore (a stack belongs to the thread
+ *   that created it), so the lcores start before the stacks.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tide_clock.h"
+#include "tide_eth_rss.h"
+#include "tide_log.h"
+#include "tide_node_eal.h"
+#include "tide_node_rt.h"
+
+struct rt_lc {
+	struct tide_node_rt *rt;
+	unsigned idx;
+	struct tide_eth_netdev nd;
+	bool nd_up;
+	struct tide_net_stack *stack;
+	struct tide_eth_rss_picker pk;
+	struct tide_net_opts no;
+	int rc; /* of the set-up message */
+};
+
+struct tide_node_rt {
+	struct tide_nodeenv ne;
+	struct tide_node_rt_opts o;
+	struct tide_node_rt_info info;
+	struct tide_eth_port *port;
+	struct tide_lcore_group *g;
+	bool eal_up;
+	struct rt_lc lcs[TIDE_LCORE_MAX];
+};
+
+static int
+rt_poll(void *ctx, uint64_t now)
+{
+	struct rt_lc *l = ctx;
+	const struct tide_node_rt_opts *o = &l->rt->o;
+	int work = (int)tide_eth_netdev_poll(&l->nd, l->stack, now);
+
+	if (o->lcore_poll != NULL)
+		work += o->lcore_poll(o->arg, l->idx, now);
+	work += tide_net_timers_run(l->stack, now);
+	return work;
+}
+
+static void
+setup_on_lcore(void *arg)
+{
+	struct rt_lc *l = arg;
+	const struct tide_node_rt_opts *o = &l->rt->o;
+	uint64_t now = tide_mono_ns();
+
+	l->rc = tide_net_stack_create(&l->no, now, &l->stack);
+	if (l->rc == 0 && o->lcore_init != NULL)
+		l->rc = o->lcore_init(o->arg, l->idx, l->stack, now);
+	if (l->rc == 0)
+		l->rc = tide_lcore_poller_add(tide_lcore_get(l->rt->g, l->idx), rt_poll, l);
+}
+
+/* Stack options of lcore l from the node file; the netdev decides checksums. */
+static int
+lcore_net_opts(struct tide_node_rt *rt, struct rt_lc *l)
+{
+	const struct tide_nodeenv *ne = &rt->ne;
+	struct tide_net_opts *no = &l->no;
+	const struct tide_eth_rss *rss = tide_eth_port_rss(rt->port);
+	int rc;
+
+	tide_net_opts_init(no, sizeof(*no));
+	no->dev_ops = &tide_eth_net_dev_ops;
+	no->dev = &l->nd;
+	if (ne->data_mac_set)
+		memcpy(no->mac, ne->data_mac, 6);
+	else
+		tide_eth_port_mac(rt->port, no->mac);
+	no->ip = rt->info.ip;
+	no->netmask = ntohl(ne->data_netmask.s_addr);
+	no->gateway = ne->gateway_set ? ntohl(ne->gateway.s_addr) : 0;
+	no->mtu = (uint16_t)ne->mtu;
+	no->tcp_sndbuf = no->tcp_rcvbuf = rt->o.tcp_buf != 0 ? rt->o.tcp_buf : 1u << 20;
+	no->tcp_rto_min_us = ne->tcp_rto_min_us;
+	no->tcp_max_retries = (uint8_t)ne->tcp_max_retries;
+	if (rt->o.time_wait_ms != 0)
+		no->tcp_time_wait_ms = rt->o.time_wait_ms;
+	/* The stacks share one address: only the first announces it. */
+	no->arp_gratuitous = l->idx == 0;
+	rc = tide_eth_netdev_csum(&l->nd, tide_node_csum(ne), no);
+	if (rc != 0) {
+		/* The glue logged the port, its driver and what it lacks. */
+		TIDE_LOG(ERR, "TIDE_CSUM=%s refused on %s: %s",
+			 tide_eth_csum_name(tide_node_csum(ne)), ne->dpdk_device, strerror(-rc));
+		return rc;
+	}
+	if (rt->info.nlcores > 1 && rss != NULL) {
+		/* Replies to this lcore's active opens must come back to its queue. */
+		rc = tide_eth_rss_picker_init(&l->pk, rss, (uint16_t)l->idx, rt->info.ip, 0, 0);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "lcore %u: no RSS port picker: %s", l->idx, strerror(-rc));
+			return rc;
+		}
+		no->port_pick = tide_eth_rss_port_pick;
+		no->port_arg = &l->pk;
+	}
+	return 0;
+}
+
+static int
+open_port(struct tide_node_rt *rt)
+{
+	struct tide_eth_port_opts po;
+	char devname[128], rxname[128];
+	int sockets[TIDE_LCORE_MAX];
+	int rc;
+
+	tide_node_port_opts(&rt->ne, &po, devname, rxname, sizeof(devname));
+	for (unsigned i = 0; i < rt->info.nlcores; i++)
+		sockets[i] = tide_eal_cpu_socket(rt->info.cpus[i]);
+	po.nb_queues = (uint16_t)rt->info.nlcores;
+	po.queue_socket = sockets;
+	rc = tide_eth_port_open(devname, &po, &rt->port);
+	if (rc != 0)
+		TIDE_LOG(ERR, "TIDE_DPDK_DEVICE: cannot open %s with %u queue pair(s): %s", devname,
+			 rt->info.nlcores, strerror(-rc));
+	return rc;
+}
+
+static int
+start_lcores(struct tide_node_rt *rt)
+{
+	struct tide_lcore_opts lo;
+	int rc;
+
+	tide_lcore_opts_init(&lo, sizeof(lo));
+	lo.idle = rt->ne.idle == TIDE_NODEENV_IDLE_BUSY ? TIDE_LCORE_IDLE_BUSY
+							: TIDE_LCORE_IDLE_ADAPTIVE;
+	lo.idle_sleep_us = rt->ne.idle_sleep_us;
+	lo.thread_init = tide_eal_thread_register;
+	/* lo.clock_ns stays CLOCK_MONOTONIC: the transfer engine stamps slices
+	 * with it and RDMA pollers sharing these lcores rely on it. */
+	rc = tide_lcore_group_create(&lo, rt->info.cpus, rt->info.nlcores, &rt->g);
+	if (rc == 0)
+		rc = tide_lcore_group_start(rt->g);
+	if (rc != 0)
+		TIDE_LOG(ERR, "polling lcores did not start: %s", strerror(-rc));
+	return rc;
+}
+
+int
+tide_node_rt_start(const struct tide_nodeenv *ne, const struct tide_node_rt_opts *o,
+		   struct tide_node_rt **out)
+{
+	struct tide_node_rt *rt;
+	struct tide_eal_opts eo;
+	struct tide_eal_info ei;
+	struct tide_eth_fault_opts fo;
+	const struct tide_eth_fault_opts *fault;
+	unsigned n = 0;
+	int rc;
+
+	if (ne->dpdk_device[0] == '\0' || !ne->data_ip_set) {
+		TIDE_LOG(ERR, "user-space TCP needs TIDE_DPDK_DEVICE and TIDE_DATA_IP in the node "
+			      "file");
+		return -EINVAL;
+	}
+	rt = calloc(1, sizeof(*rt));
+	if (rt == NULL)
+		return -ENOMEM;
+	rt->ne = *ne;
+	if (o != NULL)
+		rt->o = *o;
+	rc = tide_lcore_cpus_pick(ne->lcores, ne->lcores_per_numa, rt->info.cpus, TIDE_LCORE_MAX,
+				  &n);
+	if (rc != 0) {
+		TIDE_LOG(ERR,
+			 "TIDE_LCORES='%s' TIDE_LCORES_PER_NUMA=%u: no CPU for the polling "
+			 "lcores: %s",
+			 ne->lcores, ne->lcores_per_numa, strerror(-rc));
+		free(rt);
+		return rc;
+	}
+	rt->info.nlcores = rt->o.max_lcores != 0 && n > rt->o.max_lcores ? rt->o.max_lcores : n;
+	rt->info.ip = ntohl(ne->data_ip.s_addr);
+	inet_ntop(AF_INET, &ne->data_ip, rt->info.ip_str, sizeof(rt->info.ip_str));
+
+	tide_node_eal_opts(&rt->ne, rt->o.prog != NULL ? rt->o.prog : "tide", true, &eo);
+	rc = tide_eal_init(&eo, &ei);
+	if (rc != 0) {
+		TIDE_LOG(ERR, "DPDK EAL did not start: %s", strerror(-rc));
+		free(rt);
+		return rc;
+	}
+	rt->eal_up = true;
+	rt->info.hugepages = ei.hugepages;
+	rc = open_port(rt);
+	if (rc != 0)
+		goto fail;
+	fault = tide_node_fault_opts(&rt->ne, tide_mono_ns(), &fo);
+	for (unsigned i = 0; i < rt->info.nlcores; i++) {
+		struct rt_lc *l = &rt->lcs[i];
+
+		l->rt = rt;
+		l->idx = i;
+		rc = tide_eth_netdev_init(&l->nd, rt->port, (uint16_t)i, fault);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "TIDE_FAULT='%s' not usable on queue %u: %s", ne->fault_spec,
+				 i, strerror(-rc));
+			goto fail;
+		}
+		l->nd_up = true;
+		rc = lcore_net_opts(rt, l);
+		if (rc != 0)
+			goto fail;
+	}
+	rt->info.csum = rt->lcs[0].no.cksum_elide ? "elided"
+			: rt->lcs[0].no.tx_offloads != 0 || rt->lcs[0].nd.rx_trust != 0
+				? "offloaded where the device can"
+				: "in software";
+	/* Hooks may use *out (tide_node_rt_port() for the link state): set it
+	 * before the lcore threads exist, which orders the write before them. */
+	*out = rt;
+	rc = start_lcores(rt);
+	if (rc != 0)
+		goto fail;
+	for (unsigned i = 0; i < rt->info.nlcores; i++) {
+		struct rt_lc *l = &rt->lcs[i];
+
+		rc = tide_lcore_run_sync(tide_lcore_get(rt->g, i), setup_on_lcore, l);
+		if (rc == 0)
+			rc = l->rc;
+		if (rc != 0) {
+			TIDE_LOG(ERR, "user-space TCP stack set-up on lcore %u failed: %s", i,
+				 strerror(-rc));
+			goto fail;
+		}
+	}
+	/* Live counters for tools/tide-stats.py (index = lcore order); best
+	 * effort: a process without telemetry still moves data. */
+	for (unsigned i = 0; i < rt->info.nlcores; i++) {
+		unsigned idx;
+
+		if (tide_eth_netdev_publish(&rt->lcs[i].nd, rt->lcs[i].stack, &idx) == 0 &&
+		    i == 0) {
+			rt->info.published = true;
+			rt->info.publish_index = idx;
+		}
+	}
+	TIDE_LOG(INFO, "user-space TCP on %s, %s, %u lcore(s) from CPU %d, %s, checksums %s",
+		 ne->dpdk_device, rt->info.ip_str, rt->info.nlcores, rt->info.cpus[0],
+		 ei.hugepages ? "hugepages" : "no hugepages", rt->info.csum);
+	return 0;
+fail:
+	*out = NULL;
+	(void)tide_node_rt_destroy(rt);
+	return rc;
+}
+
+const struct tide_node_rt_info *
+tide_node_rt_info(const struct tide_node_rt *rt)
+{
+	return &rt->info;
+}
+
+struct tide_lcore_group *
+tide_node_rt_lcores(struct tide_node_rt *rt)
+{
+	return rt->g;
+}
+
+struct tide_net_stack *
+tide_node_rt_stack(struct tide_node_rt *rt, unsigned idx)
+{
+	return idx < rt->info.nlcores ? rt->lcs[idx].stack : NULL;
+}
+
+const struct tide_eth_netdev *
+tide_node_rt_netdev(const struct tide_node_rt *rt, unsigned idx)
+{
+	return idx < rt->info.nlcores ? &rt->lcs[idx].nd : NULL;
+}
+
+struct tide_eth_port *
+tide_node_rt_port(struct tide_node_rt *rt)
+{
+	return rt->port;
+}
+
+void
+tide_node_rt_stop(struct tide_node_rt *rt)
+{
+	if (rt->g != NULL)
+		tide_lcore_group_stop(rt->g);
+}
+
+static void
+log_stack(unsigned i, const struct tide_net_stats *st)
+{
+	TIDE_LOG(INFO,
+		 "lcore %u user-space TCP: rx_frames %" PRIu64 " tx_frames %" PRIu64
+		 " retrans %" PRIu64 " rto %" PRIu64 " resets %" PRIu64 " timeouts %" PRIu64,
+		 i, st->rx_frames, st->tx_frames, st->tcp_retrans_segs, st->tcp_rto_fired,
+		 st->tcp_conn_resets, st->tcp_conn_timeouts);
+	/* Where stalls come from: frames the device refused or had no buffer
+	 * for, loss recovery, and what the receiver saw. */
+	TIDE_LOG(INFO,
+		 "lcore %u user-space TCP: tx_dropped %" PRIu64 " tx_deferred %" PRIu64
+		 " tx_nobufs %" PRIu64 " fast_retrans %" PRIu64 " sack_recoveries %" PRIu64
+		 " sack_retrans %" PRIu64 " lost_retrans %" PRIu64 " tlp %" PRIu64
+		 " dup_acks %" PRIu64 " rx_ooo %" PRIu64 " rx_ooo_dropped %" PRIu64
+		 " rx_dup_bytes %" PRIu64 " out_of_window %" PRIu64 " window_probes %" PRIu64,
+		 i, st->tx_dropped, st->tx_deferred, st->tx_nobufs, st->tcp_fast_retrans,
+		 st->tcp_sack_recoveries, st->tcp_sack_retrans_segs, st->tcp_lost_retrans,
+		 st->tcp_tlp_probes, st->tcp_dup_acks, st->tcp_rx_ooo_segs, st->tcp_rx_ooo_dropped,
+		 st->tcp_rx_dup_bytes, st->tcp_rx_out_of_window, st->tcp_window_probes);
+}
+
+unsigned
+tide_node_rt_destroy(struct tide_node_rt *rt)
+{
+	unsigned held = 0;
+
+	if (rt == NULL)
+		return 0;
+	if (rt->g != NULL)
+		tide_lcore_group_stop(rt->g);
+	for (unsigned i = 0; i < rt->info.nlcores; i++) {
+		struct rt_lc *l = &rt->lcs[i];
+
+		if (l->stack != NULL)
+			log_stack(i, tide_net_stats(l->stack));
+		/* Unpublish (fini) before the stack the telemetry reads goes away. */
+		if (l->nd_up)
+			tide_eth_netdev_fini(&l->nd);
+		l->nd_up = false;
+		tide_net_stack_destroy(l->stack);
+		l->stack = NULL;
+	}
+	tide_lcore_group_destroy(rt->g);
+	rt->g = NULL;
+	if (rt->port != NULL) {
+		struct tide_eth_port_stats ps;
+
+		if (tide_eth_port_stats(rt->port, &ps) == 0)
+			TIDE_LOG(INFO,
+				 "port: ipackets %" PRIu64 " opackets %" PRIu64 " imissed %" PRIu64
+				 " ierrors %" PRIu64 " oerrors %" PRIu64 " rx_nombuf %" PRIu64,
+				 ps.ipackets, ps.opackets, ps.imissed, ps.ierrors, ps.oerrors,
+				 ps.rx_nombuf);
+		/* Every packet buffer must be back once the stacks are gone:
+		 * anything else is a leak that would starve a long run. */
+		held = tide_eth_port_close(rt->port);
+		if (held != 0)
+			TIDE_LOG(ERR, "%u packet buffers still held at port close", held);
+	}
+	if (rt->eal_up)
+		tide_eal_fini();
+	free(rt);
+	return held;
+}
