@@ -568,16 +568,27 @@ main(int argc, char **argv)
 	(void)tide_lcore_run_sync(tide_lcore_get(tide_node_rt_lcores(a.rt), 0), teardown_on_worker,
 				  &a);
 	/*
-	 * Let FINs and last ACKs go out before the worker stops. A sender's FIN
-	 * is what the peer waits for to see the end of the data; should it be
-	 * lost, its probe goes about one RTO floor later and the RTOs at two and
-	 * four floors: keep the stack running through those (with Linux's 200 ms
-	 * floor 0.9 s; 50 ms between Tide stacks; 10 s at most).
+	 * Let FINs and last ACKs go out before the worker stops. Our FIN is what
+	 * the peer waits for to see the end of the data (a sender's) or the end
+	 * of the exchange (a server that closes after the peer did); should it
+	 * be lost, its probe goes about one RTO floor later and the RTOs at two
+	 * and four floors. So after closing anything, keep the stack running
+	 * until it holds no connection (a passive close ends when our FIN is
+	 * acknowledged) or 4.5 RTO floors passed (an active close stays in
+	 * TIME_WAIT): with Linux's 200 ms floor 0.9 s, 10 s at most; 50 ms
+	 * when nothing was closed.
 	 */
-	linger_us = !a.serve && a.close_sent ? (uint64_t)ne.tcp_rto_min_us * 9 / 2 : 0;
-	usleep((useconds_t)(linger_us < 50000      ? 50000
-			    : linger_us > 10000000 ? 10000000
-						   : linger_us));
+	linger_us = a.close_sent || a.closed_conns > 0 ? (uint64_t)ne.tcp_rto_min_us * 9 / 2 : 0;
+	linger_us = linger_us < 50000 ? 50000 : linger_us > 10000000 ? 10000000 : linger_us;
+	{
+		uint64_t until = tide_mono_ns() + linger_us * 1000;
+
+		usleep(20000); /* at least this, for the last ACKs */
+		/* tcp_conns is written by the worker; a racy read is enough here. */
+		while (tide_mono_ns() < until &&
+		       __atomic_load_n(&tide_net_stats(a.stack)->tcp_conns, __ATOMIC_RELAXED) > 0)
+			usleep(2000);
+	}
 	tide_node_rt_stop(a.rt);
 	print_stats(&a);
 	if (a.serve) {
