@@ -69,6 +69,7 @@ struct tide_eth_netdev {
 	bool tx_chain;                  /* tx_attach chains extbuf mbufs (else it refuses) */
 	bool tx_chain_auto;             /* what TIDE_ETH_ZC_AUTO resolved to */
 	bool tx_no_ext;                 /* memif zero-copy: no external buffers at all */
+	bool tx_ext_va;                 /* an external buffer's IOVA is its address (or unused) */
 	uint64_t tx_capa;               /* rte_eth_dev_info.tx_offload_capa */
 	uint64_t tx_conf;               /* TX offloads the port was configured with */
 	uint64_t rx_linearized;         /* chained frames received and made contiguous */
@@ -91,7 +92,8 @@ int tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port,
  * Choose how frames with zero-copy payload are built (default
  * TIDE_ETH_ZC_AUTO, resolved by tide_eth_netdev_init()).
  * \return 0; -EINVAL unknown mode; -ENOTSUP TIDE_ETH_ZC_CHAIN on a port that
- *         cannot carry external buffers (net_memif with zero-copy=yes).
+ *         cannot carry external buffers (net_memif with zero-copy=yes, or a
+ *         hardware device while the EAL uses physical IOVAs).
  * Thread: owner, before traffic.
  */
 int tide_eth_netdev_set_zc(struct tide_eth_netdev *nd, enum tide_eth_zc_mode mode);
