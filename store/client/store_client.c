@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reg_table.h"
 #include "seg_warm.h"
 #include "store_agent.h"
 #include "tide_log.h"
@@ -69,12 +70,6 @@ struct mc_conn {
 	struct tide_mc_client *c; /* NULL: not connected (yet, or since it broke) */
 };
 
-/* One registered buffer; addr 0 marks a free slot. */
-struct reg_ent {
-	uintptr_t addr;
-	size_t len;
-};
-
 /* A tide_store_map_buffer() region. */
 struct mapped {
 	void *base;
@@ -106,8 +101,7 @@ struct tide_store {
 	size_t lbuf_len;
 	pthread_mutex_t buf_lock; /* maps and reg */
 	struct mapped *maps;
-	struct reg_ent *reg; /* open addressing, linear probing, power-of-two cap */
-	size_t reg_cap, reg_n;
+	struct tide_reg_table reg; /* tide_store_register_buffer() */
 	/* Heartbeat. */
 	struct tide_mc_client *hb_mc;
 	pthread_t hb_thread;
@@ -474,9 +468,7 @@ buffers_release(struct tide_store *s)
 		munmap(s->lbuf, s->lbuf_len);
 	s->lbuf = NULL;
 	s->lbuf_len = 0;
-	free(s->reg);
-	s->reg = NULL;
-	s->reg_cap = s->reg_n = 0;
+	tide_reg_table_fini(&s->reg);
 }
 
 /* Undo whatever setup did; safe on a partly set-up store. */
@@ -696,10 +688,10 @@ setup_buffers(struct tide_store *s, uint64_t lbuf_size)
 {
 	void *p;
 
-	s->reg = calloc(REG_INIT_CAP, sizeof(*s->reg));
-	if (s->reg == NULL)
-		return -ENOMEM;
-	s->reg_cap = REG_INIT_CAP;
+	int rc = tide_reg_table_init(&s->reg, REG_INIT_CAP);
+
+	if (rc != 0)
+		return rc;
 	if (lbuf_size == 0)
 		return 0;
 	if (lbuf_size > SIZE_MAX)
@@ -745,12 +737,11 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 	if (rc == 1) {
 		/* The agent runs the engine, the segment and the master calls; the
 		 * registered-buffer bookkeeping stays here. */
-		s->reg = calloc(REG_INIT_CAP, sizeof(*s->reg));
-		if (s->reg == NULL) {
+		rc = tide_reg_table_init(&s->reg, REG_INIT_CAP);
+		if (rc != 0) {
 			tide_agent_close(a);
-			return -ENOMEM;
+			return rc;
 		}
-		s->reg_cap = REG_INIT_CAP;
 		s->agent = a;
 		s->set_up = true;
 		return 0;
@@ -817,7 +808,7 @@ tide_store_close(struct tide_store *s)
 	if (s->agent != NULL) {
 		tide_agent_close(s->agent);
 		s->agent = NULL;
-		free(s->reg);
+		tide_reg_table_fini(&s->reg);
 	} else {
 		teardown(s);
 	}
@@ -1956,70 +1947,16 @@ tide_store_batch_remove(struct tide_store *s, const char *const *keys, size_t n,
 
 /* ------------------------------------------------------------------------------ buffers */
 
-/*
- * Registered buffers: an open-addressing table keyed by start address under
- * buf_lock. Miles registers and unregisters a buffer around every GET, so
- * both are O(1) (a hash and a short probe), with no allocation until the
- * table outgrows REG_INIT_CAP / 2 entries.
- */
-static size_t
-reg_home(uintptr_t addr, size_t cap)
-{
-	return (size_t)(((uint64_t)addr * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
-}
-
-/* Slot of addr, or of the free slot where it would go. */
-static size_t
-reg_find(const struct reg_ent *t, size_t cap, uintptr_t addr)
-{
-	size_t i = reg_home(addr, cap);
-
-	while (t[i].addr != 0 && t[i].addr != addr)
-		i = (i + 1) & (cap - 1);
-	return i;
-}
-
-static int
-reg_grow(struct tide_store *s)
-{
-	size_t cap = s->reg_cap * 2, i, j;
-	struct reg_ent *t = calloc(cap, sizeof(*t));
-
-	if (t == NULL)
-		return -ENOMEM;
-	for (i = 0; i < s->reg_cap; i++) {
-		if (s->reg[i].addr == 0)
-			continue;
-		j = reg_find(t, cap, s->reg[i].addr);
-		t[j] = s->reg[i];
-	}
-	free(s->reg);
-	s->reg = t;
-	s->reg_cap = cap;
-	return 0;
-}
-
+/* Registered buffers: the table (reg_table.h) under buf_lock. */
 int
 tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len)
 {
-	size_t i;
-	int rc = 0;
+	int rc;
 
 	if (!ready(s) || ptr == NULL || len == 0)
 		return -EINVAL;
 	pthread_mutex_lock(&s->buf_lock);
-	if ((s->reg_n + 1) * 2 > s->reg_cap)
-		rc = reg_grow(s);
-	if (rc == 0) {
-		i = reg_find(s->reg, s->reg_cap, (uintptr_t)ptr);
-		if (s->reg[i].addr != 0) {
-			rc = -EEXIST;
-		} else {
-			s->reg[i].addr = (uintptr_t)ptr;
-			s->reg[i].len = len;
-			s->reg_n++;
-		}
-	}
+	rc = tide_reg_table_add(&s->reg, (uintptr_t)ptr, len);
 	pthread_mutex_unlock(&s->buf_lock);
 	/* Large buffers (an agent's client regions, a caller's own pools) are
 	 * registered with the engine once, so RDMA moves them in place. Small
@@ -2040,34 +1977,19 @@ tide_store_register_buffer(struct tide_store *s, void *ptr, size_t len)
 int
 tide_store_unregister_buffer(struct tide_store *s, void *ptr)
 {
-	size_t i, j, h, cap;
-	int rc = 0;
+	size_t len = 0;
+	int rc;
 
 	if (!ready(s))
 		return -EINVAL;
 	if (ptr == NULL)
 		return -ENOENT;
 	pthread_mutex_lock(&s->buf_lock);
-	cap = s->reg_cap;
-	i = reg_find(s->reg, cap, (uintptr_t)ptr);
-	if (s->reg[i].addr == 0) {
-		rc = -ENOENT;
-	} else {
-		if (s->reg[i].len >= REG_ENGINE_MIN && s->agent == NULL)
-			tide_te_unregister_local(s->te, ptr); /* -ENOENT: it was covered */
-		/* Backward-shift deletion: no tombstones, probes stay short. */
-		for (j = (i + 1) & (cap - 1); s->reg[j].addr != 0; j = (j + 1) & (cap - 1)) {
-			h = reg_home(s->reg[j].addr, cap);
-			/* Move j into the hole at i unless its home lies in (i, j]. */
-			if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
-				s->reg[i] = s->reg[j];
-				i = j;
-			}
-		}
-		s->reg[i].addr = 0;
-		s->reg[i].len = 0;
-		s->reg_n--;
-	}
+	rc = tide_reg_table_del(&s->reg, (uintptr_t)ptr, &len);
+	/* Under the lock: a register of the same address right after must not
+	 * lose its engine record to this one. */
+	if (rc == 0 && len >= REG_ENGINE_MIN && s->agent == NULL)
+		tide_te_unregister_local(s->te, ptr); /* -ENOENT: it was covered */
 	pthread_mutex_unlock(&s->buf_lock);
 	return rc;
 }
