@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_pool.h"
 #include "reg_table.h"
 #include "seg_warm.h"
 #include "store_agent.h"
@@ -49,8 +50,6 @@
 /* Wait bound for one transfer batch; the engine fails stalled requests within
  * its own io_timeout_ms (10 s) so this only guards against an engine bug. */
 #define XFER_WAIT_MS 60000
-/* Master connections for caller operations (threads beyond this share them). */
-#define MC_POOL 4
 /* health_check(): connect and answer bound, so a dead master is reported fast. */
 #define HEALTH_TIMEOUT_MS 2000
 /* Transfer requests kept on the stack; more go to the heap. */
@@ -64,11 +63,6 @@
 /* Registered buffers at least this long are also registered with the engine
  * (tide_te_register_local: an MR per device with RDMA, a record with TCP). */
 #define REG_ENGINE_MIN (1u << 20)
-
-struct mc_conn {
-	pthread_mutex_t lock;
-	struct tide_mc_client *c; /* NULL: not connected (yet, or since it broke) */
-};
 
 /* A tide_store_map_buffer() region. */
 struct mapped {
@@ -87,8 +81,7 @@ struct tide_store {
 	/* tide_store_set_rdma_devices(); NULL: MOONCAKE_DEVICE of the node environment. */
 	char *rdma_devices;
 	struct tide_te *te;
-	struct mc_conn mcp[MC_POOL];
-	atomic_uint mc_rr; /* which busy connection a caller queues on */
+	struct tide_mc_pool mc; /* master connections (mc_pool.h) */
 	struct tide_mc_uuid client_id;
 	struct tide_mc_uuid seg_id;
 	void *seg_base; /* NULL: nothing contributed */
@@ -274,8 +267,7 @@ tide_store_create(struct tide_store **out)
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
-	for (int i = 0; i < MC_POOL; i++)
-		pthread_mutex_init(&s->mcp[i].lock, NULL);
+	tide_mc_pool_init(&s->mc);
 	pthread_mutex_init(&s->buf_lock, NULL);
 	pthread_mutex_init(&s->hb_lock, NULL);
 	pthread_cond_init(&s->hb_cond, NULL);
@@ -284,66 +276,6 @@ tide_store_create(struct tide_store **out)
 }
 
 /* ------------------------------------------------------------------------ master connections */
-
-/*
- * A master connection for one call, locked: the first idle one, else queue on
- * one in turn. A connection that broke (or was never opened) is opened here.
- * timeout_ms bounds the connect (0: the client's default).
- */
-static struct mc_conn *
-mc_get(struct tide_store *s, int timeout_ms, int *err)
-{
-	struct mc_conn *m = NULL;
-	int rc;
-
-	for (int i = 0; i < MC_POOL && m == NULL; i++)
-		if (pthread_mutex_trylock(&s->mcp[i].lock) == 0)
-			m = &s->mcp[i];
-	if (m == NULL) {
-		m = &s->mcp[atomic_fetch_add_explicit(&s->mc_rr, 1, memory_order_relaxed) %
-			    MC_POOL];
-		pthread_mutex_lock(&m->lock);
-	}
-	if (m->c != NULL && !tide_mc_client_connected(m->c)) {
-		tide_mc_client_close(m->c);
-		m->c = NULL;
-	}
-	if (m->c == NULL) {
-		rc = tide_mc_client_connect_addr(s->master, timeout_ms, &m->c);
-		if (rc != 0) {
-			m->c = NULL;
-			pthread_mutex_unlock(&m->lock);
-			TIDE_LOG_RATELIMIT(WARN, 5, "connect to master %s: %s", s->master,
-					   strerror(-rc));
-			*err = rc;
-			return NULL;
-		}
-		if (timeout_ms > 0)
-			tide_mc_client_set_timeout(m->c, 0);
-	}
-	return m;
-}
-
-static void
-mc_put(struct mc_conn *m)
-{
-	pthread_mutex_unlock(&m->lock);
-}
-
-/* One generic master RPC on a pooled connection. */
-static int
-mc_call(struct tide_store *s, const struct tide_mc_req *r, struct tide_mc_resp *resp)
-{
-	struct mc_conn *m;
-	int rc;
-
-	m = mc_get(s, 0, &rc);
-	if (m == NULL)
-		return rc;
-	rc = tide_mc_client_call(m->c, r, resp, NULL);
-	mc_put(m);
-	return rc;
-}
 
 static void
 req_init(struct tide_mc_req *r, enum tide_mc_fn fn)
@@ -475,16 +407,16 @@ buffers_release(struct tide_store *s)
 static void
 teardown(struct tide_store *s)
 {
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	int32_t ec;
 	int rc;
 
 	hb_stop(s);
 	if (s->mounted) {
-		m = mc_get(s, HEALTH_TIMEOUT_MS, &rc);
+		m = tide_mc_pool_get(&s->mc, HEALTH_TIMEOUT_MS, &rc);
 		if (m != NULL) {
 			rc = tide_mc_client_unmount(m->c, &s->seg_id, &s->client_id, &ec);
-			mc_put(m);
+			tide_mc_pool_put(m);
 		}
 		if (rc != 0 || ec != 0)
 			TIDE_LOG(WARN, "unmount of our segment failed");
@@ -500,14 +432,12 @@ teardown(struct tide_store *s)
 		munmap(s->seg_base, s->seg_size);
 	s->seg_base = NULL;
 	s->seg_size = 0;
-	for (int i = 0; i < MC_POOL; i++) {
-		tide_mc_client_close(s->mcp[i].c);
-		s->mcp[i].c = NULL;
-	}
+	tide_mc_pool_close_all(&s->mc);
 	buffers_release(s);
 	free(s->hostname);
 	free(s->proto);
 	free(s->master);
+	s->mc.master = NULL;
 	s->hostname = s->proto = s->master = NULL;
 	s->set_up = false;
 }
@@ -524,17 +454,17 @@ static int
 setup_master(struct tide_store *s)
 {
 	char version[VERSION_MAX];
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
 	int rc;
 
-	m = mc_get(s, 0, &rc);
+	m = tide_mc_pool_get(&s->mc, 0, &rc);
 	if (m == NULL) {
 		TIDE_LOG(ERR, "connect to master %s: %s", s->master, strerror(-rc));
 		return rc;
 	}
 	rc = tide_mc_client_service_ready(m->c, version, sizeof(version), &ec);
-	mc_put(m);
+	tide_mc_pool_put(m);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "master %s: ServiceReady failed (%d/%d)", s->master, rc, ec);
 		return mc_result(rc, ec);
@@ -634,7 +564,7 @@ static int
 setup_segment(struct tide_store *s, uint64_t size)
 {
 	struct tide_mc_segment seg;
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
 	void *p;
 	int rc;
@@ -665,11 +595,11 @@ setup_segment(struct tide_store *s, uint64_t size)
 	if (rc != 0)
 		return rc;
 	segment_fill(s, &seg);
-	m = mc_get(s, 0, &rc);
+	m = tide_mc_pool_get(&s->mc, 0, &rc);
 	if (m == NULL)
 		return rc;
 	rc = tide_mc_client_mount(m->c, &seg, &s->client_id, &ec);
-	mc_put(m);
+	tide_mc_pool_put(m);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "MountSegment failed (%d/%d)", rc, ec);
 		return mc_result(rc, ec);
@@ -756,6 +686,7 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 		rc = -ENOMEM;
 		goto fail;
 	}
+	s->mc.master = s->master;
 	rc = random_uuid(&s->client_id);
 	if (rc == 0)
 		rc = setup_master(s);
@@ -815,8 +746,7 @@ tide_store_close(struct tide_store *s)
 	pthread_cond_destroy(&s->hb_cond);
 	pthread_mutex_destroy(&s->hb_lock);
 	pthread_mutex_destroy(&s->buf_lock);
-	for (int i = 0; i < MC_POOL; i++)
-		pthread_mutex_destroy(&s->mcp[i].lock);
+	tide_mc_pool_fini(&s->mc);
 	free(s->rdma_devices);
 	free(s);
 }
@@ -846,7 +776,7 @@ tide_store_attached(const struct tide_store *s)
 int
 tide_store_health_check(struct tide_store *s)
 {
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
 	int rc;
 
@@ -855,13 +785,13 @@ tide_store_health_check(struct tide_store *s)
 	if (!ready(s))
 		return 1;
 	/* ServiceReady: no side effect at the master (a Ping would register a client). */
-	m = mc_get(s, HEALTH_TIMEOUT_MS, &rc);
+	m = tide_mc_pool_get(&s->mc, HEALTH_TIMEOUT_MS, &rc);
 	if (m == NULL)
 		return 2;
 	tide_mc_client_set_timeout(m->c, HEALTH_TIMEOUT_MS);
 	rc = tide_mc_client_service_ready(m->c, NULL, 0, &ec);
 	tide_mc_client_set_timeout(m->c, 0);
-	mc_put(m);
+	tide_mc_pool_put(m);
 	return rc == 0 && ec == 0 ? 0 : 2;
 }
 
@@ -1108,7 +1038,7 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 	struct tide_mc_replicate_config cfg;
 	const struct tide_mc_replica_desc_vec *v;
 	struct tide_mc_resp resp;
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	size_t nstrs, nx = 0;
 	int32_t ec = 0;
 	int ret, rc2;
@@ -1125,10 +1055,10 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 			return -ENOMEM;
 	}
 	rc_fill(rc, 1, strs, &cfg);
-	m = mc_get(s, 0, &ret);
+	m = tide_mc_pool_get(&s->mc, 0, &ret);
 	if (m != NULL) {
 		ret = tide_mc_client_put_start(m->c, &s->client_id, key, len, &cfg, &resp, &ec);
-		mc_put(m);
+		tide_mc_pool_put(m);
 	}
 	if (strs != strs_inl)
 		free(strs);
@@ -1152,7 +1082,7 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 	if (x != x_inl)
 		free(x);
 	tide_mc_resp_free(&resp);
-	m = mc_get(s, 0, &rc2);
+	m = tide_mc_pool_get(&s->mc, 0, &rc2);
 	if (m == NULL) {
 		/* The master dropped the connection: it revokes nothing by itself, but a
 		 * later PutStart of the key discards the stale put (spec 3.3). */
@@ -1170,7 +1100,7 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 		if (rc2 != 0 || ec != 0)
 			TIDE_LOG_RATELIMIT(WARN, 5, "PutRevoke %s failed (%d/%d)", key, rc2, ec);
 	}
-	mc_put(m);
+	tide_mc_pool_put(m);
 	return ret;
 }
 
@@ -1178,17 +1108,17 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 static int
 replica_list(struct tide_store *s, const char *key, struct tide_mc_resp *resp)
 {
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
 	int rc;
 
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	m = mc_get(s, 0, &rc);
+	m = tide_mc_pool_get(&s->mc, 0, &rc);
 	if (m == NULL)
 		return rc;
 	rc = tide_mc_client_get_replica_list(m->c, key, resp, &ec);
-	mc_put(m);
+	tide_mc_pool_put(m);
 	if (rc != 0)
 		return rc;
 	if (ec != 0) {
@@ -1365,7 +1295,7 @@ tide_store_get_size(struct tide_store *s, const char *key)
 int
 tide_store_is_exist(struct tide_store *s, const char *key)
 {
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	bool exists = false;
 	int32_t ec = 0;
 	int rc;
@@ -1374,11 +1304,11 @@ tide_store_is_exist(struct tide_store *s, const char *key)
 		return tide_agent_is_exist(s->agent, key);
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	m = mc_get(s, 0, &rc);
+	m = tide_mc_pool_get(&s->mc, 0, &rc);
 	if (m == NULL)
 		return rc;
 	rc = tide_mc_client_exist_key(m->c, key, &exists, &ec);
-	mc_put(m);
+	tide_mc_pool_put(m);
 	rc = mc_result(rc, ec);
 	if (rc == -ENOENT)
 		return 0;
@@ -1388,7 +1318,7 @@ tide_store_is_exist(struct tide_store *s, const char *key)
 int
 tide_store_remove(struct tide_store *s, const char *key, bool force)
 {
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
 	int rc;
 
@@ -1396,18 +1326,18 @@ tide_store_remove(struct tide_store *s, const char *key, bool force)
 		return tide_agent_remove(s->agent, key, force);
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	m = mc_get(s, 0, &rc);
+	m = tide_mc_pool_get(&s->mc, 0, &rc);
 	if (m == NULL)
 		return rc;
 	rc = tide_mc_client_remove(m->c, key, force, &ec);
-	mc_put(m);
+	tide_mc_pool_put(m);
 	return mc_result(rc, ec);
 }
 
 int64_t
 tide_store_remove_all(struct tide_store *s, bool force)
 {
-	struct mc_conn *m;
+	struct tide_mc_pool_conn *m;
 	int64_t removed = 0;
 	int rc;
 
@@ -1415,11 +1345,11 @@ tide_store_remove_all(struct tide_store *s, bool force)
 		return tide_agent_remove_all(s->agent, force);
 	if (!ready(s))
 		return -EINVAL;
-	m = mc_get(s, 0, &rc);
+	m = tide_mc_pool_get(&s->mc, 0, &rc);
 	if (m == NULL)
 		return rc;
 	rc = tide_mc_client_remove_all(m->c, force, &removed);
-	mc_put(m);
+	tide_mc_pool_put(m);
 	if (rc != 0)
 		return rc;
 	return removed < 0 ? 0 : removed;
@@ -1441,7 +1371,7 @@ tide_store_remove_by_regex(struct tide_store *s, const char *pattern, bool force
 	r.u.remove.key = mstr(pattern);
 	r.u.remove.force = force;
 	r.u.remove.tenant_id = tenant_default;
-	rc = mc_call(s, &r, &resp);
+	rc = tide_mc_pool_call(&s->mc, &r, &resp);
 	if (rc != 0)
 		return rc;
 	ret = resp.u.count.ok ? resp.u.count.val : ec_to_errno(resp.u.count.err);
@@ -1489,7 +1419,7 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 		r.u.batch_put_end.metas.n = ne;
 		r.u.batch_put_end.replica_type = TIDE_MC_REPLICA_ALL;
 		r.u.batch_put_end.tenant_id = tenant_default;
-		rc = mc_call(s, &r, &resp);
+		rc = tide_mc_pool_call(&s->mc, &r, &resp);
 		for (i = 0; i < ne; i++)
 			rcs[idx[i]] = rc != 0 ? rc : vec_status(&resp, i);
 		if (rc == 0)
@@ -1506,7 +1436,7 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 		r.u.batch_put_revoke.keys.n = nr;
 		r.u.batch_put_revoke.replica_type = TIDE_MC_REPLICA_ALL;
 		r.u.batch_put_revoke.tenant_id = tenant_default;
-		rc = mc_call(s, &r, &resp);
+		rc = tide_mc_pool_call(&s->mc, &r, &resp);
 		if (rc == 0)
 			tide_mc_resp_free(&resp);
 		else
@@ -1579,7 +1509,7 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 	r.u.batch_put_start.slice_lengths.n = n;
 	r.u.batch_put_start.config = cfg;
 	r.u.batch_put_start.tenant_id = tenant_default;
-	ret = mc_call(s, &r, &resp);
+	ret = tide_mc_pool_call(&s->mc, &r, &resp);
 	if (ret != 0)
 		goto out;
 	for (i = 0; i < n; i++) {
@@ -1647,7 +1577,7 @@ batch_replica_list(struct tide_store *s, const char *const *keys, size_t n, stru
 	r.u.keys.keys.v = ks;
 	r.u.keys.keys.n = n;
 	r.u.keys.tenant_id = tenant_default;
-	return mc_call(s, &r, resp);
+	return tide_mc_pool_call(&s->mc, &r, resp);
 }
 
 int
@@ -1892,7 +1822,7 @@ batch_keys_call(struct tide_store *s, enum tide_mc_fn fn, const char *const *key
 		r.u.keys.keys.n = n;
 		r.u.keys.tenant_id = tenant_default;
 	}
-	ret = mc_call(s, &r, resp);
+	ret = tide_mc_pool_call(&s->mc, &r, resp);
 	free(sc.heap);
 	return ret;
 }

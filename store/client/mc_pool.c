@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include <errno.h>
+#include <string.h>
+
+#include "mc_pool.h"
+#include "tide_log.h"
+
+void
+tide_mc_pool_init(struct tide_mc_pool *p)
+{
+	memset(p, 0, sizeof(*p));
+	for (int i = 0; i < TIDE_MC_POOL_N; i++)
+		pthread_mutex_init(&p->conns[i].lock, NULL);
+}
+
+void
+tide_mc_pool_close_all(struct tide_mc_pool *p)
+{
+	for (int i = 0; i < TIDE_MC_POOL_N; i++) {
+		tide_mc_client_close(p->conns[i].c);
+		p->conns[i].c = NULL;
+	}
+}
+
+void
+tide_mc_pool_fini(struct tide_mc_pool *p)
+{
+	tide_mc_pool_close_all(p);
+	for (int i = 0; i < TIDE_MC_POOL_N; i++)
+		pthread_mutex_destroy(&p->conns[i].lock);
+}
+
+struct tide_mc_pool_conn *
+tide_mc_pool_get(struct tide_mc_pool *p, int timeout_ms, int *err)
+{
+	struct tide_mc_pool_conn *m = NULL;
+	int rc;
+
+	for (int i = 0; i < TIDE_MC_POOL_N && m == NULL; i++)
+		if (pthread_mutex_trylock(&p->conns[i].lock) == 0)
+			m = &p->conns[i];
+	if (m == NULL) {
+		m = &p->conns[atomic_fetch_add_explicit(&p->rr, 1, memory_order_relaxed) %
+			      TIDE_MC_POOL_N];
+		pthread_mutex_lock(&m->lock);
+	}
+	if (m->c != NULL && !tide_mc_client_connected(m->c)) {
+		tide_mc_client_close(m->c);
+		m->c = NULL;
+	}
+	if (m->c == NULL) {
+		rc = p->master != NULL ? tide_mc_client_connect_addr(p->master, timeout_ms, &m->c)
+				       : -EINVAL;
+		if (rc != 0) {
+			m->c = NULL;
+			pthread_mutex_unlock(&m->lock);
+			TIDE_LOG_RATELIMIT(WARN, 5, "connect to master %s: %s",
+					   p->master != NULL ? p->master : "(none)", strerror(-rc));
+			*err = rc;
+			return NULL;
+		}
+		/* The timeout bounded the connect only; calls keep the client's default. */
+		if (timeout_ms > 0)
+			tide_mc_client_set_timeout(m->c, 0);
+	}
+	return m;
+}
+
+void
+tide_mc_pool_put(struct tide_mc_pool_conn *m)
+{
+	pthread_mutex_unlock(&m->lock);
+}
+
+int
+tide_mc_pool_call(struct tide_mc_pool *p, const struct tide_mc_req *r, struct tide_mc_resp *resp)
+{
+	struct tide_mc_pool_conn *m;
+	int rc;
+
+	m = tide_mc_pool_get(p, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_call(m->c, r, resp, NULL);
+	tide_mc_pool_put(m);
+	return rc;
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Internal to store/client: the store handle's pool of master connections.
+ *
+ * TIDE_MC_POOL_N connections to one master, opened on first use and again
+ * after one broke. A call takes the first idle connection, else queues on
+ * one in turn, so concurrent callers (Python threads, a batch and a
+ * heartbeat-driven remount) do not serialise on a single socket.
+ */
+#ifndef TIDE_MC_POOL_H
+#define TIDE_MC_POOL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "tide_mc_client.h"
+
+#define TIDE_MC_POOL_N 4
+
+struct tide_mc_pool_conn {
+	pthread_mutex_t lock;
+	struct tide_mc_client *c; /* NULL: not connected (yet, or since it broke) */
+};
+
+struct tide_mc_pool {
+	const char *master; /* "host:port"; the owner keeps it alive */
+	struct tide_mc_pool_conn conns[TIDE_MC_POOL_N];
+	atomic_uint rr; /* which busy connection a caller queues on */
+};
+
+/* Ready to use once master is set; nothing is connected. Thread: the owner. */
+void tide_mc_pool_init(struct tide_mc_pool *p);
+
+/* Close every connection (they reopen on the next get). Thread: the owner, no call in flight. */
+void tide_mc_pool_close_all(struct tide_mc_pool *p);
+
+/* close_all, then release the locks. Thread: the owner, no call in flight. */
+void tide_mc_pool_fini(struct tide_mc_pool *p);
+
+/*
+ * A connected master connection, locked for the caller until
+ * tide_mc_pool_put(). A connection that broke is reopened here; timeout_ms
+ * bounds that connect (0: the client's default).
+ * Returns NULL with *err set (-errno of the connect: -ECONNREFUSED,
+ * -ETIMEDOUT, -EINVAL no ':port' in master, ...); nothing stays locked then.
+ * Thread: any.
+ */
+struct tide_mc_pool_conn *tide_mc_pool_get(struct tide_mc_pool *p, int timeout_ms, int *err);
+
+/* Give a connection back. Thread: the one that got it. */
+void tide_mc_pool_put(struct tide_mc_pool_conn *m);
+
+/*
+ * One master RPC on a pooled connection: what tide_mc_client_call() returns,
+ * or the connect's error. resp is valid (free it) only on 0. Thread: any.
+ */
+int tide_mc_pool_call(struct tide_mc_pool *p, const struct tide_mc_req *r,
+		      struct tide_mc_resp *resp);
+
+#endif /* TIDE_MC_POOL_H */

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * store/client/mc_pool.c against loopback sockets of the test's own (no
+ * master): a refused connect leaves nothing locked; concurrent callers get
+ * distinct connections and a fifth waits for one to come back; a connection
+ * the peer closed fails its call and is reopened by the next get.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "mc_pool.h"
+#include "tide_ut.h"
+
+/* A listening socket on 127.0.0.1; its "host:port" goes to addr. */
+static int
+listener(char *addr, size_t len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) != 0)
+		return -1;
+	snprintf(addr, len, "127.0.0.1:%u", ntohs(sa.sin_port));
+	return fd;
+}
+
+static void
+test_refused_connect_unlocks(void)
+{
+	struct tide_mc_pool p;
+	char addr[64];
+	int fd = listener(addr, sizeof(addr)), err = 0;
+
+	CU_ASSERT_FATAL(fd >= 0);
+	close(fd); /* nothing listens there now */
+	tide_mc_pool_init(&p);
+	p.master = addr;
+	/* More gets than connections: each must fail, none may block. */
+	for (int i = 0; i < 3 * TIDE_MC_POOL_N; i++) {
+		err = 0;
+		CU_ASSERT_PTR_NULL(tide_mc_pool_get(&p, 500, &err));
+		CU_ASSERT_EQUAL(err, -ECONNREFUSED);
+	}
+	p.master = "no-port";
+	CU_ASSERT_PTR_NULL(tide_mc_pool_get(&p, 500, &err));
+	CU_ASSERT_EQUAL(err, -EINVAL);
+	tide_mc_pool_fini(&p);
+}
+
+struct waiter {
+	struct tide_mc_pool *p;
+	struct tide_mc_pool_conn *got;
+	int err;
+};
+
+static void *
+wait_get(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->got = tide_mc_pool_get(w->p, 1000, &w->err);
+	return NULL;
+}
+
+static void
+test_concurrent_callers_share_the_pool(void)
+{
+	struct tide_mc_pool p;
+	struct tide_mc_pool_conn *held[TIDE_MC_POOL_N];
+	struct waiter w = {.p = &p};
+	pthread_t t;
+	char addr[64];
+	int fd = listener(addr, sizeof(addr)), err = 0;
+
+	CU_ASSERT_FATAL(fd >= 0);
+	tide_mc_pool_init(&p);
+	p.master = addr;
+	for (int i = 0; i < TIDE_MC_POOL_N; i++) {
+		held[i] = tide_mc_pool_get(&p, 1000, &err);
+		CU_ASSERT_PTR_NOT_NULL_FATAL(held[i]);
+		for (int j = 0; j < i; j++)
+			CU_ASSERT_PTR_NOT_EQUAL(held[i], held[j]);
+	}
+	/* A fifth caller waits on a busy connection until it is given back. */
+	CU_ASSERT_FATAL(pthread_create(&t, NULL, wait_get, &w) == 0);
+	usleep(100000);
+	CU_ASSERT_PTR_NULL(w.got);
+	for (int i = 0; i < TIDE_MC_POOL_N; i++)
+		tide_mc_pool_put(held[i]);
+	pthread_join(t, NULL);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(w.got);
+	CU_ASSERT_TRUE(w.got->c != NULL && tide_mc_client_connected(w.got->c));
+	tide_mc_pool_put(w.got);
+	tide_mc_pool_fini(&p);
+	close(fd);
+}
+
+static void
+test_broken_connection_is_reopened(void)
+{
+	struct tide_mc_pool p;
+	struct tide_mc_pool_conn *m;
+	struct tide_mc_req r;
+	struct tide_mc_resp resp;
+	char addr[64];
+	int fd = listener(addr, sizeof(addr)), err = 0, peer, rc;
+
+	CU_ASSERT_FATAL(fd >= 0);
+	tide_mc_pool_init(&p);
+	p.master = addr;
+	m = tide_mc_pool_get(&p, 1000, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	tide_mc_pool_put(m);
+	/* The "master" accepts and hangs up: the call on that connection fails. */
+	peer = accept(fd, NULL, NULL);
+	CU_ASSERT_FATAL(peer >= 0);
+	close(peer);
+	memset(&r, 0, sizeof(r));
+	r.fn = TIDE_MC_FN_SERVICE_READY;
+	r.layout = TIDE_MC_LAYOUT_HEAD;
+	rc = tide_mc_pool_call(&p, &r, &resp);
+	CU_ASSERT_TRUE(rc == -ECONNRESET || rc == -EPIPE || rc == -ENOTCONN);
+	/* The next get opens a fresh connection in its place. */
+	m = tide_mc_pool_get(&p, 1000, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	CU_ASSERT_TRUE(tide_mc_client_connected(m->c));
+	peer = accept(fd, NULL, NULL);
+	CU_ASSERT(peer >= 0);
+	tide_mc_pool_put(m);
+	tide_mc_pool_fini(&p);
+	if (peer >= 0)
+		close(peer);
+	close(fd);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("mc_pool", NULL, NULL);
+
+	CU_add_test(s, "refused_connect_unlocks", test_refused_connect_unlocks);
+	CU_add_test(s, "concurrent_callers_share_the_pool", test_concurrent_callers_share_the_pool);
+	CU_add_test(s, "broken_connection_is_reopened", test_broken_connection_is_reopened);
+}
+
+TIDE_UT_MAIN(register_tests)
