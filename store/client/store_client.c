@@ -33,6 +33,7 @@
 #include "mc_pool.h"
 #include "reg_table.h"
 #include "seg_warm.h"
+#include "store_rc.h"
 #include "store_agent.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
@@ -164,14 +165,6 @@ random_uuid(struct tide_mc_uuid *u)
 	return 0;
 }
 
-static struct tide_mc_str
-mstr(const char *p)
-{
-	struct tide_mc_str r = {(char *)p, p ? strlen(p) : 0};
-
-	return r;
-}
-
 static const struct tide_mc_str tenant_default = {(char *)"default", 7};
 
 static void
@@ -179,12 +172,12 @@ segment_fill(const struct tide_store *s, struct tide_mc_segment *seg)
 {
 	memset(seg, 0, sizeof(*seg));
 	seg->id = s->seg_id;
-	seg->name = mstr(s->hostname);
+	seg->name = tide_store_mstr(s->hostname);
 	seg->base = (uint64_t)(uintptr_t)s->seg_base;
 	seg->size = s->seg_size;
-	seg->te_endpoint = mstr(tide_te_local_name(s->te));
-	seg->protocol = mstr(s->proto);
-	seg->host_id = mstr("");
+	seg->te_endpoint = tide_store_mstr(tide_te_local_name(s->te));
+	seg->protocol = tide_store_mstr(s->proto);
+	seg->host_id = tide_store_mstr("");
 }
 
 static bool
@@ -926,73 +919,6 @@ out:
 	return first;
 }
 
-/* ---------------------------------------------------------------------- replicate config */
-
-/*
- * Check a config for a call of nkeys keys. 0; -EINVAL: a NULL preferred
- * segment, or a NULL among the first nkeys group ids (the caller's array is
- * shorter than the keys; entries past nkeys are never read).
- */
-static int
-rc_check(const struct tide_store_rc *rc, size_t nkeys)
-{
-	size_t i;
-
-	if (rc == NULL)
-		return 0;
-	if (rc->n_preferred_segments > 0 && rc->preferred_segments == NULL)
-		return -EINVAL;
-	for (i = 0; i < rc->n_preferred_segments; i++)
-		if (rc->preferred_segments[i] == NULL)
-			return -EINVAL;
-	for (i = 0; rc->group_ids != NULL && i < nkeys; i++)
-		if (rc->group_ids[i] == NULL)
-			return -EINVAL;
-	return 0;
-}
-
-/* Strings rc_fill() needs room for. */
-static size_t
-rc_nstrs(const struct tide_store_rc *rc, size_t nkeys)
-{
-	return rc == NULL ? 0 : rc->n_preferred_segments + (rc->group_ids != NULL ? nkeys : 0);
-}
-
-/*
- * Mooncake's ReplicateConfig from ours (checked by rc_check()); strs has
- * rc_nstrs() entries and borrows the caller's strings.
- */
-static void
-rc_fill(const struct tide_store_rc *rc, size_t nkeys, struct tide_mc_str *strs,
-	struct tide_mc_replicate_config *out)
-{
-	size_t i;
-
-	memset(out, 0, sizeof(*out));
-	out->replica_num = 1;
-	if (rc == NULL)
-		return;
-	if (rc->replica_num != 0)
-		out->replica_num = rc->replica_num;
-	out->with_hard_pin = rc->with_hard_pin;
-	out->prefer_alloc_in_same_node = rc->prefer_alloc_in_same_node;
-	out->preferred_segment = mstr(rc->preferred_segment);
-	if (rc->n_preferred_segments > 0) {
-		for (i = 0; i < rc->n_preferred_segments; i++)
-			strs[i] = mstr(rc->preferred_segments[i]);
-		out->preferred_segments.v = strs;
-		out->preferred_segments.n = rc->n_preferred_segments;
-		strs += rc->n_preferred_segments;
-	}
-	if (rc->group_ids != NULL) {
-		for (i = 0; i < nkeys; i++)
-			strs[i] = mstr(rc->group_ids[i]);
-		out->group_ids.has = true;
-		out->group_ids.val.v = strs;
-		out->group_ids.val.n = nkeys;
-	}
-}
-
 /* ---------------------------------------------------------------------------- operations */
 
 static const struct tide_mc_buffer_desc *
@@ -1046,15 +972,15 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_put(s->agent, key, buf, len, rc);
 	/* A 0-byte object is refused by the master (INVALID_PARAMS): spare the trip. */
-	if (!ready(s) || !key_ok(key) || buf == NULL || len == 0 || rc_check(rc, 1) != 0)
+	if (!ready(s) || !key_ok(key) || buf == NULL || len == 0 || tide_store_rc_check(rc, 1) != 0)
 		return -EINVAL;
-	nstrs = rc_nstrs(rc, 1);
+	nstrs = tide_store_rc_nstrs(rc, 1);
 	if (nstrs > XFER_INLINE) {
 		strs = calloc(nstrs, sizeof(*strs));
 		if (strs == NULL)
 			return -ENOMEM;
 	}
-	rc_fill(rc, 1, strs, &cfg);
+	tide_store_rc_fill(rc, 1, strs, &cfg);
 	m = tide_mc_pool_get(&s->mc, 0, &ret);
 	if (m != NULL) {
 		ret = tide_mc_client_put_start(m->c, &s->client_id, key, len, &cfg, &resp, &ec);
@@ -1368,7 +1294,7 @@ tide_store_remove_by_regex(struct tide_store *s, const char *pattern, bool force
 	if (!ready(s) || !key_ok(pattern))
 		return -EINVAL;
 	req_init(&r, TIDE_MC_FN_REMOVE_BY_REGEX);
-	r.u.remove.key = mstr(pattern);
+	r.u.remove.key = tide_store_mstr(pattern);
 	r.u.remove.force = force;
 	r.u.remove.tenant_id = tenant_default;
 	rc = tide_mc_pool_call(&s->mc, &r, &resp);
@@ -1406,7 +1332,7 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 
 	for (i = 0; i < n; i++) {
 		if (pending[i] && rcs[i] == 0) {
-			metas[ne].key = mstr(keys[i]);
+			metas[ne].key = tide_store_mstr(keys[i]);
 			metas[ne].object_checksum.has = false;
 			metas[ne].object_checksum.val = 0;
 			idx[ne++] = i;
@@ -1427,7 +1353,7 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 	}
 	for (i = 0; i < n; i++)
 		if (pending[i] && rcs[i] != 0)
-			ks[nr++] = mstr(keys[i]);
+			ks[nr++] = tide_store_mstr(keys[i]);
 	/* Nothing partly stored (or not ended) may stay visible. */
 	if (nr > 0) {
 		req_init(&r, TIDE_MC_FN_BATCH_PUT_REVOKE);
@@ -1478,13 +1404,13 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 	for (i = 0; i < n; i++)
 		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
 			return -EINVAL;
-	if (rc_check(rc, n) != 0) {
+	if (tide_store_rc_check(rc, n) != 0) {
 		/* e.g. fewer group ids than keys: every key is refused. */
 		for (i = 0; i < n; i++)
 			rcs[i] = -EINVAL;
 		return -EINVAL;
 	}
-	nstrs = rc_nstrs(rc, n);
+	nstrs = tide_store_rc_nstrs(rc, n);
 	if (!sc_init(&sc, sc_size(n, sizeof(*ks)) + sc_size(n, sizeof(*slens)) +
 				  sc_size(n, sizeof(*pending)) + sc_size(n, sizeof(*metas)) +
 				  sc_size(n, sizeof(*idx)) + sc_size(nstrs, sizeof(*strs))))
@@ -1496,11 +1422,11 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 	idx = sc_take(&sc, n, sizeof(*idx));
 	strs = sc_take(&sc, nstrs, sizeof(*strs));
 	for (i = 0; i < n; i++) {
-		ks[i] = mstr(keys[i]);
+		ks[i] = tide_store_mstr(keys[i]);
 		slens[i] = lens[i];
 		pending[i] = false;
 	}
-	rc_fill(rc, n, strs, &cfg);
+	tide_store_rc_fill(rc, n, strs, &cfg);
 	req_init(&r, TIDE_MC_FN_BATCH_PUT_START);
 	r.u.batch_put_start.client_id = s->client_id;
 	r.u.batch_put_start.keys.v = ks;
@@ -1572,7 +1498,7 @@ batch_replica_list(struct tide_store *s, const char *const *keys, size_t n, stru
 	struct tide_mc_req r;
 
 	for (size_t i = 0; i < n; i++)
-		ks[i] = mstr(keys[i]);
+		ks[i] = tide_store_mstr(keys[i]);
 	req_init(&r, TIDE_MC_FN_BATCH_GET_REPLICA_LIST);
 	r.u.keys.keys.v = ks;
 	r.u.keys.keys.n = n;
@@ -1810,7 +1736,7 @@ batch_keys_call(struct tide_store *s, enum tide_mc_fn fn, const char *const *key
 		return -ENOMEM;
 	ks = sc_take(&sc, n, sizeof(*ks));
 	for (size_t i = 0; i < n; i++)
-		ks[i] = mstr(keys[i]);
+		ks[i] = tide_store_mstr(keys[i]);
 	req_init(&r, fn);
 	if (fn == TIDE_MC_FN_BATCH_REMOVE) {
 		r.u.batch_remove.keys.v = ks;
