@@ -182,7 +182,7 @@ class TestLinuxInterop(TestSuite):
     def test_capture_has_no_malformed_packets(self):
         """Steps: tcpdump on the Linux end while Tide and Linux exchange ARP, ICMP and 16 MiB
         of TCP both ways; tshark reads the capture with checksum validation on.
-        Verify: no malformed frame and no bad IPv4/ICMP/TCP checksum."""
+        Verify: no malformed frame, and no bad IPv4/ICMP/TCP checksum on a packet Tide sent."""
         cap = os.path.join(self.tmp, "interop.pcap")
         td = self.ns_popen("tcpdump", "-i", self.peer_if, "-w", cap, "-U", "-c", "60000")
         self.wait_for_line(td, "listening on", 30, f"tcpdump to capture on {self.peer_if}")
@@ -195,16 +195,20 @@ class TestLinuxInterop(TestSuite):
         td.send_signal(signal.SIGINT)
         td.communicate(timeout=30)
         self.verify(r.returncode == 0 and rc == 0, r.stdout + out)
+        # Checksums are judged on what Tide sent: a Linux ACK once carried 0xFFFF (one of
+        # 19,343 packets of a CI run), which Wireshark marks bad although in ones'
+        # complement it equals 0x0000 (RFC 1624); Linux's packets are not under test.
         bad = self.sh("tshark", "-r", cap, "-o", "tcp.check_checksum:TRUE", "-o",
                       "ip.check_checksum:TRUE", "-Y",
-                      "_ws.malformed or ip.checksum.status == 0 or tcp.checksum.status == 0"
-                      " or icmp.checksum.status == 0", check=False, timeout=300)
+                      f"_ws.malformed or (ip.src == {self.subnet}.1 and"
+                      " (ip.checksum.status == 0 or tcp.checksum.status == 0"
+                      " or icmp.checksum.status == 0))", check=False, timeout=300)
         total = self.sh("capinfos", "-c", "-M", cap, check=False)
         self.verify(bad.returncode == 0, bad.stderr)
         self.verify(bad.stdout.strip() == "", f"bad packets:\n{bad.stdout[:2000]}")
         n = int(re.search(r"Number of packets:\s+(\d+)", total.stdout).group(1))
         self.verify(n > 10000, total.stdout)
-        print(f"\n    {n} packets captured, 0 malformed, 0 bad checksums", end=" ")
+        print(f"\n    {n} packets captured, 0 malformed, 0 bad checksums from Tide", end=" ")
 
     def test_crafted_bad_frames_are_dropped_and_counted(self):
         """Steps: scapy sends from Linux: a TCP SYN with a bad checksum, a truncated IPv4
