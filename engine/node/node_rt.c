@@ -48,8 +48,11 @@ rt_poll(void *ctx, uint64_t now)
 {
 	struct rt_lc *l = ctx;
 	const struct tide_node_rt_opts *o = &l->rt->o;
-	int work = (int)tide_eth_netdev_poll(&l->nd, l->stack, now);
+	int work;
 
+	if (o->lcore_pre != NULL)
+		o->lcore_pre(o->arg, l->idx, now);
+	work = (int)tide_eth_netdev_poll(&l->nd, l->stack, now);
 	if (o->lcore_poll != NULL)
 		work += o->lcore_poll(o->arg, l->idx, now);
 	work += tide_net_timers_run(l->stack, now);
@@ -170,6 +173,7 @@ tide_node_rt_start(const struct tide_nodeenv *ne, const struct tide_node_rt_opts
 	unsigned n = 0;
 	int rc;
 
+	*out = NULL;
 	if (ne->dpdk_device[0] == '\0' || !ne->data_ip_set) {
 		TIDE_LOG(ERR, "user-space TCP needs TIDE_DPDK_DEVICE and TIDE_DATA_IP in the node "
 			      "file");
@@ -262,8 +266,9 @@ tide_node_rt_start(const struct tide_nodeenv *ne, const struct tide_node_rt_opts
 		 ei.hugepages ? "hugepages" : "no hugepages", rt->info.csum);
 	return 0;
 fail:
-	*out = NULL;
+	/* Stops the lcores first: until then a hook may still read *out. */
 	(void)tide_node_rt_destroy(rt);
+	*out = NULL;
 	return rc;
 }
 

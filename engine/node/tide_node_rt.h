@@ -52,6 +52,12 @@ struct tide_node_rt_opts {
 	 */
 	int (*lcore_init)(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t now);
 	/**
+	 * Runs on lcore `idx` first in every iteration, before received frames
+	 * reach the stack (and its callbacks): e.g. to keep the iteration's
+	 * clock for those callbacks. NULL: none.
+	 */
+	void (*lcore_pre)(void *arg, unsigned idx, uint64_t now);
+	/**
 	 * Runs on lcore `idx` in every iteration after received frames went to
 	 * the stack and before its timers; returns > 0 when it did work (the
 	 * adaptive idle policy sleeps only after iterations that did none).
@@ -78,8 +84,9 @@ struct tide_node_rt_info {
  * logged naming the node-file key, the device or the offload at fault.
  * \param ne  a loaded node file with TIDE_DPDK_DEVICE and TIDE_DATA_IP set;
  *            copied, the caller may free it afterwards.
- * \param[out] out  set before the first hook runs (hooks may read it through
- *            their arg); NULL on failure.
+ * \param[out] out  NULL until the lcores start, then set before the first hook
+ *            runs (hooks may read it through their arg); NULL again on failure,
+ *            once every lcore has stopped.
  * \return 0 and *out; -EINVAL no device or data address in `ne`, a checksum
  *         mode the fault injector forbids; -ENOTSUP TIDE_CSUM=offload on a port
  *         without the offload; -EPERM TIDE_CSUM=elide on a driver that may

@@ -339,6 +339,7 @@ setup_on_worker(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t 
 
 	(void)idx;
 	a->stack = stack;
+	a->t_start = now; /* timeouts count from here, not from EAL start-up */
 	if (a->serve)
 		return tide_net_listen(a->stack, a->port, 128, serve_accept, a, &a->listener);
 	a->nconns = 1;
@@ -536,7 +537,6 @@ main(int argc, char **argv)
 	ro.lcore_init = setup_on_worker;
 	ro.lcore_poll = app_poll;
 	ro.arg = &a;
-	a.t_start = tide_mono_ns();
 	rc = tide_node_rt_start(&ne, &ro, &a.rt);
 	if (rc != 0) {
 		fprintf(stderr, "tide-net: user-space TCP did not start: %s (see the log above)\n",

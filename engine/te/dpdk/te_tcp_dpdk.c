@@ -738,6 +738,14 @@ resume_held(struct te_lc *l, uint64_t now)
 	}
 }
 
+/* The runtime's lcore_pre hook: the iteration's clock, before received
+ * frames reach the stack, so callbacks stamp with it (see te_lc.now). */
+static void
+dpdk_pre(void *arg, unsigned idx, uint64_t now)
+{
+	((struct te_xport *)arg)->lcs[idx].now = now;
+}
+
 /* The runtime's lcore_poll hook: it runs after received frames went to the
  * stack and before the stack's timers. */
 static int
@@ -745,7 +753,6 @@ dpdk_poll(void *arg, unsigned idx, uint64_t now)
 {
 	struct te_lc *l = &((struct te_xport *)arg)->lcs[idx];
 
-	l->now = now;
 	inbox_drain(l);
 	resume_held(l, now);
 	if (now >= l->next_tick) {
@@ -841,6 +848,7 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	ro.prog = "tide-te";
 	ro.tcp_buf = 4u << 20;
 	ro.lcore_init = setup_on_lcore;
+	ro.lcore_pre = dpdk_pre;
 	ro.lcore_poll = dpdk_poll;
 	ro.arg = x;
 	rc = tide_node_rt_start(&x->ne, &ro, &x->rt);

@@ -382,7 +382,12 @@ suite_init(void)
 	o.file_prefix = prefix;
 	o.huge = huge != NULL && strcmp(huge, "auto") == 0 ? TIDE_EAL_HUGE_AUTO : TIDE_EAL_HUGE_OFF;
 	o.mem_bytes = 256u << 20;
-	return tide_eal_init(&o, NULL) == 0 ? 0 : -1;
+	if (tide_eal_init(&o, NULL) != 0)
+		return -1;
+	/* The external-buffer IOVA check only tells a translation apart from the
+	 * address when the EAL hands out physical IOVAs (root, hugepages). */
+	printf("\n    IOVA mode: %s\n", rte_eal_iova_mode() == RTE_IOVA_PA ? "PA" : "VA");
+	return 0;
 }
 
 static int

@@ -270,7 +270,10 @@ struct hooks {
 	atomic_uint_fast64_t polls[TIDE_LCORE_MAX];
 	struct tide_net_stack *stacks[TIDE_LCORE_MAX];
 	atomic_int wrong_thread;
-	int fail_init; /* a negative errno lcore_init returns on lcore 0 */
+	int fail_init; /* a negative errno lcore_init returns on lcore fail_idx */
+	unsigned fail_idx;
+	struct tide_node_rt *const *rtp; /* the caller's runtime pointer */
+	atomic_int saw_null;             /* polls that found it NULL */
 };
 
 static int
@@ -284,7 +287,7 @@ h_init(void *arg, unsigned idx, struct tide_net_stack *st, uint64_t now)
 		atomic_fetch_add(&h->wrong_thread, 1);
 	h->stacks[idx] = st;
 	atomic_fetch_add(&h->inits[idx], 1);
-	return idx == 0 ? h->fail_init : 0;
+	return idx == h->fail_idx ? h->fail_init : 0;
 }
 
 static int
@@ -296,12 +299,16 @@ h_poll(void *arg, unsigned idx, uint64_t now)
 	(void)now;
 	if (lc == NULL || tide_lcore_index(lc) != idx)
 		atomic_fetch_add(&h->wrong_thread, 1);
+	/* Hooks may use the runtime: it is set before they run and stays set
+	 * while any lcore runs, a failing start included. */
+	if (*h->rtp == NULL)
+		atomic_fetch_add(&h->saw_null, 1);
 	atomic_fetch_add(&h->polls[idx], 1);
 	return 0;
 }
 
 static int
-ring_node(const char *csum, unsigned max_lcores, int fail_init, const char *ip)
+ring_node(const char *csum, unsigned max_lcores, int fail_init, unsigned fail_idx, const char *ip)
 {
 	char csum_kv[64], prefix[64], ip_kv[64];
 	const char *kv[] = {"TIDE_DPDK_DEVICE=net_ring0",
@@ -320,7 +327,7 @@ ring_node(const char *csum, unsigned max_lcores, int fail_init, const char *ip)
 				      .lcore_init = h_init,
 				      .lcore_poll = h_poll,
 				      .arg = &h};
-	struct tide_node_rt *rt = (struct tide_node_rt *)&h; /* must be reset on failure */
+	static struct tide_node_rt *rt;
 	const struct tide_node_rt_info *ri;
 	unsigned want = max_lcores == 1 ? 1 : 2;
 	double deadline;
@@ -335,13 +342,16 @@ ring_node(const char *csum, unsigned max_lcores, int fail_init, const char *ip)
 		/* No data address (a caller that built its nodeenv by hand):
 		 * refused before anything starts, *out untouched. */
 		ne.data_ip_set = false;
+		rt = (struct tide_node_rt *)&h; /* must come back NULL */
 		rc = tide_node_rt_start(&ne, &o, &rt);
-		return rc == -EINVAL && rt == (struct tide_node_rt *)&h ? 0 : 3;
+		return rc == -EINVAL && rt == NULL ? 0 : 3;
 	}
 	h.fail_init = fail_init;
+	h.fail_idx = fail_idx;
+	h.rtp = &rt;
 	rc = tide_node_rt_start(&ne, &o, &rt);
-	if (rc != 0)
-		return rt == NULL ? 100 + -rc : 4; /* the errno, *out reset */
+	if (rc != 0) /* the errno, *out NULL, no hook saw it NULL while running */
+		return rt == NULL && atomic_load(&h.saw_null) == 0 ? 100 + -rc : 4;
 	ri = tide_node_rt_info(rt);
 	if (ri->nlcores != want || ri->ip != 0x0a580001u || strcmp(ri->ip_str, "10.88.0.1"))
 		return 5;
@@ -358,14 +368,16 @@ ring_node(const char *csum, unsigned max_lcores, int fail_init, const char *ip)
 	}
 	if (want == 2 && h.stacks[0] == h.stacks[1])
 		return 8;
-	if (tide_node_rt_stack(rt, want) != NULL || atomic_load(&h.wrong_thread) != 0)
+	if (tide_node_rt_stack(rt, want) != NULL || atomic_load(&h.wrong_thread) != 0 ||
+	    atomic_load(&h.saw_null) != 0)
 		return 9;
 	return tide_node_rt_destroy(rt) == 0 ? 0 : 10;
 }
 
 /* Run ring_node in a child; its stderr goes to `log` when non-NULL. */
 static int
-ring_child(const char *csum, unsigned max_lcores, int fail_init, const char *ip, const char *log)
+ring_child(const char *csum, unsigned max_lcores, int fail_init, unsigned fail_idx, const char *ip,
+	   const char *log)
 {
 	pid_t pid = fork();
 
@@ -376,7 +388,7 @@ ring_child(const char *csum, unsigned max_lcores, int fail_init, const char *ip,
 			if (fd >= 0)
 				dup2(fd, 2);
 		}
-		exit(ring_node(csum, max_lcores, fail_init, ip));
+		exit(ring_node(csum, max_lcores, fail_init, fail_idx, ip));
 	}
 	return pid > 0 ? wait_child(pid, 60) : -1;
 }
@@ -384,13 +396,13 @@ ring_child(const char *csum, unsigned max_lcores, int fail_init, const char *ip,
 static void
 test_hooks_two_lcores(void)
 {
-	CU_ASSERT_EQUAL(ring_child("auto", 0, 0, A_IP, NULL), 0);
+	CU_ASSERT_EQUAL(ring_child("auto", 0, 0, 0, A_IP, NULL), 0);
 }
 
 static void
 test_max_lcores_caps(void)
 {
-	CU_ASSERT_EQUAL(ring_child("sw", 1, 0, A_IP, NULL), 0);
+	CU_ASSERT_EQUAL(ring_child("sw", 1, 0, 0, A_IP, NULL), 0);
 }
 
 static void
@@ -402,7 +414,7 @@ test_offload_refused_names_port_and_offload(void)
 
 	snprintf(log, sizeof(log), "/tmp/node-rt-it-%d.log", (int)getpid());
 	/* net_ring has no checksum offloads: start fails with -ENOTSUP. */
-	CU_ASSERT_EQUAL(ring_child("offload", 0, 0, A_IP, log), 100 + ENOTSUP);
+	CU_ASSERT_EQUAL(ring_child("offload", 0, 0, 0, A_IP, log), 100 + ENOTSUP);
 	f = fopen(log, "r");
 	CU_ASSERT_PTR_NOT_NULL_FATAL(f);
 	n = fread(text, 1, sizeof(text) - 1, f);
@@ -417,13 +429,15 @@ test_offload_refused_names_port_and_offload(void)
 static void
 test_failing_init_undoes(void)
 {
-	CU_ASSERT_EQUAL(ring_child("auto", 0, -EADDRINUSE, A_IP, NULL), 100 + EADDRINUSE);
+	/* On lcore 1: lcore 0 already polls with its stack when the start fails. */
+	CU_ASSERT_EQUAL(ring_child("auto", 0, -EADDRINUSE, 1, A_IP, NULL), 100 + EADDRINUSE);
+	CU_ASSERT_EQUAL(ring_child("auto", 0, -EADDRINUSE, 0, A_IP, NULL), 100 + EADDRINUSE);
 }
 
 static void
 test_no_data_ip_refused(void)
 {
-	CU_ASSERT_EQUAL(ring_child("auto", 0, 0, "", NULL), 0);
+	CU_ASSERT_EQUAL(ring_child("auto", 0, 0, 0, "", NULL), 0);
 }
 
 static void
