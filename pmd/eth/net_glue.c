@@ -111,7 +111,7 @@ probe_port(struct tide_eth_netdev *nd)
 	struct rte_eth_txq_info qi;
 	uint16_t pid = tide_eth_port_id(nd->port);
 	const char *drv = NULL;
-	bool no_ext = false;
+	bool no_ext = false, ext_va;
 
 	if (rte_eth_dev_info_get(pid, &info) == 0) {
 		nd->tx_capa = info.tx_offload_capa;
@@ -127,8 +127,8 @@ probe_port(struct tide_eth_netdev *nd)
 	 * hugepages fell from 4.9 GB/s to 0.7) and a frame crossing a page is
 	 * not physically contiguous: such a port copies instead.
 	 */
-	nd->tx_ext_va = driver_chains(drv) || rte_eal_iova_mode() == RTE_IOVA_VA;
-	if (!nd->tx_ext_va)
+	ext_va = driver_chains(drv) || rte_eal_iova_mode() == RTE_IOVA_VA;
+	if (!ext_va)
 		no_ext = true;
 	nd->tx_no_ext = no_ext;
 	/* What the queue was set up with (port offloads included, as PMDs
@@ -142,9 +142,9 @@ probe_port(struct tide_eth_netdev *nd)
 		 "port %u (%s): tx offload capa 0x%llx configured 0x%llx; zero-copy frames %s%s",
 		 pid, drv != NULL ? drv : "?", (unsigned long long)nd->tx_capa,
 		 (unsigned long long)nd->tx_conf, nd->tx_chain ? "chained (extbuf)" : "copied",
-		 !nd->tx_ext_va ? " (physical IOVAs: pool buffers only)"
-		 : no_ext       ? " (memif zero-copy: pool buffers only)"
-				: "");
+		 !ext_va  ? " (physical IOVAs: pool buffers only)"
+		 : no_ext ? " (memif zero-copy: pool buffers only)"
+			  : "");
 }
 
 int

@@ -69,7 +69,6 @@ struct tide_eth_netdev {
 	bool tx_chain;                  /* tx_attach chains extbuf mbufs (else it refuses) */
 	bool tx_chain_auto;             /* what TIDE_ETH_ZC_AUTO resolved to */
 	bool tx_no_ext;                 /* memif zero-copy: no external buffers at all */
-	bool tx_ext_va;                 /* an external buffer's IOVA is its address (or unused) */
 	uint64_t tx_capa;               /* rte_eth_dev_info.tx_offload_capa */
 	uint64_t tx_conf;               /* TX offloads the port was configured with */
 	uint64_t rx_linearized;         /* chained frames received and made contiguous */
