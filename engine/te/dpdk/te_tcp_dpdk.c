@@ -158,13 +158,10 @@ struct te_lc {
 struct te_xport {
 	struct te_xport_cfg cfg;
 	struct tide_nodeenv ne;
-	struct tide_node_rt *rt; /* EAL, port, lcores and stacks */
-	struct tide_lcore_group *g;
+	struct tide_node_rt *rt; /* EAL, port, lcores, stacks, data address */
 	unsigned nlc;
 	struct te_lc lcs[TIDE_LCORE_MAX];
 	uint16_t data_port;
-	uint32_t ip;
-	char ip_str[INET_ADDRSTRLEN];
 };
 
 /* ---- running work on an lcore -------------------------------------------- */
@@ -858,12 +855,9 @@ dpdk_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		return rc;
 	}
 	ri = tide_node_rt_info(x->rt);
-	x->g = tide_node_rt_lcores(x->rt);
 	x->nlc = ri->nlcores;
-	x->ip = ri->ip;
-	snprintf(x->ip_str, sizeof(x->ip_str), "%s", ri->ip_str);
 	/* The runtime logged the device, lcores and memory. */
-	TIDE_LOG(INFO, "tcp-dpdk: data server on %s:%u", x->ip_str, x->data_port);
+	TIDE_LOG(INFO, "tcp-dpdk: data server on %s:%u", ri->ip_str, x->data_port);
 	*out = x;
 	return 0;
 }
@@ -1062,13 +1056,13 @@ dpdk_destroy(struct te_xport *x)
 static void
 dpdk_data_host(const struct te_xport *x, char *host, size_t len)
 {
-	snprintf(host, len, "%s", x->ip_str);
+	snprintf(host, len, "%s", tide_node_rt_info(x->rt)->ip_str);
 }
 
 static struct tide_lcore_group *
 dpdk_lcores(struct te_xport *x)
 {
-	return x->g;
+	return tide_node_rt_lcores(x->rt);
 }
 
 const struct te_xport_ops te_tcp_dpdk_ops = {
