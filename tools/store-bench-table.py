@@ -15,7 +15,12 @@ two processes, from ../shared/spec/reference-figures.md (quiet 2-core VM,
 64 KiB 226 / 349 MiB/s, 1 MiB 937 / 1136 MiB/s; 64 MiB is compared with the
 4 MiB figure (1341 / 1073 MiB/s), the largest there.
 
-usage: tools/store-bench-table.py BUILD_DIR [--duration S] [--json FILE]
+Each transport runs --runs times (default 3), interleaved; every cell is the
+median over the runs, and "vs kernel" divides the memif row by the kernel-socket
+row of the same size and batch (put/get). tide-store-bench warms each client
+up for 1 s (uncounted) before the first size.
+
+usage: tools/store-bench-table.py BUILD_DIR [--duration S] [--runs N] [--json FILE]
 """
 import argparse
 import json
@@ -63,33 +68,69 @@ def ratio(row, which):
     return f"{val / (put if which == 'put' else get):.1f}x"
 
 
+def median_rows(runs):
+    """One row per (label, size): the median of each throughput over the runs;
+    the p50 columns are those of the run whose put (get) rate is the median."""
+    by = {}
+    for rows in runs:
+        for r in rows:
+            by.setdefault((r["label"], r["size"]), []).append(r)
+    out = []
+    for (label, size), rs in by.items():
+        m = dict(rs[0])
+        for which in ("put", "get"):
+            rs.sort(key=lambda r: r[f"{which}_ops"])
+            mid = rs[len(rs) // 2]
+            for k in ("ops", "mib", "p50_us"):
+                m[f"{which}_{k}"] = mid[f"{which}_{k}"]
+        m["runs"] = len(rs)
+        out.append(m)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build_dir")
     ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs per transport, interleaved; cells are medians (default 3)")
     ap.add_argument("--json")
     ap.add_argument("--transports", default="memif,kernel")
     a = ap.parse_args()
-    rows = []
-    for t in a.transports.split(","):
-        jpath = os.path.join("/tmp", f"tide-store-bench-{os.getpid()}-{t}.jsonl")
-        try:
-            rows += run(a.build_dir, t, a.duration, jpath)
-        finally:
-            if os.path.exists(jpath):
-                os.unlink(jpath)
-    print(f"\nclient attached to node A, objects on node B, {a.duration:g} s per phase; "
-          "Mooncake = stock Python client over kernel TCP (reference figures)")
+    if a.runs < 1:
+        ap.error("--runs must be >= 1")
+    transports = a.transports.split(",")
+    runs = []
+    # Interleave the transports (memif, kernel, memif, ...) so a slow spell of
+    # this shared VM lands on both columns rather than on one.
+    for n in range(a.runs):
+        for t in transports:
+            print(f"== run {n + 1}/{a.runs}: {t}", flush=True)
+            jpath = os.path.join("/tmp", f"tide-store-bench-{os.getpid()}-{t}.jsonl")
+            try:
+                runs.append(run(a.build_dir, t, a.duration, jpath))
+            finally:
+                if os.path.exists(jpath):
+                    os.unlink(jpath)
+    rows = median_rows(runs)
+    kern = {(r["label"].split("/")[1], r["size"]): r for r in rows
+            if r["label"].startswith("kernel/")}
+    print(f"\nclient attached to node A, objects on node B, {a.duration:g} s per phase, "
+          f"median of {a.runs} run(s) per cell; Mooncake = stock Python client over kernel "
+          "TCP (reference figures); vs kernel = this row / the kernel-socket row, same run")
     print(f"{'path':>12} {'size':>9} {'put ops/s':>10} {'put MiB/s':>10} {'get ops/s':>10} "
           f"{'get MiB/s':>10} {'put p50us':>9} {'get p50us':>9} {'put vs MC':>9} "
-          f"{'get vs MC':>9}")
+          f"{'get vs MC':>9} {'vs kernel':>11}")
     for r in rows:
+        k = kern.get((r["label"].split("/")[1], r["size"]))
+        vk = "-" if k is None or k is r else \
+            f"{r['put_ops'] / k['put_ops']:.2f}/{r['get_ops'] / k['get_ops']:.2f}"
         print(f"{r['label']:>12} {r['size']:>9} {r['put_ops']:10.0f} {r['put_mib']:10.1f} "
               f"{r['get_ops']:10.0f} {r['get_mib']:10.1f} {r['put_p50_us']:9.0f} "
-              f"{r['get_p50_us']:9.0f} {ratio(r, 'put'):>9} {ratio(r, 'get'):>9}")
+              f"{r['get_p50_us']:9.0f} {ratio(r, 'put'):>9} {ratio(r, 'get'):>9} {vk:>11}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump({"runs": runs, "median": rows}, f, indent=1)
     return 0
 
 
