@@ -32,6 +32,8 @@ PROGRAMS=(
 	"setsid         util-linux       dts_master, tools/local_cluster.sh"
 	"mountpoint     util-linux       tools/hugepages.sh"
 	"ldd            libc-bin         tools/store_cluster.py"
+	"etcd           etcd-server      etcd_it (a real etcd on loopback ports)"
+	"etcdctl        etcd-client      etcd_it (reads what Tide wrote, as another client)"
 )
 # module  Debian package  who imports it (with /usr/bin/python3, as the suites do)
 MODULES=(

@@ -1,0 +1,749 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * etcd v3 over its JSON gateway: libcurl carries the HTTP, cJSON the bodies,
+ * OpenSSL's base64 the byte fields. Gateway facts this relies on (etcd 3.4,
+ * Debian 12): every call is a POST to /v3/<service>/<method>; int64 fields
+ * come back as strings; fields at their zero value are left out (a failed
+ * transaction has no "succeeded", an expired lease's keepalive has no "TTL",
+ * a range that found nothing has no "kvs"); streaming calls (watch) answer
+ * with one {"result":...} object per line on a long-lived response.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "tide_etcd.h"
+#include "tide_log.h"
+
+/* Replies are small (one key, a lease); a bound keeps a confused or hostile
+ * endpoint from growing the buffer without end. Mooncake's client allows
+ * 32 MiB messages; so do we. */
+#define REPLY_MAX          (32u << 20)
+#define DEFAULT_TIMEOUT_MS 5000u
+
+struct tide_etcd {
+	pthread_mutex_t lock;
+	CURL *curl;
+	struct curl_slist *hdrs;
+	char *urls[TIDE_ETCD_MAX_ENDPOINTS];
+	int nurls;
+	int cur; /* endpoint tried first */
+	unsigned timeout_ms;
+};
+
+struct buf {
+	char *p;
+	size_t len, cap;
+	bool overflow;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void
+curl_init_once(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int
+tide_etcd_parse_endpoints(const char *list, char **urls, int max)
+{
+	const char *p;
+	int n = 0;
+
+	if (list == NULL || urls == NULL || max < 1)
+		return -EINVAL;
+	if (strncmp(list, "etcd://", 7) == 0)
+		list += 7;
+	for (p = list; *p != '\0';) {
+		const char *end = p + strcspn(p, ";,"), *a = p, *b = end, *colon;
+		char *u;
+
+		while (a < b && isspace((unsigned char)*a))
+			a++;
+		while (b > a && isspace((unsigned char)b[-1]))
+			b--;
+		p = *end != '\0' ? end + 1 : end;
+		if (a == b)
+			continue;
+		if ((size_t)(b - a) > 7 && strncmp(a, "http://", 7) == 0)
+			a += 7;
+		else if (memchr(a, ':', (size_t)(b - a)) != NULL && strstr(a, "://") != NULL &&
+			 strstr(a, "://") < b)
+			goto bad; /* https or another scheme: not supported */
+		colon = memrchr(a, ':', (size_t)(b - a));
+		if (colon == NULL || colon == a || colon + 1 == b)
+			goto bad;
+		for (const char *d = colon + 1; d < b; d++)
+			if (!isdigit((unsigned char)*d))
+				goto bad;
+		if (n == max)
+			goto bad;
+		if (asprintf(&u, "http://%.*s", (int)(b - a), a) < 0) {
+			while (n > 0)
+				free(urls[--n]);
+			return -ENOMEM;
+		}
+		urls[n++] = u;
+	}
+	if (n == 0)
+		return -EINVAL;
+	return n;
+bad:
+	while (n > 0)
+		free(urls[--n]);
+	return -EINVAL;
+}
+
+int
+tide_etcd_open(const char *endpoints, unsigned timeout_ms, struct tide_etcd **out)
+{
+	struct tide_etcd *e;
+	int n;
+
+	if (out == NULL)
+		return -EINVAL;
+	*out = NULL;
+	pthread_once(&curl_once, curl_init_once);
+	if (curl_init_rc != CURLE_OK)
+		return -ENOMEM;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		return -ENOMEM;
+	n = tide_etcd_parse_endpoints(endpoints, e->urls, TIDE_ETCD_MAX_ENDPOINTS);
+	if (n < 0) {
+		free(e);
+		return n;
+	}
+	e->nurls = n;
+	e->timeout_ms = timeout_ms != 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
+	e->curl = curl_easy_init();
+	e->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+	if (e->curl == NULL || e->hdrs == NULL) {
+		tide_etcd_close(e);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&e->lock, NULL);
+	*out = e;
+	return 0;
+}
+
+void
+tide_etcd_close(struct tide_etcd *e)
+{
+	if (e == NULL)
+		return;
+	if (e->curl != NULL)
+		curl_easy_cleanup(e->curl);
+	curl_slist_free_all(e->hdrs);
+	for (int i = 0; i < e->nurls; i++)
+		free(e->urls[i]);
+	if (e->curl != NULL && e->hdrs != NULL)
+		pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+const char *
+tide_etcd_endpoint(const struct tide_etcd *e)
+{
+	return e->urls[e->cur];
+}
+
+void
+tide_etcd_kv_clear(struct tide_etcd_kv *kv)
+{
+	if (kv == NULL)
+		return;
+	free(kv->key);
+	free(kv->value);
+	memset(kv, 0, sizeof(*kv));
+}
+
+/* --- JSON and base64 helpers ------------------------------------------- */
+
+static char *
+b64_encode(const void *p, size_t n)
+{
+	char *out;
+
+	if (n > (size_t)INT32_MAX / 2)
+		return NULL;
+	out = malloc(4 * ((n + 2) / 3) + 1);
+	if (out != NULL)
+		EVP_EncodeBlock((unsigned char *)out, p, (int)n);
+	return out;
+}
+
+/* Decode into a malloc()ed NUL-terminated buffer. EVP_DecodeBlock counts the
+ * padding as output bytes, so the '=' at the end are subtracted. */
+static int
+b64_decode(const char *s, char **out, size_t *outlen)
+{
+	size_t n = strlen(s), pad = 0;
+	int got;
+	char *p;
+
+	*out = NULL;
+	if (n % 4 != 0 || n > (size_t)INT32_MAX)
+		return -EBADMSG;
+	p = malloc(n / 4 * 3 + 1);
+	if (p == NULL)
+		return -ENOMEM;
+	got = n != 0 ? EVP_DecodeBlock((unsigned char *)p, (const unsigned char *)s, (int)n) : 0;
+	if (got < 0) {
+		free(p);
+		return -EBADMSG;
+	}
+	if (n >= 1 && s[n - 1] == '=')
+		pad++;
+	if (n >= 2 && s[n - 2] == '=')
+		pad++;
+	*outlen = (size_t)got - pad;
+	p[*outlen] = '\0';
+	*out = p;
+	return 0;
+}
+
+static bool
+add_b64(cJSON *o, const char *name, const void *p, size_t n)
+{
+	char *s = b64_encode(p, n);
+	bool ok = s != NULL && cJSON_AddStringToObject(o, name, s) != NULL;
+
+	free(s);
+	return ok;
+}
+
+static bool
+add_i64(cJSON *o, const char *name, int64_t v)
+{
+	char s[24];
+
+	snprintf(s, sizeof(s), "%" PRId64, v);
+	return cJSON_AddStringToObject(o, name, s) != NULL;
+}
+
+/* An int64 field: a string of digits or a number; absent = 0 (the gateway
+ * leaves zero values out). -EBADMSG when present but not an integer. */
+static int
+get_i64(const cJSON *o, const char *name, int64_t *v)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, name);
+	char *end;
+
+	*v = 0;
+	if (f == NULL)
+		return 0;
+	if (cJSON_IsNumber(f)) {
+		*v = (int64_t)f->valuedouble;
+		return 0;
+	}
+	if (!cJSON_IsString(f) || f->valuestring[0] == '\0')
+		return -EBADMSG;
+	errno = 0;
+	*v = strtoll(f->valuestring, &end, 10);
+	return errno != 0 || *end != '\0' ? -EBADMSG : 0;
+}
+
+static int
+header_rev(const cJSON *reply, int64_t *rev)
+{
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(reply, "header");
+	int64_t v = 0;
+	int rc = cJSON_IsObject(h) ? get_i64(h, "revision", &v) : -EBADMSG;
+
+	if (rc == 0 && rev != NULL)
+		*rev = v;
+	return rc;
+}
+
+static int
+parse_kv(const cJSON *j, struct tide_etcd_kv *kv)
+{
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(j, "key");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "value");
+	int rc;
+
+	memset(kv, 0, sizeof(*kv));
+	if (!cJSON_IsString(k))
+		return -EBADMSG;
+	rc = b64_decode(k->valuestring, &kv->key, &kv->key_len);
+	if (rc == 0)
+		rc = v == NULL           ? b64_decode("", &kv->value, &kv->value_len)
+		     : cJSON_IsString(v) ? b64_decode(v->valuestring, &kv->value, &kv->value_len)
+					 : -EBADMSG;
+	if (rc == 0)
+		rc = get_i64(j, "create_revision", &kv->create_revision);
+	if (rc == 0)
+		rc = get_i64(j, "mod_revision", &kv->mod_revision);
+	if (rc == 0)
+		rc = get_i64(j, "version", &kv->version);
+	if (rc == 0)
+		rc = get_i64(j, "lease", &kv->lease);
+	if (rc != 0)
+		tide_etcd_kv_clear(kv);
+	return rc;
+}
+
+/* --- HTTP ---------------------------------------------------------------- */
+
+static size_t
+on_body(char *p, size_t sz, size_t nm, void *arg)
+{
+	struct buf *b = arg;
+	size_t n = sz * nm;
+
+	if (b->len + n + 1 > REPLY_MAX) {
+		b->overflow = true;
+		return 0; /* aborts the transfer */
+	}
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 1024;
+		char *q;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		q = realloc(b->p, cap);
+		if (q == NULL) {
+			b->overflow = true;
+			return 0;
+		}
+		b->p = q;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+	return n;
+}
+
+/* Transport errors worth trying the next endpoint for. */
+static bool
+transport_error(CURLcode c)
+{
+	return c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST ||
+	       c == CURLE_OPERATION_TIMEDOUT || c == CURLE_SEND_ERROR || c == CURLE_RECV_ERROR ||
+	       c == CURLE_GOT_NOTHING;
+}
+
+/*
+ * POST body to path on the current endpoint, then on the others after a
+ * transport error. On success *reply is the parsed JSON (caller deletes).
+ * Called with e->lock held.
+ */
+static int
+post(struct tide_etcd *e, const char *path, cJSON *body, cJSON **reply)
+{
+	char *txt = cJSON_PrintUnformatted(body), url[512];
+	struct buf b = {0};
+	int rc = -ECONNREFUSED;
+	CURLcode c = CURLE_OK;
+
+	*reply = NULL;
+	if (txt == NULL)
+		return -ENOMEM;
+	for (int t = 0; t < e->nurls; t++) {
+		int i = (e->cur + t) % e->nurls;
+		long status = 0;
+
+		snprintf(url, sizeof(url), "%s%s", e->urls[i], path);
+		b.len = 0;
+		b.overflow = false;
+		curl_easy_reset(e->curl);
+		curl_easy_setopt(e->curl, CURLOPT_URL, url);
+		curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->hdrs);
+		curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, txt);
+		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
+		curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_body);
+		curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, &b);
+		c = curl_easy_perform(e->curl);
+		if (transport_error(c)) {
+			rc = c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+			continue;
+		}
+		e->cur = i;
+		if (c != CURLE_OK) {
+			TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s: %s", url,
+					   b.overflow ? "reply too large" : curl_easy_strerror(c));
+			rc = b.overflow ? -EBADMSG : -EPROTO;
+			break;
+		}
+		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
+		*reply = b.p != NULL ? cJSON_ParseWithLength(b.p, b.len) : NULL;
+		if (status != 200) {
+			const cJSON *m =
+				*reply ? cJSON_GetObjectItemCaseSensitive(*reply, "message") : NULL;
+
+			if (m == NULL && *reply != NULL)
+				m = cJSON_GetObjectItemCaseSensitive(*reply, "error");
+			rc = -EPROTO;
+			/* A lease etcd does not know is the caller's business (-ENOENT). */
+			if (cJSON_IsString(m) && strstr(m->valuestring, "lease not found") != NULL)
+				rc = -ENOENT;
+			else
+				TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s: HTTP %ld: %s", url, status,
+						   cJSON_IsString(m) ? m->valuestring
+								     : "(no message)");
+			cJSON_Delete(*reply);
+			*reply = NULL;
+			break;
+		}
+		rc = *reply != NULL ? 0 : -EBADMSG;
+		break;
+	}
+	if (rc == -ECONNREFUSED || rc == -ETIMEDOUT)
+		TIDE_LOG_RATELIMIT(WARN, 5, "etcd: no endpoint of %d answered %s (last: %s)",
+				   e->nurls, path, curl_easy_strerror(c));
+	free(b.p);
+	free(txt);
+	return rc;
+}
+
+static int
+call(struct tide_etcd *e, const char *path, cJSON *body, cJSON **reply)
+{
+	int rc;
+
+	if (body == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&e->lock);
+	rc = post(e, path, body, reply);
+	pthread_mutex_unlock(&e->lock);
+	cJSON_Delete(body);
+	return rc;
+}
+
+/* --- calls ---------------------------------------------------------------- */
+
+int
+tide_etcd_get(struct tide_etcd *e, const char *key, size_t key_len, struct tide_etcd_kv *out,
+	      int64_t *hrev)
+{
+	cJSON *body, *reply = NULL;
+	const cJSON *kvs;
+	int rc;
+
+	if (out != NULL)
+		memset(out, 0, sizeof(*out));
+	if (e == NULL || key == NULL || key_len == 0 || out == NULL)
+		return -EINVAL;
+	body = cJSON_CreateObject();
+	if (body != NULL && !add_b64(body, "key", key, key_len)) {
+		cJSON_Delete(body);
+		body = NULL;
+	}
+	rc = call(e, "/v3/kv/range", body, &reply);
+	if (rc != 0)
+		return rc;
+	rc = header_rev(reply, hrev);
+	kvs = cJSON_GetObjectItemCaseSensitive(reply, "kvs");
+	if (rc == 0 && kvs != NULL && !cJSON_IsArray(kvs))
+		rc = -EBADMSG;
+	else if (rc == 0 && cJSON_GetArraySize(kvs) == 0)
+		rc = -ENOENT;
+	else if (rc == 0)
+		rc = parse_kv(cJSON_GetArrayItem(kvs, 0), out);
+	cJSON_Delete(reply);
+	return rc;
+}
+
+static cJSON *
+put_body(const char *key, size_t key_len, const void *value, size_t value_len, int64_t lease)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o == NULL || !add_b64(o, "key", key, key_len) ||
+	    !add_b64(o, "value", value, value_len) || (lease != 0 && !add_i64(o, "lease", lease))) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+int
+tide_etcd_put(struct tide_etcd *e, const char *key, size_t key_len, const void *value,
+	      size_t value_len, int64_t lease, int64_t *rev)
+{
+	cJSON *reply = NULL;
+	int rc;
+
+	if (e == NULL || key == NULL || key_len == 0 || (value == NULL && value_len != 0))
+		return -EINVAL;
+	rc = call(e, "/v3/kv/put", put_body(key, key_len, value ? value : "", value_len, lease),
+		  &reply);
+	if (rc == 0)
+		rc = header_rev(reply, rev);
+	cJSON_Delete(reply);
+	return rc;
+}
+
+int
+tide_etcd_create(struct tide_etcd *e, const char *key, size_t key_len, const void *value,
+		 size_t value_len, int64_t lease, int64_t *rev)
+{
+	cJSON *body, *cmp, *cmps, *succ, *op, *reply = NULL, *put;
+	int rc;
+
+	if (e == NULL || key == NULL || key_len == 0 || (value == NULL && value_len != 0))
+		return -EINVAL;
+	body = cJSON_CreateObject();
+	cmps = cJSON_AddArrayToObject(body, "compare");
+	succ = cJSON_AddArrayToObject(body, "success");
+	cmp = cJSON_CreateObject();
+	op = cJSON_CreateObject();
+	put = put_body(key, key_len, value ? value : "", value_len, lease);
+	if (body == NULL || cmps == NULL || succ == NULL || cmp == NULL || op == NULL ||
+	    put == NULL || !add_b64(cmp, "key", key, key_len) ||
+	    cJSON_AddStringToObject(cmp, "target", "CREATE") == NULL ||
+	    cJSON_AddStringToObject(cmp, "result", "EQUAL") == NULL ||
+	    !add_i64(cmp, "create_revision", 0)) {
+		cJSON_Delete(body);
+		cJSON_Delete(cmp);
+		cJSON_Delete(op);
+		cJSON_Delete(put);
+		return -ENOMEM;
+	}
+	cJSON_AddItemToObject(op, "request_put", put);
+	cJSON_AddItemToArray(cmps, cmp);
+	cJSON_AddItemToArray(succ, op);
+	rc = call(e, "/v3/kv/txn", body, &reply);
+	if (rc != 0)
+		return rc;
+	rc = header_rev(reply, rev);
+	if (rc == 0 && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "succeeded")))
+		rc = -EEXIST; /* left out when false */
+	cJSON_Delete(reply);
+	return rc;
+}
+
+int
+tide_etcd_delete(struct tide_etcd *e, const char *key, size_t key_len)
+{
+	cJSON *body, *reply = NULL;
+	int64_t n = 0;
+	int rc;
+
+	if (e == NULL || key == NULL || key_len == 0)
+		return -EINVAL;
+	body = cJSON_CreateObject();
+	if (body != NULL && !add_b64(body, "key", key, key_len)) {
+		cJSON_Delete(body);
+		body = NULL;
+	}
+	rc = call(e, "/v3/kv/deleterange", body, &reply);
+	if (rc == 0)
+		rc = get_i64(reply, "deleted", &n);
+	if (rc == 0 && n == 0)
+		rc = -ENOENT;
+	cJSON_Delete(reply);
+	return rc;
+}
+
+int
+tide_etcd_lease_grant(struct tide_etcd *e, int64_t ttl_s, int64_t *id)
+{
+	cJSON *body, *reply = NULL;
+	int rc;
+
+	if (e == NULL || id == NULL || ttl_s < 1 || ttl_s > 9000000000LL)
+		return -EINVAL;
+	*id = 0;
+	body = cJSON_CreateObject();
+	if (body != NULL && !add_i64(body, "TTL", ttl_s)) {
+		cJSON_Delete(body);
+		body = NULL;
+	}
+	rc = call(e, "/v3/lease/grant", body, &reply);
+	if (rc == 0)
+		rc = get_i64(reply, "ID", id);
+	if (rc == 0 && *id <= 0)
+		rc = -EBADMSG;
+	cJSON_Delete(reply);
+	return rc;
+}
+
+int
+tide_etcd_lease_keepalive(struct tide_etcd *e, int64_t id, int64_t *ttl_s)
+{
+	cJSON *body, *reply = NULL;
+	const cJSON *res;
+	int64_t ttl = 0;
+	int rc;
+
+	if (e == NULL || id <= 0)
+		return -EINVAL;
+	body = cJSON_CreateObject();
+	if (body != NULL && !add_i64(body, "ID", id)) {
+		cJSON_Delete(body);
+		body = NULL;
+	}
+	rc = call(e, "/v3/lease/keepalive", body, &reply);
+	if (rc != 0)
+		return rc;
+	/* A unary POST to the streaming method answers one {"result":{...}}. */
+	res = cJSON_GetObjectItemCaseSensitive(reply, "result");
+	rc = cJSON_IsObject(res) ? get_i64(res, "TTL", &ttl) : -EBADMSG;
+	if (rc == 0 && ttl <= 0)
+		rc = -ENOENT; /* expired or revoked: etcd leaves TTL out */
+	if (rc == 0 && ttl_s != NULL)
+		*ttl_s = ttl;
+	cJSON_Delete(reply);
+	return rc;
+}
+
+int
+tide_etcd_lease_revoke(struct tide_etcd *e, int64_t id)
+{
+	cJSON *body, *reply = NULL;
+	int rc;
+
+	if (e == NULL || id <= 0)
+		return -EINVAL;
+	body = cJSON_CreateObject();
+	if (body != NULL && !add_i64(body, "ID", id)) {
+		cJSON_Delete(body);
+		body = NULL;
+	}
+	rc = call(e, "/v3/lease/revoke", body, &reply);
+	cJSON_Delete(reply);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* --- watch ----------------------------------------------------------------- */
+
+struct watch_state {
+	struct buf b;
+	bool created, changed;
+	int64_t rev;
+	int err;
+};
+
+/* One {"result":...} line: "created" first, then events; a cancel (the
+ * start revision was compacted) counts as a change so the caller re-reads. */
+static void
+watch_line(struct watch_state *w, const char *line, size_t n)
+{
+	cJSON *j = cJSON_ParseWithLength(line, n);
+	const cJSON *res = j ? cJSON_GetObjectItemCaseSensitive(j, "result") : NULL;
+	const cJSON *ev;
+
+	if (!cJSON_IsObject(res)) {
+		w->err = -EBADMSG;
+		cJSON_Delete(j);
+		return;
+	}
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "created")))
+		w->created = true;
+	ev = cJSON_GetObjectItemCaseSensitive(res, "events");
+	if (cJSON_IsArray(ev) && cJSON_GetArraySize(ev) > 0) {
+		const cJSON *kv = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ev, 0), "kv");
+
+		w->changed = true;
+		if (cJSON_IsObject(kv))
+			(void)get_i64(kv, "mod_revision", &w->rev);
+	} else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "canceled"))) {
+		w->changed = true;
+	}
+	cJSON_Delete(j);
+}
+
+static size_t
+on_watch(char *p, size_t sz, size_t nm, void *arg)
+{
+	struct watch_state *w = arg;
+	size_t n = sz * nm;
+	char *nl;
+
+	if (on_body(p, sz, nm, &w->b) != n)
+		return 0;
+	while (!w->changed && w->err == 0 && (nl = memchr(w->b.p, '\n', w->b.len)) != NULL) {
+		size_t ln = (size_t)(nl - w->b.p);
+
+		if (ln > 0)
+			watch_line(w, w->b.p, ln);
+		memmove(w->b.p, nl + 1, w->b.len - ln - 1);
+		w->b.len -= ln + 1;
+	}
+	/* Returning short ends the stream: done once a change (or junk) is seen. */
+	return w->changed || w->err != 0 ? 0 : n;
+}
+
+int
+tide_etcd_wait_change(struct tide_etcd *e, const char *key, size_t key_len, int64_t after_rev,
+		      unsigned timeout_ms, int64_t *rev)
+{
+	cJSON *body, *cr;
+	char *txt, url[512];
+	int rc = -ECONNREFUSED;
+	CURLcode c = CURLE_OK;
+
+	if (e == NULL || key == NULL || key_len == 0 || after_rev < 0 || timeout_ms == 0)
+		return -EINVAL;
+	body = cJSON_CreateObject();
+	cr = cJSON_AddObjectToObject(body, "create_request");
+	if (cr == NULL || !add_b64(cr, "key", key, key_len) ||
+	    !add_i64(cr, "start_revision", after_rev + 1)) {
+		cJSON_Delete(body);
+		return -ENOMEM;
+	}
+	txt = cJSON_PrintUnformatted(body);
+	cJSON_Delete(body);
+	if (txt == NULL)
+		return -ENOMEM;
+	pthread_mutex_lock(&e->lock);
+	for (int t = 0; t < e->nurls; t++) {
+		int i = (e->cur + t) % e->nurls;
+		struct watch_state w = {0};
+		long status = 0;
+
+		snprintf(url, sizeof(url), "%s/v3/watch", e->urls[i]);
+		curl_easy_reset(e->curl);
+		curl_easy_setopt(e->curl, CURLOPT_URL, url);
+		curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->hdrs);
+		curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, txt);
+		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS,
+				 (long)(timeout_ms < e->timeout_ms ? timeout_ms : e->timeout_ms));
+		curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_watch);
+		curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, &w);
+		c = curl_easy_perform(e->curl);
+		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
+		free(w.b.p);
+		if (w.changed) {
+			e->cur = i;
+			if (rev != NULL)
+				*rev = w.rev;
+			rc = 1;
+			break;
+		}
+		if (w.err != 0 || w.b.overflow) {
+			rc = -EBADMSG;
+			break;
+		}
+		if (c == CURLE_OPERATION_TIMEDOUT && w.created) {
+			e->cur = i;
+			rc = 0; /* the key stayed quiet */
+			break;
+		}
+		if (status != 0 && status != 200) {
+			TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s: HTTP %ld", url, status);
+			rc = -EPROTO;
+			break;
+		}
+		rc = c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+	}
+	pthread_mutex_unlock(&e->lock);
+	free(txt);
+	return rc;
+}
