@@ -565,15 +565,48 @@ ne_chk_metadata(const char *v, uint64_t num, char *why, size_t n)
 		return -EINVAL;
 	}
 	scheme_end = strstr(v, "://");
+	if (strncmp(v, "etcd://", 7) == 0 || (scheme_end == NULL && strchr(v, ':') != NULL)) {
+		/* etcd endpoints (no scheme means etcd, as in Mooncake): host:port entries
+		 * split on ';' or ',', each optionally http://. */
+		const char *p = strncmp(v, "etcd://", 7) == 0 ? v + 7 : v;
+		int entries = 0;
+
+		while (*p != '\0') {
+			const char *a = p, *b = p + strcspn(p, ";,");
+			uint16_t port;
+
+			p = *b != '\0' ? b + 1 : b;
+			while (a < b && *a == ' ')
+				a++;
+			while (b > a && b[-1] == ' ')
+				b--;
+			if (a == b)
+				continue;
+			if ((size_t)(b - a) > 7 && strncmp(a, http, 7) == 0)
+				a += 7;
+			if (split_hostport(a, (size_t)(b - a), &port) != 0) {
+				ne_why(why, n,
+				       "has an etcd endpoint '%.*s' that is not host:port (e.g. "
+				       "etcd://10.0.0.1:2379;10.0.0.2:2379)",
+				       (int)(b - a > 64 ? 64 : b - a), a);
+				return -EINVAL;
+			}
+			entries++;
+		}
+		if (entries > 0)
+			return 0;
+		ne_why(why, n, "names no etcd endpoint (e.g. etcd://10.0.0.1:2379)");
+		return -EINVAL;
+	}
 	if (scheme_end != NULL)
 		ne_why(why, n,
 		       "uses the unsupported scheme '%.*s://' (supported: P2PHANDSHAKE, "
-		       "http://host:port/path)",
+		       "http://host:port/path, etcd://host:port[;host:port...])",
 		       (int)(scheme_end - v), v);
 	else
 		ne_why(why, n,
-		       "is not supported (supported: P2PHANDSHAKE, http://host:port/path; "
-		       "a bare address would mean etcd, which Tide does not speak)");
+		       "is not supported (supported: P2PHANDSHAKE, http://host:port/path, "
+		       "etcd://host:port[;host:port...])");
 	return -EINVAL;
 }
 

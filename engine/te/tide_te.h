@@ -83,7 +83,8 @@ struct tide_te_status {
 /** Engine options. Initialise with tide_te_opts_init(). */
 struct tide_te_opts {
 	size_t opts_size;
-	/** "P2PHANDSHAKE" or "http://host:port/path"; etcd/redis answer -EPROTONOSUPPORT. */
+	/** "P2PHANDSHAKE", "http://host:port/path" or "etcd://h:p[;h:p...]" (no scheme: etcd);
+	 *  redis and others answer -EPROTONOSUPPORT. */
 	const char *metadata;
 	/** Local server (segment) name. NULL or "": in P2P mode "host:rpc_port"; else host. */
 	const char *local_server_name;

@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Metadata layer: P2PHANDSHAKE or HTTP, chosen by the connection string, plus
- * the handshake daemon that serves our descriptor in both modes.
+ * Metadata layer: P2PHANDSHAKE, HTTP or etcd, chosen by the connection
+ * string, plus the handshake daemon that serves our descriptor in every mode.
+ * HTTP and etcd hold the same two keys per segment (Mooncake's
+ * "mooncake/[<cluster>/]ram/<name>" and ".../rpc_meta/<name>"); on etcd the
+ * values are written as Mooncake writes them, compact JSON and a newline, with
+ * no lease (a crashed process's keys stay until overwritten, as stock's do).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,9 +19,12 @@
 
 #include "meta_internal.h"
 #include "te_meta.h"
+#include "tide_etcd.h"
 #include "tide_log.h"
 
-#define SUPPORTED "supported: \"P2PHANDSHAKE\" or \"http://host[:port][/path]\""
+#define SUPPORTED                                                        \
+	"supported: \"P2PHANDSHAKE\", \"http://host[:port][/path]\" or " \
+	"\"etcd://host:port[;host:port...]\" (also without etcd://)"
 
 /* Mooncake answers a refused RDMA Connection with a HandShakeDesc carrying reply_msg. */
 #define CONN_REFUSAL "{\"reply_msg\":\"tide: RDMA connections are not supported (TCP only)\"}"
@@ -25,15 +32,16 @@
 struct te_meta {
 	bool p2p;
 	int timeout_ms;
-	struct te_http *http;
+	struct te_http *http;     /* HTTP mode */
+	struct tide_etcd *etcd;   /* etcd mode */
 	char prefix[TE_NAME_MAX]; /* "mooncake/" or "mooncake/<cluster id>/" */
 	struct te_hs_daemon *daemon;
-	pthread_mutex_t publish_lock; /* serialises te_meta_publish (http_name, HTTP keys) */
+	pthread_mutex_t publish_lock; /* serialises te_meta_publish (kv_name, HTTP keys) */
 	pthread_mutex_t lock;         /* guards pub_json/pub_len (daemon thread reads them) */
 	char *pub_json;               /* last published descriptor JSON, or NULL */
 	size_t pub_len;
-	char http_name[TE_NAME_MAX]; /* name our HTTP keys are under (after a successful
-				      * rpc_meta PUT), for close; "" when none */
+	char kv_name[TE_NAME_MAX]; /* name our HTTP/etcd keys are under (after a successful
+				    * rpc_meta PUT), for close; "" when none */
 	/* Connection (RDMA) handler; conn_lock is held across each call so that
 	 * te_meta_set_conn_handler() can wait for a running one. */
 	pthread_mutex_t conn_lock;
@@ -127,12 +135,20 @@ te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int timeo
 		rc = te_http_open(conn, m->timeout_ms, &m->http, err, errlen);
 		if (rc < 0)
 			goto fail;
+	} else if (strncmp(conn, "etcd://", 7) == 0 ||
+		   (strstr(conn, "://") == NULL && strchr(conn, ':') != NULL)) {
+		/* Mooncake's plugin rule: no scheme means etcd. */
+		rc = tide_etcd_open(conn, (unsigned)m->timeout_ms, &m->etcd);
+		if (rc < 0) {
+			seterr(err, errlen, "etcd endpoints \"%.128s\": %s", conn,
+			       rc == -EINVAL ? "expected host:port[;host:port...]" : strerror(-rc));
+			goto fail;
+		}
 	} else {
 		const char *sep = strstr(conn, "://");
 
 		if (sep == NULL)
-			seterr(err, errlen,
-			       "metadata \"%.64s\" (etcd, no scheme) is not supported; %s", conn,
+			seterr(err, errlen, "metadata \"%.64s\" is not supported; %s", conn,
 			       SUPPORTED);
 		else
 			seterr(err, errlen, "metadata scheme \"%.*s\" is not supported; %s",
@@ -162,6 +178,7 @@ te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int timeo
 	return 0;
 fail:
 	te_http_close(m->http);
+	tide_etcd_close(m->etcd);
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->publish_lock);
 	free(m);
@@ -213,23 +230,75 @@ rpc_key(const struct te_meta *m, const char *name)
 	return k;
 }
 
-/* Best-effort DELETE of the keys under http_name (logged on failure). */
+/*
+ * The key-value side of HTTP and etcd mode: 0 or -errno, -ENOENT for a
+ * missing key. A get returns a malloc()ed NUL-terminated value.
+ */
+static int
+kv_get(struct te_meta *m, const char *key, char **val, size_t *len)
+{
+	struct tide_etcd_kv kv;
+	int rc;
+
+	if (m->http != NULL)
+		return te_http_get(m->http, key, val, len);
+	rc = tide_etcd_get(m->etcd, key, strlen(key), &kv, NULL);
+	if (rc == 0) {
+		*val = kv.value; /* ownership moves to the caller */
+		*len = kv.value_len;
+		kv.value = NULL;
+		tide_etcd_kv_clear(&kv);
+	}
+	return rc;
+}
+
+static int
+kv_put(struct te_meta *m, const char *key, const char *json, size_t len)
+{
+	char *v;
+	int rc;
+
+	if (m->http != NULL)
+		return te_http_put(m->http, key, json, len);
+	/* Byte for byte what Mooncake's engine writes: JSON, then a newline. */
+	v = malloc(len + 1);
+	if (v == NULL)
+		return -ENOMEM;
+	memcpy(v, json, len);
+	v[len] = '\n';
+	rc = tide_etcd_put(m->etcd, key, strlen(key), v, len + 1, 0, NULL);
+	free(v);
+	return rc;
+}
+
+static int
+kv_del(struct te_meta *m, const char *key)
+{
+	int rc;
+
+	if (m->http != NULL)
+		return te_http_del(m->http, key);
+	rc = tide_etcd_delete(m->etcd, key, strlen(key));
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* Best-effort DELETE of the keys under kv_name (logged on failure). */
 static void
 withdraw(struct te_meta *m)
 {
-	char *k1 = ram_key(m, m->http_name), *k2 = rpc_key(m, m->http_name);
+	char *k1 = ram_key(m, m->kv_name), *k2 = rpc_key(m, m->kv_name);
 	int rc = -ENOMEM;
 
 	if (k1 != NULL && k2 != NULL) {
-		rc = te_http_del(m->http, k1);
+		rc = kv_del(m, k1);
 		if (rc == 0)
-			rc = te_http_del(m->http, k2);
+			rc = kv_del(m, k2);
 	}
 	if (rc < 0)
-		TIDE_LOG(WARN, "cannot remove metadata of %s: %s", m->http_name, strerror(-rc));
+		TIDE_LOG(WARN, "cannot remove metadata of %s: %s", m->kv_name, strerror(-rc));
 	free(k1);
 	free(k2);
-	m->http_name[0] = '\0';
+	m->kv_name[0] = '\0';
 }
 
 static int
@@ -282,14 +351,14 @@ publish_locked(struct te_meta *m, const struct te_desc *desc, const char *host)
 	}
 	/* rpc_meta first: when another live instance owns the name the server answers
 	 * 400 and we stop before overwriting its descriptor. */
-	rc = te_http_put(m->http, k2, rpc, strlen(rpc));
+	rc = kv_put(m, k2, rpc, strlen(rpc));
 	if (rc == 0) {
 		/* A rename leaves the old keys behind: withdraw them. Only keys we own
 		 * (rpc_meta accepted) are ever deleted, never another instance's. */
-		if (m->http_name[0] != '\0' && strcmp(m->http_name, desc->name) != 0)
+		if (m->kv_name[0] != '\0' && strcmp(m->kv_name, desc->name) != 0)
 			withdraw(m);
-		snprintf(m->http_name, sizeof(m->http_name), "%s", desc->name);
-		rc = te_http_put(m->http, k1, json, strlen(json));
+		snprintf(m->kv_name, sizeof(m->kv_name), "%s", desc->name);
+		rc = kv_put(m, k1, json, strlen(json));
 	}
 	if (rc == -EEXIST)
 		TIDE_LOG(ERR,
@@ -392,12 +461,12 @@ fetch_http(struct te_meta *m, const char *name, struct te_desc **desc, char *hos
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = te_http_get(m->http, k1, &j1, &l1);
+	rc = kv_get(m, k1, &j1, &l1);
 	if (rc < 0) {
 		seterr(err, errlen, "GET %.200s: %s", k1, strerror(-rc));
 		goto out;
 	}
-	rc = te_http_get(m->http, k2, &j2, &l2);
+	rc = kv_get(m, k2, &j2, &l2);
 	if (rc < 0) {
 		seterr(err, errlen, "GET %.200s: %s", k2, strerror(-rc));
 		goto out;
@@ -444,9 +513,10 @@ te_meta_close(struct te_meta *m)
 		return;
 	/* Stop serving first so no peer reads a descriptor we are withdrawing. */
 	te_hs_daemon_stop(m->daemon);
-	if (!m->p2p && m->http_name[0] != '\0')
+	if (!m->p2p && m->kv_name[0] != '\0')
 		withdraw(m);
 	te_http_close(m->http);
+	tide_etcd_close(m->etcd);
 	free(m->pub_json);
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->publish_lock);
@@ -483,7 +553,7 @@ te_meta_request(struct te_meta *m, const char *name, uint8_t type, const char *j
 
 		if (k == NULL)
 			return -ENOMEM;
-		rc = te_http_get(m->http, k, &j, &jl);
+		rc = kv_get(m, k, &j, &jl);
 		if (rc == 0)
 			rc = te_rpcmeta_decode(j, jl, host, sizeof(host), &port, err, errlen);
 		else

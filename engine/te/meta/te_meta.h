@@ -249,9 +249,11 @@ int te_hs_request(const char *host, uint16_t port, uint8_t type, const char *jso
  * Metadata reply), "http://..." (descriptor at key "mooncake/ram/<name>", daemon
  * address at "mooncake/rpc_meta/<name>"; MC_METADATA_CLUSTER_ID inserts a
  * "<id>/" after "mooncake/"; a name containing '/' is stored at "mooncake/<name>" as
- * Mooncake does). Other schemes (etcd, redis, https, plain host:port) fail
- * with -EPROTONOSUPPORT and a message that names the supported ones.
- * The daemon runs in both modes and answers Metadata with the last published
+ * Mooncake does), or "etcd://h1:p1;h2:p2" / "h1:p1,h2:p2" (no scheme means etcd, as in
+ * Mooncake): the same two keys on etcd, values as Mooncake writes them (JSON and a
+ * newline), no lease. Other schemes (redis, https) fail with -EPROTONOSUPPORT and a
+ * message that names the supported ones.
+ * The daemon runs in every mode and answers Metadata with the last published
  * descriptor ({} before the first publish), Probe with {"status":"success"}, Notify with
  * {} and Connection (RDMA) through the handler set with te_meta_set_conn_handler(), or
  * with {"reply_msg":"..."} refusing it when none is set. Thread-safe.
@@ -259,10 +261,10 @@ int te_hs_request(const char *host, uint16_t port, uint8_t type, const char *jso
 struct te_meta;
 /**
  * Starts the daemon on bind_ip:rpc_port (0: ephemeral).
- * \param timeout_ms  Budget of each HTTP request, handshake request and daemon
+ * \param timeout_ms  Budget of each HTTP or etcd request, handshake request and daemon
  *                    connection (<= 0: 3000).
- * \return 0; -EINVAL empty conn, bad URL or bind_ip; -EPROTONOSUPPORT unsupported scheme;
- * -EADDRINUSE; -ENOMEM. err says why. Thread: any. Ownership: te_meta_close().
+ * \return 0; -EINVAL empty conn, bad URL, bad etcd endpoint list or bind_ip; -EPROTONOSUPPORT
+ * unsupported scheme; -EADDRINUSE; -ENOMEM. err says why. Thread: any. Ownership: te_meta_close().
  */
 int te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int timeout_ms,
 		 struct te_meta **out, char *err, size_t errlen);
@@ -275,27 +277,28 @@ void te_meta_set_allow(struct te_meta *m, const struct tide_cidr_list *allow);
 /** te_hs_daemon_refused() of the daemon. Thread: any. */
 uint64_t te_meta_refused(const struct te_meta *m);
 /**
- * Publish our descriptor (and, in HTTP mode, rpc_meta {host, rpc_port}). The daemon
- * serves it from then on (also when the HTTP PUTs fail). Copies desc; the published copy
- * has its buffers sorted by addr. HTTP mode puts rpc_meta first so a name owned by
- * another live instance is not overwritten (-EEXIST; this includes a stale entry left
- * by a crashed run of the same name on another rpc port), and a rename withdraws the
- * keys of the previous name.
- * \param host  Address peers reach our daemon and data port at; required in HTTP mode,
- *              ignored in P2P mode.
- * \return 0; -EINVAL host missing in HTTP mode, or desc invalid (empty name/protocol,
+ * Publish our descriptor (and, in HTTP and etcd mode, rpc_meta {host, rpc_port}). The
+ * daemon serves it from then on (also when the PUTs fail). Copies desc; the published copy
+ * has its buffers sorted by addr. rpc_meta goes first; Tide's HTTP metadata server refuses
+ * it when a name is owned by another live instance (-EEXIST; this includes a stale entry
+ * left by a crashed run of the same name on another rpc port); etcd, as with Mooncake,
+ * overwrites. A rename withdraws the keys of the previous name.
+ * \param host  Address peers reach our daemon and data port at; required in HTTP and etcd
+ *              mode, ignored in P2P mode.
+ * \return 0; -EINVAL host missing in HTTP or etcd mode, or desc invalid (empty name/protocol,
  * tcp_data_port 0, buffers breaking te_desc_normalize's rules; logged); -EEXIST the server holds a
- * different rpc_meta for the name; HTTP errors as te_http_put; -ENOMEM. Thread: any.
+ * different rpc_meta for the name; HTTP errors as te_http_put, etcd's as tide_etcd_put;
+ * -ENOMEM. Thread: any.
  */
 int te_meta_publish(struct te_meta *m, const struct te_desc *desc, const char *host);
 /**
  * Fetch a peer's descriptor and the host to reach it at (P2P: host part of the name;
- * HTTP: rpc_meta's ip_or_host_name). P2P sends our own last published descriptor ({}
+ * HTTP, etcd: rpc_meta's ip_or_host_name). P2P sends our own last published descriptor ({}
  * before any) as the Metadata request body, as Mooncake does.
  * \param[out] desc  Decoded, sorted; free with te_desc_free().
  * \return 0; -ENOENT unknown (404, or the peer has published nothing); -EPROTO malformed
  * (err says why); -EINVAL name not "host:port" in P2P mode; -ENAMETOOLONG host does not
- * fit; network errors as te_hs_request / te_http_get. Thread: any.
+ * fit; network errors as te_hs_request / te_http_get / tide_etcd_get. Thread: any.
  */
 int te_meta_fetch(struct te_meta *m, const char *name, struct te_desc **desc, char *host,
 		  size_t host_len, char *err, size_t errlen);
@@ -316,7 +319,7 @@ eturn 0; -EINVAL name not host:port in P2P mode; HTTP errors as te_http_get; han
  */
 int te_meta_request(struct te_meta *m, const char *name, uint8_t type, const char *json, size_t len,
 		    char **reply, size_t *reply_len, char *err, size_t errlen);
-/** Stop the daemon, remove our entries (HTTP mode, best effort, logged), free. NULL
+/** Stop the daemon, remove our entries (HTTP and etcd mode, best effort, logged), free. NULL
  * ignored. No other call on m may be in progress. */
 void te_meta_close(struct te_meta *m);
 

@@ -6,124 +6,31 @@
  * it, leases (keepalive, revoke, expiry deleting the key), watches, an
  * endpoint list with a dead member, and etcd stopped and started again.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "etcd_fixture.h"
 #include "tide_etcd.h"
 #include "tide_ut.h"
 
-static char data_dir[] = "/tmp/tide-etcd-it-XXXXXX";
-static uint16_t client_port, peer_port;
-static pid_t etcd_pid = -1;
-static char endpoint[64];
-
-static uint16_t
-free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t p = 0;
-
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-		p = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return p;
-}
-
-/* Start etcd and wait (deadline 30 s) until it answers a read. */
-static int
-etcd_start(void)
-{
-	char curl[64], purl[64], cluster[96], log[256];
-	struct tide_etcd *e = NULL;
-	struct tide_etcd_kv kv;
-	double deadline = tide_ut_now_s() + 30;
-	int rc = -ECONNREFUSED;
-
-	snprintf(curl, sizeof(curl), "http://127.0.0.1:%u", client_port);
-	snprintf(purl, sizeof(purl), "http://127.0.0.1:%u", peer_port);
-	snprintf(cluster, sizeof(cluster), "it=%s", purl);
-	snprintf(log, sizeof(log), "%s.log", data_dir);
-	etcd_pid = fork();
-	if (etcd_pid == 0) {
-		FILE *l = freopen(log, "a", stdout);
-
-		(void)l;
-		dup2(STDOUT_FILENO, STDERR_FILENO);
-		execlp("etcd", "etcd", "--name", "it", "--data-dir", data_dir,
-		       "--listen-client-urls", curl, "--advertise-client-urls", curl,
-		       "--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-		       "--initial-cluster", cluster, "--log-level", "warn", (char *)NULL);
-		fprintf(stderr, "etcd_it: exec etcd: %s (Debian package etcd-server)\n",
-			strerror(errno));
-		_exit(127);
-	}
-	if (etcd_pid < 0)
-		return -errno;
-	if (tide_etcd_open(endpoint, 1000, &e) != 0)
-		return -ENOMEM;
-	while (tide_ut_now_s() < deadline) {
-		int st;
-
-		rc = tide_etcd_get(e, "probe", 5, &kv, NULL);
-		if (rc == 0 || rc == -ENOENT) {
-			rc = 0;
-			break;
-		}
-		if (waitpid(etcd_pid, &st, WNOHANG) == etcd_pid) {
-			fprintf(stderr, "etcd_it: etcd exited (status %d); see %s\n", st, log);
-			etcd_pid = -1;
-			rc = -ECHILD;
-			break;
-		}
-		usleep(50 * 1000);
-	}
-	tide_etcd_kv_clear(&kv);
-	tide_etcd_close(e);
-	return rc;
-}
-
-static void
-etcd_stop(void)
-{
-	if (etcd_pid > 0) {
-		kill(etcd_pid, SIGTERM);
-		waitpid(etcd_pid, NULL, 0);
-		etcd_pid = -1;
-	}
-}
+static struct etcd_fixture fx;
+static const char *endpoint = fx.endpoint;
 
 static int
 suite_init(void)
 {
-	if (mkdtemp(data_dir) == NULL)
-		return -1;
-	client_port = free_port();
-	peer_port = free_port();
-	snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", client_port);
-	return etcd_start() == 0 ? 0 : -1;
+	return etcd_fixture_start(&fx) == 0 ? 0 : -1;
 }
 
 static int
 suite_clean(void)
 {
-	char cmd[256];
-
-	etcd_stop();
-	snprintf(cmd, sizeof(cmd), "rm -rf %s %s.log", data_dir, data_dir);
-	return system(cmd) == 0 ? 0 : -1;
+	etcd_fixture_destroy(&fx);
+	return 0;
 }
 
 static struct tide_etcd *
@@ -307,17 +214,18 @@ test_dead_member_and_restart(void)
 	int64_t id = 0;
 	double t0;
 
-	snprintf(eps, sizeof(eps), "etcd://127.0.0.1:%u;%s", free_port(), endpoint);
+	/* Nothing listens on port 1: a dead member first in the list. */
+	snprintf(eps, sizeof(eps), "etcd://127.0.0.1:1;%s", endpoint);
 	TIDE_UT_OK(tide_etcd_open(eps, 2000, &e));
 	TIDE_UT_OK(tide_etcd_put(e, "durable", 7, "kept", 4, 0, NULL));
 	/* etcd stopped: calls fail at once with -ECONNREFUSED, nothing hangs. */
-	etcd_stop();
+	etcd_fixture_stop(&fx);
 	t0 = tide_ut_now_s();
 	CU_ASSERT_EQUAL(tide_etcd_get(e, "durable", 7, &kv, NULL), -ECONNREFUSED);
 	CU_ASSERT_EQUAL(tide_etcd_lease_grant(e, 5, &id), -ECONNREFUSED);
 	CU_ASSERT(tide_ut_now_s() - t0 < 2.0);
 	/* Back (same data directory): the same handle works and the data is there. */
-	CU_ASSERT_EQUAL_FATAL(etcd_start(), 0);
+	CU_ASSERT_EQUAL_FATAL(etcd_fixture_restart(&fx), 0);
 	TIDE_UT_OK(tide_etcd_get(e, "durable", 7, &kv, NULL));
 	CU_ASSERT_STRING_EQUAL(kv.value, "kept");
 	tide_etcd_kv_clear(&kv);

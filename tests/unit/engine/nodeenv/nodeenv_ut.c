@@ -816,8 +816,13 @@ test_values_addresses(void)
 		 "http://10.0.0.1:8080/metadata"},
 		{"MOONCAKE_TE_META_DATA_SERVER", "http://meta:8080", "http://meta:8080"},
 		{"MOONCAKE_TE_META_DATA_SERVER", "http://meta/metadata", NULL},
-		{"MOONCAKE_TE_META_DATA_SERVER", "etcd://10.0.0.1:2379", NULL},
-		{"MOONCAKE_TE_META_DATA_SERVER", "10.0.0.1:2379", NULL},
+		{"MOONCAKE_TE_META_DATA_SERVER", "etcd://10.0.0.1:2379", "etcd://10.0.0.1:2379"},
+		{"MOONCAKE_TE_META_DATA_SERVER", "10.0.0.1:2379,h2:2379", "10.0.0.1:2379,h2:2379"},
+		{"MOONCAKE_TE_META_DATA_SERVER", "etcd://a:1; http://b:2",
+		 "etcd://a:1; http://b:2"},
+		{"MOONCAKE_TE_META_DATA_SERVER", "etcd://", NULL},
+		{"MOONCAKE_TE_META_DATA_SERVER", "etcd://a:1;b", NULL},
+		{"MOONCAKE_TE_META_DATA_SERVER", "redis://r:6379", NULL},
 		{"MOONCAKE_TE_META_DATA_SERVER", "p2phandshake", NULL},
 		{"MOONCAKE_DEVICE", "mlx5_0,mlx5_1", "mlx5_0,mlx5_1"},
 		{"MOONCAKE_DEVICE", "mlx5_0,", NULL},
@@ -904,16 +909,17 @@ test_values_messages_say_what_is_valid(void)
 {
 	struct tide_nodeenv ne;
 
-	CU_ASSERT_EQUAL(load_text("MOONCAKE_TE_META_DATA_SERVER=etcd://10.0.0.1:2379\n"
+	CU_ASSERT_EQUAL(load_text("MOONCAKE_TE_META_DATA_SERVER=redis://10.0.0.1:6379\n"
 				  "TIDE_HUGEPAGES=maybe\n"
 				  "TIDE_HUGEPAGE_SIZE=4mb\n"
 				  "TIDE_DATA_MAC=01:00:5e:00:00:01\n"
 				  "TIDE_DPDK_DEVICE=eth0\n",
 				  no_env, &ne),
 			-EINVAL);
-	CU_ASSERT_TRUE(has_file_err(1, "MOONCAKE_TE_META_DATA_SERVER: 'etcd://10.0.0.1:2379' uses "
-				       "the unsupported scheme 'etcd://' (supported: P2PHANDSHAKE, "
-				       "http://host:port/path)"));
+	CU_ASSERT_TRUE(has_file_err(1,
+				    "MOONCAKE_TE_META_DATA_SERVER: 'redis://10.0.0.1:6379' uses "
+				    "the unsupported scheme 'redis://' (supported: P2PHANDSHAKE, "
+				    "http://host:port/path, etcd://host:port[;host:port...])"));
 	CU_ASSERT_TRUE(has_file_err(2, "TIDE_HUGEPAGES: 'maybe' is not valid (valid: auto | on | "
 				       "off)"));
 	CU_ASSERT_TRUE(has_file_err(3, "TIDE_HUGEPAGE_SIZE: '4mb' is not a supported hugepage size "

@@ -67,7 +67,7 @@ test_options(void)
 	struct tide_te_opts o;
 	struct tide_te *te = NULL;
 	tide_te_opts_init(&o, sizeof(o));
-	o.metadata = "etcd://127.0.0.1:2379";
+	o.metadata = "redis://127.0.0.1:6379";
 	CU_ASSERT(tide_te_create(&o, &te) == -EPROTONOSUPPORT);
 	tide_te_opts_init(&o, sizeof(o));
 	o.slice_size = 12;
