@@ -168,12 +168,12 @@ class TestMaster(TestSuite):
                             "--eviction_high_watermark_ratio", "0.9",
                             "--default_kv_lease_ttl=5000", "--client_ttl", "20",
                             "--enable_http_metadata_server", "--http_metadata_server_port", "0",
-                            "--some_future_flag", "42", "--enable_ha",
+                            "--some_future_flag", "42", "--enable_offload",
                             "--memory_allocator=offset", "--norpc_enable_tcp_no_delay")
         self.wait_ready(p, port, log)
         text = self.read(log)
         self.verify("unknown flag --some_future_flag=42 ignored" in text, text)
-        self.verify("--enable_ha=true: this Mooncake feature is not implemented" in text, text)
+        self.verify("--enable_offload=true: this Mooncake feature is not implemented" in text, text)
         self.verify("--memory_allocator=offset" in text, text)
         mport = self.logged_port(log, "HTTP metadata server")
         req = urllib.request.Request(f"http://127.0.0.1:{mport}/metadata?key=mooncake%2Fram%2Fx",
@@ -204,6 +204,12 @@ class TestMaster(TestSuite):
             self.verify(r.returncode == 1, f"{args}: exit {r.returncode}")
             self.verify(flag in r.stderr and f"'{value}'" in r.stderr and "expected" in r.stderr,
                         f"{args}: {r.stderr}")
+        # HA needs etcd endpoints and an address clients can dial (it is published).
+        for args, said in ((["--enable_ha"], "needs --etcd_endpoints"),
+                           (["--enable_ha", "--etcd_endpoints=127.0.0.1:2379"], "not 0.0.0.0"),
+                           (["--enable_ha", "--ha_backend_type=redis"], "only etcd")):
+            r = subprocess.run([self.exe, *args], capture_output=True, text=True, timeout=20)
+            self.verify(r.returncode == 1 and said in r.stderr, f"{args}: {r.stderr}")
 
     def test_port_in_use_refused(self):
         """Steps: a second master on a busy RPC port.

@@ -29,6 +29,7 @@
 #include "tide_cidr.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
+#include "tide_master_ha.h"
 #include "tide_mc_server.h"
 
 enum ftype {
@@ -98,6 +99,11 @@ enum {
 	FL_HTTP_BODY_TIMEOUT,
 	FL_HTTP_IDLE_TIMEOUT,
 	FL_ALLOW_NETWORKS,
+	FL_ENABLE_HA,
+	FL_HA_BACKEND_TYPE,
+	FL_HA_CONNSTRING,
+	FL_ETCD_ENDPOINTS,
+	FL_HA_LEASE_TTL,
 	FL_HELP,
 	FL_FIRST_IGNORED,
 };
@@ -185,6 +191,22 @@ static struct flag flags[] = {
 			       "10.0.0.0/8,192.168.1.7,fd00::/8 (others are closed at accept); "
 			       "empty = any",
 			       .s = empty},
+	[FL_ENABLE_HA] =
+		{"enable_ha", F_BOOL,
+		 "elect one leader among masters through etcd (master_view key and lease); "
+		 "standbys refuse RPC connections until elected"},
+	[FL_HA_BACKEND_TYPE] = {"ha_backend_type", F_STR, "HA backend: etcd (the only one)",
+				.s = "etcd"},
+	[FL_HA_CONNSTRING] = {"ha_backend_connstring", F_STR,
+			      "etcd endpoints, e.g. 10.0.0.1:2379;10.0.0.2:2379 (wins over "
+			      "etcd_endpoints)",
+			      .s = empty},
+	[FL_ETCD_ENDPOINTS] = {"etcd_endpoints", F_STR, "etcd endpoints (legacy alias)",
+			       .s = empty},
+	[FL_HA_LEASE_TTL] = {"ha_lease_ttl_s", F_INT,
+			     "Tide: master_view lease TTL in seconds (stock: 5, fixed); a crashed "
+			     "leader is replaced within about this",
+			     2, 60, .i = TIDE_MASTER_HA_DEFAULT_TTL_S},
 	[FL_HELP] = {"help", F_BOOL, "print the flags and exit"},
 	/* Stock flags of features this master does not implement: accepted, warned, ignored. */
 	[FL_FIRST_IGNORED] = {"rpc_interface", F_IGNORED_VAL},
@@ -194,10 +216,6 @@ static struct flag flags[] = {
 	{"memory_allocator", F_IGNORED_VAL},
 	{"allocation_strategy", F_IGNORED_VAL},
 	{"enable_metadata_cleanup_on_timeout", F_IGNORED_BOOL},
-	{"enable_ha", F_IGNORED_BOOL},
-	{"ha_backend_type", F_IGNORED_VAL},
-	{"ha_backend_connstring", F_IGNORED_VAL},
-	{"etcd_endpoints", F_IGNORED_VAL},
 	{"enable_offload", F_IGNORED_BOOL},
 	{"offload_on_evict", F_IGNORED_BOOL},
 	{"promotion_on_hit", F_IGNORED_BOOL},
@@ -522,6 +540,150 @@ usage(void)
 	fprintf(stderr, "\n");
 }
 
+/* --- HA (--enable_ha) ------------------------------------------------------------ */
+
+struct ha_ctx {
+	struct tide_mc_server_opts *o;
+	struct tide_mc_server *s;
+	atomic_bool stop;
+	sigset_t set;
+	char self[96];
+};
+
+/* Waits for SIGTERM/SIGINT and tells the election to stop. */
+static void *
+ha_signal_main(void *arg)
+{
+	struct ha_ctx *c = arg;
+	int sig;
+
+	do {
+		sig = sigwaitinfo(&c->set, NULL);
+	} while (sig < 0 && errno == EINTR);
+	TIDE_LOG(NOTICE, "%s received: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+	atomic_store(&c->stop, true);
+	return NULL;
+}
+
+static int
+ha_serve(void *arg)
+{
+	struct ha_ctx *c = arg;
+	int rc = tide_mc_server_start_rpc(c->s);
+
+	if (rc == 0)
+		TIDE_LOG(NOTICE, "leader: serving RPC on %s", c->self);
+	return rc;
+}
+
+/* Lost the lease: stop serving and start again from an empty table (what
+ * this master knew may be stale once another one has served). */
+static void
+ha_unserve(void *arg)
+{
+	struct ha_ctx *c = arg;
+	int rc;
+
+	if (atomic_load(&c->stop))
+		return; /* main() destroys the server */
+	tide_mc_server_destroy(c->s);
+	c->s = NULL;
+	rc = tide_mc_server_create(c->o, &c->s);
+	if (rc != 0) {
+		TIDE_LOG(ERR, "cannot restart as a standby: %s", strerror(-rc));
+		atomic_store(&c->stop, true);
+	}
+}
+
+static void
+ha_status(void *arg, const struct tide_master_ha_status *st)
+{
+	struct ha_ctx *c = arg;
+	struct tide_mc_ha_view v = {.role = st->role,
+				    .state = st->state,
+				    .leader_address = st->leader,
+				    .view_version = st->view_version};
+
+	if (c->s != NULL)
+		(void)tide_mc_server_set_ha(c->s, &v);
+}
+
+/* Resolve the HA flags; 0, or 1 after printing what is wrong. */
+static int
+ha_flags(const struct tide_mc_server_opts *o, const char **endpoints)
+{
+	const char *cs = flags[FL_HA_CONNSTRING].s, *ep = flags[FL_ETCD_ENDPOINTS].s;
+
+	if (strcmp(flags[FL_HA_BACKEND_TYPE].s, "etcd") != 0) {
+		fprintf(stderr, "ERROR: --ha_backend_type=%s: only etcd is supported\n",
+			flags[FL_HA_BACKEND_TYPE].s);
+		return 1;
+	}
+	if (cs[0] != '\0' && ep[0] != '\0' && strcmp(cs, ep) != 0)
+		TIDE_LOG(WARN, "--ha_backend_connstring (%s) wins over --etcd_endpoints (%s)", cs,
+			 ep);
+	*endpoints = cs[0] != '\0' ? cs : ep;
+	if ((*endpoints)[0] == '\0') {
+		fprintf(stderr, "ERROR: --enable_ha needs --etcd_endpoints (or "
+				"--ha_backend_connstring)\n");
+		return 1;
+	}
+	if (strcmp(o->rpc_address, "0.0.0.0") == 0) {
+		fprintf(stderr,
+			"ERROR: --enable_ha publishes --rpc_address:--rpc_port for clients "
+			"to dial; give the address they reach this master at, not 0.0.0.0\n");
+		return 1;
+	}
+	if (o->rpc_port == 0) {
+		fprintf(stderr, "ERROR: --enable_ha needs a fixed --rpc_port (it is published)\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int
+run_ha(struct tide_mc_server_opts *o, sigset_t *set)
+{
+	struct tide_master_ha_ops ops = {
+		.serve = ha_serve, .unserve = ha_unserve, .status = ha_status};
+	struct tide_master_ha_opts ho = {0};
+	struct tide_mc_ha_view v0 = {.role = "standby", .state = "starting"};
+	struct ha_ctx c = {.o = o, .set = *set};
+	pthread_t sig_th;
+	int rc;
+
+	if (ha_flags(o, &ho.endpoints) != 0)
+		return 1;
+	snprintf(c.self, sizeof(c.self), "%s:%u", o->rpc_address, o->rpc_port);
+	ho.cluster_id = flags[FL_CLUSTER_ID].s;
+	ho.self = c.self;
+	ho.ttl_s = (unsigned)flags[FL_HA_LEASE_TTL].i;
+	o->defer_rpc = true;
+	atomic_init(&c.stop, false);
+	rc = tide_mc_server_create(o, &c.s);
+	if (rc != 0) {
+		fprintf(stderr, "mooncake_master: cannot start: %s\n", strerror(-rc));
+		return 1;
+	}
+	(void)tide_mc_server_set_ha(c.s, &v0);
+	TIDE_LOG(NOTICE, "mooncake_master (tide) standby; metrics HTTP on %s:%u", o->metrics_host,
+		 tide_mc_server_metrics_port(c.s));
+	rc = -pthread_create(&sig_th, NULL, ha_signal_main, &c);
+	if (rc == 0) {
+		rc = tide_master_ha_run(&ho, &ops, &c, &c.stop);
+		if (rc != 0) {
+			fprintf(stderr, "mooncake_master: HA: %s\n",
+				rc == -EINVAL ? "bad --etcd_endpoints or --rpc_address"
+					      : strerror(-rc));
+			pthread_kill(sig_th, SIGTERM);
+		}
+		pthread_join(sig_th, NULL);
+	}
+	tide_mc_server_destroy(c.s);
+	TIDE_LOG(NOTICE, "stopped");
+	return rc == 0 ? 0 : 1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -637,6 +799,9 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (flags[FL_ENABLE_HA].b) {
+		return run_ha(&o, &set);
+	}
 	rc = tide_mc_server_create(&o, &s);
 	if (rc != 0) {
 		fprintf(stderr, "mooncake_master: cannot start: %s\n", strerror(-rc));

@@ -420,6 +420,55 @@ render_key(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_
 	tide_mc_buf_release(&b);
 }
 
+/*
+ * /health, /role, /ha_status, /leader: stock's answers (mooncake-ha-etcd.md
+ * 1.4). Without HA, /health keeps answering "OK" and the others say what a
+ * non-HA stock master says: leader, serving.
+ */
+static void
+serve_ha(struct tide_mc_server *s, struct mc_http_conn *hc, const char *path, struct tide_mc_buf *b)
+{
+	char role[16], state[24], leader[96];
+	int64_t view;
+	bool ha;
+
+	pthread_mutex_lock(&s->ha_lock);
+	ha = s->ha;
+	snprintf(role, sizeof(role), "%s", ha ? s->ha_role : "leader");
+	snprintf(state, sizeof(state), "%s", ha ? s->ha_state : "serving");
+	snprintf(leader, sizeof(leader), "%s", ha ? s->ha_leader : "");
+	view = ha ? s->ha_view : 0;
+	pthread_mutex_unlock(&s->ha_lock);
+	if (strcmp(path, "/role") == 0) {
+		respond_text(hc, 200, role);
+	} else if (strcmp(path, "/ha_status") == 0) {
+		respond_text(hc, 200, state);
+	} else if (strcmp(path, "/leader") == 0) {
+		if (leader[0] != '\0') {
+			buf_printf(b,
+				   "{\"present\":true,\"leader_address\":\"%s\",\"view_version\":"
+				   "%" PRId64 "}",
+				   leader, view);
+		} else {
+			buf_printf(b, "{\"present\":false}");
+		}
+		respond(hc, 200, "application/json", b->data, b->len);
+	} else if (!ha) {
+		respond_text(hc, 200, "OK");
+	} else {
+		buf_printf(b,
+			   "{\"status\":\"ok\",\"role\":\"%s\",\"ha_state\":\"%s\",\"service_"
+			   "ready\":%s",
+			   role, state, strcmp(state, "serving") == 0 ? "true" : "false");
+		if (leader[0] != '\0') {
+			buf_printf(b, ",\"leader_address\":\"%s\",\"view_version\":%" PRId64,
+				   leader, view);
+		}
+		buf_printf(b, "}");
+		respond(hc, 200, "application/json", b->data, b->len);
+	}
+}
+
 static void
 serve_admin(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http_req *r)
 {
@@ -429,8 +478,9 @@ serve_admin(struct tide_mc_server *s, struct mc_http_conn *hc, const struct http
 		respond_text(hc, 405, "method not allowed");
 		return;
 	}
-	if (strcmp(r->path, "/health") == 0) {
-		respond_text(hc, 200, "OK");
+	if (strcmp(r->path, "/health") == 0 || strcmp(r->path, "/role") == 0 ||
+	    strcmp(r->path, "/ha_status") == 0 || strcmp(r->path, "/leader") == 0) {
+		serve_ha(s, hc, r->path, &b);
 	} else if (strcmp(r->path, "/metrics") == 0) {
 		render_metrics(s, &b);
 		respond(hc, 200, "text/plain; version=0.0.4", b.data, b.len);
@@ -749,8 +799,9 @@ mc_http_tick(struct tide_mc_server *s, uint64_t now_ms)
 	for (hc = s->http; hc != NULL; hc = next) {
 		next = hc->next;
 		if (expired(s, hc, now_ms)) {
-			http_close(s, hc);
+			/* Counted first: a peer that sees the close also sees the count. */
 			stat_add(&s->http_timed_out, 1);
+			http_close(s, hc);
 		}
 	}
 	for (p = 0; p < 2; p++) {

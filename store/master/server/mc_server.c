@@ -803,6 +803,7 @@ tide_mc_server_destroy(struct tide_mc_server *s)
 	free(s->metrics_host);
 	free(s->meta_host);
 	free(s->fsdir);
+	pthread_mutex_destroy(&s->ha_lock);
 	free(s);
 }
 
@@ -825,7 +826,7 @@ setup_ctl(struct tide_mc_server *s)
 	if (timerfd_settime(s->timerfd, 0, &its, NULL) != 0) {
 		return -errno;
 	}
-	rc = epoll_add(s->ctl_epfd, s->rpc_lfd, EPOLLIN, &s->t_rpc);
+	rc = s->rpc_lfd >= 0 ? epoll_add(s->ctl_epfd, s->rpc_lfd, EPOLLIN, &s->t_rpc) : 0;
 	if (rc == 0) {
 		rc = epoll_add(s->ctl_epfd, s->timerfd, EPOLLIN, &s->t_timer);
 	}
@@ -911,6 +912,7 @@ tide_mc_server_create(const struct tide_mc_server_opts *opts, struct tide_mc_ser
 	s->t_timer.kind = MC_CTL_TIMER;
 	s->t_stop.kind = MC_CTL_STOP;
 	s->start_ms = tide_mc_server_now_ms();
+	pthread_mutex_init(&s->ha_lock, NULL);
 	s->rpc_address = dup_or(opts->rpc_address, "0.0.0.0");
 	s->metrics_host = dup_or(opts->metrics_host, "0.0.0.0");
 	s->meta_host = dup_or(opts->http_metadata_host, "0.0.0.0");
@@ -941,9 +943,12 @@ tide_mc_server_create(const struct tide_mc_server_opts *opts, struct tide_mc_ser
 		TIDE_LOG(ERR, "object table: invalid options (%d)", rc);
 		goto fail;
 	}
-	rc = listen_on(s->rpc_address, opts->rpc_port, &s->rpc_lfd, &s->rpc_port);
-	if (rc != 0) {
-		goto fail;
+	s->rpc_port = opts->rpc_port;
+	if (!opts->defer_rpc) {
+		rc = listen_on(s->rpc_address, opts->rpc_port, &s->rpc_lfd, &s->rpc_port);
+		if (rc != 0) {
+			goto fail;
+		}
 	}
 	if (opts->enable_metrics) {
 		rc = listen_on(s->metrics_host, opts->metrics_port, &s->metrics_lfd,
@@ -974,6 +979,49 @@ tide_mc_server_create(const struct tide_mc_server_opts *opts, struct tide_mc_ser
 fail:
 	tide_mc_server_destroy(s);
 	return rc;
+}
+
+int
+tide_mc_server_start_rpc(struct tide_mc_server *s)
+{
+	int fd = -1, rc;
+	uint16_t port = 0;
+
+	if (s == NULL || s->stopped) {
+		return -EINVAL;
+	}
+	if (__atomic_load_n(&s->rpc_lfd, __ATOMIC_ACQUIRE) >= 0) {
+		return -EALREADY;
+	}
+	rc = listen_on(s->rpc_address, s->o.rpc_port, &fd, &port);
+	if (rc != 0) {
+		return rc;
+	}
+	s->rpc_port = port;
+	/* Published before the control thread can see an event for it. */
+	__atomic_store_n(&s->rpc_lfd, fd, __ATOMIC_RELEASE);
+	rc = epoll_add(s->ctl_epfd, fd, EPOLLIN, &s->t_rpc);
+	if (rc != 0) {
+		TIDE_LOG(ERR, "RPC listener: epoll: %s", strerror(-rc));
+	}
+	return rc;
+}
+
+int
+tide_mc_server_set_ha(struct tide_mc_server *s, const struct tide_mc_ha_view *v)
+{
+	if (s == NULL || v == NULL || v->role == NULL || v->state == NULL) {
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&s->ha_lock);
+	s->ha = true;
+	snprintf(s->ha_role, sizeof(s->ha_role), "%s", v->role);
+	snprintf(s->ha_state, sizeof(s->ha_state), "%s", v->state);
+	snprintf(s->ha_leader, sizeof(s->ha_leader), "%s",
+		 v->leader_address != NULL ? v->leader_address : "");
+	s->ha_view = v->view_version;
+	pthread_mutex_unlock(&s->ha_lock);
+	return 0;
 }
 
 uint16_t

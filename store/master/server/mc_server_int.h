@@ -102,7 +102,12 @@ struct tide_mc_server {
 	size_t meta_n;
 	struct tide_mc_table_arena http_arena;
 	struct tide_cidr_list allow; /* opts.allow_networks, parsed; n == 0: any peer */
-	uint64_t refused_net;        /* control thread writes, any thread reads (relaxed) */
+	/* HA view for the admin port (tide_mc_server_set_ha); guarded by ha_lock. */
+	pthread_mutex_t ha_lock;
+	bool ha;
+	char ha_role[16], ha_state[24], ha_leader[96];
+	int64_t ha_view;
+	uint64_t refused_net; /* control thread writes, any thread reads (relaxed) */
 };
 
 /*

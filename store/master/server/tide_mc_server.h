@@ -99,6 +99,19 @@ struct tide_mc_server_opts {
 	/** Peers allowed on every port: comma list of networks (tide_cidr.h: 10.0.0.0/8,
 	    192.168.1.7, fd00::/8); NULL or "" = any (stock). Tide; default "". */
 	const char *allow_networks;
+	/** Tide, for HA standbys: bind the admin and metadata ports but not the RPC port
+	    until tide_mc_server_start_rpc() (a standby refuses RPC connections, as stock's).
+	    Default false. */
+	bool defer_rpc;
+};
+
+/** What /health, /role, /ha_status and /leader say of an HA master (see
+ *  tide_mc_server_set_ha). Strings are copied. */
+struct tide_mc_ha_view {
+	const char *role;           /**< "leader" or "standby" */
+	const char *state;          /**< "standby", "candidate", "serving", ... */
+	const char *leader_address; /**< "ip:port" of the known leader, NULL/"" if none */
+	int64_t view_version;       /**< master_view's create_revision; 0 if none */
 };
 
 /** Defaults of the HTTP bounds (struct tide_mc_server_opts). */
@@ -177,6 +190,24 @@ void tide_mc_server_stop(struct tide_mc_server *s);
  * Thread: the owner, once.
  */
 void tide_mc_server_destroy(struct tide_mc_server *s);
+
+/**
+ * Bind and listen on the RPC port now (a server created with defer_rpc).
+ * \return 0; -EALREADY it listens already; -errno from socket/bind/listen/epoll
+ *         (logged). Thread: any but the server's own; not concurrently with stop.
+ */
+int tide_mc_server_start_rpc(struct tide_mc_server *s);
+
+/**
+ * Report HA role and state on the admin port: /health answers stock's JSON
+ * ({"status":"ok","role":...,"ha_state":...,"service_ready":bool,
+ * "leader_address":...,"view_version":N}, the last two when a leader is
+ * known), /role and /ha_status the plain role and state, /leader
+ * {"present":bool,"leader_address":...,"view_version":N}. Before the first
+ * call (no HA) /health answers "OK" as before. NULL v is -EINVAL.
+ * \return 0; -ENOMEM; -EINVAL. Thread: any.
+ */
+int tide_mc_server_set_ha(struct tide_mc_server *s, const struct tide_mc_ha_view *v);
 
 /** Bound RPC port (the ephemeral one if 0 was asked). Thread: any. */
 uint16_t tide_mc_server_rpc_port(const struct tide_mc_server *s);

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Master election on etcd (see tide_master_ha.h). One loop on the caller's
+ * thread: read master_view; if a leader holds it, wait for the key to change
+ * (a watch, at most 500 ms at a time so a stop is seen); if it is absent,
+ * grant a lease and create the key on it; the winner serves and renews the
+ * lease every TTL/3 until a renewal fails past its deadline or it is told to
+ * stop.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tide_clock.h"
+#include "tide_etcd.h"
+#include "tide_log.h"
+#include "tide_master_ha.h"
+
+#define WAIT_STEP_MS 500u  /* longest wait between looks at *stop */
+#define RETRY_MS     500u  /* after an etcd error */
+#define ETCD_CALL_MS 1000u /* per etcd call: well inside the smallest TTL (2 s) */
+
+struct ha {
+	const struct tide_master_ha_ops *ops;
+	void *arg;
+	atomic_bool *stop;
+	struct tide_etcd *e;
+	char key[256];
+	const char *self;
+	unsigned ttl_s;
+	char last_state[24], last_leader[96];
+	int64_t last_view;
+};
+
+int
+tide_master_ha_key(const char *cluster_id, char *buf, size_t len)
+{
+	const char *c =
+		cluster_id != NULL && cluster_id[0] != '\0' ? cluster_id : "mooncake_cluster";
+	size_t n = strlen(c);
+	int w;
+
+	/* Mooncake strips one trailing '/'. */
+	if (n > 0 && c[n - 1] == '/')
+		n--;
+	w = snprintf(buf, len, "mooncake-store/%.*s/master_view", (int)n, c);
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+static bool
+stopping(const struct ha *h)
+{
+	return atomic_load(h->stop);
+}
+
+/* Sleep ms in steps, returning early on stop. */
+static void
+nap(const struct ha *h, unsigned ms)
+{
+	while (ms > 0 && !stopping(h)) {
+		unsigned step = ms < 100 ? ms : 100;
+
+		usleep(step * 1000u);
+		ms -= step;
+	}
+}
+
+/* A leader value is "host:port" of printable, JSON-safe characters; anything
+ * else (another writer, a placeholder of later Mooncake) counts as no leader. */
+static bool
+valid_leader(const char *v, size_t n)
+{
+	if (n == 0 || n >= sizeof(((struct ha *)0)->last_leader) ||
+	    strncmp(v, "__mooncake_service_warming__", 28) == 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)v[i]) && strchr(".:-_[]", v[i]) == NULL)
+			return false;
+	return memchr(v, ':', n) != NULL;
+}
+
+static void
+report(struct ha *h, const char *role, const char *state, const char *leader, int64_t view)
+{
+	struct tide_master_ha_status st = {
+		.role = role, .state = state, .leader = leader, .view_version = view};
+
+	if (strcmp(state, h->last_state) == 0 && strcmp(leader, h->last_leader) == 0 &&
+	    view == h->last_view)
+		return;
+	if (strcmp(state, h->last_state) != 0 || strcmp(leader, h->last_leader) != 0)
+		TIDE_LOG(NOTICE, "HA: %s (%s)%s%s, view %" PRId64, role, state,
+			 leader[0] ? ", leader " : "", leader, view);
+	snprintf(h->last_state, sizeof(h->last_state), "%s", state);
+	snprintf(h->last_leader, sizeof(h->last_leader), "%s", leader);
+	h->last_view = view;
+	if (h->ops->status != NULL)
+		h->ops->status(h->arg, &st);
+}
+
+/*
+ * Serve while the lease lives. Returns when stopping (lease revoked) or when
+ * the lease is lost (renewal refused, or none acknowledged before the
+ * deadline).
+ */
+static void
+lead(struct ha *h, int64_t lease, int64_t view)
+{
+	const uint64_t ttl_ns = (uint64_t)h->ttl_s * 1000000000ull;
+	const uint64_t period_ns = ttl_ns / 3;
+	/* Stop serving one period before etcd could expire the lease. */
+	uint64_t deadline = tide_mono_ns() + ttl_ns - period_ns;
+	uint64_t next = tide_mono_ns() + period_ns;
+	int rc;
+
+	report(h, "leader", "serving", h->self, view);
+	while (!stopping(h)) {
+		uint64_t now = tide_mono_ns(), sent;
+
+		if (now >= deadline) {
+			TIDE_LOG(ERR, "HA: no lease renewal acknowledged for %u ms: stepping down",
+				 (unsigned)((ttl_ns - period_ns) / 1000000));
+			break;
+		}
+		if (now < next) {
+			uint64_t until = next < deadline ? next : deadline;
+
+			nap(h, (unsigned)((until - now) / 1000000) + 1);
+			continue;
+		}
+		sent = tide_mono_ns();
+		rc = tide_etcd_lease_keepalive(h->e, lease, NULL);
+		if (rc == 0) {
+			deadline = sent + ttl_ns - period_ns;
+			next = sent + period_ns;
+		} else if (rc == -ENOENT) {
+			TIDE_LOG(ERR, "HA: etcd says lease %" PRId64 " expired: stepping down",
+				 lease);
+			break;
+		} else {
+			/* Try again soon, until the deadline. */
+			next = tide_mono_ns() + 200000000ull;
+			TIDE_LOG_RATELIMIT(WARN, 5, "HA: lease renewal failed: %s", strerror(-rc));
+		}
+	}
+	h->ops->unserve(h->arg);
+	if (stopping(h)) {
+		/* Hand over at once: revoking deletes master_view. */
+		rc = tide_etcd_lease_revoke(h->e, lease);
+		if (rc != 0)
+			TIDE_LOG(WARN, "HA: revoking lease %" PRId64 ": %s (it expires in %u s)",
+				 lease, strerror(-rc), h->ttl_s);
+	}
+}
+
+int
+tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master_ha_ops *ops,
+		   void *arg, atomic_bool *stop)
+{
+	struct ha h = {.ops = ops, .arg = arg, .stop = stop, .last_view = -1};
+	int rc;
+
+	if (o == NULL || ops == NULL || ops->serve == NULL || ops->unserve == NULL ||
+	    stop == NULL || o->self == NULL || !valid_leader(o->self, strlen(o->self)))
+		return -EINVAL;
+	rc = tide_master_ha_key(o->cluster_id, h.key, sizeof(h.key));
+	if (rc != 0)
+		return -EINVAL;
+	rc = tide_etcd_open(o->endpoints, ETCD_CALL_MS, &h.e);
+	if (rc != 0)
+		return rc;
+	h.self = o->self;
+	h.ttl_s = o->ttl_s != 0 ? o->ttl_s : TIDE_MASTER_HA_DEFAULT_TTL_S;
+	TIDE_LOG(NOTICE, "HA: electing on %s key %s as %s, lease %u s", o->endpoints, h.key, h.self,
+		 h.ttl_s);
+	while (!stopping(&h)) {
+		struct tide_etcd_kv kv;
+		int64_t hrev = 0, lease = 0, rev = 0;
+
+		rc = tide_etcd_get(h.e, h.key, strlen(h.key), &kv, &hrev);
+		if (rc == 0) {
+			bool ok = valid_leader(kv.value, kv.value_len);
+
+			report(&h, "standby", "standby", ok ? kv.value : "",
+			       ok ? kv.create_revision : 0);
+			tide_etcd_kv_clear(&kv);
+			/* Until the key changes (deleted when the leader's lease ends). */
+			rc = tide_etcd_wait_change(h.e, h.key, strlen(h.key), hrev, WAIT_STEP_MS,
+						   NULL);
+			if (rc < 0)
+				nap(&h, RETRY_MS);
+			continue;
+		}
+		if (rc != -ENOENT) {
+			report(&h, "standby", "etcd_unreachable", "", 0);
+			nap(&h, RETRY_MS);
+			continue;
+		}
+		report(&h, "standby", "candidate", "", 0);
+		rc = tide_etcd_lease_grant(h.e, h.ttl_s, &lease);
+		if (rc == 0)
+			rc = tide_etcd_create(h.e, h.key, strlen(h.key), h.self, strlen(h.self),
+					      lease, &rev);
+		if (rc != 0) {
+			if (lease != 0)
+				(void)tide_etcd_lease_revoke(h.e, lease);
+			if (rc != -EEXIST)
+				nap(&h, RETRY_MS);
+			continue;
+		}
+		TIDE_LOG(NOTICE, "HA: elected (view %" PRId64 ", lease %" PRId64 ")", rev, lease);
+		rc = ops->serve(arg);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "HA: cannot serve: %s; releasing leadership", strerror(-rc));
+			ops->unserve(arg);
+			(void)tide_etcd_lease_revoke(h.e, lease);
+			nap(&h, 1000);
+			continue;
+		}
+		lead(&h, lease, rev);
+	}
+	tide_etcd_close(h.e);
+	return 0;
+}

@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * Leader election of masters on etcd, with Mooncake's key and value: the
+ * leader holds `mooncake-store/<cluster>/master_view` = "<rpc_address>:<port>"
+ * (plain text), created only if absent and attached to a lease it keeps
+ * alive; its create_revision is the view version. Standbys watch the key and
+ * campaign when it disappears (lease expired or revoked).
+ *
+ * Safety: a leader stops serving once a whole lease TTL minus one keepalive
+ * period has passed since the send time of its last acknowledged keepalive;
+ * etcd cannot expire that lease earlier (it counts from when the keepalive
+ * arrived), so a new leader is elected only after the old one stopped, unless
+ * the old process is frozen longer than that (no fencing token exists in the
+ * Mooncake protocol; stock has the same window).
+ *
+ * What this does not do (yet): replicate the object table. A new leader
+ * starts empty and clients re-mount their segments, as stock's plain
+ * --enable_ha.
+ */
+#ifndef TIDE_MASTER_HA_H
+#define TIDE_MASTER_HA_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Lease TTL when none is given (seconds). Stock's is 5; 2 keeps a failover after a
+ *  crash under 3 s. etcd 3.4 refuses TTLs under its minimum (1.5 election timeouts). */
+#define TIDE_MASTER_HA_DEFAULT_TTL_S 2
+
+struct tide_master_ha_opts {
+	const char *endpoints;  /**< etcd endpoint list (tide_etcd_parse_endpoints) */
+	const char *cluster_id; /**< NULL/"": "mooncake_cluster" */
+	const char *self;       /**< the value to publish: "<rpc_address>:<rpc_port>" */
+	unsigned ttl_s;         /**< lease TTL; 0: TIDE_MASTER_HA_DEFAULT_TTL_S */
+};
+
+/** What the election reports (for /health); strings valid during the call. */
+struct tide_master_ha_status {
+	const char *role;   /**< "leader" or "standby" */
+	const char *state;  /**< "standby", "candidate", "serving", "etcd_unreachable" */
+	const char *leader; /**< known leader "ip:port", or "" */
+	int64_t view_version;
+};
+
+struct tide_master_ha_ops {
+	/** Won: start serving (open the RPC port). Non-zero: the lease is released and
+	 *  the election goes on (after a pause). */
+	int (*serve)(void *arg);
+	/** Lost the lease (or stopping): stop serving; the next serve() must start from
+	 *  an empty object table. */
+	void (*unserve)(void *arg);
+	/** Role or leader changed. */
+	void (*status)(void *arg, const struct tide_master_ha_status *st);
+};
+
+/**
+ * Run the election until *stop is true: campaign, serve while the lease
+ * lives, stand by otherwise. Waits are at most 500 ms, so a stop is seen
+ * within that. On stop a leader calls unserve() and revokes its lease (the
+ * key goes at once and a standby takes over without waiting for the TTL).
+ * \return 0 after stop; -EINVAL bad options (endpoints, self); -ENOMEM.
+ * Thread: a thread of the caller's, for the whole run; callbacks run on it.
+ */
+int tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master_ha_ops *ops,
+		       void *arg, atomic_bool *stop);
+
+/** The etcd key for a cluster id (NULL/"": mooncake_cluster), into buf. \return 0;
+ *  -ENAMETOOLONG. Thread: any. */
+int tide_master_ha_key(const char *cluster_id, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIDE_MASTER_HA_H */
