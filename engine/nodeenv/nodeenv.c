@@ -78,9 +78,11 @@ static const struct key_def keys[] = {
 	 FLD(master),
 	 .def = "127.0.0.1:50051",
 	 .min = 1,
-	 .check = ne_chk_hostport,
-	 .valid = "host:port, port 1..65535",
-	 .doc = "Address of the master (mooncake_master --port); every node must agree."},
+	 .check = ne_chk_master,
+	 .valid = "host:port, port 1..65535, or etcd://host:port[;host:port...]",
+	 .doc = "Address of the master (mooncake_master --port), or the etcd its HA leader is "
+		"elected in (the leader's address is read from mooncake-store/<MC_STORE_CLUSTER_ID "
+		"or mooncake_cluster>/master_view); every node must agree."},
 	{.name = "MOONCAKE_LOCAL_HOSTNAME",
 	 .type = T_STR,
 	 FLD(local_hostname),

@@ -41,6 +41,7 @@ int ne_chk_hostport(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_hostname(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_devlist(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_metadata(const char *v, uint64_t num, char *why, size_t n);
+int ne_chk_master(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_dpdk_device(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_lcores(const char *v, uint64_t num, char *why, size_t n);
 int ne_chk_file_prefix(const char *v, uint64_t num, char *why, size_t n);

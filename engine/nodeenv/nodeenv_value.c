@@ -544,6 +544,59 @@ ne_chk_devlist(const char *v, uint64_t num, char *why, size_t n)
 	}
 }
 
+/*
+ * etcd endpoints (Mooncake: "etcd://h1:p1;h2:p2", ',' also; no scheme means
+ * etcd for the transfer engine's metadata): host:port entries, each
+ * optionally http://, spaces around them ignored.
+ */
+static int
+etcd_list_ok(const char *p, char *why, size_t n)
+{
+	static const char http[] = "http://";
+	int entries = 0;
+
+	while (*p != '\0') {
+		const char *a = p, *b = p + strcspn(p, ";,");
+		uint16_t port;
+
+		p = *b != '\0' ? b + 1 : b;
+		while (a < b && *a == ' ')
+			a++;
+		while (b > a && b[-1] == ' ')
+			b--;
+		if (a == b)
+			continue;
+		if ((size_t)(b - a) > sizeof(http) - 1 && strncmp(a, http, sizeof(http) - 1) == 0)
+			a += sizeof(http) - 1;
+		if (split_hostport(a, (size_t)(b - a), &port) != 0) {
+			ne_why(why, n,
+			       "has an etcd endpoint '%.*s' that is not host:port (e.g. "
+			       "etcd://10.0.0.1:2379;10.0.0.2:2379)",
+			       (int)(b - a > 64 ? 64 : b - a), a);
+			return -EINVAL;
+		}
+		entries++;
+	}
+	if (entries > 0)
+		return 0;
+	ne_why(why, n, "names no etcd endpoint (e.g. etcd://10.0.0.1:2379)");
+	return -EINVAL;
+}
+
+int
+ne_chk_master(const char *v, uint64_t num, char *why, size_t n)
+{
+	if (strncmp(v, "etcd://", 7) == 0)
+		return etcd_list_ok(v + 7, why, n);
+	if (strstr(v, "://") != NULL) {
+		ne_why(why, n,
+		       "uses an unsupported scheme (valid: host:port, or "
+		       "etcd://host:port[;host:port...] for HA masters)");
+		return -EINVAL;
+	}
+	return ne_chk_hostport(v, num, why, n);
+}
+
 int
 ne_chk_metadata(const char *v, uint64_t num, char *why, size_t n)
 {
@@ -565,39 +618,8 @@ ne_chk_metadata(const char *v, uint64_t num, char *why, size_t n)
 		return -EINVAL;
 	}
 	scheme_end = strstr(v, "://");
-	if (strncmp(v, "etcd://", 7) == 0 || (scheme_end == NULL && strchr(v, ':') != NULL)) {
-		/* etcd endpoints (no scheme means etcd, as in Mooncake): host:port entries
-		 * split on ';' or ',', each optionally http://. */
-		const char *p = strncmp(v, "etcd://", 7) == 0 ? v + 7 : v;
-		int entries = 0;
-
-		while (*p != '\0') {
-			const char *a = p, *b = p + strcspn(p, ";,");
-			uint16_t port;
-
-			p = *b != '\0' ? b + 1 : b;
-			while (a < b && *a == ' ')
-				a++;
-			while (b > a && b[-1] == ' ')
-				b--;
-			if (a == b)
-				continue;
-			if ((size_t)(b - a) > 7 && strncmp(a, http, 7) == 0)
-				a += 7;
-			if (split_hostport(a, (size_t)(b - a), &port) != 0) {
-				ne_why(why, n,
-				       "has an etcd endpoint '%.*s' that is not host:port (e.g. "
-				       "etcd://10.0.0.1:2379;10.0.0.2:2379)",
-				       (int)(b - a > 64 ? 64 : b - a), a);
-				return -EINVAL;
-			}
-			entries++;
-		}
-		if (entries > 0)
-			return 0;
-		ne_why(why, n, "names no etcd endpoint (e.g. etcd://10.0.0.1:2379)");
-		return -EINVAL;
-	}
+	if (strncmp(v, "etcd://", 7) == 0 || (scheme_end == NULL && strchr(v, ':') != NULL))
+		return etcd_list_ok(strncmp(v, "etcd://", 7) == 0 ? v + 7 : v, why, n);
 	if (scheme_end != NULL)
 		ne_why(why, n,
 		       "uses the unsupported scheme '%.*s://' (supported: P2PHANDSHAKE, "

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "mc_pool.h"
@@ -9,8 +10,31 @@ void
 tide_mc_pool_init(struct tide_mc_pool *p)
 {
 	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->addr_lock, NULL);
 	for (int i = 0; i < TIDE_MC_POOL_N; i++)
 		pthread_mutex_init(&p->conns[i].lock, NULL);
+}
+
+int
+tide_mc_pool_set_master(struct tide_mc_pool *p, const char *addr)
+{
+	if (strlen(addr) >= sizeof(p->master))
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&p->addr_lock);
+	if (strcmp(p->master, addr) != 0) {
+		snprintf(p->master, sizeof(p->master), "%s", addr);
+		p->gen++;
+	}
+	pthread_mutex_unlock(&p->addr_lock);
+	return 0;
+}
+
+void
+tide_mc_pool_master(struct tide_mc_pool *p, char *buf, size_t len)
+{
+	pthread_mutex_lock(&p->addr_lock);
+	snprintf(buf, len, "%s", p->master);
+	pthread_mutex_unlock(&p->addr_lock);
 }
 
 void
@@ -28,12 +52,15 @@ tide_mc_pool_fini(struct tide_mc_pool *p)
 	tide_mc_pool_close_all(p);
 	for (int i = 0; i < TIDE_MC_POOL_N; i++)
 		pthread_mutex_destroy(&p->conns[i].lock);
+	pthread_mutex_destroy(&p->addr_lock);
 }
 
 struct tide_mc_pool_conn *
 tide_mc_pool_get(struct tide_mc_pool *p, int timeout_ms, int *err)
 {
 	struct tide_mc_pool_conn *m = NULL;
+	char addr[TIDE_MC_POOL_ADDR_MAX];
+	unsigned gen;
 	int rc;
 
 	for (int i = 0; i < TIDE_MC_POOL_N && m == NULL; i++)
@@ -44,21 +71,26 @@ tide_mc_pool_get(struct tide_mc_pool *p, int timeout_ms, int *err)
 			      TIDE_MC_POOL_N];
 		pthread_mutex_lock(&m->lock);
 	}
-	if (m->c != NULL && !tide_mc_client_connected(m->c)) {
+	pthread_mutex_lock(&p->addr_lock);
+	snprintf(addr, sizeof(addr), "%s", p->master);
+	gen = p->gen;
+	pthread_mutex_unlock(&p->addr_lock);
+	if (m->c != NULL && (!tide_mc_client_connected(m->c) || m->gen != gen)) {
 		tide_mc_client_close(m->c);
 		m->c = NULL;
 	}
 	if (m->c == NULL) {
-		rc = p->master != NULL ? tide_mc_client_connect_addr(p->master, timeout_ms, &m->c)
-				       : -EINVAL;
+		rc = addr[0] != '\0' ? tide_mc_client_connect_addr(addr, timeout_ms, &m->c)
+				     : -EINVAL;
 		if (rc != 0) {
 			m->c = NULL;
 			pthread_mutex_unlock(&m->lock);
 			TIDE_LOG_RATELIMIT(WARN, 5, "connect to master %s: %s",
-					   p->master != NULL ? p->master : "(none)", strerror(-rc));
+					   addr[0] != '\0' ? addr : "(none)", strerror(-rc));
 			*err = rc;
 			return NULL;
 		}
+		m->gen = gen;
 		/* The timeout bounded the connect only; calls keep the client's default. */
 		if (timeout_ms > 0)
 			tide_mc_client_set_timeout(m->c, 0);

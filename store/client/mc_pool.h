@@ -5,7 +5,9 @@
  * TIDE_MC_POOL_N connections to one master, opened on first use and again
  * after one broke. A call takes the first idle connection, else queues on
  * one in turn, so concurrent callers (Python threads, a batch and a
- * heartbeat-driven remount) do not serialise on a single socket.
+ * heartbeat-driven remount) do not serialise on a single socket. The master
+ * address can change (a new HA leader): connections made to the old one are
+ * closed as they are next taken.
  */
 #ifndef TIDE_MC_POOL_H
 #define TIDE_MC_POOL_H
@@ -17,19 +19,32 @@
 
 #define TIDE_MC_POOL_N 4
 
+#define TIDE_MC_POOL_ADDR_MAX 128
+
 struct tide_mc_pool_conn {
 	pthread_mutex_t lock;
 	struct tide_mc_client *c; /* NULL: not connected (yet, or since it broke) */
+	unsigned gen;             /* address generation c was connected with */
 };
 
 struct tide_mc_pool {
-	const char *master; /* "host:port"; the owner keeps it alive */
+	pthread_mutex_t addr_lock;          /* guards master and gen */
+	char master[TIDE_MC_POOL_ADDR_MAX]; /* "host:port"; "" until set */
+	unsigned gen;                       /* bumped by each set_master */
 	struct tide_mc_pool_conn conns[TIDE_MC_POOL_N];
 	atomic_uint rr; /* which busy connection a caller queues on */
 };
 
-/* Ready to use once master is set; nothing is connected. Thread: the owner. */
+/* Ready to use once the master is set; nothing is connected. Thread: the owner. */
 void tide_mc_pool_init(struct tide_mc_pool *p);
+
+/* Point the pool at addr ("host:port"): later gets connect there, and
+ * connections to the previous address are closed as they are taken.
+ * Returns 0, or -ENAMETOOLONG. Thread: any. */
+int tide_mc_pool_set_master(struct tide_mc_pool *p, const char *addr);
+
+/* The current address, copied into buf (len >= TIDE_MC_POOL_ADDR_MAX). Thread: any. */
+void tide_mc_pool_master(struct tide_mc_pool *p, char *buf, size_t len);
 
 /* Close every connection (they reopen on the next get). Thread: the owner, no call in flight. */
 void tide_mc_pool_close_all(struct tide_mc_pool *p);

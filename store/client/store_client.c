@@ -38,6 +38,8 @@
 #include "tide_log.h"
 #include "tide_mc_client.h"
 #include "tide_addr.h"
+#include "tide_etcd.h"
+#include "tide_master_ha.h"
 #include "tide_store.h"
 #include "tide_te.h"
 
@@ -96,6 +98,10 @@ struct tide_store {
 	pthread_mutex_t buf_lock; /* maps and reg */
 	struct mapped *maps;
 	struct tide_reg_table reg; /* tide_store_register_buffer() */
+	/* Master found through etcd ("etcd://..." as the master address): the leader's
+	 * master_view key, re-read when the master stops answering. NULL otherwise. */
+	struct tide_etcd *etcd;
+	char etcd_key[256];
 	/* Heartbeat. */
 	struct tide_mc_client *hb_mc;
 	pthread_t hb_thread;
@@ -280,6 +286,41 @@ req_init(struct tide_mc_req *r, enum tide_mc_fn fn)
 
 /* ---------------------------------------------------------------------------- heartbeat */
 
+/*
+ * The leader's address from etcd's master_view into the pool. 0; -ENOENT no
+ * leader now (none elected, or a value that is not host:port); etcd's errors.
+ */
+static int
+locate_master(struct tide_store *s)
+{
+	struct tide_etcd_kv kv;
+	char old[TIDE_MC_POOL_ADDR_MAX];
+	uint16_t port = 0;
+	char host[256];
+	int rc = tide_etcd_get(s->etcd, s->etcd_key, strlen(s->etcd_key), &kv, NULL);
+
+	if (rc != 0) {
+		TIDE_LOG_RATELIMIT(WARN, 5, "master leader: etcd %s: %s", s->etcd_key,
+				   rc == -ENOENT ? "no leader elected" : strerror(-rc));
+		return rc;
+	}
+	if (strncmp(kv.value, "__mooncake_service_warming__", 28) == 0 ||
+	    tide_addr_split(kv.value, host, sizeof(host), &port, 0, NULL) != 0 || port == 0) {
+		TIDE_LOG_RATELIMIT(WARN, 5, "master leader: %s holds \"%.64s\", not host:port",
+				   s->etcd_key, kv.value);
+		tide_etcd_kv_clear(&kv);
+		return -ENOENT;
+	}
+	tide_mc_pool_master(&s->mc, old, sizeof(old));
+	if (strcmp(old, kv.value) != 0) {
+		TIDE_LOG(NOTICE, "master leader: %s (view %" PRId64 ")%s%s", kv.value,
+			 kv.create_revision, old[0] ? ", was " : "", old);
+		rc = tide_mc_pool_set_master(&s->mc, kv.value);
+	}
+	tide_etcd_kv_clear(&kv);
+	return rc;
+}
+
 static void
 hb_ping_once(struct tide_store *s, int *fails)
 {
@@ -288,12 +329,18 @@ hb_ping_once(struct tide_store *s, int *fails)
 	int rc;
 
 	if (s->hb_mc == NULL || !tide_mc_client_connected(s->hb_mc)) {
+		char addr[TIDE_MC_POOL_ADDR_MAX];
+
 		tide_mc_client_close(s->hb_mc);
 		s->hb_mc = NULL;
-		rc = tide_mc_client_connect_addr(s->master, 0, &s->hb_mc);
+		/* Through etcd: the leader may have moved (spec: re-read master_view). */
+		if (s->etcd != NULL && *fails > 0)
+			(void)locate_master(s);
+		tide_mc_pool_master(&s->mc, addr, sizeof(addr));
+		rc = tide_mc_client_connect_addr(addr, 0, &s->hb_mc);
 		if (rc != 0) {
 			(*fails)++;
-			TIDE_LOG(WARN, "heartbeat: reconnect to %s: %s", s->master, strerror(-rc));
+			TIDE_LOG(WARN, "heartbeat: reconnect to %s: %s", addr, strerror(-rc));
 			return;
 		}
 	}
@@ -430,7 +477,9 @@ teardown(struct tide_store *s)
 	free(s->hostname);
 	free(s->proto);
 	free(s->master);
-	s->mc.master = NULL;
+	tide_etcd_close(s->etcd);
+	s->etcd = NULL;
+	tide_mc_pool_set_master(&s->mc, "");
 	s->hostname = s->proto = s->master = NULL;
 	s->set_up = false;
 }
@@ -679,7 +728,31 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	s->mc.master = s->master;
+	if (strncmp(s->master, "etcd://", 7) == 0) {
+		const char *cid = getenv("MC_STORE_CLUSTER_ID");
+
+		/* Stock's client reads the namespace from the environment only. */
+		rc = tide_master_ha_key(cid, s->etcd_key, sizeof(s->etcd_key));
+		if (rc == 0)
+			rc = tide_etcd_open(s->master, 0, &s->etcd);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "master address \"%s\": %s", s->master,
+				 rc == -EINVAL ? "etcd endpoints are not host:port[;host:port...]"
+					       : strerror(-rc));
+			goto fail;
+		}
+		rc = locate_master(s);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "master address \"%s\": no leader at %s (%s)", s->master,
+				 s->etcd_key, strerror(-rc));
+			rc = -ENOTCONN;
+			goto fail;
+		}
+	} else {
+		rc = tide_mc_pool_set_master(&s->mc, s->master);
+		if (rc != 0)
+			goto fail;
+	}
 	rc = random_uuid(&s->client_id);
 	if (rc == 0)
 		rc = setup_master(s);

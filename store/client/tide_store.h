@@ -63,7 +63,9 @@ struct tide_store_cfg {
 	uint64_t local_buffer_size;
 	/** Transport: "tcp" (NULL = "tcp") or "rdma". */
 	const char *protocol;
-	/** Master RPC address "host:port". */
+	/** Master RPC address "host:port", or "etcd://h:p[;h:p...]": the HA leader named in
+	 * etcd (mooncake-store/<MC_STORE_CLUSTER_ID or mooncake_cluster>/master_view), re-read
+	 * when the master stops answering; setup fails (-ENOTCONN) when none is elected. */
 	const char *master_server_addr;
 	/** Whether to attach to the node's agent (tide-node) instead of running the
 	 * transfer engine and the segment in this process; see enum tide_store_agent. */

@@ -42,14 +42,14 @@ test_refused_connect_unlocks(void)
 	CU_ASSERT_FATAL(fd >= 0);
 	close(fd); /* nothing listens there now */
 	tide_mc_pool_init(&p);
-	p.master = addr;
+	TIDE_UT_OK(tide_mc_pool_set_master(&p, addr));
 	/* More gets than connections: each must fail, none may block. */
 	for (int i = 0; i < 3 * TIDE_MC_POOL_N; i++) {
 		err = 0;
 		CU_ASSERT_PTR_NULL(tide_mc_pool_get(&p, 500, &err));
 		CU_ASSERT_EQUAL(err, -ECONNREFUSED);
 	}
-	p.master = "no-port";
+	TIDE_UT_OK(tide_mc_pool_set_master(&p, "no-port"));
 	CU_ASSERT_PTR_NULL(tide_mc_pool_get(&p, 500, &err));
 	CU_ASSERT_EQUAL(err, -EINVAL);
 	tide_mc_pool_fini(&p);
@@ -82,7 +82,7 @@ test_concurrent_callers_share_the_pool(void)
 
 	CU_ASSERT_FATAL(fd >= 0);
 	tide_mc_pool_init(&p);
-	p.master = addr;
+	TIDE_UT_OK(tide_mc_pool_set_master(&p, addr));
 	for (int i = 0; i < TIDE_MC_POOL_N; i++) {
 		held[i] = tide_mc_pool_get(&p, 1000, &err);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(held[i]);
@@ -115,7 +115,7 @@ test_broken_connection_is_reopened(void)
 
 	CU_ASSERT_FATAL(fd >= 0);
 	tide_mc_pool_init(&p);
-	p.master = addr;
+	TIDE_UT_OK(tide_mc_pool_set_master(&p, addr));
 	m = tide_mc_pool_get(&p, 1000, &err);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
 	tide_mc_pool_put(m);
@@ -141,6 +141,46 @@ test_broken_connection_is_reopened(void)
 	close(fd);
 }
 
+/* A new master address (an HA failover): connections to the old one are
+ * dropped as they are taken, the next get connects to the new one. */
+static void
+test_master_moves(void)
+{
+	struct tide_mc_pool p;
+	struct tide_mc_pool_conn *m;
+	char a1[64], a2[64], cur[TIDE_MC_POOL_ADDR_MAX], big[300];
+	int f1 = listener(a1, sizeof(a1)), f2 = listener(a2, sizeof(a2)), err = 0, peer;
+
+	CU_ASSERT_FATAL(f1 >= 0 && f2 >= 0);
+	tide_mc_pool_init(&p);
+	TIDE_UT_OK(tide_mc_pool_set_master(&p, a1));
+	m = tide_mc_pool_get(&p, 1000, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	tide_mc_pool_put(m);
+	peer = accept(f1, NULL, NULL);
+	CU_ASSERT(peer >= 0);
+	TIDE_UT_OK(tide_mc_pool_set_master(&p, a2));
+	tide_mc_pool_master(&p, cur, sizeof(cur));
+	CU_ASSERT_STRING_EQUAL(cur, a2);
+	/* The same slot: its connection to a1 is replaced by one to a2. */
+	m = tide_mc_pool_get(&p, 1000, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	CU_ASSERT_TRUE(tide_mc_client_connected(m->c));
+	tide_mc_pool_put(m);
+	int peer2 = accept(f2, NULL, NULL);
+	CU_ASSERT(peer2 >= 0);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	CU_ASSERT_EQUAL(tide_mc_pool_set_master(&p, big), -ENAMETOOLONG);
+	tide_mc_pool_fini(&p);
+	if (peer >= 0)
+		close(peer);
+	if (peer2 >= 0)
+		close(peer2);
+	close(f1);
+	close(f2);
+}
+
 static void
 register_tests(void)
 {
@@ -149,6 +189,7 @@ register_tests(void)
 	CU_add_test(s, "refused_connect_unlocks", test_refused_connect_unlocks);
 	CU_add_test(s, "concurrent_callers_share_the_pool", test_concurrent_callers_share_the_pool);
 	CU_add_test(s, "broken_connection_is_reopened", test_broken_connection_is_reopened);
+	CU_add_test(s, "master_moves", test_master_moves);
 }
 
 TIDE_UT_MAIN(register_tests)
