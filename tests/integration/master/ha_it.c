@@ -186,7 +186,16 @@ test_one_leader(void)
 		if (i == who)
 			continue;
 		CU_ASSERT(!accepts(rpc_port[i])); /* standbys refuse RPC, as stock's */
-		TIDE_UT_OK(http_get(http_port[i], "/health", body, sizeof(body)));
+		/* A standby may still be starting (its admin port not up yet), or have lost
+		 * the race and not yet read the key: it names the leader within a deadline. */
+		double deadline = tide_ut_now_s() + 15;
+		int hr;
+
+		do {
+			hr = http_get(http_port[i], "/health", body, sizeof(body));
+		} while ((hr != 0 || strstr(body, want) == NULL) && tide_ut_now_s() < deadline &&
+			 usleep(50 * 1000) == 0);
+		TIDE_UT_OK(hr);
 		CU_ASSERT_PTR_NOT_NULL(strstr(body, "\"role\":\"standby\""));
 		CU_ASSERT_PTR_NOT_NULL(strstr(body, want));
 		TIDE_UT_OK(http_get(http_port[i], "/role", body, sizeof(body)));
