@@ -232,6 +232,32 @@ add_i64(cJSON *o, const char *name, int64_t v)
 	return cJSON_AddStringToObject(o, name, s) != NULL;
 }
 
+/* A body of one field: {"<name>": base64(p, n)} or {"<name>": "<v>"}; NULL when out
+ * of memory (call() then answers -ENOMEM). */
+static cJSON *
+body_b64(const char *name, const void *p, size_t n)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o != NULL && !add_b64(o, name, p, n)) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+	return o;
+}
+
+static cJSON *
+body_i64(const char *name, int64_t v)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (o != NULL && !add_i64(o, name, v)) {
+		cJSON_Delete(o);
+		o = NULL;
+	}
+	return o;
+}
+
 /* An int64 field: a string of digits or a number; absent = 0 (the gateway
  * leaves zero values out). -EBADMSG when present but not an integer. */
 static int
@@ -437,11 +463,7 @@ tide_etcd_get(struct tide_etcd *e, const char *key, size_t key_len, struct tide_
 		memset(out, 0, sizeof(*out));
 	if (e == NULL || key == NULL || key_len == 0 || out == NULL)
 		return -EINVAL;
-	body = cJSON_CreateObject();
-	if (body != NULL && !add_b64(body, "key", key, key_len)) {
-		cJSON_Delete(body);
-		body = NULL;
-	}
+	body = body_b64("key", key, key_len);
 	rc = call(e, "/v3/kv/range", body, &reply);
 	if (rc != 0)
 		return rc;
@@ -535,11 +557,7 @@ tide_etcd_delete(struct tide_etcd *e, const char *key, size_t key_len)
 
 	if (e == NULL || key == NULL || key_len == 0)
 		return -EINVAL;
-	body = cJSON_CreateObject();
-	if (body != NULL && !add_b64(body, "key", key, key_len)) {
-		cJSON_Delete(body);
-		body = NULL;
-	}
+	body = body_b64("key", key, key_len);
 	rc = call(e, "/v3/kv/deleterange", body, &reply);
 	if (rc == 0)
 		rc = get_i64(reply, "deleted", &n);
@@ -558,11 +576,7 @@ tide_etcd_lease_grant(struct tide_etcd *e, int64_t ttl_s, int64_t *id)
 	if (e == NULL || id == NULL || ttl_s < 1 || ttl_s > 9000000000LL)
 		return -EINVAL;
 	*id = 0;
-	body = cJSON_CreateObject();
-	if (body != NULL && !add_i64(body, "TTL", ttl_s)) {
-		cJSON_Delete(body);
-		body = NULL;
-	}
+	body = body_i64("TTL", ttl_s);
 	rc = call(e, "/v3/lease/grant", body, &reply);
 	if (rc == 0)
 		rc = get_i64(reply, "ID", id);
@@ -582,11 +596,7 @@ tide_etcd_lease_keepalive(struct tide_etcd *e, int64_t id, int64_t *ttl_s)
 
 	if (e == NULL || id <= 0)
 		return -EINVAL;
-	body = cJSON_CreateObject();
-	if (body != NULL && !add_i64(body, "ID", id)) {
-		cJSON_Delete(body);
-		body = NULL;
-	}
+	body = body_i64("ID", id);
 	rc = call(e, "/v3/lease/keepalive", body, &reply);
 	if (rc != 0)
 		return rc;
@@ -609,11 +619,7 @@ tide_etcd_lease_revoke(struct tide_etcd *e, int64_t id)
 
 	if (e == NULL || id <= 0)
 		return -EINVAL;
-	body = cJSON_CreateObject();
-	if (body != NULL && !add_i64(body, "ID", id)) {
-		cJSON_Delete(body);
-		body = NULL;
-	}
+	body = body_i64("ID", id);
 	rc = call(e, "/v3/lease/revoke", body, &reply);
 	cJSON_Delete(reply);
 	return rc == -ENOENT ? 0 : rc;

@@ -6,15 +6,12 @@
  * over to another within a bound (printed); etcd stopped: the leader stops
  * serving within its lease; etcd back: a leader again.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,22 +26,6 @@
 static struct etcd_fixture fx;
 static pid_t pid[N];
 static uint16_t rpc_port[N], http_port[N];
-
-static uint16_t
-free_port(void)
-{
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	uint16_t p = 0;
-
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &al) == 0)
-		p = ntohs(a.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return p;
-}
 
 static void
 start_master(int i)
@@ -155,8 +136,8 @@ suite_init(void)
 	if (etcd_fixture_start(&fx) != 0)
 		return -1;
 	for (int i = 0; i < N; i++) {
-		rpc_port[i] = free_port();
-		http_port[i] = free_port();
+		rpc_port[i] = etcd_fixture_free_port();
+		http_port[i] = etcd_fixture_free_port();
 		start_master(i);
 	}
 	return 0;

@@ -15,8 +15,8 @@
 #include "etcd_fixture.h"
 #include "tide_etcd.h"
 
-static uint16_t
-free_port(void)
+uint16_t
+etcd_fixture_free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
@@ -100,8 +100,8 @@ etcd_fixture_start(struct etcd_fixture *f)
 	snprintf(f->dir, sizeof(f->dir), "/tmp/tide-etcd-XXXXXX");
 	if (mkdtemp(f->dir) == NULL)
 		return -errno;
-	f->client_port = free_port();
-	f->peer_port = free_port();
+	f->client_port = etcd_fixture_free_port();
+	f->peer_port = etcd_fixture_free_port();
 	snprintf(f->endpoint, sizeof(f->endpoint), "127.0.0.1:%u", f->client_port);
 	return etcd_fixture_restart(f);
 }

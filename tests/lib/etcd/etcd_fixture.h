@@ -28,5 +28,7 @@ int etcd_fixture_restart(struct etcd_fixture *f);
 void etcd_fixture_stop(struct etcd_fixture *f);
 /** Stop and remove the data directory and log. */
 void etcd_fixture_destroy(struct etcd_fixture *f);
+/** A loopback TCP port free a moment ago (bound, then closed); 0 if none. */
+uint16_t etcd_fixture_free_port(void);
 
 #endif
