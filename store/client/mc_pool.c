@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -82,6 +83,17 @@ tide_mc_pool_get(struct tide_mc_pool *p, int timeout_ms, int *err)
 	if (m->c == NULL) {
 		rc = addr[0] != '\0' ? tide_mc_client_connect_addr(addr, timeout_ms, &m->c)
 				     : -EINVAL;
+		/* The master may have moved (HA): look it up once and try the new address. */
+		if (rc != 0 && p->relocate != NULL && p->relocate(p->relocate_arg) == 0) {
+			pthread_mutex_lock(&p->addr_lock);
+			bool moved = p->gen != gen;
+
+			snprintf(addr, sizeof(addr), "%s", p->master);
+			gen = p->gen;
+			pthread_mutex_unlock(&p->addr_lock);
+			if (moved)
+				rc = tide_mc_client_connect_addr(addr, timeout_ms, &m->c);
+		}
 		if (rc != 0) {
 			m->c = NULL;
 			pthread_mutex_unlock(&m->lock);

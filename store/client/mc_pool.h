@@ -33,6 +33,11 @@ struct tide_mc_pool {
 	unsigned gen;                       /* bumped by each set_master */
 	struct tide_mc_pool_conn conns[TIDE_MC_POOL_N];
 	atomic_uint rr; /* which busy connection a caller queues on */
+	/* Optional: called once when a connect fails, to look the master up again (an HA
+	 * leader that moved); it calls tide_mc_pool_set_master() and returns 0 when it
+	 * did, then the connect is tried once more. Set before first use. */
+	int (*relocate)(void *arg);
+	void *relocate_arg;
 };
 
 /* Ready to use once the master is set; nothing is connected. Thread: the owner. */
@@ -56,6 +61,8 @@ void tide_mc_pool_fini(struct tide_mc_pool *p);
  * A connected master connection, locked for the caller until
  * tide_mc_pool_put(). A connection that broke is reopened here; timeout_ms
  * bounds that connect (0: the client's default).
+ * When the connect fails and a relocate hook is set, the hook runs and, if the
+ * address changed, the connect is tried once more.
  * Returns NULL with *err set (-errno of the connect: -ECONNREFUSED,
  * -ETIMEDOUT, -EINVAL no ':port' in master, ...); nothing stays locked then.
  * Thread: any.

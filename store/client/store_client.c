@@ -109,6 +109,8 @@ struct tide_store {
 	bool hb_stop;
 	pthread_mutex_t hb_lock;
 	pthread_cond_t hb_cond;
+	bool hb_kick; /* ping now (the master moved): re-mount without waiting a period */
+	char hb_addr[TIDE_MC_POOL_ADDR_MAX]; /* where hb_mc is connected (heartbeat thread) */
 };
 
 /* Mooncake ErrorCode -> negative errno, as documented in tide_store.h. */
@@ -316,33 +318,50 @@ locate_master(struct tide_store *s)
 		TIDE_LOG(NOTICE, "master leader: %s (view %" PRId64 ")%s%s", kv.value,
 			 kv.create_revision, old[0] ? ", was " : "", old);
 		rc = tide_mc_pool_set_master(&s->mc, kv.value);
+		/* The new leader answers the first Ping with NEED_REMOUNT: ping now. */
+		pthread_mutex_lock(&s->hb_lock);
+		s->hb_kick = true;
+		pthread_cond_broadcast(&s->hb_cond);
+		pthread_mutex_unlock(&s->hb_lock);
 	}
 	tide_etcd_kv_clear(&kv);
 	return rc;
+}
+
+/* The pool's relocate hook: a connect to the master failed. */
+static int
+relocate_master(void *arg)
+{
+	return locate_master(arg);
 }
 
 static void
 hb_ping_once(struct tide_store *s, int *fails)
 {
 	struct tide_mc_segment seg;
+	char addr[TIDE_MC_POOL_ADDR_MAX];
 	int32_t status = 0, ec = 0;
 	int rc;
 
-	if (s->hb_mc == NULL || !tide_mc_client_connected(s->hb_mc)) {
-		char addr[TIDE_MC_POOL_ADDR_MAX];
-
+	tide_mc_pool_master(&s->mc, addr, sizeof(addr));
+	/* Reconnect when the connection broke, or when the master moved (an HA
+	 * leader found by a call or by the last round) while it looked fine. */
+	if (s->hb_mc == NULL || !tide_mc_client_connected(s->hb_mc) ||
+	    strcmp(addr, s->hb_addr) != 0) {
 		tide_mc_client_close(s->hb_mc);
 		s->hb_mc = NULL;
 		/* Through etcd: the leader may have moved (spec: re-read master_view). */
-		if (s->etcd != NULL && *fails > 0)
+		if (s->etcd != NULL && *fails > 0) {
 			(void)locate_master(s);
-		tide_mc_pool_master(&s->mc, addr, sizeof(addr));
+			tide_mc_pool_master(&s->mc, addr, sizeof(addr));
+		}
 		rc = tide_mc_client_connect_addr(addr, 0, &s->hb_mc);
 		if (rc != 0) {
 			(*fails)++;
 			TIDE_LOG(WARN, "heartbeat: reconnect to %s: %s", addr, strerror(-rc));
 			return;
 		}
+		snprintf(s->hb_addr, sizeof(s->hb_addr), "%s", addr);
 	}
 	rc = tide_mc_client_ping(s->hb_mc, &s->client_id, &status, &ec);
 	if (rc != 0 || ec != 0) {
@@ -381,9 +400,10 @@ hb_main(void *arg)
 		pthread_mutex_lock(&s->hb_lock);
 		clock_gettime(CLOCK_MONOTONIC, &dl);
 		dl.tv_sec += HB_PERIOD_MS / 1000;
-		while (!s->hb_stop &&
+		while (!s->hb_stop && !s->hb_kick &&
 		       pthread_cond_timedwait(&s->hb_cond, &s->hb_lock, &dl) != ETIMEDOUT) {
 		}
+		s->hb_kick = false;
 	}
 	pthread_mutex_unlock(&s->hb_lock);
 	return NULL;
@@ -477,6 +497,7 @@ teardown(struct tide_store *s)
 	free(s->hostname);
 	free(s->proto);
 	free(s->master);
+	s->mc.relocate = NULL;
 	tide_etcd_close(s->etcd);
 	s->etcd = NULL;
 	tide_mc_pool_set_master(&s->mc, "");
@@ -741,6 +762,8 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 					       : strerror(-rc));
 			goto fail;
 		}
+		s->mc.relocate = relocate_master;
+		s->mc.relocate_arg = s;
 		rc = locate_master(s);
 		if (rc != 0) {
 			TIDE_LOG(ERR, "master address \"%s\": no leader at %s (%s)", s->master,

@@ -584,8 +584,12 @@ ha_unserve(void *arg)
 	struct ha_ctx *c = arg;
 	int rc;
 
-	if (atomic_load(&c->stop))
-		return; /* main() destroys the server */
+	if (atomic_load(&c->stop)) {
+		/* Stop serving before the election revokes the lease: a successor must
+		 * not serve while this one still answers. main() frees the server. */
+		tide_mc_server_stop(c->s);
+		return;
+	}
 	tide_mc_server_destroy(c->s);
 	c->s = NULL;
 	rc = tide_mc_server_create(c->o, &c->s);

@@ -21,9 +21,13 @@
 #include "tide_log.h"
 #include "tide_master_ha.h"
 
-#define WAIT_STEP_MS 500u  /* longest wait between looks at *stop */
-#define RETRY_MS     500u  /* after an etcd error */
-#define ETCD_CALL_MS 1000u /* per etcd call: well inside the smallest TTL (2 s) */
+#define WAIT_STEP_MS 500u /* longest wait between looks at *stop */
+#define RETRY_MS     500u /* after an etcd error */
+/* Per etcd call. A renewal sent one period (TTL/3) after the last good one and
+ * stuck for this long returns at TTL/3 + 1 s, still before etcd could expire
+ * the lease (TTL after it received that last renewal) for any TTL >= 2 s, so
+ * the leader's own deadline check is never later than etcd's expiry. */
+#define ETCD_CALL_MS 1000u
 
 struct ha {
 	const struct tide_master_ha_ops *ops;

@@ -181,6 +181,59 @@ test_master_moves(void)
 	close(f2);
 }
 
+struct reloc {
+	struct tide_mc_pool *p;
+	const char *to; /* NULL: the lookup finds nothing */
+	int calls;
+};
+
+/* What the store client's etcd lookup does: point the pool at the leader. */
+static int
+reloc_hook(void *arg)
+{
+	struct reloc *r = arg;
+
+	r->calls++;
+	return r->to != NULL ? tide_mc_pool_set_master(r->p, r->to) : -ENOENT;
+}
+
+/* A refused connect asks the relocate hook once; a new address is tried at once. */
+static void
+test_relocate_on_refused_connect(void)
+{
+	struct tide_mc_pool p;
+	struct tide_mc_pool_conn *m;
+	struct reloc r = {.p = &p};
+	char dead[64], live[64];
+	int fd = listener(dead, sizeof(dead)), lfd, err = 0, peer;
+
+	CU_ASSERT_FATAL(fd >= 0);
+	close(fd); /* nothing listens at dead */
+	lfd = listener(live, sizeof(live));
+	CU_ASSERT_FATAL(lfd >= 0);
+	tide_mc_pool_init(&p);
+	p.relocate = reloc_hook;
+	p.relocate_arg = &r;
+	TIDE_UT_OK(tide_mc_pool_set_master(&p, dead));
+	/* The lookup finds nothing new: the connect's error stands, asked once. */
+	CU_ASSERT_PTR_NULL(tide_mc_pool_get(&p, 500, &err));
+	CU_ASSERT_EQUAL(err, -ECONNREFUSED);
+	CU_ASSERT_EQUAL(r.calls, 1);
+	/* The lookup moves the pool: the same get connects to the new master. */
+	r.to = live;
+	m = tide_mc_pool_get(&p, 1000, &err);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	CU_ASSERT_TRUE(tide_mc_client_connected(m->c));
+	CU_ASSERT_EQUAL(r.calls, 2);
+	tide_mc_pool_put(m);
+	peer = accept(lfd, NULL, NULL);
+	CU_ASSERT(peer >= 0);
+	tide_mc_pool_fini(&p);
+	if (peer >= 0)
+		close(peer);
+	close(lfd);
+}
+
 static void
 register_tests(void)
 {
@@ -190,6 +243,7 @@ register_tests(void)
 	CU_add_test(s, "concurrent_callers_share_the_pool", test_concurrent_callers_share_the_pool);
 	CU_add_test(s, "broken_connection_is_reopened", test_broken_connection_is_reopened);
 	CU_add_test(s, "master_moves", test_master_moves);
+	CU_add_test(s, "relocate_on_refused_connect", test_relocate_on_refused_connect);
 }
 
 TIDE_UT_MAIN(register_tests)
