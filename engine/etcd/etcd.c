@@ -270,7 +270,14 @@ get_i64(const cJSON *o, const char *name, int64_t *v)
 	if (f == NULL)
 		return 0;
 	if (cJSON_IsNumber(f)) {
-		*v = (int64_t)f->valuedouble;
+		double d = f->valuedouble;
+
+		/* Only integers a double holds exactly (|d| <= 2^53); anything else, NaN
+		 * included, is not an int64 field (and converting it would be undefined). */
+		if (!(d >= -9007199254740992.0 && d <= 9007199254740992.0) ||
+		    d != (double)(int64_t)d)
+			return -EBADMSG;
+		*v = (int64_t)d;
 		return 0;
 	}
 	if (!cJSON_IsString(f) || f->valuestring[0] == '\0')

@@ -310,6 +310,10 @@ test_hostile_replies(void)
 		"{\"header\":{\"revision\":\"1\"},\"kvs\":[{\"key\":\"aw==\",\"value\":5}]}",
 		"{\"header\":{\"revision\":\"1\"},\"kvs\":{}}",
 		"[]",
+		/* Numbers that are no int64 (found by etcd_fuzz: converting them was UB). */
+		"{\"header\":{\"revision\":1e300}}",
+		"{\"header\":{\"revision\":-1e19}}",
+		"{\"header\":{\"revision\":1.5}}",
 	};
 
 	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * libFuzzer target: the etcd client's reply handling (engine/etcd/etcd.c,
+ * compiled in). An etcd endpoint is a peer: whatever it answers, every call
+ * must return 0 or a negative errno, leak nothing and read nothing out of
+ * bounds. libcurl's transfer is replaced at link time (--wrap): setopt keeps
+ * the write callback, perform feeds it the input's body in chunks, getinfo
+ * reports the input's HTTP status. No socket is opened.
+ *
+ * Input: byte 0 the call (get, put, create, delete, grant, keepalive, revoke,
+ * wait_change), byte 1 the status (0: 200, 1: 404, 2: 500, else 200), byte 2
+ * the chunk size (0: one chunk), then the reply body.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <curl/curl.h>
+
+#include "tide_etcd.h"
+
+typedef size_t (*write_fn)(char *, size_t, size_t, void *);
+
+static write_fn cur_write;
+static void *cur_data;
+static const uint8_t *cur_body;
+static size_t cur_len, cur_chunk;
+static long cur_status;
+
+CURLcode __wrap_curl_easy_setopt(CURL *h, CURLoption opt, ...);
+CURLcode __wrap_curl_easy_perform(CURL *h);
+CURLcode __wrap_curl_easy_getinfo(CURL *h, CURLINFO info, ...);
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
+
+CURLcode
+__wrap_curl_easy_setopt(CURL *h, CURLoption opt, ...)
+{
+	va_list ap;
+
+	(void)h;
+	va_start(ap, opt);
+	if (opt == CURLOPT_WRITEFUNCTION)
+		cur_write = va_arg(ap, write_fn);
+	else if (opt == CURLOPT_WRITEDATA)
+		cur_data = va_arg(ap, void *);
+	va_end(ap);
+	return CURLE_OK;
+}
+
+CURLcode
+__wrap_curl_easy_perform(CURL *h)
+{
+	size_t off = 0;
+
+	(void)h;
+	while (off < cur_len) {
+		size_t n = cur_chunk != 0 && cur_chunk < cur_len - off ? cur_chunk : cur_len - off;
+		char buf[256];
+		char *p = n <= sizeof(buf) ? buf : NULL;
+
+		/* libcurl hands over its own buffer; a copy keeps reads inside n bytes. */
+		if (p == NULL)
+			p = (char *)cur_body + off; /* one chunk: the input itself */
+		else
+			memcpy(p, cur_body + off, n);
+		if (cur_write(p, 1, n, cur_data) != n)
+			return CURLE_WRITE_ERROR;
+		off += n;
+	}
+	return CURLE_OK;
+}
+
+CURLcode
+__wrap_curl_easy_getinfo(CURL *h, CURLINFO info, ...)
+{
+	va_list ap;
+
+	(void)h;
+	va_start(ap, info);
+	if (info == CURLINFO_RESPONSE_CODE)
+		*va_arg(ap, long *) = cur_status;
+	va_end(ap);
+	return CURLE_OK;
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
+{
+	static struct tide_etcd *e;
+	static const long statuses[] = {200, 404, 500};
+	struct tide_etcd_kv kv;
+	int64_t v = 0;
+	int rc = 0;
+
+	if (n < 3)
+		return 0;
+	if (e == NULL && tide_etcd_open("127.0.0.1:2379", 1000, &e) != 0)
+		return 0;
+	cur_status = d[1] < 3 ? statuses[d[1]] : 200;
+	cur_chunk = d[2];
+	cur_body = d + 3;
+	cur_len = n - 3;
+	switch (d[0] % 8) {
+	case 0:
+		rc = tide_etcd_get(e, "k", 1, &kv, &v);
+		if (rc == 0 && (kv.key == NULL || kv.value == NULL || kv.key[kv.key_len] != '\0' ||
+				kv.value[kv.value_len] != '\0'))
+			__builtin_trap();
+		tide_etcd_kv_clear(&kv);
+		break;
+	case 1:
+		rc = tide_etcd_put(e, "k", 1, "v", 1, 7, &v);
+		break;
+	case 2:
+		rc = tide_etcd_create(e, "k", 1, "v", 1, 7, &v);
+		break;
+	case 3:
+		rc = tide_etcd_delete(e, "k", 1);
+		break;
+	case 4:
+		rc = tide_etcd_lease_grant(e, 5, &v);
+		if (rc == 0 && v <= 0)
+			__builtin_trap();
+		break;
+	case 5:
+		rc = tide_etcd_lease_keepalive(e, 7, &v);
+		break;
+	case 6:
+		rc = tide_etcd_lease_revoke(e, 7);
+		break;
+	default:
+		rc = tide_etcd_wait_change(e, "k", 1, 3, 1000, &v);
+		if (rc > 1)
+			__builtin_trap();
+		break;
+	}
+	if (rc > 0 && d[0] % 8 != 7)
+		__builtin_trap(); /* only wait_change answers 1 */
+	return 0;
+}
