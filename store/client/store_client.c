@@ -297,8 +297,6 @@ locate_master(struct tide_store *s)
 {
 	struct tide_etcd_kv kv;
 	char old[TIDE_MC_POOL_ADDR_MAX];
-	uint16_t port = 0;
-	char host[256];
 	int rc = tide_etcd_get(s->etcd, s->etcd_key, strlen(s->etcd_key), &kv, NULL);
 
 	if (rc != 0) {
@@ -306,8 +304,7 @@ locate_master(struct tide_store *s)
 				   rc == -ENOENT ? "no leader elected" : strerror(-rc));
 		return rc;
 	}
-	if (strncmp(kv.value, "__mooncake_service_warming__", 28) == 0 ||
-	    tide_addr_split(kv.value, host, sizeof(host), &port, 0, NULL) != 0 || port == 0) {
+	if (!tide_master_ha_leader_valid(kv.value, kv.value_len)) {
 		TIDE_LOG_RATELIMIT(WARN, 5, "master leader: %s holds \"%.64s\", not host:port",
 				   s->etcd_key, kv.value);
 		tide_etcd_kv_clear(&kv);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tide_addr.h"
 #include "tide_clock.h"
 #include "tide_etcd.h"
 #include "tide_log.h"
@@ -37,7 +38,7 @@ struct ha {
 	char key[256];
 	const char *self;
 	unsigned ttl_s;
-	char last_state[24], last_leader[96];
+	char last_state[24], last_leader[TIDE_MASTER_HA_LEADER_MAX];
 	int64_t last_view;
 };
 
@@ -74,18 +75,20 @@ nap(const struct ha *h, unsigned ms)
 	}
 }
 
-/* A leader value is "host:port" of printable, JSON-safe characters; anything
- * else (another writer, a placeholder of later Mooncake) counts as no leader. */
-static bool
-valid_leader(const char *v, size_t n)
+bool
+tide_master_ha_leader_valid(const char *v, size_t n)
 {
-	if (n == 0 || n >= sizeof(((struct ha *)0)->last_leader) ||
-	    strncmp(v, "__mooncake_service_warming__", 28) == 0)
+	char buf[TIDE_MASTER_HA_LEADER_MAX];
+	uint16_t port = 0;
+
+	if (n == 0 || n >= sizeof(buf) || strncmp(v, "__mooncake_service_warming__", 28) == 0)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!isalnum((unsigned char)v[i]) && strchr(".:-_[]", v[i]) == NULL)
 			return false;
-	return memchr(v, ':', n) != NULL;
+	memcpy(buf, v, n);
+	buf[n] = '\0';
+	return tide_addr_split(buf, NULL, 0, &port, 0, NULL) == 0 && port != 0;
 }
 
 static void
@@ -170,7 +173,8 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 	int rc;
 
 	if (o == NULL || ops == NULL || ops->serve == NULL || ops->unserve == NULL ||
-	    stop == NULL || o->self == NULL || !valid_leader(o->self, strlen(o->self)))
+	    stop == NULL || o->self == NULL ||
+	    !tide_master_ha_leader_valid(o->self, strlen(o->self)))
 		return -EINVAL;
 	rc = tide_master_ha_key(o->cluster_id, h.key, sizeof(h.key));
 	if (rc != 0)
@@ -188,7 +192,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 
 		rc = tide_etcd_get(h.e, h.key, strlen(h.key), &kv, &hrev);
 		if (rc == 0) {
-			bool ok = valid_leader(kv.value, kv.value_len);
+			bool ok = tide_master_ha_leader_valid(kv.value, kv.value_len);
 
 			report(&h, "standby", "standby", ok ? kv.value : "",
 			       ok ? kv.create_revision : 0);

@@ -22,6 +22,8 @@
 #define TIDE_MASTER_HA_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -68,6 +70,18 @@ struct tide_master_ha_ops {
  */
 int tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master_ha_ops *ops,
 		       void *arg, atomic_bool *stop);
+
+/** Longest master_view value accepted, NUL included. */
+#define TIDE_MASTER_HA_LEADER_MAX 96
+
+/**
+ * Whether a master_view value names a leader: "host:port" (port 1..65535) of
+ * characters safe to echo in JSON and logs, shorter than
+ * TIDE_MASTER_HA_LEADER_MAX, and not later Mooncake's
+ * "__mooncake_service_warming__" placeholder. v need not be NUL-terminated.
+ * Thread: any.
+ */
+bool tide_master_ha_leader_valid(const char *v, size_t n);
 
 /** The etcd key for a cluster id (NULL/"": mooncake_cluster), into buf. \return 0;
  *  -ENAMETOOLONG. Thread: any. */
