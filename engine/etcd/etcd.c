@@ -368,6 +368,21 @@ transport_error(CURLcode c)
 	       c == CURLE_GOT_NOTHING;
 }
 
+/* Set the handle up for one POST of txt to url, the reply to fn(data). */
+static void
+prepare(struct tide_etcd *e, const char *url, const char *txt, unsigned timeout_ms,
+	size_t (*fn)(char *, size_t, size_t, void *), void *data)
+{
+	curl_easy_reset(e->curl);
+	curl_easy_setopt(e->curl, CURLOPT_URL, url);
+	curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->hdrs);
+	curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, txt);
+	curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, fn);
+	curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, data);
+}
+
 /*
  * POST body to path on the current endpoint, then on the others after a
  * transport error. On success *reply is the parsed JSON (caller deletes).
@@ -391,14 +406,7 @@ post(struct tide_etcd *e, const char *path, cJSON *body, cJSON **reply)
 		snprintf(url, sizeof(url), "%s%s", e->urls[i], path);
 		b.len = 0;
 		b.overflow = false;
-		curl_easy_reset(e->curl);
-		curl_easy_setopt(e->curl, CURLOPT_URL, url);
-		curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->hdrs);
-		curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, txt);
-		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
-		curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_body);
-		curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, &b);
+		prepare(e, url, txt, e->timeout_ms, on_body, &b);
 		c = curl_easy_perform(e->curl);
 		if (transport_error(c)) {
 			rc = c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
@@ -720,16 +728,10 @@ tide_etcd_wait_change(struct tide_etcd *e, const char *key, size_t key_len, int6
 		long status = 0;
 
 		snprintf(url, sizeof(url), "%s/v3/watch", e->urls[i]);
-		curl_easy_reset(e->curl);
-		curl_easy_setopt(e->curl, CURLOPT_URL, url);
-		curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->hdrs);
-		curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, txt);
-		curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+		prepare(e, url, txt, timeout_ms, on_watch, &w);
+		/* The stream's deadline is the wait; connecting keeps the call's own bound. */
 		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS,
 				 (long)(timeout_ms < e->timeout_ms ? timeout_ms : e->timeout_ms));
-		curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, on_watch);
-		curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, &w);
 		c = curl_easy_perform(e->curl);
 		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
 		free(w.b.p);
