@@ -394,36 +394,20 @@ tide_seg_destroy(struct tide_seg *seg)
 	free(seg);
 }
 
-int
-tide_seg_alloc(struct tide_seg *seg, uint64_t size, uint64_t align, uint64_t *off)
+/*
+ * Make [start, start + bytes) of the free block b a used block: the pad
+ * before it and the rest after it stay free as blocks of their own. The
+ * caller checked that the range lies inside b. -ENOMEM (nothing changed)
+ * when the block table cannot hold the one or two new free nodes.
+ */
+static int
+carve(struct tide_seg *seg, struct blk *b, uint64_t start, uint64_t bytes)
 {
-	uint64_t granule = UINT64_C(1) << seg->gshift;
-	uint64_t bytes, need, start, pad, rem;
-	unsigned nodes_needed;
-	struct blk *b;
-
-	if (off == NULL || size == 0 || size > seg->size || align == 0 ||
-	    (align & (align - 1)) != 0 || align > seg->size)
-		return -EINVAL;
-	/* size <= seg->size <= 2^62, so neither sum below can overflow. */
-	bytes = (size + granule - 1) & ~(granule - 1);
-	if (align < granule)
-		align = granule;
-	need = bytes + (align - granule);
-
-	b = need <= seg->size ? find_fit(seg, need >> seg->gshift) : NULL;
-	if (b == NULL)
-		b = find_aligned_head(seg, bytes, align);
-	if (b == NULL) {
-		seg->fail_nospc++;
-		return -ENOSPC;
-	}
-
-	start = (b->off + align - 1) & ~(align - 1);
-	pad = start - b->off;
-	rem = b->size - pad - bytes;
+	uint64_t pad = start - b->off;
+	uint64_t rem = b->size - pad - bytes;
 	/* Neighbours of a free block are used (free ones merge), so pad and rem need new nodes. */
-	nodes_needed = (pad != 0) + (rem != 0);
+	unsigned nodes_needed = (pad != 0) + (rem != 0);
+
 	if (seg->blocks_used + nodes_needed > seg->max_blocks) {
 		seg->fail_nomem++;
 		return -ENOMEM;
@@ -463,8 +447,80 @@ tide_seg_alloc(struct tide_seg *seg, uint64_t size, uint64_t align, uint64_t *of
 	live_insert(seg, b);
 	seg->used += bytes;
 	seg->live_allocs++;
+	return 0;
+}
+
+int
+tide_seg_alloc(struct tide_seg *seg, uint64_t size, uint64_t align, uint64_t *off)
+{
+	uint64_t granule = UINT64_C(1) << seg->gshift;
+	uint64_t bytes, need, start;
+	struct blk *b;
+	int rc;
+
+	if (off == NULL || size == 0 || size > seg->size || align == 0 ||
+	    (align & (align - 1)) != 0 || align > seg->size)
+		return -EINVAL;
+	/* size <= seg->size <= 2^62, so neither sum below can overflow. */
+	bytes = (size + granule - 1) & ~(granule - 1);
+	if (align < granule)
+		align = granule;
+	need = bytes + (align - granule);
+
+	b = need <= seg->size ? find_fit(seg, need >> seg->gshift) : NULL;
+	if (b == NULL)
+		b = find_aligned_head(seg, bytes, align);
+	if (b == NULL) {
+		seg->fail_nospc++;
+		return -ENOSPC;
+	}
+
+	start = (b->off + align - 1) & ~(align - 1);
+	rc = carve(seg, b, start, bytes);
+	if (rc != 0)
+		return rc;
 	*off = start;
 	return 0;
+}
+
+/* The used block with the largest offset <= off, or NULL. O(log n). */
+static struct blk *
+live_floor(const struct tide_seg *seg, uint64_t off)
+{
+	struct blk *b = RB_ROOT(&seg->live), *best = NULL;
+
+	while (b != NULL) {
+		if (b->off <= off) {
+			best = b;
+			b = RB_RIGHT(b, u.rb);
+		} else {
+			b = RB_LEFT(b, u.rb);
+		}
+	}
+	return best;
+}
+
+int
+tide_seg_alloc_at(struct tide_seg *seg, uint64_t off, uint64_t size)
+{
+	uint64_t granule = UINT64_C(1) << seg->gshift;
+	uint64_t bytes;
+	struct blk *u, *b;
+
+	if (size == 0 || size > seg->size || off >= seg->size || (off & (granule - 1)) != 0)
+		return -EINVAL;
+	bytes = (size + granule - 1) & ~(granule - 1);
+	if (bytes > seg->size - off)
+		return -EINVAL;
+	/* The free block holding off follows the nearest used block at or before it
+	 * (two free blocks are never adjacent), or is the first block. */
+	u = live_floor(seg, off);
+	if (u != NULL && off < u->off + u->size)
+		return -EEXIST;
+	b = u != NULL ? u->phys_next : seg->first;
+	if (b == NULL || b->state != BLK_FREE || off < b->off || off + bytes > b->off + b->size)
+		return -EEXIST;
+	return carve(seg, b, off, bytes);
 }
 
 int

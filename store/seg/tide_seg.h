@@ -167,6 +167,20 @@ void tide_seg_reset(struct tide_seg *seg);
 int tide_seg_alloc(struct tide_seg *seg, uint64_t size, uint64_t align, uint64_t *off);
 
 /**
+ * Reserve the extent [off, off + size rounded up to the granule): the one a
+ * table being rebuilt from a log or a snapshot knows a replica occupies.
+ * \param seg   Allocator.
+ * \param off   Offset, a multiple of the granule.
+ * \param size  Bytes, 1 .. segment size - off.
+ * \return 0; -EINVAL size 0, off unaligned, the extent runs past the end;
+ *         -EEXIST part of the extent is already allocated; -ENOMEM the
+ *         block table is full (see tide_seg_alloc()). Nothing changes on
+ *         failure except the failure counters.
+ * Thread: the owner (caller serialises). Cost: O(log n) worst case.
+ */
+int tide_seg_alloc_at(struct tide_seg *seg, uint64_t off, uint64_t size);
+
+/**
  * Free the live allocation that starts at off and merge it with its free
  * neighbours.
  * \param seg  Allocator.

@@ -898,6 +898,92 @@ model_seed(void)
 	return s != NULL ? strtoull(s, NULL, 0) : UINT64_C(20240601);
 }
 
+/*
+ * alloc_at rebuilds a layout: extents placed where another allocator put
+ * them (in random order) leave the same used bytes and free extents, and
+ * overlaps, unaligned offsets and ranges past the end are refused.
+ */
+static void
+test_alloc_at_rebuild(void)
+{
+	struct tide_seg *a = seg_new(16 * MiB, 0, 0), *b = seg_new(16 * MiB, 0, 0);
+	uint64_t off[512], len[512], tmp, sz;
+	struct tide_seg_stats sa, sb;
+	unsigned i, j, n = 0;
+	uint64_t rng = 12345;
+
+	for (i = 0; i < 512; i++) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		len[n] = 1 + (rng >> 33) % (40 * KiB);
+		if (tide_seg_alloc(a, len[n], 1, &off[n]) == 0)
+			n++;
+	}
+	/* Free every third one so the layout has holes. */
+	for (i = 0, j = 0; i < n; i++) {
+		if (i % 3 == 1) {
+			CU_ASSERT_EQUAL(tide_seg_free(a, off[i]), 0);
+			continue;
+		}
+		off[j] = off[i];
+		len[j++] = len[i];
+	}
+	n = j;
+	/* Rebuild in a shuffled order. */
+	for (i = n; i > 1; i--) {
+		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+		j = (unsigned)((rng >> 33) % i);
+		tmp = off[i - 1], off[i - 1] = off[j], off[j] = tmp;
+		tmp = len[i - 1], len[i - 1] = len[j], len[j] = tmp;
+	}
+	for (i = 0; i < n; i++)
+		CU_ASSERT_EQUAL(tide_seg_alloc_at(b, off[i], len[i]), 0);
+	CU_ASSERT_EQUAL(tide_seg_check(b), 0);
+	sa = stats(a);
+	sb = stats(b);
+	CU_ASSERT_EQUAL(sa.used, sb.used);
+	CU_ASSERT_EQUAL(sa.live_allocs, sb.live_allocs);
+	CU_ASSERT_EQUAL(sa.free_extents, sb.free_extents);
+	CU_ASSERT_EQUAL(sa.largest_free, sb.largest_free);
+	for (i = 0; i < n; i++) {
+		CU_ASSERT_EQUAL(tide_seg_alloc_size(b, off[i], &sz), 0);
+		CU_ASSERT_EQUAL(sz, (len[i] + 63) & ~UINT64_C(63));
+		/* The same extent, or one overlapping its start or its end, again: refused. */
+		CU_ASSERT_EQUAL(tide_seg_alloc_at(b, off[i], len[i]), -EEXIST);
+		if (off[i] >= 64)
+			CU_ASSERT_EQUAL(tide_seg_alloc_at(b, off[i] - 64, 128), -EEXIST);
+		CU_ASSERT_EQUAL(tide_seg_alloc_at(b, off[i] + sz - 64, 128), -EEXIST);
+	}
+	CU_ASSERT_EQUAL(tide_seg_check(b), 0);
+	CU_ASSERT_EQUAL(stats(b).used, sa.used);
+	/* Arguments. */
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(b, 16 * MiB, 64), -EINVAL);
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(b, 16 * MiB - 64, 65), -EINVAL);
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(b, 0, 0), -EINVAL);
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(b, 32, 64), -EINVAL);
+	/* Freed extents are allocatable normally afterwards. */
+	for (i = 0; i < n; i++)
+		CU_ASSERT_EQUAL(tide_seg_free(b, off[i]), 0);
+	assert_all_free(b, 16 * MiB);
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(b, 16 * MiB - 64, 64), 0);
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(b, 0, 64), 0);
+	CU_ASSERT_EQUAL(tide_seg_check(b), 0);
+	tide_seg_destroy(a);
+	tide_seg_destroy(b);
+}
+
+/* alloc_at needs block-table room for the free pieces either side. */
+static void
+test_alloc_at_block_table_full(void)
+{
+	struct tide_seg *s = seg_new(1 * MiB, 0, 3);
+
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(s, 64 * KiB, 64), 0); /* pad + used + rest: 3 nodes */
+	CU_ASSERT_EQUAL(tide_seg_alloc_at(s, 128 * KiB, 64), -ENOMEM);
+	CU_ASSERT_EQUAL(tide_seg_check(s), 0);
+	CU_ASSERT_EQUAL(stats(s).live_allocs, 1);
+	tide_seg_destroy(s);
+}
+
 static void
 test_model_random_1m(void)
 {
@@ -928,6 +1014,8 @@ register_tests(void)
 	CU_add_test(s, "test_tide_seg_alloc_whole_segment", test_alloc_whole_segment);
 	CU_add_test(s, "test_tide_seg_alloc_one_byte_objects", test_alloc_one_byte_objects);
 	CU_add_test(s, "test_tide_seg_stats_get", test_stats_get);
+	CU_add_test(s, "test_tide_seg_alloc_at_rebuild", test_alloc_at_rebuild);
+	CU_add_test(s, "test_tide_seg_alloc_at_block_table_full", test_alloc_at_block_table_full);
 	CU_add_test(s, "test_tide_seg_model_random_1m", test_model_random_1m);
 	CU_add_test(s, "test_tide_seg_model_small_table", test_model_small_table);
 }
