@@ -243,6 +243,33 @@ obj_new(const struct tide_mc_str *key, uint64_t len, unsigned nrep)
 	return o;
 }
 
+struct mct_obj *
+mct_obj_new(const struct tide_mc_str *key, uint64_t len, unsigned nrep)
+{
+	return obj_new(key, len, nrep);
+}
+
+struct mct_obj *
+mct_obj_find(struct tide_mc_table *t, const char *key, size_t len)
+{
+	return ht_find(t, key, len, mct_hash(t, key, len));
+}
+
+static void obj_pins_account(struct tide_mc_table *t, const struct mct_obj *o, int dir);
+
+int
+mct_obj_insert(struct tide_mc_table *t, struct mct_obj *o)
+{
+	uint64_t h = mct_hash(t, mct_key(o), o->key_len);
+
+	o->hash = (uint32_t)h;
+	if (ht_insert(t, o, h) != 0)
+		return -ENOMEM;
+	obj_pins_account(t, o, +1);
+	t->value_bytes += o->size * o->nrep;
+	return 0;
+}
+
 static int
 proc_add(struct tide_mc_table *t, struct mct_obj *o, const struct tide_mc_uuid *client,
 	 uint64_t now, uint8_t pin_action, uint64_t pin_ttl)
@@ -307,6 +334,9 @@ obj_pins_account(struct tide_mc_table *t, const struct mct_obj *o, int dir)
 void
 mct_obj_erase(struct tide_mc_table *t, struct mct_obj *o, int how, uint64_t release_at)
 {
+	/* Only COMPLETE objects were journaled; a PROCESSING one was never acknowledged. */
+	if (!(o->flags & MCT_OF_PROCESSING))
+		mct_j_obj_del(t, o);
 	for (unsigned i = 0; i < o->nrep; i++) {
 		if (how == MCT_FREE_LATER)
 			mct_discard(t, &o->rep[i], o->size, release_at);
@@ -712,6 +742,7 @@ end_locked(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 	proc_del(t, o);
 	if (o->lease_ms < now)
 		o->lease_ms = now; /* a 0 ms lease, as stock */
+	mct_j_obj_set(t, o, now);
 	return 0;
 }
 

@@ -129,6 +129,13 @@ struct tide_mc_table {
 	uint64_t evict_skipped_unread;
 	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
 	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
+
+	/* Journal (mc_table_journal.c): records of committed changes, numbered. */
+	tide_mc_table_journal_fn jfn; /* NULL: no journal */
+	void *jctx;
+	uint64_t jseq; /* last record number; written under lock, read with __atomic */
+	uint8_t *jbuf; /* encoding scratch, grows to the largest record */
+	size_t jcap;
 };
 
 static inline void
@@ -152,6 +159,25 @@ void mct_obj_erase(struct tide_mc_table *t, struct mct_obj *o, int how, uint64_t
 int mct_drop_seg_replicas(struct tide_mc_table *t, uint32_t idx);
 void mct_reclaim_puts(struct tide_mc_table *t, const struct tide_mc_uuid *dead, uint64_t now);
 void mct_evict(struct tide_mc_table *t, uint64_t now);
+
+/* mc_table.c: for the journal's replay (lock held). */
+struct mct_obj *mct_obj_new(const struct tide_mc_str *key, uint64_t len, unsigned nrep);
+struct mct_obj *mct_obj_find(struct tide_mc_table *t, const char *key, size_t len);
+/* Insert a new COMPLETE object (hash set here); pins and value bytes accounted. */
+int mct_obj_insert(struct tide_mc_table *t, struct mct_obj *o);
+
+/* mc_table_seg.c */
+int mct_seg_add(struct tide_mc_table *t, const struct tide_mc_segment *g,
+		const struct tide_mc_uuid *client);
+int32_t mct_seg_find(const struct tide_mc_table *t, const struct tide_mc_uuid *id);
+void mct_seg_unmount(struct tide_mc_table *t, uint32_t idx);
+int mct_client_add(struct tide_mc_table *t, const struct tide_mc_uuid *id, uint64_t now);
+
+/* mc_table_journal.c: emit a record when a journal is set (lock held). */
+void mct_j_obj_set(struct tide_mc_table *t, const struct mct_obj *o, uint64_t now);
+void mct_j_obj_del(struct tide_mc_table *t, const struct mct_obj *o);
+void mct_j_seg_add(struct tide_mc_table *t, const struct mct_seg *s);
+void mct_j_seg_del(struct tide_mc_table *t, const struct mct_seg *s);
 
 /* mc_table_seg.c */
 uint64_t mct_rand(struct tide_mc_table *t);

@@ -134,6 +134,7 @@ tide_mc_table_destroy(struct tide_mc_table *t)
 	free(t->proc);
 	free(t->disc);
 	free(t->clients);
+	free(t->jbuf);
 	pthread_mutex_destroy(&t->re_lock);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -462,6 +463,7 @@ seg_add(struct tide_mc_table *t, const struct tide_mc_segment *g, const struct t
 	t->segs[idx] = s;
 	t->nsegs++;
 	t->capacity += s->managed;
+	mct_j_seg_add(t, s);
 	TIDE_LOG(INFO, "mounted segment %.*s (%.*s) base 0x%llx size %llu", (int)s->name_len,
 		 s->name, (int)s->endpoint_len, s->endpoint, (unsigned long long)s->base,
 		 (unsigned long long)s->size);
@@ -485,11 +487,37 @@ seg_unmount(struct tide_mc_table *t, uint32_t idx)
 		return;
 	}
 	TIDE_LOG(INFO, "unmounted segment %.*s", (int)s->name_len, s->name);
+	mct_j_seg_del(t, s);
 	t->capacity -= s->managed;
 	t->alloc_bytes -= s->used;
 	t->segs[idx] = NULL;
 	t->nsegs--;
 	seg_free(s);
+}
+
+int
+mct_seg_add(struct tide_mc_table *t, const struct tide_mc_segment *g,
+	    const struct tide_mc_uuid *client)
+{
+	return seg_add(t, g, client);
+}
+
+int32_t
+mct_seg_find(const struct tide_mc_table *t, const struct tide_mc_uuid *id)
+{
+	return seg_find(t, id);
+}
+
+void
+mct_seg_unmount(struct tide_mc_table *t, uint32_t idx)
+{
+	seg_unmount(t, idx);
+}
+
+int
+mct_client_add(struct tide_mc_table *t, const struct tide_mc_uuid *id, uint64_t now)
+{
+	return client_touch(t, id, now) != NULL ? 0 : -ENOMEM;
 }
 
 int

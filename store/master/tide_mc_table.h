@@ -562,6 +562,77 @@ int tide_mc_table_remove_by_regex(struct tide_mc_table *t, const struct tide_mc_
  */
 int64_t tide_mc_table_remove_all(struct tide_mc_table *t, bool force, uint64_t now_ms);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Journal: the table's committed changes as records, for replication (store/master/ha)       */
+/* ------------------------------------------------------------------------------------------ */
+
+/**
+ * Receives one journal record. Called with the table lock held, from the
+ * thread whose call made the change (any RPC thread, or the tick): copy the
+ * record and return at once, no I/O, no call back into the table. It cannot
+ * refuse a record; a journal that cannot keep one must stop the master from
+ * acknowledging anything after it.
+ * \param seq  the record's number: the previous record's + 1.
+ * \param rec  len bytes, valid only during the call.
+ */
+typedef void (*tide_mc_table_journal_fn)(void *ctx, uint64_t seq, const void *rec, size_t len);
+
+/** Receives one record of a snapshot; non-zero stops the snapshot with that value. */
+typedef int (*tide_mc_table_snapshot_fn)(void *ctx, const void *rec, size_t len);
+
+/**
+ * Start (fn non-NULL) or stop (NULL) journaling. Records describe the
+ * changes a client was told of, and those the master made itself: a segment
+ * mounted (MountSegment, a new one in ReMountSegment), a segment unmounted
+ * (UnmountSegment, a graceful one coming due, client expiry), an object
+ * COMPLETE (PutEnd, UpsertEnd and their batches: key, size, checksum, pins,
+ * writer, replicas as segment id + offset) and a COMPLETE object erased
+ * (Remove and its variants, eviction, replacement by an upsert, last replica
+ * lost with its segment). Not journaled: PROCESSING objects (a put not yet
+ * ended is not acknowledged), leases, reads (the pin_unread mark), delayed
+ * releases, the draining state of a graceful unmount and client liveness.
+ * \param last_seq  number of the last record already journaled (the next is
+ *                  last_seq + 1): continue a log after replaying it.
+ * \return 0; -EINVAL t NULL. Thread: any (internal lock).
+ */
+int tide_mc_table_journal_set(struct tide_mc_table *t, tide_mc_table_journal_fn fn, void *ctx,
+			      uint64_t last_seq);
+
+/**
+ * Number of the last journal record emitted (0 before any). A reply built
+ * after a change is durable once the journal has stored every record up to
+ * the value read after the change. Thread: any (lock-free read).
+ */
+uint64_t tide_mc_table_journal_seq(const struct tide_mc_table *t);
+
+/**
+ * Apply one journal or snapshot record to this table (a standby replaying
+ * the log before it serves). Objects come back COMPLETE at the journaled
+ * offsets, with a read lease of default_kv_lease_ttl from now_ms (a reader
+ * of the old leader may still be reading them) and a soft pin's remaining
+ * time from now_ms; a segment's owner is known again as a client that must
+ * remount (its TTL starts at now_ms). Records are not journaled again.
+ * \return 0; -EBADMSG a malformed or unknown record; -ENOENT an object on a
+ *         segment that is not mounted; -EEXIST a segment id mounted with
+ *         other attributes, or a replica overlapping allocated space;
+ *         -ENOMEM. The table is unchanged on failure.
+ * Thread: any (internal lock).
+ */
+int tide_mc_table_journal_apply(struct tide_mc_table *t, const void *rec, size_t len,
+				uint64_t now_ms);
+
+/**
+ * The whole journaled state as records (every segment, then every COMPLETE
+ * object), taken atomically: applied to an empty table in order, followed
+ * by the journal's records after *seq, they rebuild this table.
+ * \param[out] seq  the journal record number the snapshot includes.
+ * \return 0; fn's non-zero value; -ENOMEM.
+ * Thread: any. Holds the table lock for the whole walk: O(#objects), every
+ * record copied once (about 100 ms per million objects here).
+ */
+int tide_mc_table_journal_snapshot(struct tide_mc_table *t, tide_mc_table_snapshot_fn fn, void *ctx,
+				   uint64_t now_ms, uint64_t *seq);
+
 #ifdef __cplusplus
 }
 #endif
