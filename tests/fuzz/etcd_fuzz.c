@@ -8,10 +8,11 @@
  * reports the input's HTTP status. No socket is opened.
  *
  * Input: byte 0 the call (get, put, create, delete, grant, keepalive, revoke,
- * wait_change), byte 1 the status (0: 200, 1: 404, 2: 500, else 200), byte 2
- * the chunk size (0: one chunk), then the reply body.
+ * wait_change, range, delete_range, txn_if_created, compact), byte 1 the status (0: 200, 1: 404, 2:
+ * 500, else 200), byte 2 the chunk size (0: one chunk), then the reply body.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -89,7 +90,22 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 {
 	static struct tide_etcd *e;
 	static const long statuses[] = {200, 404, 500};
-	struct tide_etcd_kv kv;
+	static const struct tide_etcd_op ops[] = {
+		{.type = TIDE_ETCD_OP_PUT,
+		 .key = "k/a",
+		 .key_len = 3,
+		 .value = "v",
+		 .value_len = 1,
+		 .lease = 7},
+		{.type = TIDE_ETCD_OP_DELETE,
+		 .key = "k/",
+		 .key_len = 2,
+		 .range_end = "k0",
+		 .range_end_len = 2},
+	};
+	struct tide_etcd_kv kv, *kvs = NULL;
+	size_t nkv = 0;
+	bool more = false;
 	int64_t v = 0;
 	int rc = 0;
 
@@ -101,7 +117,7 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 	cur_chunk = d[2];
 	cur_body = d + 3;
 	cur_len = n - 3;
-	switch (d[0] % 8) {
+	switch (d[0] % 12) {
 	case 0:
 		rc = tide_etcd_get(e, "k", 1, &kv, &v);
 		if (rc == 0 && (kv.key == NULL || kv.value == NULL || kv.key[kv.key_len] != '\0' ||
@@ -129,13 +145,37 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 	case 6:
 		rc = tide_etcd_lease_revoke(e, 7);
 		break;
-	default:
+	case 7:
 		rc = tide_etcd_wait_change(e, "k", 1, 3, 1000, &v);
 		if (rc > 1)
 			__builtin_trap();
 		break;
+	case 8:
+		/* [k/, k0) with limit 2: what comes back must be what was asked. */
+		rc = tide_etcd_range(e, "k/", 2, "k0", 2, 2, &kvs, &nkv, &more, &v);
+		if (rc != 0 && (kvs != NULL || nkv != 0 || more))
+			__builtin_trap();
+		if (rc == 0 && (nkv > 2 || (nkv == 0) != (kvs == NULL) || (more && nkv != 2)))
+			__builtin_trap();
+		for (size_t i = 0; rc == 0 && i < nkv; i++)
+			if (kvs[i].key_len < 2 || memcmp(kvs[i].key, "k/", 2) != 0 ||
+			    kvs[i].value[kvs[i].value_len] != '\0')
+				__builtin_trap();
+		tide_etcd_kvs_free(kvs, nkv);
+		break;
+	case 9:
+		rc = tide_etcd_delete_range(e, "k/", 2, "k0", 2, &v);
+		if (rc == 0 && v < 0)
+			__builtin_trap();
+		break;
+	case 10:
+		rc = tide_etcd_txn_if_created(e, "k", 1, 5, ops, 2, &v);
+		break;
+	default:
+		rc = tide_etcd_compact(e, 5);
+		break;
 	}
-	if (rc > 0 && d[0] % 8 != 7)
+	if (rc > 0 && d[0] % 12 != 7)
 		__builtin_trap(); /* only wait_change answers 1 */
 	return 0;
 }

@@ -3,7 +3,8 @@
  * engine/etcd without an etcd: endpoint lists, and every call against a
  * loopback HTTP server that answers with canned gateway replies, including
  * the ones a confused or hostile endpoint could send (errors, junk, missing
- * fields, bad base64). The same calls against a real etcd are etcd_it.
+ * fields, bad base64, ranges out of order or past their limit). The same
+ * calls against a real etcd are etcd_it.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -443,6 +444,353 @@ test_watch(void)
 	fake_stop(f);
 }
 
+/* A reply's kvs entry for a base64 key (value "dg==", "v"). */
+#define KV(k64) "{\"key\":\"" k64 "\",\"value\":\"dg==\",\"create_revision\":\"2\"}"
+#define HDR     "{\"header\":{\"revision\":\"40\"}"
+
+static int
+requests(struct fake *f)
+{
+	int n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->requests;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+static void
+test_range_decodes_page(void)
+{
+	struct fake *f = fake_start();
+	struct tide_etcd *e = open_fake(f);
+	struct tide_etcd_kv *kvs = NULL;
+	size_t n = 9;
+	bool more = false;
+	int64_t hrev = 0;
+
+	/* "p/a", "p/b" of [p/, p0) with limit 2 and more behind them. */
+	fake_reply(f, 200,
+		   HDR ",\"kvs\":[" KV("cC9h") "," KV("cC9i") "],\"more\":true,\"count\":\"3\"}");
+	TIDE_UT_OK(tide_etcd_range(e, "p/", 2, "p0", 2, 2, &kvs, &n, &more, &hrev));
+	CU_ASSERT_STRING_EQUAL(f->path, "/v3/kv/range");
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"key\":\"cC8=\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"range_end\":\"cDA=\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"limit\":\"2\""));
+	/* No sort order: etcd 3.4 would read the whole range for every page. */
+	CU_ASSERT_PTR_NULL(strstr(f->req, "sort"));
+	CU_ASSERT_EQUAL_FATAL(n, 2);
+	CU_ASSERT(more);
+	CU_ASSERT_EQUAL(hrev, 40);
+	CU_ASSERT_STRING_EQUAL(kvs[0].key, "p/a");
+	CU_ASSERT_STRING_EQUAL(kvs[1].key, "p/b");
+	CU_ASSERT_STRING_EQUAL(kvs[1].value, "v");
+	CU_ASSERT_EQUAL(kvs[1].create_revision, 2);
+	tide_etcd_kvs_free(kvs, n);
+	/* Nothing in range: no "kvs", no "more". */
+	fake_reply(f, 200, HDR "}");
+	more = true;
+	TIDE_UT_OK(tide_etcd_range(e, "p/", 2, "p0", 2, 2, &kvs, &n, &more, &hrev));
+	CU_ASSERT_EQUAL(n, 0);
+	CU_ASSERT_PTR_NULL(kvs);
+	CU_ASSERT(!more);
+	/* No limit: none sent; range_end NULL is just key, whatever its length says. */
+	fake_reply(f, 200, HDR ",\"kvs\":[" KV("cC8=") "]}");
+	TIDE_UT_OK(tide_etcd_range(e, "p/", 2, NULL, 5, 0, &kvs, &n, NULL, NULL));
+	CU_ASSERT_PTR_NULL(strstr(f->req, "limit"));
+	CU_ASSERT_PTR_NULL(strstr(f->req, "range_end"));
+	CU_ASSERT_EQUAL(n, 1);
+	tide_etcd_kvs_free(kvs, n);
+	/* A huge limit travels as a string; range_end "\0" has no upper bound. */
+	fake_reply(f, 200, HDR ",\"kvs\":[" KV("cC9h") "," KV("eno=") "]}");
+	TIDE_UT_OK(tide_etcd_range(e, "p/", 2, "", 1, INT64_MAX, &kvs, &n, &more, NULL));
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"limit\":\"9223372036854775807\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"range_end\":\"AA==\""));
+	CU_ASSERT_EQUAL(n, 2);
+	CU_ASSERT(!more);
+	tide_etcd_kvs_free(kvs, n);
+	tide_etcd_kvs_free(NULL, 3);
+	tide_etcd_close(e);
+	fake_stop(f);
+}
+
+static void
+test_range_hostile_replies(void)
+{
+	struct fake *f = fake_start();
+	struct tide_etcd *e = open_fake(f);
+	struct tide_etcd_kv *kvs = (struct tide_etcd_kv *)1, kv;
+	size_t n = 9;
+	bool more = true;
+	int before;
+	/* Each answers [p/, p0) with limit 2 (0 where said): every one is -EBADMSG. */
+	static const struct {
+		int64_t limit;
+		const char *reply;
+	} junk[] = {
+		{2, HDR ",\"kvs\":{}}"},                                 /* kvs not an array */
+		{2, HDR ",\"kvs\":[5]}"},                                /* not an object */
+		{2, HDR ",\"kvs\":[{\"value\":\"dg==\"}]}"},             /* a kv without key */
+		{2, HDR ",\"kvs\":[" KV("cC9h") ",{\"key\":\"%%%\"}]}"}, /* bad base64, 2nd */
+		{2, HDR ",\"kvs\":[" KV("cC9h") "," KV("cC9i") "],\"more\":\"true\"}"},
+		{2, HDR ",\"kvs\":[" KV("cC9h") "," KV("cC9i") "],\"more\":1}"},
+		{0, HDR ",\"kvs\":[" KV("cC9h") "],\"more\":true}"},  /* more with no limit */
+		{2, HDR ",\"kvs\":[" KV("cC9h") "],\"more\":true}"},  /* more short of it */
+		{1, HDR ",\"kvs\":[" KV("cC9h") "," KV("cC9i") "]}"}, /* past the limit */
+		{2, HDR ",\"kvs\":[" KV("cC4=") "]}"},                /* "p." below the range */
+		{2, HDR ",\"kvs\":[" KV("cDA=") "]}"},                /* "p0" is its end */
+		{2, HDR ",\"kvs\":[" KV("cC9i") "," KV("cC9h") "]}"}, /* out of order */
+		{2, HDR ",\"kvs\":[" KV("cC9h") "," KV("cC9h") "]}"}, /* the same key twice */
+		{2, "{\"kvs\":[]}"},                                  /* no header */
+		{2, "[]"},
+	};
+
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		fake_reply(f, 200, junk[i].reply);
+		CU_ASSERT_EQUAL(
+			tide_etcd_range(e, "p/", 2, "p0", 2, junk[i].limit, &kvs, &n, &more, NULL),
+			-EBADMSG);
+		CU_ASSERT_PTR_NULL(kvs);
+		CU_ASSERT_EQUAL(n, 0);
+		CU_ASSERT(!more);
+	}
+	/* A get is a range of one key: another key, or the key twice, is junk. */
+	fake_reply(f, 200, HDR ",\"kvs\":[" KV("cC9h") "]}");
+	CU_ASSERT_EQUAL(tide_etcd_get(e, "p/b", 3, &kv, NULL), -EBADMSG);
+	fake_reply(f, 200, HDR ",\"kvs\":[" KV("cC9i") "," KV("cC9i") "]}");
+	CU_ASSERT_EQUAL(tide_etcd_get(e, "p/b", 3, &kv, NULL), -EBADMSG);
+	CU_ASSERT_PTR_NULL(kv.key);
+	/* Arguments: refused before any request. */
+	before = requests(f);
+	CU_ASSERT_EQUAL(tide_etcd_range(NULL, "p", 1, NULL, 0, 0, &kvs, &n, NULL, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_range(e, NULL, 1, NULL, 0, 0, &kvs, &n, NULL, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_range(e, "p", 0, NULL, 0, 0, &kvs, &n, NULL, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_range(e, "p", 1, NULL, 0, -1, &kvs, &n, NULL, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_range(e, "p", 1, NULL, 0, 0, NULL, &n, NULL, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_range(e, "p", 1, NULL, 0, 0, &kvs, NULL, NULL, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_get(e, "p", 1, NULL, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(requests(f), before);
+	tide_etcd_close(e);
+	fake_stop(f);
+}
+
+static void
+test_prefix_end(void)
+{
+	static const struct {
+		const char *prefix, *end;
+		size_t prefix_len, end_len;
+	} cases[] = {
+		{"a/", "a0", 2, 2},
+		{"a\xff", "b", 2, 1}, /* trailing 0xff dropped */
+		{"a\xff\xff", "b", 3, 1},
+		{"a\xfe\xff", "a\xff", 3, 2}, /* 0xfe + 1 = 0xff stays */
+		{"a\x00", "a\x01", 2, 2},
+		{"\x00", "\x01", 1, 1},
+		{"\xff", "\x00", 1, 1}, /* only 0xff: "\0", no upper bound */
+		{"\xff\xff\xff", "\x00", 3, 1},
+	};
+	char out[8], in_place[4] = "ab\xff";
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		memset(out, '#', sizeof(out));
+		CU_ASSERT_EQUAL(tide_etcd_prefix_end(cases[i].prefix, cases[i].prefix_len, out),
+				cases[i].end_len);
+		CU_ASSERT(memcmp(out, cases[i].end, cases[i].end_len) == 0);
+		/* Nothing written past the end's length (out need hold prefix_len only). */
+		CU_ASSERT_EQUAL(out[cases[i].prefix_len], '#');
+	}
+	/* An empty prefix: nothing written. */
+	memset(out, '#', sizeof(out));
+	CU_ASSERT_EQUAL(tide_etcd_prefix_end("", 0, out), 0);
+	CU_ASSERT_EQUAL(out[0], '#');
+	/* In place. */
+	CU_ASSERT_EQUAL(tide_etcd_prefix_end(in_place, 3, in_place), 2);
+	CU_ASSERT(memcmp(in_place, "ac", 2) == 0);
+}
+
+static void
+test_delete_range(void)
+{
+	struct fake *f = fake_start();
+	struct tide_etcd *e = open_fake(f);
+	int64_t deleted = -1;
+	int before;
+	const char *junk[] = {
+		HDR ",\"deleted\":\"x\"}", HDR ",\"deleted\":\"-1\"}", HDR ",\"deleted\":true}",
+		"{\"deleted\":\"3\"}", /* no header */
+	};
+
+	fake_reply(f, 200, HDR ",\"deleted\":\"300\"}");
+	TIDE_UT_OK(tide_etcd_delete_range(e, "p/", 2, "p0", 2, &deleted));
+	CU_ASSERT_EQUAL(deleted, 300);
+	CU_ASSERT_STRING_EQUAL(f->path, "/v3/kv/deleterange");
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"key\":\"cC8=\""));
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"range_end\":\"cDA=\""));
+	/* None: "deleted" left out. Just key: no range_end. */
+	fake_reply(f, 200, HDR "}");
+	TIDE_UT_OK(tide_etcd_delete_range(e, "p/", 2, NULL, 0, &deleted));
+	CU_ASSERT_EQUAL(deleted, 0);
+	CU_ASSERT_PTR_NULL(strstr(f->req, "range_end"));
+	TIDE_UT_OK(tide_etcd_delete_range(e, "p/", 2, "p0", 2, NULL));
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		fake_reply(f, 200, junk[i]);
+		deleted = -1;
+		CU_ASSERT_EQUAL(tide_etcd_delete_range(e, "p/", 2, "p0", 2, &deleted), -EBADMSG);
+		CU_ASSERT_EQUAL(deleted, 0);
+	}
+	fake_reply(f, 500, "{\"error\":\"etcdserver: request timed out\",\"code\":14}");
+	CU_ASSERT_EQUAL(tide_etcd_delete_range(e, "p/", 2, "p0", 2, &deleted), -EPROTO);
+	before = requests(f);
+	CU_ASSERT_EQUAL(tide_etcd_delete_range(e, NULL, 2, NULL, 0, &deleted), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_delete_range(e, "p", 0, NULL, 0, &deleted), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_delete_range(NULL, "p", 1, NULL, 0, &deleted), -EINVAL);
+	CU_ASSERT_EQUAL(requests(f), before);
+	tide_etcd_close(e);
+	fake_stop(f);
+}
+
+static void
+test_txn_if_created(void)
+{
+	struct fake *f = fake_start();
+	struct tide_etcd *e = open_fake(f);
+	struct tide_etcd_op ops[TIDE_ETCD_TXN_MAX_OPS + 1] = {
+		{.type = TIDE_ETCD_OP_PUT,
+		 .key = "s/a",
+		 .key_len = 3,
+		 .value = "1",
+		 .value_len = 1,
+		 .lease = 5},
+		{.type = TIDE_ETCD_OP_DELETE,
+		 .key = "s/o/",
+		 .key_len = 4,
+		 .range_end = "s/o0",
+		 .range_end_len = 4},
+		{.type = TIDE_ETCD_OP_PUT, .key = "s/b", .key_len = 3}, /* empty value */
+	};
+	int64_t rev = -1;
+	int before;
+	const char *put, *del;
+
+	fake_reply(f, 200,
+		   "{\"header\":{\"revision\":\"31\"},\"succeeded\":true,\"responses\":[]}");
+	TIDE_UT_OK(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, &rev));
+	CU_ASSERT_EQUAL(rev, 31);
+	CU_ASSERT_STRING_EQUAL(f->path, "/v3/kv/txn");
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req,
+				      "\"compare\":[{\"key\":\"bGVhZA==\",\"target\":\"CREATE\","
+				      "\"result\":\"EQUAL\",\"create_revision\":\"17\"}]"));
+	put = strstr(f->req,
+		     "{\"request_put\":{\"key\":\"cy9h\",\"value\":\"MQ==\",\"lease\":\"5\"}}");
+	del = strstr(
+		f->req,
+		"{\"request_delete_range\":{\"key\":\"cy9vLw==\",\"range_end\":\"cy9vMA==\"}}");
+	CU_ASSERT(put != NULL && del != NULL && put < del); /* in order */
+	CU_ASSERT_PTR_NOT_NULL(
+		strstr(f->req, "{\"request_put\":{\"key\":\"cy9i\",\"value\":\"\"}}"));
+	/* The comparison failed: "succeeded" left out, or false; rev untouched. */
+	rev = -1;
+	fake_reply(f, 200, "{\"header\":{\"revision\":\"32\"}}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, &rev), -ESTALE);
+	CU_ASSERT_EQUAL(rev, -1);
+	fake_reply(f, 200, "{\"header\":{\"revision\":\"32\"},\"succeeded\":false}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, NULL), -ESTALE);
+	/* Junk: "succeeded" not a bool, no header. */
+	fake_reply(f, 200, "{\"header\":{\"revision\":\"32\"},\"succeeded\":\"true\"}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, NULL), -EBADMSG);
+	fake_reply(f, 200, "{\"header\":{\"revision\":\"32\"},\"succeeded\":1}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, NULL), -EBADMSG);
+	fake_reply(f, 200, "{\"succeeded\":true}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, NULL), -EBADMSG);
+	/* etcd's refusals, as etcd 3.4 words them. */
+	fake_reply(f, 404,
+		   "{\"error\":\"etcdserver: requested lease not found\",\"message\":\"etcdserver: "
+		   "requested lease not found\",\"code\":5}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, NULL), -ENOENT);
+	fake_reply(f, 400,
+		   "{\"error\":\"etcdserver: duplicate key given in txn request\",\"message\":"
+		   "\"etcdserver: duplicate key given in txn request\",\"code\":3}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, NULL), -EINVAL);
+	fake_reply(f, 500, "{\"error\":\"etcdserver: request timed out\",\"code\":14}");
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 3, NULL), -EPROTO);
+	/* The most operations: all sent. */
+	for (size_t i = 3; i < TIDE_ETCD_TXN_MAX_OPS + 1; i++)
+		ops[i] = (struct tide_etcd_op){
+			.type = TIDE_ETCD_OP_DELETE, .key = "k", .key_len = 1};
+	fake_reply(f, 200, "{\"header\":{\"revision\":\"33\"},\"succeeded\":true}");
+	TIDE_UT_OK(tide_etcd_txn_if_created(e, "lead", 4, 0, ops, TIDE_ETCD_TXN_MAX_OPS, NULL));
+	CU_ASSERT_PTR_NOT_NULL(strstr(f->req, "\"create_revision\":\"0\""));
+	/* Arguments: refused before any request. */
+	before = requests(f);
+	CU_ASSERT_EQUAL(
+		tide_etcd_txn_if_created(e, "lead", 4, 17, ops, TIDE_ETCD_TXN_MAX_OPS + 1, NULL),
+		-EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, ops, 0, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, NULL, 1, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, NULL, 4, 17, ops, 1, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 0, 17, ops, 1, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, -1, ops, 1, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_txn_if_created(NULL, "lead", 4, 17, ops, 1, NULL), -EINVAL);
+	const struct tide_etcd_op bad_ops[] = {
+		{.type = TIDE_ETCD_OP_PUT, .key = NULL, .key_len = 1},
+		{.type = TIDE_ETCD_OP_PUT, .key = "k", .key_len = 0},
+		{.type = TIDE_ETCD_OP_PUT, .key = "k", .key_len = 1, .value = NULL, .value_len = 3},
+		{.type = TIDE_ETCD_OP_PUT, .key = "k", .key_len = 1, .lease = -1},
+		{.type = (enum tide_etcd_op_type)7, .key = "k", .key_len = 1},
+		{.type = TIDE_ETCD_OP_DELETE, .key = NULL, .key_len = 0},
+	};
+	for (size_t i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
+		/* The bad one last: every operation is checked. */
+		struct tide_etcd_op two[2] = {ops[0], bad_ops[i]};
+
+		CU_ASSERT_EQUAL(tide_etcd_txn_if_created(e, "lead", 4, 17, two, 2, NULL), -EINVAL);
+	}
+	CU_ASSERT_EQUAL(tide_etcd_create(e, "lead", 4, "v", 1, -5, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(requests(f), before);
+	tide_etcd_close(e);
+	fake_stop(f);
+}
+
+static void
+test_compact(void)
+{
+	struct fake *f = fake_start();
+	struct tide_etcd *e = open_fake(f);
+	int before;
+
+	fake_reply(f, 200, "{\"header\":{\"revision\":\"50\"}}");
+	TIDE_UT_OK(tide_etcd_compact(e, 42));
+	CU_ASSERT_STRING_EQUAL(f->path, "/v3/kv/compaction");
+	CU_ASSERT_STRING_EQUAL(f->req, "{\"revision\":\"42\"}");
+	/* Compacted already (etcd 3.4's answer, HTTP 400, gRPC code 11): done. */
+	fake_reply(f, 400,
+		   "{\"error\":\"etcdserver: mvcc: required revision has been compacted\","
+		   "\"message\":\"etcdserver: mvcc: required revision has been compacted\","
+		   "\"code\":11}");
+	TIDE_UT_OK(tide_etcd_compact(e, 42));
+	/* Past the head (same status and code, another message): the caller's mistake. */
+	fake_reply(f, 400,
+		   "{\"error\":\"etcdserver: mvcc: required revision is a future revision\","
+		   "\"message\":\"etcdserver: mvcc: required revision is a future revision\","
+		   "\"code\":11}");
+	CU_ASSERT_EQUAL(tide_etcd_compact(e, 4200), -EINVAL);
+	/* Other errors and junk. */
+	fake_reply(f, 400, "{\"error\":\"etcdserver: something else\",\"code\":11}");
+	CU_ASSERT_EQUAL(tide_etcd_compact(e, 42), -EPROTO);
+	fake_reply(f, 200, "[]");
+	CU_ASSERT_EQUAL(tide_etcd_compact(e, 42), -EBADMSG);
+	fake_reply(f, 200, "{}");
+	CU_ASSERT_EQUAL(tide_etcd_compact(e, 42), -EBADMSG);
+	before = requests(f);
+	CU_ASSERT_EQUAL(tide_etcd_compact(e, 0), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_compact(e, -3), -EINVAL);
+	CU_ASSERT_EQUAL(tide_etcd_compact(NULL, 3), -EINVAL);
+	CU_ASSERT_EQUAL(requests(f), before);
+	tide_etcd_close(e);
+	fake_stop(f);
+}
+
 static void
 register_tests(void)
 {
@@ -456,6 +804,12 @@ register_tests(void)
 	CU_add_test(s, "create_and_leases", test_create_and_leases);
 	CU_add_test(s, "failover_to_next_endpoint", test_failover_to_next_endpoint);
 	CU_add_test(s, "watch", test_watch);
+	CU_add_test(s, "range_decodes_page", test_range_decodes_page);
+	CU_add_test(s, "range_hostile_replies", test_range_hostile_replies);
+	CU_add_test(s, "prefix_end", test_prefix_end);
+	CU_add_test(s, "delete_range", test_delete_range);
+	CU_add_test(s, "txn_if_created", test_txn_if_created);
+	CU_add_test(s, "compact", test_compact);
 }
 
 TIDE_UT_MAIN(register_tests)
