@@ -30,6 +30,7 @@
 #include "tide_log.h"
 #include "tide_nodeenv.h"
 #include "tide_master_ha.h"
+#include "tide_master_log.h"
 #include "tide_mc_server.h"
 
 enum ftype {
@@ -545,6 +546,9 @@ usage(void)
 struct ha_ctx {
 	struct tide_mc_server_opts *o;
 	struct tide_mc_server *s;
+	struct tide_master_log *log; /* while leading: the table's journal in etcd */
+	const char *endpoints, *cluster_id;
+	atomic_bool log_failed;
 	atomic_bool stop;
 	sigset_t set;
 	char self[96];
@@ -565,12 +569,58 @@ ha_signal_main(void *arg)
 	return NULL;
 }
 
-static int
-ha_serve(void *arg)
+static void
+ha_log_durable(void *arg, uint64_t seq)
 {
 	struct ha_ctx *c = arg;
-	int rc = tide_mc_server_start_rpc(c->s);
 
+	tide_mc_server_set_durable(c->s, seq);
+}
+
+static void
+ha_log_failed(void *arg, int err)
+{
+	struct ha_ctx *c = arg;
+
+	TIDE_LOG(ERR, "HA: the table journal stopped (%s): leaving the leadership", strerror(-err));
+	atomic_store(&c->log_failed, true);
+}
+
+static bool
+ha_healthy(void *arg)
+{
+	struct ha_ctx *c = arg;
+
+	return !atomic_load(&c->log_failed);
+}
+
+/* Won: rebuild the table from etcd, journal it there from now on, and only then
+ * open the RPC port, with every reply held until what it reports is in etcd. */
+static int
+ha_serve(void *arg, const char *key, int64_t view)
+{
+	struct ha_ctx *c = arg;
+	struct tide_mc_table *t = tide_mc_server_table(c->s);
+	struct tide_master_log_opts lo = {.endpoints = c->endpoints,
+					  .cluster_id = c->cluster_id,
+					  .fence_key = key,
+					  .fence_rev = view,
+					  .durable = ha_log_durable,
+					  .failed = ha_log_failed,
+					  .arg = c};
+	uint64_t last = 0;
+	bool damaged = false;
+	int rc;
+
+	atomic_store(&c->log_failed, false);
+	rc = tide_master_log_replay(&lo, t, &last, &damaged);
+	if (rc == 0)
+		rc = tide_master_log_start(&lo, t, last, damaged, &c->log);
+	/* After the journal is numbered on from the log: nothing replayed is waited for. */
+	if (rc == 0)
+		rc = tide_mc_server_hold_replies(c->s);
+	if (rc == 0)
+		rc = tide_mc_server_start_rpc(c->s);
 	if (rc == 0)
 		TIDE_LOG(NOTICE, "leader: serving RPC on %s", c->self);
 	return rc;
@@ -588,8 +638,13 @@ ha_unserve(void *arg)
 		/* Stop serving before the election revokes the lease: a successor must
 		 * not serve while this one still answers. main() frees the server. */
 		tide_mc_server_stop(c->s);
+		tide_master_log_stop(c->log);
+		c->log = NULL;
 		return;
 	}
+	/* The journal first: its writer reports to the server. */
+	tide_master_log_stop(c->log);
+	c->log = NULL;
 	tide_mc_server_destroy(c->s);
 	c->s = NULL;
 	rc = tide_mc_server_create(c->o, &c->s);
@@ -648,8 +703,10 @@ ha_flags(const struct tide_mc_server_opts *o, const char **endpoints)
 static int
 run_ha(struct tide_mc_server_opts *o, sigset_t *set)
 {
-	struct tide_master_ha_ops ops = {
-		.serve = ha_serve, .unserve = ha_unserve, .status = ha_status};
+	struct tide_master_ha_ops ops = {.serve = ha_serve,
+					 .unserve = ha_unserve,
+					 .status = ha_status,
+					 .healthy = ha_healthy};
 	struct tide_master_ha_opts ho = {0};
 	struct tide_mc_ha_view v0 = {.role = "standby", .state = "starting"};
 	struct ha_ctx c = {.o = o, .set = *set};
@@ -661,6 +718,9 @@ run_ha(struct tide_mc_server_opts *o, sigset_t *set)
 	snprintf(c.self, sizeof(c.self), "%s:%u", o->rpc_address, o->rpc_port);
 	ho.cluster_id = flags[FL_CLUSTER_ID].s;
 	ho.self = c.self;
+	c.endpoints = ho.endpoints;
+	c.cluster_id = ho.cluster_id;
+	atomic_init(&c.log_failed, false);
 	ho.ttl_s = (unsigned)flags[FL_HA_LEASE_TTL].i;
 	o->defer_rpc = true;
 	atomic_init(&c.stop, false);

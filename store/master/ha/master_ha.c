@@ -63,6 +63,12 @@ stopping(const struct ha *h)
 	return atomic_load(h->stop);
 }
 
+static bool
+unhealthy(const struct ha *h)
+{
+	return h->ops->healthy != NULL && !h->ops->healthy(h->arg);
+}
+
 /* Sleep ms in steps, returning early on stop. */
 static void
 nap(const struct ha *h, unsigned ms)
@@ -123,6 +129,7 @@ lead(struct ha *h, int64_t lease, int64_t view)
 	/* Stop serving one period before etcd could expire the lease. */
 	uint64_t deadline = tide_mono_ns() + ttl_ns - period_ns;
 	uint64_t next = tide_mono_ns() + period_ns;
+	bool unhealthy_exit = false;
 	int rc;
 
 	report(h, "leader", "serving", h->self, view);
@@ -134,10 +141,18 @@ lead(struct ha *h, int64_t lease, int64_t view)
 				 (unsigned)((ttl_ns - period_ns) / 1000000));
 			break;
 		}
+		if (unhealthy(h)) {
+			TIDE_LOG(ERR, "HA: this master cannot go on leading: stepping down");
+			unhealthy_exit = true;
+			break;
+		}
 		if (now < next) {
 			uint64_t until = next < deadline ? next : deadline;
 
-			nap(h, (unsigned)((until - now) / 1000000) + 1);
+			/* In steps of 100 ms at most, so an unhealthy master leaves soon. */
+			nap(h, (unsigned)((until - now) / 1000000) + 1 < 100
+				       ? (unsigned)((until - now) / 1000000) + 1
+				       : 100);
 			continue;
 		}
 		sent = tide_mono_ns();
@@ -156,7 +171,11 @@ lead(struct ha *h, int64_t lease, int64_t view)
 		}
 	}
 	h->ops->unserve(h->arg);
-	if (stopping(h)) {
+	if (unhealthy_exit) {
+		/* Hand over now; this master waits before it campaigns again. */
+		(void)tide_etcd_lease_revoke(h->e, lease);
+		nap(h, 1000);
+	} else if (stopping(h)) {
 		/* Hand over at once: revoking deletes master_view. */
 		rc = tide_etcd_lease_revoke(h->e, lease);
 		if (rc != 0)
@@ -222,7 +241,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 			continue;
 		}
 		TIDE_LOG(NOTICE, "HA: elected (view %" PRId64 ", lease %" PRId64 ")", rev, lease);
-		rc = ops->serve(arg);
+		rc = ops->serve(arg, h.key, rev);
 		if (rc != 0) {
 			TIDE_LOG(ERR, "HA: cannot serve: %s; releasing leadership", strerror(-rc));
 			ops->unserve(arg);

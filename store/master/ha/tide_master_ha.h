@@ -14,9 +14,8 @@
  * the old process is frozen longer than that (no fencing token exists in the
  * Mooncake protocol; stock has the same window).
  *
- * What this does not do (yet): replicate the object table. A new leader
- * starts empty and clients re-mount their segments, as stock's plain
- * --enable_ha.
+ * The object table is replicated by the caller (tide_master_log.h): serve()
+ * rebuilds it from etcd before it opens the RPC port.
  */
 #ifndef TIDE_MASTER_HA_H
 #define TIDE_MASTER_HA_H
@@ -50,14 +49,18 @@ struct tide_master_ha_status {
 };
 
 struct tide_master_ha_ops {
-	/** Won: start serving (open the RPC port). Non-zero: the lease is released and
-	 *  the election goes on (after a pause). */
-	int (*serve)(void *arg);
+	/** Won: start serving (open the RPC port). key is the master_view key held
+	 *  and view its create_revision (a fence for writes made as the leader).
+	 *  Non-zero: the lease is released and the election goes on (after a pause). */
+	int (*serve)(void *arg, const char *key, int64_t view);
 	/** Lost the lease (or stopping): stop serving; the next serve() must start from
 	 *  an empty object table. */
 	void (*unserve)(void *arg);
 	/** Role or leader changed. */
 	void (*status)(void *arg, const struct tide_master_ha_status *st);
+	/** Optional, asked every 100 ms while leading: false steps down (the lease is
+	 *  revoked, the election goes on after a pause). */
+	bool (*healthy)(void *arg);
 };
 
 /**

@@ -44,7 +44,8 @@ struct mc_conn {
 	uint8_t *rbuf;
 	size_t rlen, rcap;
 	struct tide_mc_buf wbuf;
-	size_t woff; /* bytes of wbuf already sent */
+	size_t woff;       /* bytes of wbuf already sent */
+	uint64_t hold_seq; /* journal record the newest reply waits for (hold) */
 };
 
 uint64_t
@@ -176,6 +177,13 @@ wpending(const struct mc_conn *c)
 	return c->wbuf.len - c->woff;
 }
 
+/* Whether the buffered replies may go: the journal stored what they report. */
+static bool
+released(const struct tide_mc_server *s, const struct mc_conn *c)
+{
+	return !s->hold || c->hold_seq <= __atomic_load_n(&s->durable, __ATOMIC_ACQUIRE);
+}
+
 /* Register the events the connection's state calls for. */
 static int
 conn_rearm(struct mc_worker *w, struct mc_conn *c)
@@ -183,7 +191,7 @@ conn_rearm(struct mc_worker *w, struct mc_conn *c)
 	uint32_t ev = EPOLLRDHUP;
 	struct epoll_event e;
 
-	if (wpending(c) > 0) {
+	if (wpending(c) > 0 && released(w->s, c)) {
 		ev |= EPOLLOUT;
 	}
 	if (c->draining ? wpending(c) == 0 : wpending(c) <= MC_WBUF_HIGH) {
@@ -201,13 +209,13 @@ conn_rearm(struct mc_worker *w, struct mc_conn *c)
 	return 0;
 }
 
-/* Send what is pending. 0 ok (maybe partial), -errno the connection is dead. */
+/* Send what is pending and released. 0 ok (maybe partial), -errno the connection is dead. */
 static int
-conn_flush(struct mc_conn *c)
+conn_flush(const struct tide_mc_server *s, struct mc_conn *c)
 {
 	ssize_t n;
 
-	while (wpending(c) > 0) {
+	while (wpending(c) > 0 && released(s, c)) {
 		n = send(c->fd, c->wbuf.data + c->woff, wpending(c), MSG_NOSIGNAL);
 		if (n < 0) {
 			if (errno == EINTR) {
@@ -293,6 +301,10 @@ serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len
 		rc = tide_mc_err_frame_encode(hdr.seq_num, TIDE_MC_ERRC_RPC_THROW_EXCEPTION,
 					      "result encoding failed", TIDE_MC_ENC_STOCK,
 					      &c->wbuf);
+	}
+	if (w->s->hold) {
+		/* Read after the call: covers every record it made (and any made before). */
+		c->hold_seq = tide_mc_table_journal_seq(w->s->table);
 	}
 	account(w, req.fn, mc_resp_failed(&resp), now_us() - t0);
 	tide_mc_req_free(&req);
@@ -444,7 +456,7 @@ conn_event(struct mc_worker *w, struct mc_conn *c, uint32_t ev)
 	int rc = 0;
 
 	if (ev & EPOLLOUT) {
-		rc = conn_flush(c);
+		rc = conn_flush(w->s, c);
 		/* Backpressure released: answer what was left buffered. */
 		if (rc == 0 && !c->draining && c->rlen > 0) {
 			rc = conn_process(w, c);
@@ -454,11 +466,11 @@ conn_event(struct mc_worker *w, struct mc_conn *c, uint32_t ev)
 		rc = conn_read(w, c);
 		/* A peer that half-closed still gets the answers it asked for. */
 		if (rc == -ECONNRESET && !c->draining && wpending(c) > 0) {
-			(void)conn_flush(c);
+			(void)conn_flush(w->s, c);
 		}
 	}
 	if (rc == 0) {
-		rc = conn_flush(c);
+		rc = conn_flush(w->s, c);
 	}
 	if (rc == 0 && c->draining && wpending(c) == 0) {
 		shutdown(c->fd, SHUT_WR);
@@ -510,6 +522,23 @@ worker_adopt(struct mc_worker *w)
 	free(q);
 }
 
+/* The journal moved on (or a wake for new connections): send replies it released. */
+static void
+release_held(struct mc_worker *w)
+{
+	struct mc_conn *c = w->conns, *next;
+
+	if (!w->s->hold) {
+		return;
+	}
+	for (; c != NULL; c = next) {
+		next = c->next; /* conn_event may close c */
+		if (wpending(c) > 0 && released(w->s, c) && !(c->evmask & EPOLLOUT)) {
+			conn_event(w, c, EPOLLOUT);
+		}
+	}
+}
+
 static void *
 worker_main(void *arg)
 {
@@ -534,6 +563,7 @@ worker_main(void *arg)
 						 strerror(errno));
 				}
 				worker_adopt(w);
+				release_held(w);
 				continue;
 			}
 			conn_event(w, evs[i].data.ptr, evs[i].events);
@@ -1005,6 +1035,30 @@ tide_mc_server_start_rpc(struct tide_mc_server *s)
 		TIDE_LOG(ERR, "RPC listener: epoll: %s", strerror(-rc));
 	}
 	return rc;
+}
+
+int
+tide_mc_server_hold_replies(struct tide_mc_server *s)
+{
+	if (s == NULL || __atomic_load_n(&s->rpc_lfd, __ATOMIC_ACQUIRE) >= 0) {
+		return -EINVAL;
+	}
+	__atomic_store_n(&s->durable, tide_mc_table_journal_seq(s->table), __ATOMIC_RELEASE);
+	s->hold = true;
+	return 0;
+}
+
+void
+tide_mc_server_set_durable(struct tide_mc_server *s, uint64_t seq)
+{
+	uint64_t cur = __atomic_load_n(&s->durable, __ATOMIC_RELAXED);
+
+	while (cur < seq && !__atomic_compare_exchange_n(&s->durable, &cur, seq, false,
+							 __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+	}
+	for (unsigned i = 0; i < s->nw; i++) {
+		wake(s->w[i].evfd);
+	}
 }
 
 int

@@ -108,6 +108,9 @@ struct tide_mc_server {
 	char ha_role[16], ha_state[24], ha_leader[96];
 	int64_t ha_view;
 	uint64_t refused_net; /* control thread writes, any thread reads (relaxed) */
+	/* Replies held until the journal is durable (tide_mc_server_hold_replies). */
+	bool hold;
+	uint64_t durable; /* journal records stored; __atomic */
 };
 
 /*

@@ -199,6 +199,24 @@ void tide_mc_server_destroy(struct tide_mc_server *s);
 int tide_mc_server_start_rpc(struct tide_mc_server *s);
 
 /**
+ * Hold every RPC reply until the table's journal has stored the changes
+ * made before it (HA with a replicated table): a reply built when the
+ * journal's number was N (tide_mc_table_journal_seq() after the call) is
+ * sent once tide_mc_server_set_durable() has reported a number >= N.
+ * Replies on one connection stay in order. Call before
+ * tide_mc_server_start_rpc(). \return 0; -EINVAL s NULL or RPC already
+ * started. Thread: any but the server's own.
+ */
+int tide_mc_server_hold_replies(struct tide_mc_server *s);
+
+/**
+ * The journal has stored every record up to seq: send the replies that were
+ * waiting for it. Numbers only grow (a smaller one is ignored).
+ * Thread: any (the journal's writer); wakes the workers.
+ */
+void tide_mc_server_set_durable(struct tide_mc_server *s, uint64_t seq);
+
+/**
  * Report HA role and state on the admin port: /health answers stock's JSON
  * ({"status":"ok","role":...,"ha_state":...,"service_ready":bool,
  * "leader_address":...,"view_version":N}, the last two when a leader is
