@@ -38,6 +38,7 @@
 #include "tide_log.h"
 #include "tide_mc_client.h"
 #include "tide_addr.h"
+#include "tide_clock.h"
 #include "tide_etcd.h"
 #include "tide_master_ha.h"
 #include "tide_store.h"
@@ -55,6 +56,9 @@
 #define XFER_WAIT_MS 60000
 /* health_check(): connect and answer bound, so a dead master is reported fast. */
 #define HEALTH_TIMEOUT_MS 2000
+/* How long an idempotent call waits for a new HA leader (lease TTL 2-5 s + election). */
+#define FAILOVER_WAIT_MS 8000u
+#define FAILOVER_STEP_MS 100u
 /* Transfer requests kept on the stack; more go to the heap. */
 #define XFER_INLINE 16
 /* Per-call scratch kept on the stack (key and request arrays of a typical call). */
@@ -330,6 +334,33 @@ static int
 relocate_master(void *arg)
 {
 	return locate_master(arg);
+}
+
+/*
+ * Whether an idempotent master call that failed with rc may be sent again:
+ * the master is found through etcd, the connection broke or was refused (a
+ * leader that died or stepped down), and the failover deadline has not
+ * passed. Waits a step, looks the leader up again and returns true. *until
+ * starts at 0 (the first failure sets it). Reads, PutEnd and BatchPutEnd go
+ * through here: sent twice they change nothing more than once, and a PutEnd
+ * whose put the old leader never made durable fails at the new one
+ * (OBJECT_NOT_FOUND), so the put is revoked, never half visible.
+ */
+static bool
+failover_retry(struct tide_store *s, int rc, uint64_t *until)
+{
+	uint64_t now = tide_mono_ns();
+
+	if (s->etcd == NULL || (rc != -ECONNRESET && rc != -EPIPE && rc != -ECONNREFUSED &&
+				rc != -ENOTCONN && rc != -ECONNABORTED))
+		return false;
+	if (*until == 0)
+		*until = now + FAILOVER_WAIT_MS * 1000000ull;
+	else if (now >= *until)
+		return false;
+	usleep(FAILOVER_STEP_MS * 1000u);
+	(void)locate_master(s);
+	return true;
 }
 
 static void
@@ -1059,6 +1090,7 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 	struct tide_mc_resp resp;
 	struct tide_mc_pool_conn *m;
 	size_t nstrs, nx = 0;
+	uint64_t until = 0;
 	int32_t ec = 0;
 	int ret, rc2;
 
@@ -1101,17 +1133,27 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 	if (x != x_inl)
 		free(x);
 	tide_mc_resp_free(&resp);
-	m = tide_mc_pool_get(&s->mc, 0, &rc2);
-	if (m == NULL) {
-		/* The master dropped the connection: it revokes nothing by itself, but a
-		 * later PutStart of the key discards the stale put (spec 3.3). */
-		return ret != 0 ? ret : rc2;
-	}
-	if (ret == 0) {
-		ret = mc_result(tide_mc_client_put_end(m->c, &s->client_id, key, &ec), ec);
+	for (;;) {
+		m = tide_mc_pool_get(&s->mc, 0, &rc2);
+		if (m == NULL && ret == 0 && failover_retry(s, rc2, &until))
+			continue;
+		if (m == NULL) {
+			/* The master dropped the connection: it revokes nothing by itself, but
+			 * a later PutStart of the key discards the stale put (spec 3.3). */
+			return ret != 0 ? ret : rc2;
+		}
+		if (ret != 0)
+			break;
+		rc2 = tide_mc_client_put_end(m->c, &s->client_id, key, &ec);
+		if (rc2 != 0 && failover_retry(s, rc2, &until)) {
+			tide_mc_pool_put(m);
+			continue;
+		}
+		ret = mc_result(rc2, ec);
 		if (ret != 0)
 			TIDE_LOG_RATELIMIT(WARN, 5, "PutEnd %s failed: %s", key,
 					   tide_store_strerror(ret));
+		break;
 	}
 	if (ret != 0) {
 		/* Nothing partly written (or not ended) may stay visible. */
@@ -1131,13 +1173,17 @@ replica_list(struct tide_store *s, const char *key, struct tide_mc_resp *resp)
 	int32_t ec = 0;
 	int rc;
 
+	uint64_t until = 0;
+
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	m = tide_mc_pool_get(&s->mc, 0, &rc);
-	if (m == NULL)
-		return rc;
-	rc = tide_mc_client_get_replica_list(m->c, key, resp, &ec);
-	tide_mc_pool_put(m);
+	do {
+		m = tide_mc_pool_get(&s->mc, 0, &rc);
+		if (m != NULL) {
+			rc = tide_mc_client_get_replica_list(m->c, key, resp, &ec);
+			tide_mc_pool_put(m);
+		}
+	} while (rc != 0 && failover_retry(s, rc, &until));
 	if (rc != 0)
 		return rc;
 	if (ec != 0) {
@@ -1316,6 +1362,7 @@ tide_store_is_exist(struct tide_store *s, const char *key)
 {
 	struct tide_mc_pool_conn *m;
 	bool exists = false;
+	uint64_t until = 0;
 	int32_t ec = 0;
 	int rc;
 
@@ -1323,11 +1370,13 @@ tide_store_is_exist(struct tide_store *s, const char *key)
 		return tide_agent_is_exist(s->agent, key);
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	m = tide_mc_pool_get(&s->mc, 0, &rc);
-	if (m == NULL)
-		return rc;
-	rc = tide_mc_client_exist_key(m->c, key, &exists, &ec);
-	tide_mc_pool_put(m);
+	do {
+		m = tide_mc_pool_get(&s->mc, 0, &rc);
+		if (m != NULL) {
+			rc = tide_mc_client_exist_key(m->c, key, &exists, &ec);
+			tide_mc_pool_put(m);
+		}
+	} while (rc != 0 && failover_retry(s, rc, &until));
 	rc = mc_result(rc, ec);
 	if (rc == -ENOENT)
 		return 0;
@@ -1421,6 +1470,7 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 	struct tide_mc_resp resp;
 	struct tide_mc_req r;
 	size_t ne = 0, nr = 0, i;
+	uint64_t until = 0;
 	int rc;
 
 	for (i = 0; i < n; i++) {
@@ -1438,7 +1488,9 @@ batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool
 		r.u.batch_put_end.metas.n = ne;
 		r.u.batch_put_end.replica_type = TIDE_MC_REPLICA_ALL;
 		r.u.batch_put_end.tenant_id = tenant_default;
-		rc = tide_mc_pool_call(&s->mc, &r, &resp);
+		do {
+			rc = tide_mc_pool_call(&s->mc, &r, &resp);
+		} while (rc != 0 && failover_retry(s, rc, &until));
 		for (i = 0; i < ne; i++)
 			rcs[idx[i]] = rc != 0 ? rc : vec_status(&resp, i);
 		if (rc == 0)
@@ -1589,6 +1641,8 @@ batch_replica_list(struct tide_store *s, const char *const *keys, size_t n, stru
 		   struct tide_mc_resp *resp)
 {
 	struct tide_mc_req r;
+	uint64_t until = 0;
+	int rc;
 
 	for (size_t i = 0; i < n; i++)
 		ks[i] = tide_store_mstr(keys[i]);
@@ -1596,7 +1650,10 @@ batch_replica_list(struct tide_store *s, const char *const *keys, size_t n, stru
 	r.u.keys.keys.v = ks;
 	r.u.keys.keys.n = n;
 	r.u.keys.tenant_id = tenant_default;
-	return tide_mc_pool_call(&s->mc, &r, resp);
+	do {
+		rc = tide_mc_pool_call(&s->mc, &r, resp);
+	} while (rc != 0 && failover_retry(s, rc, &until));
+	return rc;
 }
 
 int
