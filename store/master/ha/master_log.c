@@ -208,7 +208,8 @@ stopping(struct tide_master_log *l)
 
 /*
  * One fenced transaction, retried on transport errors until it is applied,
- * fenced out or the log stops. 0 applied; -ESTALE fenced; -ECANCELED stopped.
+ * fenced out or the log stops. 0 applied; -ESTALE fenced; -ECANCELED stopped;
+ * another error etcd answered with (-EPROTO, -EBADMSG, ...).
  */
 static int
 fenced(struct tide_master_log *l, const struct tide_etcd_op *ops, size_t n, int64_t *rev)
@@ -217,7 +218,10 @@ fenced(struct tide_master_log *l, const struct tide_etcd_op *ops, size_t n, int6
 		int rc = tide_etcd_txn_if_created(l->e, l->fence_key, strlen(l->fence_key),
 						  l->o.fence_rev, ops, n, rev);
 
-		if (rc == 0 || rc == -ESTALE)
+		/* etcd refused it (an answer, not a lost connection): retrying would
+		 * hold every reply forever; the master steps down instead. */
+		if (rc == 0 || rc == -ESTALE ||
+		    (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -ECONNRESET))
 			return rc;
 		TIDE_LOG_RATELIMIT(WARN, 5, "HA log: etcd write failed (%s): retrying",
 				   strerror(-rc));
