@@ -52,7 +52,7 @@ struct tide_master_log {
 	bool broken;        /* a record was lost: nothing more may be acknowledged */
 	atomic_bool failed; /* failed() called */
 
-	uint64_t snap_seq; /* the snapshot in etcd (0: none) */
+	uint64_t snap_seq; /* the last snapshot this writer wrote (0: none) */
 	bool snapshot_now;
 	uint64_t since_snap;
 	_Atomic uint64_t records, batches, snapshots, durable;
@@ -325,15 +325,15 @@ snap_free(struct snap *s)
 
 /*
  * Write the table as of now, point snap_head at it, and drop what it makes
- * useless: log batches up to the last durable record, the previous snapshot
- * and etcd's history before it.
+ * useless: log batches up to the last durable record (the whole log with
+ * whole_log), every other snapshot's chunks and etcd's history before it.
  */
 static int
-snapshot(struct tide_master_log *l)
+snapshot(struct tide_master_log *l, bool whole_log)
 {
 	uint64_t durable = atomic_load(&l->durable), seq = 0, t0 = tide_mono_ns();
 	struct snap s = {0};
-	struct tide_etcd_op ops[2];
+	struct tide_etcd_op ops[4];
 	char key[KEY_MAX], lo[KEY_MAX], hi[KEY_MAX];
 	uint8_t head[16];
 	int64_t rev = 0;
@@ -352,6 +352,9 @@ snapshot(struct tide_master_log *l)
 		rc = fenced(l, ops, 1, NULL);
 	}
 	if (rc == 0) {
+		char s0[KEY_MAX], s1[KEY_MAX], s2[KEY_MAX], s3[KEY_MAX];
+		size_t n0, n1, n2, n3;
+
 		memcpy(head, "TJH1", 4);
 		put_le64(head + 4, seq);
 		put_le32(head + 12, (uint32_t)s.n);
@@ -362,25 +365,34 @@ snapshot(struct tide_master_log *l)
 		ops[0].value = head;
 		ops[0].value_len = sizeof(head);
 		/* Batches that start at or before the durable mark end there (batches are
-		 * written in order), so the snapshot holds all of them. */
+		 * written in order), so the snapshot holds all of them. A first snapshot
+		 * that heals a damaged log drops the whole log: every readable record in
+		 * it is older than this snapshot, and what could not be read (a key
+		 * beyond the last record) must not damage the next replay too. */
 		ops[1].type = TIDE_ETCD_OP_DELETE;
 		ops[1].key = lo;
 		ops[1].key_len = key_log(l->prefix, lo, 0);
 		ops[1].range_end = hi;
-		ops[1].range_end_len = key_log(l->prefix, hi, durable + 1);
-		rc = fenced(l, ops, 2, &rev);
-	}
-	if (rc == 0 && l->snap_seq != 0 && l->snap_seq != seq) {
-		char old[KEY_MAX];
-		size_t n = key_snap(l->prefix, old, l->snap_seq, -1);
-
-		memset(ops, 0, sizeof(ops));
-		ops[0].type = TIDE_ETCD_OP_DELETE;
-		ops[0].key = old;
-		ops[0].key_len = n;
-		ops[0].range_end = hi;
-		ops[0].range_end_len = tide_etcd_prefix_end(old, n, hi);
-		rc = fenced(l, ops, 1, NULL);
+		ops[1].range_end_len = whole_log ? tide_etcd_prefix_end(lo, ops[1].key_len, hi)
+						 : key_log(l->prefix, hi, durable + 1);
+		/* Every other snapshot's chunks: older ones, chunks past this one's count
+		 * (an earlier snapshot at the same record), and those of a writer that
+		 * stopped between its chunks and its head. snap_head sorts after them. */
+		n0 = (size_t)snprintf(s0, sizeof(s0), "%ssnap/", l->prefix);
+		n1 = key_snap(l->prefix, s1, seq, -1);
+		n2 = key_snap(l->prefix, s2, seq, (int)s.n);
+		n3 = tide_etcd_prefix_end(s0, n0, s3);
+		ops[2].type = TIDE_ETCD_OP_DELETE;
+		ops[2].key = s0;
+		ops[2].key_len = n0;
+		ops[2].range_end = s1;
+		ops[2].range_end_len = n1;
+		ops[3].type = TIDE_ETCD_OP_DELETE;
+		ops[3].key = s2;
+		ops[3].key_len = n2;
+		ops[3].range_end = s3;
+		ops[3].range_end_len = n3;
+		rc = fenced(l, ops, 4, &rev);
 	}
 	if (rc == 0) {
 		l->snap_seq = seq;
@@ -405,7 +417,7 @@ writer_main(void *arg)
 	int rc = 0;
 
 	if (l->snapshot_now)
-		rc = snapshot(l);
+		rc = snapshot(l, true);
 	while (rc == 0) {
 		uint64_t first;
 
@@ -431,12 +443,20 @@ writer_main(void *arg)
 		if (rc == 0) {
 			l->since_snap += mine.count;
 			if (l->since_snap >= threshold) {
-				rc = snapshot(l);
+				rc = snapshot(l, false);
 				l->since_snap = 0;
 			}
 		}
 	}
 	free(mine.p);
+	if (rc != 0 && rc != -ECANCELED) {
+		/* Nothing more will be written: stop keeping records. */
+		pthread_mutex_lock(&l->lock);
+		l->broken = true;
+		free(l->pend.p);
+		memset(&l->pend, 0, sizeof(l->pend));
+		pthread_mutex_unlock(&l->lock);
+	}
 	if (rc == -ESTALE) {
 		TIDE_LOG(ERR,
 			 "HA log: master_view is no longer ours (view %" PRId64
@@ -477,16 +497,6 @@ tide_master_log_start(const struct tide_master_log_opts *o, struct tide_mc_table
 	if (rc == 0)
 		rc = tide_etcd_open(l->endpoints, ETCD_CALL_MS, &l->e);
 	if (rc == 0) {
-		/* Learn the snapshot in etcd, so the next one can drop it. */
-		struct tide_etcd_kv kv;
-		char key[KEY_MAX];
-
-		snprintf(key, sizeof(key), "%ssnap_head", l->prefix);
-		if (tide_etcd_get(l->e, key, strlen(key), &kv, NULL) == 0) {
-			if (kv.value_len == 16 && memcmp(kv.value, "TJH1", 4) == 0)
-				l->snap_seq = get_le64((const uint8_t *)kv.value + 4);
-			tide_etcd_kv_clear(&kv);
-		}
 		l->o.fence_key = l->fence_key;
 		l->o.endpoints = l->endpoints;
 		rc = tide_mc_table_journal_set(t, on_record, l, last_seq);
@@ -671,6 +681,18 @@ tide_master_log_replay(const struct tide_master_log_opts *o, struct tide_mc_tabl
 		rc = tide_etcd_open(o->endpoints, ETCD_CALL_MS, &e);
 	if (rc != 0)
 		return rc;
+	/* Ours to rebuild only while master_view is still the one we won. */
+	if (o->fence_key != NULL) {
+		rc = tide_etcd_get(e, o->fence_key, strlen(o->fence_key), &kv, NULL);
+		if (rc == 0) {
+			rc = kv.create_revision == o->fence_rev ? 0 : -ESTALE;
+			tide_etcd_kv_clear(&kv);
+		} else if (rc == -ENOENT) {
+			rc = -ESTALE;
+		}
+		if (rc != 0)
+			goto out;
+	}
 	snprintf(key, sizeof(key), "%ssnap_head", prefix);
 	rc = tide_etcd_get(e, key, strlen(key), &kv, NULL);
 	if (rc == 0) {
