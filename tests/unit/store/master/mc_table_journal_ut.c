@@ -8,10 +8,10 @@
  * remount; every malformed record is refused with the table unchanged.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "mc_table_fixture.h"
 #include "tide_mc_table.h"
 #include "tide_ut.h"
 
@@ -19,6 +19,9 @@
 #define NKEYS 64
 
 static const struct tide_mc_uuid C1 = {1, 1}, C2 = {2, 2};
+/* key/000 .. key/063, put by C1; odd ones carry checksum 0x1000 + i. */
+static const struct mc_fixture_objects K = {
+	.prefix = "key/", .digits = 3, .owner = &C1, .csum_base = 0x1000};
 
 /* A growable list of records, as a journal or a snapshot hands them over. */
 struct reclog {
@@ -77,144 +80,17 @@ on_snap(void *ctx, const void *rec, size_t len)
 	return 0;
 }
 
-static struct tide_mc_str
-S(const char *s) {
-	return (struct tide_mc_str){(char *)s, strlen(s)};
-}
-
 static struct tide_mc_table *
 mk(void)
 {
-	struct tide_mc_table_opts o;
-	struct tide_mc_table *t = NULL;
-
-	tide_mc_table_opts_init(&o, sizeof(o));
-	o.seed = 7;
-	o.seg_max_blocks = 4096;
-	CU_ASSERT_FATAL(tide_mc_table_create(&o, &t) == 0);
-	return t;
+	return mc_fixture_table(4096);
 }
 
 static void
 mount(struct tide_mc_table *t, uint64_t id, const char *name, uint64_t base, uint64_t size,
       const struct tide_mc_uuid *c)
 {
-	struct tide_mc_segment g;
-
-	memset(&g, 0, sizeof(g));
-	g.id = (struct tide_mc_uuid){id, id};
-	g.name = S(name);
-	g.base = base;
-	g.size = size;
-	g.te_endpoint = S(name);
-	g.protocol = S("tcp");
-	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(t, &g, c, 0), 0);
-}
-
-static void
-key_name(char *buf, size_t n, int i)
-{
-	snprintf(buf, n, "key/%03d", i);
-}
-
-/* PutStart (+ PutEnd when end) of key i; returns the PutStart code. */
-static int
-put(struct tide_mc_table *t, int i, uint64_t len, uint64_t replicas, bool hard, bool end,
-    uint64_t now)
-{
-	struct tide_mc_table_arena a = {0};
-	struct tide_mc_replicate_config cfg;
-	struct tide_mc_replica_desc_vec d;
-	struct tide_mc_opt_u64 csum = {.has = true, .val = 0x1000u + (unsigned)i};
-	char name[32];
-	struct tide_mc_str k;
-	int rc;
-
-	key_name(name, sizeof(name), i);
-	k = S(name);
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.replica_num = replicas;
-	cfg.with_hard_pin = hard;
-	rc = tide_mc_table_put_start(t, &C1, &k, len, &cfg, now, &a, &d);
-	if (rc == 0 && end)
-		CU_ASSERT_EQUAL(tide_mc_table_put_end(t, &C1, &k, i % 2 ? &csum : NULL,
-						      TIDE_MC_REPLICA_ALL, now),
-				0);
-	tide_mc_table_arena_release(&a);
-	return rc;
-}
-
-/* Remove key i; it must exist unless maybe_gone (it may have gone with a segment). */
-static void
-remove_key(struct tide_mc_table *t, int i, bool maybe_gone)
-{
-	char name[32];
-	struct tide_mc_str k;
-	int rc;
-
-	key_name(name, sizeof(name), i);
-	k = S(name);
-	rc = tide_mc_table_remove(t, &k, true, 0);
-	CU_ASSERT(rc == 0 || (maybe_gone && rc == TIDE_MC_EC_OBJECT_NOT_FOUND));
-}
-
-/* Every key reads the same from both tables (addresses, sizes, checksum), and the totals match. */
-static void
-assert_same(struct tide_mc_table *x, struct tide_mc_table *y)
-{
-	struct tide_mc_table_arena a = {0};
-	struct tide_mc_table_metrics mx, my;
-	struct tide_mc_table_segment_info *sx, *sy;
-	size_t nx, ny;
-
-	for (int i = 0; i < NKEYS; i++) {
-		struct tide_mc_replica_list lx, ly;
-		char name[32];
-		struct tide_mc_str k;
-		int rx, ry;
-
-		key_name(name, sizeof(name), i);
-		k = S(name);
-		rx = tide_mc_table_query_key(x, &k, 0, &a, &lx);
-		ry = tide_mc_table_query_key(y, &k, 0, &a, &ly);
-		/* A put not yet ended was never acknowledged: not in the rebuilt table. */
-		if (rx == TIDE_MC_EC_REPLICA_IS_NOT_READY)
-			rx = TIDE_MC_EC_OBJECT_NOT_FOUND;
-		CU_ASSERT_EQUAL(rx, ry);
-		if (rx != 0 || ry != 0)
-			continue;
-		CU_ASSERT_EQUAL(lx.replicas.n, ly.replicas.n);
-		CU_ASSERT_EQUAL(lx.object_checksum.has, ly.object_checksum.has);
-		CU_ASSERT_EQUAL(lx.object_checksum.val, ly.object_checksum.val);
-		for (size_t r = 0; r < lx.replicas.n && r < ly.replicas.n; r++) {
-			CU_ASSERT_EQUAL(lx.replicas.v[r].u.memory.buffer_address,
-					ly.replicas.v[r].u.memory.buffer_address);
-			CU_ASSERT_EQUAL(lx.replicas.v[r].u.memory.size,
-					ly.replicas.v[r].u.memory.size);
-			CU_ASSERT_EQUAL(lx.replicas.v[r].status, ly.replicas.v[r].status);
-		}
-	}
-	tide_mc_table_metrics_get(x, &mx);
-	tide_mc_table_metrics_get(y, &my);
-	CU_ASSERT_EQUAL(mx.keys - mx.processing_keys, my.keys);
-	CU_ASSERT_EQUAL(my.processing_keys, 0);
-	CU_ASSERT_EQUAL(mx.hard_pinned_keys, my.hard_pinned_keys);
-	CU_ASSERT_EQUAL(mx.capacity_bytes, my.capacity_bytes);
-	CU_ASSERT_EQUAL(mx.segments, my.segments);
-	CU_ASSERT_EQUAL(tide_mc_table_segments_list(x, &a, &sx, &nx), 0);
-	CU_ASSERT_EQUAL(tide_mc_table_segments_list(y, &a, &sy, &ny), 0);
-	CU_ASSERT_EQUAL_FATAL(nx, ny);
-	for (size_t i = 0; i < nx; i++) {
-		size_t j = 0;
-
-		while (j < ny && sy[j].id.first != sx[i].id.first)
-			j++;
-		CU_ASSERT_FATAL(j < ny);
-		CU_ASSERT_EQUAL(sx[i].base, sy[j].base);
-		CU_ASSERT_EQUAL(sx[i].size, sy[j].size);
-		CU_ASSERT_EQUAL(sx[i].client_id.first, sy[j].client_id.first);
-	}
-	tide_mc_table_arena_release(&a);
+	mc_fixture_mount(t, (struct tide_mc_uuid){id, id}, name, base, size, c);
 }
 
 static void
@@ -233,16 +109,17 @@ workload(struct tide_mc_table *t)
 	mount(t, 12, "node-b", 0x20000000, 64 * MIB, &C1);
 	mount(t, 13, "node-c", 0x30000000, 64 * MIB, &C2);
 	for (int i = 0; i < 40; i++)
-		CU_ASSERT_EQUAL(
-			put(t, i, 1000u + 4096u * (unsigned)i, 1 + i % 3, i % 7 == 0, true, 0), 0);
+		CU_ASSERT_EQUAL(mc_fixture_put(t, &K, i, 1000u + 4096u * (unsigned)i, 1 + i % 3,
+					       i % 7 == 0, true),
+				0);
 	for (int i = 0; i < 40; i += 5)
-		remove_key(t, i, false);
+		CU_ASSERT_EQUAL(mc_fixture_remove(t, &K, i), 0);
 	/* An upsert replaces key 3 (journaled as an erase, then a set). */
 	{
 		struct tide_mc_table_arena a = {0};
 		struct tide_mc_replicate_config cfg;
 		struct tide_mc_replica_desc_vec d;
-		struct tide_mc_str k = S("key/003");
+		struct tide_mc_str k = mc_fixture_str("key/003");
 
 		memset(&cfg, 0, sizeof(cfg));
 		cfg.replica_num = 2;
@@ -259,10 +136,10 @@ workload(struct tide_mc_table *t)
 		CU_ASSERT_EQUAL(tide_mc_table_unmount_segment(t, &id, &C2, 0), 0);
 	}
 	for (int i = 40; i < 48; i++)
-		CU_ASSERT_EQUAL(put(t, i, 777, 2, false, true, 0), 0);
+		CU_ASSERT_EQUAL(mc_fixture_put(t, &K, i, 777, 2, false, true), 0);
 	/* In flight, never acknowledged: not journaled. */
 	for (int i = 48; i < 52; i++)
-		CU_ASSERT_EQUAL(put(t, i, 4096, 1, false, false, 0), 0);
+		CU_ASSERT_EQUAL(mc_fixture_put(t, &K, i, 4096, 1, false, false), 0);
 }
 
 static void
@@ -280,7 +157,7 @@ test_replay_log(void)
 		CU_ASSERT_EQUAL(l.seq[i], 101 + i);
 	CU_ASSERT_EQUAL(tide_mc_table_journal_seq(t), 100 + l.n);
 	replay(r, &l, 0);
-	assert_same(t, r);
+	mc_fixture_assert_same(t, r, &K, NKEYS);
 	/* Replaying into a journaled table is refused: it would journal again. */
 	CU_ASSERT_EQUAL(tide_mc_table_journal_set(r, on_record, &l, 0), 0);
 	CU_ASSERT_EQUAL(tide_mc_table_journal_apply(r, l.rec[0], l.len[0], 0), -EBUSY);
@@ -301,15 +178,19 @@ test_snapshot_then_log(void)
 	CU_ASSERT_EQUAL(tide_mc_table_journal_snapshot(t, on_snap, &s, 0, &seq), 0);
 	CU_ASSERT_EQUAL(seq, l.n);
 	replay(r2, &s, 0);
-	assert_same(t, r2);
+	mc_fixture_assert_same(t, r2, &K, NKEYS);
 	/* More changes after the snapshot: snapshot + the records after seq rebuild it. */
-	for (int i = 0; i < 20; i += 2)
-		remove_key(t, i + 1, true);
+	for (int i = 0; i < 20; i += 2) {
+		/* Some are gone already: removed by workload(), or with node-c. */
+		int rc = mc_fixture_remove(t, &K, i + 1);
+
+		CU_ASSERT(rc == 0 || rc == TIDE_MC_EC_OBJECT_NOT_FOUND);
+	}
 	for (int i = 52; i < 60; i++)
-		CU_ASSERT_EQUAL(put(t, i, 64 * 1024, 1, false, true, 0), 0);
+		CU_ASSERT_EQUAL(mc_fixture_put(t, &K, i, 64 * 1024, 1, false, true), 0);
 	replay(r, &s, 0);
 	replay(r, &l, seq);
-	assert_same(t, r);
+	mc_fixture_assert_same(t, r, &K, NKEYS);
 	tide_mc_table_destroy(t);
 	tide_mc_table_destroy(r);
 	tide_mc_table_destroy(r2);
@@ -331,17 +212,18 @@ test_rebuilt_table_serves(void)
 	CU_ASSERT_EQUAL(tide_mc_table_journal_set(t, on_record, &l, 0), 0);
 	mount(t, 21, "only", 0x40000000, 4 * MIB, &C1);
 	for (i = 0; i < 3; i++)
-		CU_ASSERT_EQUAL(put(t, i, MIB, 1, false, true, 0), 0);
+		CU_ASSERT_EQUAL(mc_fixture_put(t, &K, i, MIB, 1, false, true), 0);
 	replay(r, &l, 0);
 	tide_mc_table_metrics_get(t, &mt);
 	tide_mc_table_metrics_get(r, &mr);
 	CU_ASSERT_EQUAL(mt.allocated_bytes, mr.allocated_bytes);
 	/* One MiB left: one more fits, a second does not. */
-	CU_ASSERT_EQUAL(put(r, 10, MIB, 1, false, true, 0), 0);
-	CU_ASSERT_EQUAL(put(r, 11, MIB, 1, false, true, 0), TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	CU_ASSERT_EQUAL(mc_fixture_put(r, &K, 10, MIB, 1, false, true), 0);
+	CU_ASSERT_EQUAL(mc_fixture_put(r, &K, 11, MIB, 1, false, true),
+			TIDE_MC_EC_NO_AVAILABLE_HANDLE);
 	/* A late PutEnd of another writer is refused as on the old leader. */
 	{
-		struct tide_mc_str k = S("key/001");
+		struct tide_mc_str k = mc_fixture_str("key/001");
 
 		CU_ASSERT_EQUAL(tide_mc_table_put_end(r, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 0),
 				TIDE_MC_EC_ILLEGAL_CLIENT);
@@ -350,15 +232,9 @@ test_rebuilt_table_serves(void)
 	CU_ASSERT_EQUAL(tide_mc_table_ping(r, &C1, 1, &pi), 0);
 	CU_ASSERT_EQUAL(pi.client_status, TIDE_MC_CLIENT_NEED_REMOUNT);
 	{
-		struct tide_mc_segment g;
+		struct tide_mc_segment g = mc_fixture_segment((struct tide_mc_uuid){21, 21}, "only",
+							      0x40000000, 4 * MIB, "only");
 
-		memset(&g, 0, sizeof(g));
-		g.id = (struct tide_mc_uuid){21, 21};
-		g.name = S("only");
-		g.base = 0x40000000;
-		g.size = 4 * MIB;
-		g.te_endpoint = S("only");
-		g.protocol = S("tcp");
 		CU_ASSERT_EQUAL(tide_mc_table_remount_segments(r, &g, 1, &C1, 2), 0);
 	}
 	CU_ASSERT_EQUAL(tide_mc_table_ping(r, &C1, 3, &pi), 0);
@@ -385,9 +261,9 @@ test_malformed_records(void)
 
 	CU_ASSERT_EQUAL(tide_mc_table_journal_set(t, on_record, &l, 0), 0);
 	mount(t, 31, "seg", 0x50000000, 8 * MIB, &C1);
-	CU_ASSERT_EQUAL(put(t, 1, 4096, 1, true, true, 0), 0);
-	remove_key(t, 1, false);
-	CU_ASSERT_EQUAL(put(t, 2, 4096, 1, false, true, 0), 0);
+	CU_ASSERT_EQUAL(mc_fixture_put(t, &K, 1, 4096, 1, true, true), 0);
+	CU_ASSERT_EQUAL(mc_fixture_remove(t, &K, 1), 0);
+	CU_ASSERT_EQUAL(mc_fixture_put(t, &K, 2, 4096, 1, false, true), 0);
 	CU_ASSERT_EQUAL_FATAL(l.n, 4); /* SEG_ADD, OBJ_SET, OBJ_DEL, OBJ_SET */
 	tide_mc_table_metrics_get(r, &m0);
 	for (size_t i = 0; i < l.n; i++)

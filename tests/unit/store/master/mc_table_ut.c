@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_table_fixture.h"
 #include "tide_mc_table.h"
 #include "tide_ut.h"
 
@@ -24,21 +25,12 @@ static const struct tide_mc_uuid C1 = {1, 1}, C2 = {2, 2}, C3 = {3, 3};
 
 static struct tide_mc_str
 S(const char *s) {
-	return (struct tide_mc_str){(char *)s, strlen(s)};
+	return mc_fixture_str(s);
 }
 
 static struct tide_mc_segment
 SEG(uint64_t id, const char *name, uint64_t base, uint64_t size, const char *ep) {
-	struct tide_mc_segment g;
-
-	memset(&g, 0, sizeof(g));
-	g.id = (struct tide_mc_uuid){id, id};
-	g.name = S(name);
-	g.base = base;
-	g.size = size;
-	g.te_endpoint = S(ep);
-	g.protocol = S("tcp");
-	return g;
+	return mc_fixture_segment((struct tide_mc_uuid){id, id}, name, base, size, ep);
 }
 
 static struct tide_mc_replicate_config
@@ -82,9 +74,7 @@ rm(void)
 static void
 mount(uint64_t id, const char *name, uint64_t base, uint64_t size, const struct tide_mc_uuid *c)
 {
-	struct tide_mc_segment g = SEG(id, name, base, size, name);
-
-	CU_ASSERT_EQUAL(tide_mc_table_mount_segment(T, &g, c, 0), 0);
+	mc_fixture_mount(T, (struct tide_mc_uuid){id, id}, name, base, size, c);
 }
 
 /* PutStart + PutEnd of len bytes; returns the PutStart code. */
