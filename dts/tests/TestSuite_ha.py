@@ -1,30 +1,36 @@
 """Functional suite: mooncake_master --enable_ha under client load (issue 17).
 
-Topology: one host, loopback. One etcd started by the suite (Debian's etcd-server,
-free ports, its own data dir under the suite's tmp dir), three
-`mooncake_master --enable_ha --etcd_endpoints=127.0.0.1:P` processes, two storage
-nodes and the clients. Every store process is this file run as a role (below) with
-Debian's python3, the repository's `mooncake.store` and this build's libtidestore.so,
-TIDE_AGENT=off (each runs its transfer engine itself) and master address
-`etcd://127.0.0.1:P`, so it finds the leader in etcd and follows it:
+Topology: one host, loopback; the issue's "etcd + 3 masters + 2 agents + clients". One
+etcd started by the suite (Debian's etcd-server, free ports, its own data dir under the
+suite's tmp dir), three `mooncake_master --enable_ha --etcd_endpoints=127.0.0.1:P`
+processes, and two per-node agents (`tide-node --env FILE --foreground`, kernel TCP): each
+has a node file of its own naming the master as `etcd://127.0.0.1:P` (MOONCAKE_MASTER), its
+own socket (TIDE_AGENT_SOCKET) and a 128 MiB segment, and TIDE_AGENT=required for the
+clients of that node. The agent's C store client finds the leader in etcd and follows it.
 
-  node    contributes a global segment (the objects live there), prints
-          "ready <segment>", stays until its stdin closes.
-  stream  no segment; puts distinct keys (4-64 KiB values whose bytes follow from
-          the key) and reads each one back, one line per call with its result and
-          monotonic start and end times, until "stop" arrives on stdin.
-  check   no segment; reads every key named in a file and says which ones do not
-          come back with the expected bytes.
+Every client is this file run as a role (below) with Debian's python3, the repository's
+`mooncake.store` and this build's libtidestore.so, TIDE_NODE_ENV naming its node's file, so
+it attaches to that node's agent (setup fails when it cannot: never a transfer engine of its
+own); puts and gets go client -> agent -> the HA leader. Client i is on node i % 2:
 
-Each case gets a fresh topology. A client call that returns no line for HANG_S
-seconds is a hung client: the case kills it and fails. The requirement under test
-is the issue's: no acknowledged object is lost, i.e. every key whose put returned
-success before the leader was lost reads back, with its bytes, afterwards.
+  stream  puts distinct keys (4-64 KiB values whose bytes follow from the key) and reads
+          each one back, one line per call with its result and monotonic start and end
+          times, until "stop" arrives on stdin.
+  check   reads every key named in a file and says which ones do not come back with the
+          expected bytes; one per agent.
+
+Both print the segment of the agent they attached to, which the suite compares with the
+one the agent announced. Each case gets a fresh topology. A client call that returns no
+line for HANG_S seconds is a hung client: the case kills it and fails; an agent that exits
+fails the case too. The requirement under test is the issue's: no acknowledged object is
+lost, i.e. every key whose put returned success before the leader was lost reads back,
+with its bytes, through either agent afterwards.
 """
 import argparse
 import hashlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -45,10 +51,11 @@ HANG_S = 15.0            # longest any one client call may take (the client's ow
 FAILOVER_BOUND_S = 15.0  # kill -> next successful put, for a test (the goal, < 3 s, is printed)
 HANDOVER_BOUND_S = 10.0  # SIGTERM -> next successful put
 UNSERVE_BOUND_S = LEASE_S + 4.0  # etcd stopped -> the leader no longer serves
-N_STREAMS = 2            # client processes streaming puts and gets
+N_AGENTS = 2             # tide-node agents, one per "node"
+N_STREAMS = 2            # client processes streaming puts and gets (client i on agent i % 2)
 PRE_PUTS = 200           # acknowledged puts per client before the leader goes
 POST_PUTS = 50           # acknowledged puts per client after the new leader serves
-SEGMENT = 128 << 20      # per storage node
+SEGMENT = "128mb"        # per agent (MOONCAKE_GLOBAL_SEGMENT_SIZE)
 
 
 def free_port():
@@ -84,11 +91,13 @@ def first_diff(a, b):
 
 # ---- roles (this file run as a script) -----------------------------------------------
 
-def open_store(master, segment):
+def open_store(master):
+    """A client attached to its node's agent (the node file's TIDE_AGENT=required): no
+    segment of its own; the master address is the agent's business once attached."""
     from mooncake.store import MooncakeDistributedStore
     s = MooncakeDistributedStore()
     rc = s.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
-                  "global_segment_size": segment, "local_buffer_size": 16 << 20,
+                  "global_segment_size": 0, "local_buffer_size": 16 << 20,
                   "protocol": "tcp", "master_server_addr": master})
     if rc != 0:
         print(f"setup failed rc={rc}", flush=True)
@@ -96,16 +105,9 @@ def open_store(master, segment):
     return s
 
 
-def role_node(a):
-    s = open_store(a.master, a.segment)
-    print(f"ready {s.get_hostname()}", flush=True)
-    sys.stdin.read()  # until the suite closes our stdin
-    s.close()
-
-
 def role_stream(a):
-    s = open_store(a.master, 0)
-    print("ready", flush=True)
+    s = open_store(a.master)
+    print(f"ready {s.get_hostname()}", flush=True)
     i = 0
     while i < a.max_keys and not select.select([sys.stdin], [], [], 0)[0]:
         key = f"{a.prefix}-{i:06d}"
@@ -129,7 +131,8 @@ def role_stream(a):
 
 
 def role_check(a):
-    s = open_store(a.master, 0)
+    s = open_store(a.master)
+    print(f"ready {s.get_hostname()}", flush=True)
     with open(a.keys) as f:
         keys = f.read().split()
     bad = 0
@@ -146,15 +149,14 @@ def role_check(a):
 
 def role_main(argv):
     ap = argparse.ArgumentParser(description="a store process of TestSuite_ha")
-    ap.add_argument("role", choices=("node", "stream", "check"))
+    ap.add_argument("role", choices=("stream", "check"))
     ap.add_argument("--master", required=True)
-    ap.add_argument("--segment", type=int, default=SEGMENT)
     ap.add_argument("--prefix", default="ha")
     ap.add_argument("--pace", type=float, default=0.005)
     ap.add_argument("--max-keys", type=int, default=20000)
     ap.add_argument("--keys")
     a = ap.parse_args(argv)
-    {"node": role_node, "stream": role_stream, "check": role_check}[a.role](a)
+    {"stream": role_stream, "check": role_check}[a.role](a)
     return 0
 
 
@@ -201,6 +203,13 @@ class Proc:
         with self._lock:
             return self.max_gap
 
+    def log_text(self):
+        try:
+            with open(self.log) as f:
+                return f.read()
+        except OSError:
+            return ""
+
     def log_tail(self, n=15):
         try:
             with open(self.log) as f:
@@ -234,16 +243,18 @@ class TestHa(TestSuite):
     @classmethod
     def set_up_all(cls):
         cls.master_exe = cls.tool("master/mooncake_master")
+        cls.node_exe = cls.tool("node/tide-node")
         cls.libstore = os.path.join(cls.build_dir, "store", "client", "libtidestore.so")
 
     def set_up_test_case(self):
         self.procs = []
+        self.agents = []
         self.addCleanup(self.kill_all)  # also when this set-up fails half way
         for prog, pkg in (("etcd", "etcd-server"), ("etcdctl", "etcd-client")):
             # A missing program is a failure (tools/install-deps.sh installs it).
             self.verify(shutil.which(prog) is not None,
                         f"{prog} is not installed (Debian package {pkg}; tools/install-deps.sh)")
-        for path in (self.master_exe, self.libstore):
+        for path in (self.master_exe, self.node_exe, self.libstore):
             self.verify(os.path.exists(path), f"{path} not built")
         self.work = os.path.join(self.tmp, self.id().rsplit(".", 1)[-1])
         os.makedirs(self.work, exist_ok=True)
@@ -255,12 +266,12 @@ class TestHa(TestSuite):
         h = self.health(who)
         self.verify(h is not None and h.get("role") == "leader",
                     f"master {who} is named in etcd and accepts RPC but /health says {h}")
-        self.nodes = [self.start_role(f"node{i}", "node") for i in range(2)]
-        for n in self.nodes:
-            self.wait_line(n, "ready", 30, f"{n.name} to set up its segment")
+        self.agents = [self.start_agent(i) for i in range(N_AGENTS)]
+        for a in self.agents:
+            self.wait_agent(a)
 
     def kill_all(self):
-        # Clients first, then nodes, masters, etcd: nothing outlives the case.
+        # Clients first, then agents, masters, etcd: nothing outlives the case.
         for p in reversed(self.procs):
             p.kill()
 
@@ -318,24 +329,73 @@ class TestHa(TestSuite):
         self.procs.append(p)
         return p
 
-    def start_role(self, name, role, *args):
+    def start_agent(self, i):
+        """tide-node for node i: its node file (the master through etcd, its own socket
+        and segment; TIDE_AGENT=required for the node's clients), in the foreground."""
+        sock = os.path.join(self.work, f"agent{i}.sock")
+        node_env = os.path.join(self.work, f"node{i}.env")
+        with open(node_env, "w") as f:
+            f.write("\n".join([
+                f"MOONCAKE_MASTER=etcd://{self.etcd_ep}",
+                "MOONCAKE_LOCAL_HOSTNAME=127.0.0.1",
+                "MOONCAKE_PROTOCOL=tcp",
+                "MOONCAKE_TE_META_DATA_SERVER=P2PHANDSHAKE",
+                f"MOONCAKE_GLOBAL_SEGMENT_SIZE={SEGMENT}",
+                f"TIDE_AGENT_SOCKET={sock}",
+                "TIDE_AGENT=required",
+                "MC_FORCE_TCP=1",
+            ]) + "\n")
+        p = Proc(f"agent{i}", [self.node_exe, "--env", node_env, "--foreground"],
+                 self.tool_env(), os.path.join(self.work, f"agent{i}.log"))
+        p.node_env, p.segment = node_env, None
+        self.procs.append(p)
+        return p
+
+    def wait_agent(self, a):
+        """Wait (deadline) for "tide-node: ready: segment S"; keeps S as a.segment."""
+        deadline = time.monotonic() + 30
+        while True:
+            m = re.search(r"^tide-node: ready: segment (\S+)", a.log_text(), re.M)
+            if m:
+                a.segment = m.group(1)
+                return
+            if a.p.poll() is not None:
+                self.fail(f"{a.name} exited before it was ready\n{a.describe()}")
+            if time.monotonic() >= deadline:
+                self.fail(f"timed out after 30 s waiting for {a.name} to be ready\n"
+                          f"{a.describe()}")
+            time.sleep(0.05)
+
+    def start_role(self, name, role, agent, *args):
+        """A client process attached to agent (its node file; TIDE_AGENT=required)."""
         env = self.tool_env({
             "PYTHONPATH": os.path.join(self.source_root, "store", "python") + os.pathsep
             + os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-            "LIBTIDESTORE": self.libstore, "TIDE_AGENT": "off"})
+            "LIBTIDESTORE": self.libstore, "TIDE_NODE_ENV": agent.node_env})
         env.pop("PYTHONHOME", None)
         p = Proc(name, [sys.executable, os.path.abspath(__file__), role,
                         "--master", f"etcd://{self.etcd_ep}", *args],
                  env, os.path.join(self.work, f"{name}.log"), capture=True)
+        p.agent = agent
         self.procs.append(p)
         return p
+
+    def wait_attached(self, c, timeout):
+        """Wait for c's "ready <segment>"; the segment is its agent's."""
+        seg = self.wait_line(c, "ready", timeout, f"{c.name} to set up").split()[-1]
+        self.verify(seg == c.agent.segment, f"{c.name} attached to segment {seg}, not to "
+                    f"{c.agent.name}'s {c.agent.segment}\n{c.describe()}")
 
     # ---- observation -----------------------------------------------------------------
 
     def watch(self, clients):
         """Fail (killing it) if a client exited early, or a call has not returned for
-        HANG_S, or one took longer than that (even if it returned since the last look)."""
+        HANG_S, or one took longer than that (even if it returned since the last look);
+        fail if an agent exited."""
         now = time.monotonic()
+        for a in self.agents:
+            if a.p.poll() is not None:
+                self.fail(f"{a.name} exited\n{a.describe()}")
         for c in clients:
             lines, last = c.snapshot()
             if c.p.poll() is not None:
@@ -439,11 +499,12 @@ class TestHa(TestSuite):
 
     def start_streams(self, case):
         """N_STREAMS stream clients, each with PRE_PUTS acknowledged puts."""
-        cs = [self.start_role(f"stream{i}", "stream", "--prefix", f"{case}{i}")
+        cs = [self.start_role(f"stream{i}", "stream", self.agents[i % N_AGENTS],
+                              "--prefix", f"{case}{i}")
               for i in range(N_STREAMS)]
         self.streams = cs
         for c in cs:
-            self.wait_line(c, "ready", 30, f"{c.name} to set up")
+            self.wait_attached(c, 30)
         self.wait_for(lambda: all(len(self.acked([c])) >= PRE_PUTS for c in cs), 60,
                       f"{PRE_PUTS} acknowledged puts per client", cs)
         return cs
@@ -489,34 +550,64 @@ class TestHa(TestSuite):
         self.verify(c.p.returncode == 0, f"{c.name} exited {c.p.returncode}\n{c.describe()}")
 
     def read_back(self, keys):
-        """Run a check client over keys; returns {key: its 'bad ...' line}."""
+        """Run a check client over keys on every agent at once; returns {key: its 'bad ...'
+        lines, each naming the agent it was read through}."""
         path = os.path.join(self.work, "check.keys")
         with open(path, "w") as f:
             f.write("\n".join(keys) + "\n")
-        c = self.start_role("check", "check", "--keys", path)
+        cs = [self.start_role(f"check{i}", "check", a, "--keys", path)
+              for i, a in enumerate(self.agents)]
         timeout = 30 + len(keys) * 0.02
-        try:
-            c.p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            c.kill()
-            self.fail(f"check: reading {len(keys)} keys back took over {timeout:g} s "
-                      f"(killed)\n{c.describe()}")
-        c.join_reader()
-        lines = c.snapshot()[0]
-        self.verify(c.p.returncode == 0 and f"checked {len(keys)} " in "\n".join(lines),
-                    f"check: exit {c.p.returncode}, no summary line\n{c.describe()}")
-        return {ln.split()[1]: ln for ln in lines if ln.startswith("bad ")}
+        deadline = time.monotonic() + timeout
+        for c in cs:
+            try:
+                c.p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                c.kill()
+                self.fail(f"{c.name}: reading {len(keys)} keys back through {c.agent.name} "
+                          f"took over {timeout:g} s (killed)\n{c.describe()}")
+        bad = {}
+        for c in cs:
+            c.join_reader()
+            lines = c.snapshot()[0]
+            self.verify(c.p.returncode == 0 and f"checked {len(keys)} " in "\n".join(lines),
+                        f"{c.name}: exit {c.p.returncode}, no summary line\n{c.describe()}")
+            self.wait_attached(c, 0)
+            for ln in lines:
+                if ln.startswith("bad "):
+                    k = ln.split()[1]
+                    bad[k] = (bad[k] + " | " if k in bad else "") + f"{c.agent.name}: {ln}"
+        return bad
+
+    def agents_follow(self, case, leader):
+        """Each agent's client library logs "master leader: ADDR" whenever it finds the
+        leader elsewhere (setup included); the last one must name the current leader.
+        Prints what each named; returns the failure, or None."""
+        names = {f"127.0.0.1:{self.rpc[i]}": f"master{i}" for i in range(N_MASTERS)}
+        seen, wrong = [], []
+        for a in self.agents:
+            led = [names.get(m, m) for m in
+                   re.findall(r"master leader: (\S+) \(view", a.log_text())]
+            seen.append(f"{a.name} named {' -> '.join(led) or 'none'}")
+            if not led or led[-1] != f"master{leader}":
+                wrong.append(a)
+        print(f"  {case}: leaders the agents followed: {'; '.join(seen)}", flush=True)
+        if not wrong:
+            return None
+        return (f"{case}: agent(s) {[a.name for a in wrong]} do not name the leader "
+                f"master{leader} last\n" + "\n".join(a.describe() for a in wrong))
 
     def verify_read_back(self, case, groups, leader):
         """Every acknowledged key of every group [(what, keys)] reads back with its bytes
-        (the last group, put once the new leader served, is the control). One message
-        with every group's result."""
+        through every agent (the last group, put once the new leader served, is the
+        control). One message with every group's result."""
         bad = self.read_back([k for _, keys in groups for k in keys])
         keys_held = self.key_count(leader)
         summary = "; ".join(f"{len(keys) - sum(k in bad for k in keys)}/{len(keys)} {what}"
                             for what, keys in groups)
-        print(f"  {case}: read back {summary}; the leader (master{leader}) holds "
-              f"{keys_held} keys", flush=True)
+        print(f"  {case}: read back through {' and '.join(a.name for a in self.agents)} "
+              f"{summary}; the leader (master{leader}) holds {keys_held} keys", flush=True)
+        not_following = self.agents_follow(case, leader)
         # What the stream client saw for each key: its put and its read right after.
         seen = {}
         for c in self.streams:
@@ -530,12 +621,35 @@ class TestHa(TestSuite):
             if lost:
                 problems.append(
                     f"{len(lost)} of {len(keys)} objects acknowledged {what} do not read back "
-                    f"(expected = bytes put, got = bytes read back, is_exist 0 = the master "
-                    f"does not know the key; [what the stream client saw, times from the "
-                    f"event]); first ones:\n    " + "\n    ".join(lost[:6]))
+                    f"(the agent read through, expected = bytes put, got = bytes read back, "
+                    f"is_exist 0 = the master does not know the key; [what the stream client "
+                    f"saw, times from the event]); first ones:\n    " + "\n    ".join(lost[:6]))
         self.verify(not problems, f"{case}: acknowledged objects were lost:\n  "
                     + "\n  ".join(problems) + f"\n  (the leader, master{leader}, holds "
                     f"{keys_held} keys)")
+        self.verify(not_following is None, not_following)
+
+    def stop_agents(self, case):
+        """SIGTERM every agent (its clients are gone): each leaves the leader it followed
+        and exits 0 within 15 s, having refused no request as malformed."""
+        for a in self.agents:
+            a.p.send_signal(signal.SIGTERM)
+        agents, self.agents = self.agents, []  # watch() no longer expects them to run
+        stats = []
+        for a in agents:
+            try:
+                a.p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                a.kill()
+                self.fail(f"{case}: {a.name} did not stop within 15 s of SIGTERM (killed)\n"
+                          f"{a.describe()}")
+            m = re.search(r"tide-node: signal \d+: stopping \((\d+) clients served, (\d+) "
+                          r"requests, (\d+) malformed", a.log_text())
+            self.verify(a.p.returncode == 0 and m is not None and m.group(3) == "0",
+                        f"{case}: {a.name} exited {a.p.returncode} on SIGTERM, stop line: "
+                        f"{m.group(0) if m else 'none'}\n{a.describe()}")
+            stats.append(f"{a.name} served {m.group(1)} clients, {m.group(2)} requests")
+        print(f"  {case}: agents stopped cleanly: {'; '.join(stats)}", flush=True)
 
     # ---- cases -------------------------------------------------------------------------
 
@@ -568,27 +682,32 @@ class TestHa(TestSuite):
              self.acked(cs, lambda t0, t1: t1 >= t_sig and t0 <= t_gone)),
             ("after the old leader exited (control)",
              self.acked(cs, lambda t0, t1: t0 > t_gone))], new)
+        self.stop_agents(case)
 
     def test_kill_leader_under_load(self):
-        """Steps: clients stream puts and gets; kill -9 the leader.
+        """Steps: clients stream puts and gets through their agents; kill -9 the leader.
         Verify: a new leader; every client puts again within FAILOVER_BOUND_S (printed);
-        no call hangs; every key acknowledged before the kill reads back with its bytes."""
+        no call hangs; every key acknowledged before the kill reads back with its bytes
+        through each agent; each agent followed the new leader and exits 0 on SIGTERM."""
         self.leader_lost("kill", signal.SIGKILL, FAILOVER_BOUND_S)
 
     def test_sigterm_leader_under_load(self):
-        """Steps: clients stream puts and gets; SIGTERM the leader (clean stop).
+        """Steps: clients stream puts and gets through their agents; SIGTERM the leader
+        (clean stop).
         Verify: it exits; a new leader; every client puts again within HANDOVER_BOUND_S
         (printed); no call hangs; every key acknowledged before the stop, and while the
-        old leader was stopping, reads back with its bytes."""
+        old leader was stopping, reads back with its bytes through each agent; each agent
+        followed the new leader and exits 0 on SIGTERM."""
         self.leader_lost("sigterm", signal.SIGTERM, HANDOVER_BOUND_S)
 
     def test_etcd_down_and_back(self):
-        """Steps: clients stream puts and gets; stop etcd; later restart it on the same
-        data dir.
+        """Steps: clients stream puts and gets through their agents; stop etcd; later
+        restart it on the same data dir.
         Verify: within the lease the leader stops serving (RPC refused or /health not
         leader) and no master serves; puts fail, none hangs, none succeeds while etcd is
         down; with etcd back a leader serves and puts succeed; every key acknowledged
-        before etcd stopped reads back with its bytes."""
+        before etcd stopped reads back with its bytes through each agent; each agent
+        names the leader last and exits 0 on SIGTERM."""
         case = "etcd"
         old = self.wait_leader(5, "the leader")
         cs = self.start_streams(case)
@@ -636,6 +755,7 @@ class TestHa(TestSuite):
             ("after etcd stopped, before the leader stopped serving",
              self.acked(cs, lambda t0, t1: t1 >= t_stop and t0 <= t_unserved)),
             ("after etcd came back (control)", self.acked(cs, lambda t0, t1: t0 >= t_up))], new)
+        self.stop_agents(case)
 
 
 if __name__ == "__main__":
