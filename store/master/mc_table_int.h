@@ -133,8 +133,9 @@ struct tide_mc_table {
 	/* Journal (mc_table_journal.c): records of committed changes, numbered. */
 	tide_mc_table_journal_fn jfn; /* NULL: no journal */
 	void *jctx;
-	uint64_t jseq; /* last record number; written under lock, read with __atomic */
-	uint8_t *jbuf; /* encoding scratch, grows to the largest record */
+	uint64_t jseq;      /* last record number; written under lock, read with __atomic */
+	uint64_t jseq_free; /* last record that released space (an erase, an unmount) */
+	uint8_t *jbuf;      /* encoding scratch, grows to the largest record */
 	size_t jcap;
 };
 

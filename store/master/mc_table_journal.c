@@ -191,6 +191,7 @@ mct_j_seg_del(struct tide_mc_table *t, const struct mct_seg *s)
 	w_u8(&w, J_SEG_DEL);
 	w_uuid(&w, &s->id);
 	emit(t, rec, sizeof(rec));
+	__atomic_store_n(&t->jseq_free, t->jseq, __ATOMIC_RELEASE);
 }
 
 void
@@ -219,6 +220,7 @@ mct_j_obj_del(struct tide_mc_table *t, const struct mct_obj *o)
 		w_bytes(&w, mct_key_c(o), o->key_len);
 	}
 	emit(t, p, p ? 5 + (size_t)o->key_len : 0);
+	__atomic_store_n(&t->jseq_free, t->jseq, __ATOMIC_RELEASE);
 }
 
 int
@@ -231,6 +233,7 @@ tide_mc_table_journal_set(struct tide_mc_table *t, tide_mc_table_journal_fn fn, 
 	t->jfn = fn;
 	t->jctx = ctx;
 	__atomic_store_n(&t->jseq, last_seq, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->jseq_free, last_seq, __ATOMIC_RELEASE);
 	mct_unlock(t);
 	return 0;
 }
@@ -239,6 +242,12 @@ uint64_t
 tide_mc_table_journal_seq(const struct tide_mc_table *t)
 {
 	return t ? __atomic_load_n(&t->jseq, __ATOMIC_ACQUIRE) : 0;
+}
+
+uint64_t
+tide_mc_table_journal_free_seq(const struct tide_mc_table *t)
+{
+	return t ? __atomic_load_n(&t->jseq_free, __ATOMIC_ACQUIRE) : 0;
 }
 
 /* ---- decoding and replay ----------------------------------------------------------------- */

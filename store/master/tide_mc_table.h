@@ -606,6 +606,15 @@ int tide_mc_table_journal_set(struct tide_mc_table *t, tide_mc_table_journal_fn 
 uint64_t tide_mc_table_journal_seq(const struct tide_mc_table *t);
 
 /**
+ * Number of the last journal record that released space (an object erased,
+ * a segment unmounted); <= tide_mc_table_journal_seq(). A PutStart that
+ * allocated may answer once this is durable: the space it hands out is then
+ * free in every table a log replay can build, whatever records of other
+ * objects are still on their way. Thread: any (lock-free read).
+ */
+uint64_t tide_mc_table_journal_free_seq(const struct tide_mc_table *t);
+
+/**
  * Apply one journal or snapshot record to this table (a standby replaying
  * the log before it serves). Objects come back COMPLETE at the journaled
  * offsets, with a read lease of default_kv_lease_ttl from now_ms (a reader

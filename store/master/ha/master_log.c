@@ -35,25 +35,48 @@ struct rbuf {
 	uint32_t count;
 };
 
+/*
+ * Writers: each takes what is pending and writes it as its own transaction,
+ * so one commit's latency does not queue the next (with one writer a change
+ * that arrives during a commit waits for it and then for its own). Takes are
+ * numbered in order under the lock; a range becomes durable once it and every
+ * range before it are in etcd. A leader that dies with a later range written
+ * and an earlier one not leaves a gap: the replay stops there (only ranges
+ * before it were ever acknowledged) and heals the log.
+ */
+#define NWRITERS 2
+
+struct writer {
+	struct tide_master_log *l;
+	struct tide_etcd *e;
+	pthread_t th;
+	bool started;
+};
+
+/* A written range not yet durable (an earlier one is still in flight). */
+struct done_range {
+	uint64_t first, last;
+};
+
 struct tide_master_log {
 	struct tide_master_log_opts o;
 	char *fence_key, *endpoints;
 	char prefix[KEY_MAX / 2];
 	struct tide_mc_table *t;
-	struct tide_etcd *e;
-	pthread_t th;
-	bool started;
+	struct writer w[NWRITERS];
 
-	pthread_mutex_t lock; /* guards pend, pend_first, stop, broken */
+	pthread_mutex_t lock; /* guards pend, pend_first, stop, broken, done, snapping */
 	pthread_cond_t cond;
 	struct rbuf pend;
 	uint64_t pend_first; /* number of pend's first record */
 	bool stop;
 	bool broken;        /* a record was lost: nothing more may be acknowledged */
 	atomic_bool failed; /* failed() called */
+	struct done_range done[NWRITERS * 64];
+	unsigned ndone;
+	bool snapping; /* one snapshot at a time */
 
-	uint64_t snap_seq; /* the last snapshot this writer wrote (0: none) */
-	bool snapshot_now;
+	uint64_t snap_seq; /* the last snapshot written (0: none) */
 	uint64_t since_snap;
 	_Atomic uint64_t records, batches, snapshots, durable;
 };
@@ -212,10 +235,11 @@ stopping(struct tide_master_log *l)
  * another error etcd answered with (-EPROTO, -EBADMSG, ...).
  */
 static int
-fenced(struct tide_master_log *l, const struct tide_etcd_op *ops, size_t n, int64_t *rev)
+fenced(struct tide_master_log *l, struct tide_etcd *e, const struct tide_etcd_op *ops, size_t n,
+       int64_t *rev)
 {
 	for (;;) {
-		int rc = tide_etcd_txn_if_created(l->e, l->fence_key, strlen(l->fence_key),
+		int rc = tide_etcd_txn_if_created(e, l->fence_key, strlen(l->fence_key),
 						  l->o.fence_rev, ops, n, rev);
 
 		/* etcd refused it (an answer, not a lost connection): retrying would
@@ -231,9 +255,47 @@ fenced(struct tide_master_log *l, const struct tide_etcd_op *ops, size_t n, int6
 	}
 }
 
+/* Records [first, last] are in etcd: move the durable mark over every range now contiguous. */
+static int
+range_done(struct tide_master_log *l, uint64_t first, uint64_t last)
+{
+	uint64_t d, was;
+	bool moved = true;
+
+	pthread_mutex_lock(&l->lock);
+	was = d = atomic_load(&l->durable);
+	if (first != d + 1) {
+		if (l->ndone == sizeof(l->done) / sizeof(l->done[0])) {
+			pthread_mutex_unlock(&l->lock);
+			return -EOVERFLOW; /* cannot happen: a writer has one take in flight */
+		}
+		l->done[l->ndone++] = (struct done_range){first, last};
+		pthread_mutex_unlock(&l->lock);
+		return 0;
+	}
+	d = last;
+	while (moved) {
+		moved = false;
+		for (unsigned i = 0; i < l->ndone; i++) {
+			if (l->done[i].first == d + 1) {
+				d = l->done[i].last;
+				l->done[i] = l->done[--l->ndone];
+				moved = true;
+				break;
+			}
+		}
+	}
+	atomic_store(&l->durable, d);
+	pthread_mutex_unlock(&l->lock);
+	if (d > was && l->o.durable)
+		l->o.durable(l->o.arg, d);
+	return 0;
+}
+
 /* Write records [first, first + b->count) of b as batches of at most VALUE_MAX. */
 static int
-write_batches(struct tide_master_log *l, const struct rbuf *b, uint64_t first)
+write_batches(struct tide_master_log *l, struct tide_etcd *e, const struct rbuf *b,
+	      uint64_t first)
 {
 	size_t off = 0;
 
@@ -267,17 +329,17 @@ write_batches(struct tide_master_log *l, const struct rbuf *b, uint64_t first)
 		op.key_len = key_log(l->prefix, key, first);
 		op.value = val;
 		op.value_len = vlen;
-		rc = fenced(l, &op, 1, NULL);
+		rc = fenced(l, e, &op, 1, NULL);
 		free(val);
+		if (rc != 0)
+			return rc;
+		rc = range_done(l, first, first + n - 1);
 		if (rc != 0)
 			return rc;
 		first += n;
 		off = end;
 		atomic_fetch_add(&l->records, n);
 		atomic_fetch_add(&l->batches, 1);
-		atomic_store(&l->durable, first - 1);
-		if (l->o.durable)
-			l->o.durable(l->o.arg, first - 1);
 	}
 	return 0;
 }
@@ -329,7 +391,7 @@ snap_free(struct snap *s)
  * whole_log), every other snapshot's chunks and etcd's history before it.
  */
 static int
-snapshot(struct tide_master_log *l, bool whole_log)
+snapshot(struct tide_master_log *l, struct tide_etcd *e, bool whole_log)
 {
 	uint64_t durable = atomic_load(&l->durable), seq = 0, t0 = tide_mono_ns();
 	struct snap s = {0};
@@ -349,7 +411,7 @@ snapshot(struct tide_master_log *l, bool whole_log)
 		ops[0].key_len = key_snap(l->prefix, key, seq, (int)i);
 		ops[0].value = s.c[i].p;
 		ops[0].value_len = s.c[i].len;
-		rc = fenced(l, ops, 1, NULL);
+		rc = fenced(l, e, ops, 1, NULL);
 	}
 	if (rc == 0) {
 		char s0[KEY_MAX], s1[KEY_MAX], s2[KEY_MAX], s3[KEY_MAX];
@@ -392,13 +454,13 @@ snapshot(struct tide_master_log *l, bool whole_log)
 		ops[3].key_len = n2;
 		ops[3].range_end = s3;
 		ops[3].range_end_len = n3;
-		rc = fenced(l, ops, 4, &rev);
+		rc = fenced(l, e, ops, 4, &rev);
 	}
 	if (rc == 0) {
 		l->snap_seq = seq;
 		atomic_fetch_add(&l->snapshots, 1);
 		/* etcd keeps every revision until compacted: the log would grow without it. */
-		if (rev > 0 && tide_etcd_compact(l->e, rev) != 0)
+		if (rev > 0 && tide_etcd_compact(e, rev) != 0)
 			TIDE_LOG(WARN, "HA log: etcd compaction at %" PRId64 " failed", rev);
 		TIDE_LOG(INFO, "HA log: snapshot at record %" PRIu64 ": %zu chunk(s), %.1f ms", seq,
 			 s.n, (double)(tide_mono_ns() - t0) / 1e6);
@@ -410,21 +472,21 @@ snapshot(struct tide_master_log *l, bool whole_log)
 static void *
 writer_main(void *arg)
 {
-	struct tide_master_log *l = arg;
+	struct writer *w = arg;
+	struct tide_master_log *l = w->l;
 	uint64_t threshold =
 		l->o.snapshot_records ? l->o.snapshot_records : TIDE_MASTER_LOG_SNAPSHOT_RECORDS;
 	struct rbuf mine = {0};
 	int rc = 0;
 
-	if (l->snapshot_now)
-		rc = snapshot(l, true);
 	while (rc == 0) {
 		uint64_t first;
+		bool snap = false;
 
 		pthread_mutex_lock(&l->lock);
-		while (l->pend.count == 0 && !l->stop)
+		while (l->pend.count == 0 && !l->stop && !l->broken)
 			pthread_cond_wait(&l->cond, &l->lock);
-		if (l->stop) {
+		if (l->stop || l->broken) {
 			pthread_mutex_unlock(&l->lock);
 			break;
 		}
@@ -438,23 +500,29 @@ writer_main(void *arg)
 			mine = t;
 		}
 		first = l->pend_first;
+		l->since_snap += mine.count;
+		if (l->since_snap >= threshold && !l->snapping) {
+			l->since_snap = 0;
+			l->snapping = snap = true;
+		}
 		pthread_mutex_unlock(&l->lock);
-		rc = write_batches(l, &mine, first);
-		if (rc == 0) {
-			l->since_snap += mine.count;
-			if (l->since_snap >= threshold) {
-				rc = snapshot(l, false);
-				l->since_snap = 0;
-			}
+		rc = write_batches(l, w->e, &mine, first);
+		if (rc == 0 && snap)
+			rc = snapshot(l, w->e, false);
+		if (snap) {
+			pthread_mutex_lock(&l->lock);
+			l->snapping = false;
+			pthread_mutex_unlock(&l->lock);
 		}
 	}
 	free(mine.p);
 	if (rc != 0 && rc != -ECANCELED) {
-		/* Nothing more will be written: stop keeping records. */
+		/* Nothing more will be written: stop keeping records, stop the other writers. */
 		pthread_mutex_lock(&l->lock);
 		l->broken = true;
 		free(l->pend.p);
 		memset(&l->pend, 0, sizeof(l->pend));
+		pthread_cond_broadcast(&l->cond);
 		pthread_mutex_unlock(&l->lock);
 	}
 	if (rc == -ESTALE) {
@@ -485,28 +553,32 @@ tide_master_log_start(const struct tide_master_log_opts *o, struct tide_mc_table
 		return -ENOMEM;
 	l->o = *o;
 	l->t = t;
-	l->snapshot_now = snapshot_now;
 	atomic_store(&l->durable, last_seq);
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_cond_init(&l->cond, NULL);
 	l->fence_key = strdup(o->fence_key);
 	l->endpoints = strdup(o->endpoints);
+	l->o.fence_key = l->fence_key;
+	l->o.endpoints = l->endpoints;
 	rc = !l->fence_key || !l->endpoints
 		     ? -ENOMEM
 		     : make_prefix(o->cluster_id, l->prefix, sizeof(l->prefix));
-	if (rc == 0)
-		rc = tide_etcd_open(l->endpoints, ETCD_CALL_MS, &l->e);
-	if (rc == 0) {
-		l->o.fence_key = l->fence_key;
-		l->o.endpoints = l->endpoints;
-		rc = tide_mc_table_journal_set(t, on_record, l, last_seq);
+	for (int i = 0; rc == 0 && i < NWRITERS; i++) {
+		l->w[i].l = l;
+		rc = tide_etcd_open(l->endpoints, ETCD_CALL_MS, &l->w[i].e);
 	}
-	if (rc == 0) {
-		rc = -pthread_create(&l->th, NULL, writer_main, l);
+	if (rc == 0)
+		rc = tide_mc_table_journal_set(t, on_record, l, last_seq);
+	/* Heal a damaged log before any writer adds to it (the heal drops the whole
+	 * log; records made meanwhile wait in pend). */
+	if (rc == 0 && snapshot_now) {
+		rc = snapshot(l, l->w[0].e, true);
 		if (rc != 0)
-			(void)tide_mc_table_journal_set(t, NULL, NULL, last_seq);
-		else
-			l->started = true;
+			TIDE_LOG(ERR, "HA log: cannot rewrite the damaged log: %s", strerror(-rc));
+	}
+	for (int i = 0; rc == 0 && i < NWRITERS; i++) {
+		rc = -pthread_create(&l->w[i].th, NULL, writer_main, &l->w[i]);
+		l->w[i].started = rc == 0;
 	}
 	if (rc != 0) {
 		tide_master_log_stop(l);
@@ -521,15 +593,17 @@ tide_master_log_stop(struct tide_master_log *l)
 {
 	if (!l)
 		return;
-	if (l->started) {
-		(void)tide_mc_table_journal_set(l->t, NULL, NULL, tide_mc_table_journal_seq(l->t));
-		pthread_mutex_lock(&l->lock);
-		l->stop = true;
-		pthread_cond_signal(&l->cond);
-		pthread_mutex_unlock(&l->lock);
-		pthread_join(l->th, NULL);
+	/* No record reaches this log after this returns (the table's lock orders it). */
+	(void)tide_mc_table_journal_set(l->t, NULL, NULL, tide_mc_table_journal_seq(l->t));
+	pthread_mutex_lock(&l->lock);
+	l->stop = true;
+	pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+	for (int i = 0; i < NWRITERS; i++) {
+		if (l->w[i].started)
+			pthread_join(l->w[i].th, NULL);
+		tide_etcd_close(l->w[i].e);
 	}
-	tide_etcd_close(l->e);
 	free(l->pend.p);
 	free(l->fence_key);
 	free(l->endpoints);

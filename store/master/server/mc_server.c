@@ -256,6 +256,47 @@ account(struct mc_worker *w, enum tide_mc_fn fn, bool failed, uint64_t us)
 	mc_stat_add(&f->lat_bucket[b], 1);
 }
 
+/* A PutStart reply, or a batch's, whose keys were all placed (none already existed). */
+static bool
+placed_only(const struct tide_mc_resp *resp)
+{
+	size_t i;
+
+	if (resp->fn == TIDE_MC_FN_PUT_START || resp->fn == TIDE_MC_FN_UPSERT_START) {
+		return resp->u.put_start.ok;
+	}
+	if (resp->fn != TIDE_MC_FN_BATCH_PUT_START && resp->fn != TIDE_MC_FN_BATCH_UPSERT_START) {
+		return false;
+	}
+	for (i = 0; i < resp->u.batch_put_start.n; i++) {
+		if (!resp->u.batch_put_start.v[i].ok) {
+			return false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The journal record a reply must wait for (read after the call, so it covers
+ * every record the call made and any made before). Two answers reveal less
+ * than the whole table: a Ping (liveness is not journaled) and a PutStart
+ * that placed every key, which hands out only space; that space must be free
+ * in any table a replay can build, so it waits for the last release, not for
+ * other objects' completions. Everything else, failures included (an
+ * OBJECT_ALREADY_EXISTS tells the writer its put is done), waits for all.
+ */
+static uint64_t
+hold_for(const struct tide_mc_table *t, const struct tide_mc_resp *resp)
+{
+	if (resp->fn == TIDE_MC_FN_PING) {
+		return 0;
+	}
+	if (placed_only(resp)) {
+		return tide_mc_table_journal_free_seq(t);
+	}
+	return tide_mc_table_journal_seq(t);
+}
+
 /*
  * Answer one complete frame at rbuf[off..off+len). Returns 0, or -errno when
  * the connection must close at once (answer could not be built).
@@ -303,8 +344,12 @@ serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len
 					      &c->wbuf);
 	}
 	if (w->s->hold) {
-		/* Read after the call: covers every record it made (and any made before). */
-		c->hold_seq = tide_mc_table_journal_seq(w->s->table);
+		uint64_t need = hold_for(w->s->table, &resp);
+
+		/* Replies on a connection leave in order: never below the one before. */
+		if (need > c->hold_seq) {
+			c->hold_seq = need;
+		}
 	}
 	account(w, req.fn, mc_resp_failed(&resp), now_us() - t0);
 	tide_mc_req_free(&req);
