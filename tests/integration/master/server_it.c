@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 
 #include "tide_mc_client.h"
 #include "tide_mc_server.h"
+#include "tide_mc_table.h"
 #include "tide_ut.h"
 
 #ifndef MC_VECTORS_DIR
@@ -37,6 +39,7 @@ static struct {
 	uint32_t admin_conns, meta_conns, max_body, head_ms, body_ms, idle_ms;
 	uint64_t meta_bytes;
 	const char *allow; /* allow_networks */
+	bool defer_rpc;    /* the RPC port opens at tide_mc_server_start_rpc() */
 } http_lim;
 
 static struct tide_mc_server *
@@ -61,6 +64,7 @@ start_server(void)
 	if (http_lim.idle_ms)
 		o.http_idle_timeout_ms = http_lim.idle_ms;
 	o.allow_networks = http_lim.allow;
+	o.defer_rpc = http_lim.defer_rpc;
 	memset(&http_lim, 0, sizeof(http_lim));
 	o.rpc_address = "127.0.0.1";
 	o.rpc_port = 0;
@@ -73,7 +77,7 @@ start_server(void)
 	o.tick_ms = 10;
 	o.max_frame_body = 1u << 20;
 	CU_ASSERT_EQUAL_FATAL(tide_mc_server_create(&o, &s), 0);
-	CU_ASSERT_NOT_EQUAL(tide_mc_server_rpc_port(s), 0);
+	CU_ASSERT(o.defer_rpc || tide_mc_server_rpc_port(s) != 0);
 	CU_ASSERT_NOT_EQUAL(tide_mc_server_metrics_port(s), 0);
 	CU_ASSERT_NOT_EQUAL(tide_mc_server_metadata_port(s), 0);
 	return s;
@@ -1157,6 +1161,144 @@ test_allow_networks(void)
 	CU_ASSERT_PTR_NULL(bad);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Replies held until the journal is durable (HA)                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The test is the journal: it counts records and says when they are durable. */
+static void
+count_record(void *ctx, uint64_t seq, const void *rec, size_t len)
+{
+	(void)rec;
+	(void)len;
+	__atomic_store_n((uint64_t *)ctx, seq, __ATOMIC_RELEASE);
+}
+
+/* One blocking call on its own thread: which, and whether it has returned. */
+struct held_call {
+	struct tide_mc_client *c;
+	const char *key;
+	int what; /* 0 PutEnd, 1 Remove, 2 PutStart */
+	int rc;
+	int32_t ec;
+	pthread_t th;
+	int done; /* __atomic */
+};
+
+static void *
+held_call_main(void *arg)
+{
+	struct held_call *h = arg;
+
+	if (h->what == 0)
+		h->rc = tide_mc_client_put_end(h->c, &client_a, h->key, &h->ec);
+	else if (h->what == 1)
+		h->rc = tide_mc_client_remove(h->c, h->key, true, &h->ec);
+	else
+		h->rc = tide_mc_client_put_start(h->c, &client_a, h->key, 4096, NULL, NULL, &h->ec);
+	__atomic_store_n(&h->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void
+held_start(struct held_call *h, struct tide_mc_client *c, const char *key, int what)
+{
+	memset(h, 0, sizeof(*h));
+	h->c = c;
+	h->key = key;
+	h->what = what;
+	CU_ASSERT_EQUAL_FATAL(pthread_create(&h->th, NULL, held_call_main, h), 0);
+}
+
+static bool
+held_done(struct held_call *h)
+{
+	return __atomic_load_n(&h->done, __ATOMIC_ACQUIRE) != 0;
+}
+
+static void
+wait_seq(const uint64_t *seq, uint64_t want)
+{
+	double t0 = tide_ut_now_s();
+
+	while (__atomic_load_n(seq, __ATOMIC_ACQUIRE) < want && tide_ut_now_s() - t0 < 10)
+		usleep(1000);
+	CU_ASSERT_EQUAL(__atomic_load_n(seq, __ATOMIC_ACQUIRE), want);
+}
+
+/*
+ * A reply waits for the journal records made before it: a PutEnd until its
+ * record is durable, a Ping never, a PutStart that placed only until the
+ * last release of space is durable (not other objects' completions), and
+ * then until that release when one is pending.
+ */
+static void
+test_held_replies(void)
+{
+	struct tide_mc_server *s;
+	struct tide_mc_client *c1, *c2;
+	struct tide_mc_segment g = segment();
+	struct held_call end_a, rm_a, start_c;
+	uint64_t seq = 0;
+	int32_t ec = 1, st = 0;
+
+	http_lim.defer_rpc = true;
+	s = start_server();
+	CU_ASSERT_EQUAL(tide_mc_table_journal_set(tide_mc_server_table(s), count_record, &seq, 0),
+			0);
+	CU_ASSERT_EQUAL(tide_mc_server_hold_replies(s), 0);
+	CU_ASSERT_EQUAL_FATAL(tide_mc_server_start_rpc(s), 0);
+	CU_ASSERT_EQUAL(tide_mc_server_hold_replies(s), -EINVAL); /* too late: RPC is open */
+	c1 = connect_to(s);
+	c2 = connect_to(s);
+
+	/* A Ping makes no record: answered with nothing durable. Mount makes record 1,
+	 * reported durable ahead here so its reply goes at once. */
+	TIDE_UT_OK(tide_mc_client_ping(c1, &client_a, &st, &ec));
+	tide_mc_server_set_durable(s, 1);
+	TIDE_UT_OK(tide_mc_client_mount(c1, &g, &client_a, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	CU_ASSERT_EQUAL(seq, 1);
+
+	/* PutEnd of a: held until record 2 is durable. */
+	TIDE_UT_OK(tide_mc_client_put_start(c1, &client_a, "a", 4096, NULL, NULL, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	held_start(&end_a, c1, "a", 0);
+	wait_seq(&seq, 2);
+	usleep(200 * 1000);
+	CU_ASSERT(!held_done(&end_a));
+	/* Meanwhile: a Ping and a PutStart that places answer at once. */
+	TIDE_UT_OK(tide_mc_client_ping(c2, &client_a, &st, &ec));
+	TIDE_UT_OK(tide_mc_client_put_start(c2, &client_a, "b", 4096, NULL, NULL, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	CU_ASSERT(!held_done(&end_a));
+	tide_mc_server_set_durable(s, 2);
+	pthread_join(end_a.th, NULL);
+	TIDE_UT_OK(end_a.rc);
+	CU_ASSERT_EQUAL(end_a.ec, 0);
+
+	/* Remove of a releases space (record 3): a PutStart now waits for it. */
+	held_start(&rm_a, c1, "a", 1);
+	wait_seq(&seq, 3);
+	held_start(&start_c, c2, "c", 2);
+	usleep(200 * 1000);
+	CU_ASSERT(!held_done(&rm_a));
+	CU_ASSERT(!held_done(&start_c));
+	tide_mc_server_set_durable(s, 3);
+	pthread_join(rm_a.th, NULL);
+	pthread_join(start_c.th, NULL);
+	TIDE_UT_OK(rm_a.rc);
+	CU_ASSERT_EQUAL(rm_a.ec, 0);
+	TIDE_UT_OK(start_c.rc);
+	CU_ASSERT_EQUAL(start_c.ec, 0);
+
+	tide_mc_client_close(c1);
+	tide_mc_client_close(c2);
+	/* The table stops calling into this test's counter before it goes. */
+	tide_mc_server_stop(s);
+	tide_mc_server_destroy(s);
+}
+
 static void
 register_tests(void)
 {
@@ -1175,6 +1317,7 @@ register_tests(void)
 	CU_add_test(s, "http_deadlines", test_http_deadlines);
 	CU_add_test(s, "http_body_limits", test_http_body_limits);
 	CU_add_test(s, "allow_networks", test_allow_networks);
+	CU_add_test(s, "held_replies", test_held_replies);
 }
 
 TIDE_UT_MAIN(register_tests)

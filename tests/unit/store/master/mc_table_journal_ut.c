@@ -156,6 +156,17 @@ test_replay_log(void)
 	for (size_t i = 0; i < l.n; i++)
 		CU_ASSERT_EQUAL(l.seq[i], 101 + i);
 	CU_ASSERT_EQUAL(tide_mc_table_journal_seq(t), 100 + l.n);
+	/* The last release of space: the last erase (4) or unmount (2); the workload
+	 * ends with puts, so it is behind the last record. */
+	{
+		uint64_t last_free = 100;
+
+		for (size_t i = 0; i < l.n; i++)
+			if (l.rec[i][0] == 2 || l.rec[i][0] == 4)
+				last_free = l.seq[i];
+		CU_ASSERT_EQUAL(tide_mc_table_journal_free_seq(t), last_free);
+		CU_ASSERT(last_free > 100 && last_free < 100 + l.n);
+	}
 	replay(r, &l, 0);
 	mc_fixture_assert_same(t, r, &K, NKEYS);
 	/* Replaying into a journaled table is refused: it would journal again. */
