@@ -1026,9 +1026,12 @@ tide_etcd_wait_change(struct tide_etcd *e, const char *key, size_t key_len, int6
 			rc = -EBADMSG;
 			break;
 		}
-		if (c == CURLE_OPERATION_TIMEDOUT && w.created) {
+		if ((c == CURLE_OPERATION_TIMEDOUT || (c == CURLE_OK && status == 200)) &&
+		    w.created) {
+			/* The key stayed quiet, or etcd ended the stream (it is stopping):
+			 * no change seen; the caller reads the key again. */
 			e->cur = i;
-			rc = 0; /* the key stayed quiet */
+			rc = 0;
 			break;
 		}
 		if (status != 0 && status != 200) {

@@ -431,6 +431,11 @@ test_watch(void)
 		   "{\"result\":{\"created\":true}}\n{\"result\":{\"canceled\":true,"
 		   "\"compact_revision\":\"50\"}}\n");
 	CU_ASSERT_EQUAL(tide_etcd_wait_change(e, "k", 1, 9, 1000, NULL), 1);
+	/* created, then etcd ends the stream (shutting down): no change seen, at once. */
+	fake_reply(f, 200, "{\"result\":{\"header\":{\"revision\":\"9\"},\"created\":true}}\n");
+	t0 = tide_ut_now_s();
+	CU_ASSERT_EQUAL(tide_etcd_wait_change(e, "k", 1, 9, 1000, NULL), 0);
+	CU_ASSERT(tide_ut_now_s() - t0 < 0.9);
 	/* created, then silence: 0 after the timeout. */
 	fake_reply(f, 200, "{\"result\":{\"header\":{\"revision\":\"9\"},\"created\":true}}\n");
 	pthread_mutex_lock(&f->lock);
