@@ -14,6 +14,10 @@
  * The calls keep their arrays on the stack up to a typical size (no malloc
  * per call apart from the decoded answers), and a replica in this process's
  * own segment is copied with memcpy without going through an engine batch.
+ *
+ * This file keeps the store's life cycle (setup, teardown, the heartbeat),
+ * the public entry points and the registered buffers; the master calls are
+ * store_mc.c, the transfer planning and execution store_xfer.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,12 +39,11 @@
 #include "seg_warm.h"
 #include "store_rc.h"
 #include "store_agent.h"
+#include "store_mc.h"
+#include "store_xfer.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
 #include "tide_addr.h"
-#include "tide_clock.h"
-#include "tide_etcd.h"
-#include "tide_master_ha.h"
 #include "tide_store.h"
 #include "tide_te.h"
 
@@ -51,16 +54,8 @@
 #define HB_PERIOD_MS 1000
 /* Consecutive failed Pings after which the heartbeat reconnects (spec 4.2). */
 #define HB_MAX_FAILS 3
-/* Wait bound for one transfer batch; the engine fails stalled requests within
- * its own io_timeout_ms (10 s) so this only guards against an engine bug. */
-#define XFER_WAIT_MS 60000
 /* health_check(): connect and answer bound, so a dead master is reported fast. */
 #define HEALTH_TIMEOUT_MS 2000
-/* How long an idempotent call waits for a new HA leader (lease TTL 2-5 s + election). */
-#define FAILOVER_WAIT_MS 8000u
-#define FAILOVER_STEP_MS 100u
-/* Transfer requests kept on the stack; more go to the heap. */
-#define XFER_INLINE 16
 /* Per-call scratch kept on the stack (key and request arrays of a typical call). */
 #define SCRATCH_INLINE 4096
 /* Registered-buffer table: initial slots (power of two), grown at half load. */
@@ -88,8 +83,7 @@ struct tide_store {
 	/* tide_store_set_rdma_devices(); NULL: MOONCAKE_DEVICE of the node environment. */
 	char *rdma_devices;
 	struct tide_te *te;
-	struct tide_mc_pool mc; /* master connections (mc_pool.h) */
-	struct tide_mc_uuid client_id;
+	struct store_mc mc; /* master connections, client id, HA leader lookup (store_mc.h) */
 	struct tide_mc_uuid seg_id;
 	void *seg_base; /* NULL: nothing contributed */
 	size_t seg_size;
@@ -102,10 +96,6 @@ struct tide_store {
 	pthread_mutex_t buf_lock; /* maps and reg */
 	struct mapped *maps;
 	struct tide_reg_table reg; /* tide_store_register_buffer() */
-	/* Master found through etcd ("etcd://..." as the master address): the leader's
-	 * master_view key, re-read when the master stops answering. NULL otherwise. */
-	struct tide_etcd *etcd;
-	char etcd_key[256];
 	/* Heartbeat. */
 	struct tide_mc_client *hb_mc;
 	pthread_t hb_thread;
@@ -116,46 +106,6 @@ struct tide_store {
 	bool hb_kick; /* ping now (the master moved): re-mount without waiting a period */
 	char hb_addr[TIDE_MC_POOL_ADDR_MAX]; /* where hb_mc is connected (heartbeat thread) */
 };
-
-/* Mooncake ErrorCode -> negative errno, as documented in tide_store.h. */
-static int
-ec_to_errno(int32_t ec)
-{
-	switch (ec) {
-	case TIDE_MC_EC_OK:
-		return 0;
-	case TIDE_MC_EC_OBJECT_NOT_FOUND:
-		return -ENOENT;
-	case TIDE_MC_EC_OBJECT_ALREADY_EXISTS:
-		return -EEXIST;
-	case TIDE_MC_EC_NO_AVAILABLE_HANDLE:
-		return -ENOSPC;
-	case TIDE_MC_EC_REPLICA_IS_NOT_READY:
-	case TIDE_MC_EC_INVALID_REPLICA:
-		return -EAGAIN;
-	case TIDE_MC_EC_OBJECT_HAS_LEASE:
-	case TIDE_MC_EC_OBJECT_HAS_REPLICATION_TASK:
-		return -EBUSY;
-	case TIDE_MC_EC_INVALID_KEY:
-	case TIDE_MC_EC_INVALID_PARAMS:
-		return -EINVAL;
-	case TIDE_MC_EC_INVALID_VERSION:
-		return -EPROTO;
-	case TIDE_MC_EC_SEGMENT_NOT_FOUND:
-	case TIDE_MC_EC_CLIENT_NOT_FOUND:
-	case TIDE_MC_EC_ILLEGAL_CLIENT:
-		return -ENODEV;
-	default:
-		return -EREMOTEIO;
-	}
-}
-
-/* rc from the master client, else the business code mapped. */
-static int
-mc_result(int rc, int32_t ec)
-{
-	return rc != 0 ? rc : ec_to_errno(ec);
-}
 
 static int
 random_uuid(struct tide_mc_uuid *u)
@@ -176,8 +126,6 @@ random_uuid(struct tide_mc_uuid *u)
 	u->second = v[1];
 	return 0;
 }
-
-static const struct tide_mc_str tenant_default = {(char *)"default", 7};
 
 static void
 segment_fill(const struct tide_store *s, struct tide_mc_segment *seg)
@@ -214,15 +162,6 @@ keys_ok(const char *const *keys, size_t n)
 		if (!key_ok(keys[i]))
 			return false;
 	return true;
-}
-
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 /*
@@ -262,6 +201,18 @@ sc_take(struct scratch *sc, size_t n, size_t elem)
 	return p;
 }
 
+/* store_mc's moved hook: the master moved, so the heartbeat pings (and re-mounts) now. */
+static void
+hb_kick(void *arg)
+{
+	struct tide_store *s = arg;
+
+	pthread_mutex_lock(&s->hb_lock);
+	s->hb_kick = true;
+	pthread_cond_broadcast(&s->hb_cond);
+	pthread_mutex_unlock(&s->hb_lock);
+}
+
 int
 tide_store_create(struct tide_store **out)
 {
@@ -272,7 +223,9 @@ tide_store_create(struct tide_store **out)
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
-	tide_mc_pool_init(&s->mc);
+	tide_mc_pool_init(&s->mc.pool);
+	s->mc.moved = hb_kick;
+	s->mc.moved_arg = s;
 	pthread_mutex_init(&s->buf_lock, NULL);
 	pthread_mutex_init(&s->hb_lock, NULL);
 	pthread_cond_init(&s->hb_cond, NULL);
@@ -280,88 +233,7 @@ tide_store_create(struct tide_store **out)
 	return 0;
 }
 
-/* ------------------------------------------------------------------------ master connections */
-
-static void
-req_init(struct tide_mc_req *r, enum tide_mc_fn fn)
-{
-	memset(r, 0, sizeof(*r));
-	r->fn = fn;
-	r->layout = TIDE_MC_LAYOUT_HEAD;
-}
-
 /* ---------------------------------------------------------------------------- heartbeat */
-
-/*
- * The leader's address from etcd's master_view into the pool. 0; -ENOENT no
- * leader now (none elected, or a value that is not host:port); etcd's errors.
- */
-static int
-locate_master(struct tide_store *s)
-{
-	struct tide_etcd_kv kv;
-	char old[TIDE_MC_POOL_ADDR_MAX];
-	int rc = tide_etcd_get(s->etcd, s->etcd_key, strlen(s->etcd_key), &kv, NULL);
-
-	if (rc != 0) {
-		TIDE_LOG_RATELIMIT(WARN, 5, "master leader: etcd %s: %s", s->etcd_key,
-				   rc == -ENOENT ? "no leader elected" : strerror(-rc));
-		return rc;
-	}
-	if (!tide_master_ha_leader_valid(kv.value, kv.value_len)) {
-		TIDE_LOG_RATELIMIT(WARN, 5, "master leader: %s holds \"%.64s\", not host:port",
-				   s->etcd_key, kv.value);
-		tide_etcd_kv_clear(&kv);
-		return -ENOENT;
-	}
-	tide_mc_pool_master(&s->mc, old, sizeof(old));
-	if (strcmp(old, kv.value) != 0) {
-		TIDE_LOG(NOTICE, "master leader: %s (view %" PRId64 ")%s%s", kv.value,
-			 kv.create_revision, old[0] ? ", was " : "", old);
-		rc = tide_mc_pool_set_master(&s->mc, kv.value);
-		/* The new leader answers the first Ping with NEED_REMOUNT: ping now. */
-		pthread_mutex_lock(&s->hb_lock);
-		s->hb_kick = true;
-		pthread_cond_broadcast(&s->hb_cond);
-		pthread_mutex_unlock(&s->hb_lock);
-	}
-	tide_etcd_kv_clear(&kv);
-	return rc;
-}
-
-/* The pool's relocate hook: a connect to the master failed. */
-static int
-relocate_master(void *arg)
-{
-	return locate_master(arg);
-}
-
-/*
- * Whether an idempotent master call that failed with rc may be sent again:
- * the master is found through etcd, the connection broke or was refused (a
- * leader that died or stepped down), and the failover deadline has not
- * passed. Waits a step, looks the leader up again and returns true. *until
- * starts at 0 (the first failure sets it). Reads, PutEnd and BatchPutEnd go
- * through here: sent twice they change nothing more than once, and a PutEnd
- * whose put the old leader never made durable fails at the new one
- * (OBJECT_NOT_FOUND), so the put is revoked, never half visible.
- */
-static bool
-failover_retry(struct tide_store *s, int rc, uint64_t *until)
-{
-	uint64_t now = tide_mono_ns();
-
-	if (s->etcd == NULL || (rc != -ECONNRESET && rc != -EPIPE && rc != -ECONNREFUSED &&
-				rc != -ENOTCONN && rc != -ECONNABORTED))
-		return false;
-	if (*until == 0)
-		*until = now + FAILOVER_WAIT_MS * 1000000ull;
-	else if (now >= *until)
-		return false;
-	usleep(FAILOVER_STEP_MS * 1000u);
-	(void)locate_master(s);
-	return true;
-}
 
 static void
 hb_ping_once(struct tide_store *s, int *fails)
@@ -371,7 +243,7 @@ hb_ping_once(struct tide_store *s, int *fails)
 	int32_t status = 0, ec = 0;
 	int rc;
 
-	tide_mc_pool_master(&s->mc, addr, sizeof(addr));
+	tide_mc_pool_master(&s->mc.pool, addr, sizeof(addr));
 	/* Reconnect when the connection broke, or when the master moved (an HA
 	 * leader found by a call or by the last round) while it looked fine. */
 	if (s->hb_mc == NULL || !tide_mc_client_connected(s->hb_mc) ||
@@ -379,9 +251,9 @@ hb_ping_once(struct tide_store *s, int *fails)
 		tide_mc_client_close(s->hb_mc);
 		s->hb_mc = NULL;
 		/* Through etcd: the leader may have moved (spec: re-read master_view). */
-		if (s->etcd != NULL && *fails > 0) {
-			(void)locate_master(s);
-			tide_mc_pool_master(&s->mc, addr, sizeof(addr));
+		if (s->mc.etcd != NULL && *fails > 0) {
+			(void)store_mc_locate(&s->mc);
+			tide_mc_pool_master(&s->mc.pool, addr, sizeof(addr));
 		}
 		rc = tide_mc_client_connect_addr(addr, 0, &s->hb_mc);
 		if (rc != 0) {
@@ -391,7 +263,7 @@ hb_ping_once(struct tide_store *s, int *fails)
 		}
 		snprintf(s->hb_addr, sizeof(s->hb_addr), "%s", addr);
 	}
-	rc = tide_mc_client_ping(s->hb_mc, &s->client_id, &status, &ec);
+	rc = tide_mc_client_ping(s->hb_mc, &s->mc.client_id, &status, &ec);
 	if (rc != 0 || ec != 0) {
 		(*fails)++;
 		TIDE_LOG(WARN, "heartbeat: ping failed (%d/%d)", rc, ec);
@@ -406,7 +278,7 @@ hb_ping_once(struct tide_store *s, int *fails)
 	*fails = 0;
 	if (status == TIDE_MC_CLIENT_NEED_REMOUNT) {
 		segment_fill(s, &seg);
-		rc = tide_mc_client_remount(s->hb_mc, &seg, 1, &s->client_id, &ec);
+		rc = tide_mc_client_remount(s->hb_mc, &seg, 1, &s->mc.client_id, &ec);
 		if (rc != 0 || ec != 0)
 			TIDE_LOG(WARN, "heartbeat: remount failed (%d/%d)", rc, ec);
 		else
@@ -501,9 +373,9 @@ teardown(struct tide_store *s)
 
 	hb_stop(s);
 	if (s->mounted) {
-		m = tide_mc_pool_get(&s->mc, HEALTH_TIMEOUT_MS, &rc);
+		m = tide_mc_pool_get(&s->mc.pool, HEALTH_TIMEOUT_MS, &rc);
 		if (m != NULL) {
-			rc = tide_mc_client_unmount(m->c, &s->seg_id, &s->client_id, &ec);
+			rc = tide_mc_client_unmount(m->c, &s->seg_id, &s->mc.client_id, &ec);
 			tide_mc_pool_put(m);
 		}
 		if (rc != 0 || ec != 0)
@@ -520,15 +392,11 @@ teardown(struct tide_store *s)
 		munmap(s->seg_base, s->seg_size);
 	s->seg_base = NULL;
 	s->seg_size = 0;
-	tide_mc_pool_close_all(&s->mc);
+	store_mc_reset(&s->mc);
 	buffers_release(s);
 	free(s->hostname);
 	free(s->proto);
 	free(s->master);
-	s->mc.relocate = NULL;
-	tide_etcd_close(s->etcd);
-	s->etcd = NULL;
-	tide_mc_pool_set_master(&s->mc, "");
 	s->hostname = s->proto = s->master = NULL;
 	s->set_up = false;
 }
@@ -549,7 +417,7 @@ setup_master(struct tide_store *s)
 	int32_t ec = 0;
 	int rc;
 
-	m = tide_mc_pool_get(&s->mc, 0, &rc);
+	m = tide_mc_pool_get(&s->mc.pool, 0, &rc);
 	if (m == NULL) {
 		TIDE_LOG(ERR, "connect to master %s: %s", s->master, strerror(-rc));
 		return rc;
@@ -558,7 +426,7 @@ setup_master(struct tide_store *s)
 	tide_mc_pool_put(m);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "master %s: ServiceReady failed (%d/%d)", s->master, rc, ec);
-		return mc_result(rc, ec);
+		return store_mc_result(rc, ec);
 	}
 	/* Spec 5.2 step 2: the stock client refuses any other version string. */
 	if (strcmp(version, "2.0.0") != 0) {
@@ -686,14 +554,14 @@ setup_segment(struct tide_store *s, uint64_t size)
 	if (rc != 0)
 		return rc;
 	segment_fill(s, &seg);
-	m = tide_mc_pool_get(&s->mc, 0, &rc);
+	m = tide_mc_pool_get(&s->mc.pool, 0, &rc);
 	if (m == NULL)
 		return rc;
-	rc = tide_mc_client_mount(m->c, &seg, &s->client_id, &ec);
+	rc = tide_mc_client_mount(m->c, &seg, &s->mc.client_id, &ec);
 	tide_mc_pool_put(m);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "MountSegment failed (%d/%d)", rc, ec);
-		return mc_result(rc, ec);
+		return store_mc_result(rc, ec);
 	}
 	s->mounted = true;
 	return hb_start(s);
@@ -777,34 +645,11 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	if (strncmp(s->master, "etcd://", 7) == 0) {
-		const char *cid = getenv("MC_STORE_CLUSTER_ID");
-
-		/* Stock's client reads the namespace from the environment only. */
-		rc = tide_master_ha_key(cid, s->etcd_key, sizeof(s->etcd_key));
-		if (rc == 0)
-			rc = tide_etcd_open(s->master, 0, &s->etcd);
-		if (rc != 0) {
-			TIDE_LOG(ERR, "master address \"%s\": %s", s->master,
-				 rc == -EINVAL ? "etcd endpoints are not host:port[;host:port...]"
-					       : strerror(-rc));
-			goto fail;
-		}
-		s->mc.relocate = relocate_master;
-		s->mc.relocate_arg = s;
-		rc = locate_master(s);
-		if (rc != 0) {
-			TIDE_LOG(ERR, "master address \"%s\": no leader at %s (%s)", s->master,
-				 s->etcd_key, strerror(-rc));
-			rc = -ENOTCONN;
-			goto fail;
-		}
-	} else {
-		rc = tide_mc_pool_set_master(&s->mc, s->master);
-		if (rc != 0)
-			goto fail;
-	}
-	rc = random_uuid(&s->client_id);
+	/* "host:port", or "etcd://..." to follow the HA leader (store_mc.h). */
+	rc = store_mc_set_master(&s->mc, s->master);
+	if (rc != 0)
+		goto fail;
+	rc = random_uuid(&s->mc.client_id);
 	if (rc == 0)
 		rc = setup_master(s);
 	if (rc == 0)
@@ -863,7 +708,7 @@ tide_store_close(struct tide_store *s)
 	pthread_cond_destroy(&s->hb_cond);
 	pthread_mutex_destroy(&s->hb_lock);
 	pthread_mutex_destroy(&s->buf_lock);
-	tide_mc_pool_fini(&s->mc);
+	tide_mc_pool_fini(&s->mc.pool);
 	free(s->rdma_devices);
 	free(s);
 }
@@ -902,7 +747,7 @@ tide_store_health_check(struct tide_store *s)
 	if (!ready(s))
 		return 1;
 	/* ServiceReady: no side effect at the master (a Ping would register a client). */
-	m = tide_mc_pool_get(&s->mc, HEALTH_TIMEOUT_MS, &rc);
+	m = tide_mc_pool_get(&s->mc.pool, HEALTH_TIMEOUT_MS, &rc);
 	if (m == NULL)
 		return 2;
 	tide_mc_client_set_timeout(m->c, HEALTH_TIMEOUT_MS);
@@ -912,187 +757,29 @@ tide_store_health_check(struct tide_store *s)
 	return rc == 0 && ec == 0 ? 0 : 2;
 }
 
-/* ------------------------------------------------------------------------------ transfers */
-
-/* One transfer of a call: in ep/raddr/local/len, out rc. */
-struct xfer {
-	const char *ep;
-	uint64_t raddr;
-	void *local;
-	uint64_t len;
-	int rc;
-};
-
-/*
- * The range lies in our own mounted segment: copy it here. The engine would
- * copy it too (same-process shortcut), but only after a batch alloc, submit,
- * wait, status and free; for a small object that is most of the work.
- */
-static bool
-self_copy(struct tide_store *s, enum tide_te_op op, const struct xfer *x, const char *self)
-{
-	uintptr_t base = (uintptr_t)s->seg_base;
-	void *remote;
-
-	if (s->seg_base == NULL || strcmp(x->ep, self) != 0 || x->raddr < base ||
-	    x->len > s->seg_size || x->raddr - base > s->seg_size - x->len)
-		return false;
-	remote = (void *)(uintptr_t)x->raddr;
-	if (op == TIDE_TE_READ)
-		memcpy(x->local, remote, x->len);
-	else
-		memcpy(remote, x->local, x->len);
-	return true;
-}
-
-/*
- * Move n ranges in one engine batch (ranges in our own segment are copied
- * directly). x[i].rc gets 0 or the request's error. Returns 0 when every
- * range moved, else the first error.
- */
-static int
-transfer(struct tide_store *s, enum tide_te_op op, struct xfer *x, size_t n)
-{
-	struct tide_te_req inl[XFER_INLINE], *reqs = inl;
-	const char *self = tide_te_local_name(s->te);
-	struct tide_te_status st;
-	tide_te_batch_t b = 0;
-	size_t i, nr = 0;
-	uint32_t sub = 0;
-	int first = 0, rc;
-	bool have_b;
-
-	for (i = 0; i < n; i++) {
-		x[i].rc = 0;
-		if (x[i].len == 0 || self_copy(s, op, &x[i], self))
-			continue;
-		x[i].rc = 1; /* for the engine */
-		nr++;
-	}
-	if (nr == 0)
-		return 0;
-	if (nr > UINT32_MAX)
-		return -EINVAL;
-	if (nr > XFER_INLINE) {
-		reqs = calloc(nr, sizeof(*reqs));
-		if (reqs == NULL) {
-			for (i = 0; i < n; i++)
-				if (x[i].rc == 1)
-					x[i].rc = -ENOMEM;
-			return -ENOMEM;
-		}
-	}
-	for (i = 0; i < n; i++) {
-		if (x[i].rc != 1)
-			continue;
-		rc = tide_te_open_segment(s->te, x[i].ep, &reqs[sub].seg);
-		if (rc != 0) {
-			TIDE_LOG_RATELIMIT(WARN, 5, "open segment %s: %s", x[i].ep,
-					   tide_te_strerror(rc));
-			x[i].rc = rc;
-			if (first == 0)
-				first = rc;
-			continue;
-		}
-		reqs[sub].op = op;
-		reqs[sub].local = x[i].local;
-		reqs[sub].remote_addr = x[i].raddr;
-		reqs[sub].len = x[i].len;
-		sub++;
-	}
-	if (sub == 0)
-		goto out;
-	rc = tide_te_batch_alloc(s->te, sub, &b);
-	have_b = rc == 0;
-	if (have_b) {
-		rc = tide_te_submit(s->te, b, reqs, sub);
-		if (rc == 0)
-			rc = tide_te_wait(s->te, b, XFER_WAIT_MS);
-		if (rc != 0) {
-			/* Requests may still be in flight: the batch cannot be freed yet; the
-			 * engine fails them within io_timeout_ms, so wait once more. */
-			tide_te_wait(s->te, b, -1);
-		}
-	}
-	for (i = 0, sub = 0; i < n; i++) {
-		int xr = rc;
-
-		if (x[i].rc != 1)
-			continue;
-		if (xr == 0) {
-			xr = tide_te_status(s->te, b, sub, &st);
-			if (xr == 0 && st.state != TIDE_TE_COMPLETED)
-				xr = st.error != 0 ? st.error : -EIO;
-		}
-		sub++;
-		x[i].rc = xr;
-		if (xr != 0) {
-			/* The handle stays open: other threads may be using it, and the engine
-			 * fetches a restarted peer's descriptor again by itself. */
-			TIDE_LOG_RATELIMIT(WARN, 5, "transfer with %s failed: %s", x[i].ep,
-					   tide_te_strerror(xr));
-			if (first == 0)
-				first = xr;
-		}
-	}
-	if (have_b)
-		tide_te_batch_free(s->te, b);
-out:
-	if (reqs != inl)
-		free(reqs);
-	return first;
-}
-
 /* ---------------------------------------------------------------------------- operations */
 
-static const struct tide_mc_buffer_desc *
-complete_memory(const struct tide_mc_replica_desc *d)
+/* Where this store's transfers run (store_xfer.h). */
+static struct store_xfer_eng
+xfer_eng(const struct tide_store *s)
 {
-	if (d->status != TIDE_MC_RS_COMPLETE ||
-	    (d->kind != TIDE_MC_RK_MEMORY && d->kind != TIDE_MC_RK_NOF))
-		return NULL;
-	return &d->u.memory;
-}
+	struct store_xfer_eng e = {.te = s->te, .seg_base = s->seg_base, .seg_size = s->seg_size};
 
-/*
- * Fill x[*nx..] with one write of buf per replica of v. 0; -EREMOTEIO the
- * master gave no replica, or one we cannot write (not memory, too small).
- */
-static int
-replica_writes(const struct tide_mc_replica_desc_vec *v, const void *buf, size_t len,
-	       struct xfer *x, size_t *nx)
-{
-	if (v->n == 0)
-		return -EREMOTEIO;
-	for (size_t k = 0; k < v->n; k++) {
-		const struct tide_mc_buffer_desc *bd = &v->v[k].u.memory;
-
-		/* Only memory replicas exist at this master (spec 3.3). */
-		if (v->v[k].kind != TIDE_MC_RK_MEMORY || bd->size < len)
-			return -EREMOTEIO;
-		x[*nx].ep = bd->transport_endpoint.ptr;
-		x[*nx].raddr = bd->buffer_address;
-		x[*nx].local = (void *)(uintptr_t)buf;
-		x[*nx].len = len;
-		(*nx)++;
-	}
-	return 0;
+	return e;
 }
 
 int
 tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t len,
 	       const struct tide_store_rc *rc)
 {
-	struct tide_mc_str strs_inl[XFER_INLINE], *strs = strs_inl;
-	struct xfer x_inl[XFER_INLINE], *x = x_inl;
+	struct tide_mc_str strs_inl[STORE_XFER_INLINE], *strs = strs_inl;
+	struct store_xfer x_inl[STORE_XFER_INLINE], *x = x_inl;
+	struct store_xfer_eng e;
 	struct tide_mc_replicate_config cfg;
 	const struct tide_mc_replica_desc_vec *v;
 	struct tide_mc_resp resp;
-	struct tide_mc_pool_conn *m;
 	size_t nstrs, nx = 0;
-	uint64_t until = 0;
-	int32_t ec = 0;
-	int ret, rc2;
+	int ret;
 
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_put(s->agent, key, buf, len, rc);
@@ -1100,154 +787,51 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 	if (!ready(s) || !key_ok(key) || buf == NULL || len == 0 || tide_store_rc_check(rc, 1) != 0)
 		return -EINVAL;
 	nstrs = tide_store_rc_nstrs(rc, 1);
-	if (nstrs > XFER_INLINE) {
+	if (nstrs > STORE_XFER_INLINE) {
 		strs = calloc(nstrs, sizeof(*strs));
 		if (strs == NULL)
 			return -ENOMEM;
 	}
 	tide_store_rc_fill(rc, 1, strs, &cfg);
-	m = tide_mc_pool_get(&s->mc, 0, &ret);
-	if (m != NULL) {
-		ret = tide_mc_client_put_start(m->c, &s->client_id, key, len, &cfg, &resp, &ec);
-		tide_mc_pool_put(m);
-	}
+	ret = store_mc_put_start(&s->mc, key, len, &cfg, &resp);
 	if (strs != strs_inl)
 		free(strs);
-	if (ret != 0)
-		return ret;
-	if (ec != 0) {
-		tide_mc_resp_free(&resp);
-		/* Spec 5.3 step 1: an existing key is a successful put. */
-		return ec == TIDE_MC_EC_OBJECT_ALREADY_EXISTS ? 0 : ec_to_errno(ec);
+	if (ret != 0) {
+		/* Spec 5.3 step 1: an existing key (1) is a successful put. */
+		return ret == 1 ? 0 : ret;
 	}
 	v = &resp.u.put_start.val;
-	if (v->n > XFER_INLINE) {
+	if (v->n > STORE_XFER_INLINE) {
 		x = calloc(v->n, sizeof(*x));
 		if (x == NULL)
 			ret = -ENOMEM;
 	}
 	if (ret == 0)
-		ret = replica_writes(v, buf, len, x, &nx);
-	if (ret == 0)
-		ret = transfer(s, TIDE_TE_WRITE, x, nx);
+		ret = store_xfer_replica_writes(v, buf, len, x, &nx);
+	if (ret == 0) {
+		e = xfer_eng(s);
+		ret = store_xfer_run(&e, TIDE_TE_WRITE, x, nx);
+	}
 	if (x != x_inl)
 		free(x);
 	tide_mc_resp_free(&resp);
-	for (;;) {
-		m = tide_mc_pool_get(&s->mc, 0, &rc2);
-		if (m == NULL && ret == 0 && failover_retry(s, rc2, &until))
-			continue;
-		if (m == NULL) {
-			/* The master dropped the connection: it revokes nothing by itself, but
-			 * a later PutStart of the key discards the stale put (spec 3.3). */
-			return ret != 0 ? ret : rc2;
-		}
-		if (ret != 0)
-			break;
-		rc2 = tide_mc_client_put_end(m->c, &s->client_id, key, &ec);
-		if (rc2 != 0 && failover_retry(s, rc2, &until)) {
-			tide_mc_pool_put(m);
-			continue;
-		}
-		ret = mc_result(rc2, ec);
-		if (ret != 0)
-			TIDE_LOG_RATELIMIT(WARN, 5, "PutEnd %s failed: %s", key,
-					   tide_store_strerror(ret));
-		break;
-	}
-	if (ret != 0) {
-		/* Nothing partly written (or not ended) may stay visible. */
-		rc2 = tide_mc_client_put_revoke(m->c, &s->client_id, key, &ec);
-		if (rc2 != 0 || ec != 0)
-			TIDE_LOG_RATELIMIT(WARN, 5, "PutRevoke %s failed (%d/%d)", key, rc2, ec);
-	}
-	tide_mc_pool_put(m);
-	return ret;
+	/* PutEnd, or PutRevoke of whatever failed. */
+	return store_mc_put_end(&s->mc, key, ret);
 }
 
 /* GetReplicaList; resp is valid (free it) when 0 is returned. */
 static int
 replica_list(struct tide_store *s, const char *key, struct tide_mc_resp *resp)
 {
-	struct tide_mc_pool_conn *m;
-	int32_t ec = 0;
-	int rc;
-
-	uint64_t until = 0;
-
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	do {
-		m = tide_mc_pool_get(&s->mc, 0, &rc);
-		if (m != NULL) {
-			rc = tide_mc_client_get_replica_list(m->c, key, resp, &ec);
-			tide_mc_pool_put(m);
-		}
-	} while (rc != 0 && failover_retry(s, rc, &until));
-	if (rc != 0)
-		return rc;
-	if (ec != 0) {
-		tide_mc_resp_free(resp);
-		return ec_to_errno(ec);
-	}
-	return 0;
-}
-
-/*
- * Read the first COMPLETE memory replica of resp into buf (len bytes there); a
- * replica that fails to transfer falls back to the next. t0: when the list was
- * asked for (the lease runs from then). Returns the size read or a negative errno.
- */
-static int64_t
-read_replica(struct tide_store *s, const struct tide_mc_resp *resp, void *buf, size_t len,
-	     uint64_t t0)
-{
-	const struct tide_mc_buffer_desc *bd;
-	int64_t ret = -EAGAIN;
-	uint64_t lease;
-	struct xfer x;
-	int rc;
-
-	for (size_t i = 0; i < resp->u.replica_list.val.replicas.n; i++) {
-		bd = complete_memory(&resp->u.replica_list.val.replicas.v[i]);
-		if (bd == NULL)
-			continue;
-		if (bd->size > len)
-			return -ENOBUFS;
-		x.ep = bd->transport_endpoint.ptr;
-		x.raddr = bd->buffer_address;
-		x.local = buf;
-		x.len = bd->size;
-		rc = transfer(s, TIDE_TE_READ, &x, 1);
-		if (rc == 0) {
-			/* Spec 5.4: past the lease the buffer may have been reused (LEASE_EXPIRED).
-			 */
-			lease = resp->u.replica_list.val.lease_ttl_ms;
-			return lease != 0 && now_ms() - t0 > lease ? -ESTALE : (int64_t)bd->size;
-		}
-		/* Spec 5.4 picks the first COMPLETE replica; we also fall back on failure. */
-		ret = rc;
-	}
-	return ret;
-}
-
-/* Size of the first COMPLETE memory replica of resp, or -EAGAIN if none. */
-static int64_t
-replica_size(const struct tide_mc_resp *resp)
-{
-	for (size_t i = 0; i < resp->u.replica_list.val.replicas.n; i++) {
-		const struct tide_mc_buffer_desc *bd =
-			complete_memory(&resp->u.replica_list.val.replicas.v[i]);
-
-		if (bd != NULL)
-			return (int64_t)bd->size;
-	}
-	return -EAGAIN;
+	return store_mc_replica_list(&s->mc, key, resp);
 }
 
 int64_t
 tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len)
 {
+	struct store_xfer_eng e;
 	struct tide_mc_resp resp;
 	int64_t ret;
 	uint64_t t0;
@@ -1257,11 +841,12 @@ tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len
 		return tide_agent_get_into(s->agent, key, buf, len);
 	if (buf == NULL && len > 0)
 		return -EINVAL;
-	t0 = now_ms();
+	t0 = store_xfer_now_ms();
 	rc = replica_list(s, key, &resp);
 	if (rc != 0)
 		return rc;
-	ret = read_replica(s, &resp, buf, len, t0);
+	e = xfer_eng(s);
+	ret = store_xfer_read_replica(&e, &resp.u.replica_list.val, buf, len, t0);
 	tide_mc_resp_free(&resp);
 	return ret;
 }
@@ -1304,6 +889,7 @@ agent_get(struct tide_store *s, const char *key, void **out, size_t *len)
 int
 tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
 {
+	struct store_xfer_eng e;
 	struct tide_mc_resp resp;
 	int64_t size, got;
 	uint64_t t0;
@@ -1319,17 +905,18 @@ tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
 	/* In process: one GetReplicaList gives the size and the location, so the
 	 * buffer is sized from the same list it is read with (no size round trip,
 	 * and no race with a remove and re-put in between). */
-	t0 = now_ms();
+	t0 = store_xfer_now_ms();
 	rc = replica_list(s, key, &resp);
 	if (rc != 0)
 		return rc;
-	size = replica_size(&resp);
+	size = store_xfer_replica_size(&resp.u.replica_list.val);
 	buf = size >= 0 ? malloc(size > 0 ? (size_t)size : 1) : NULL;
 	if (size < 0 || buf == NULL) {
 		tide_mc_resp_free(&resp);
 		return size < 0 ? (int)size : -ENOMEM;
 	}
-	got = read_replica(s, &resp, buf, (size_t)size, t0);
+	e = xfer_eng(s);
+	got = store_xfer_read_replica(&e, &resp.u.replica_list.val, buf, (size_t)size, t0);
 	tide_mc_resp_free(&resp);
 	if (got < 0) {
 		free(buf);
@@ -1352,7 +939,7 @@ tide_store_get_size(struct tide_store *s, const char *key)
 	rc = replica_list(s, key, &resp);
 	if (rc != 0)
 		return rc;
-	ret = replica_size(&resp);
+	ret = store_xfer_replica_size(&resp.u.replica_list.val);
 	tide_mc_resp_free(&resp);
 	return ret;
 }
@@ -1360,161 +947,44 @@ tide_store_get_size(struct tide_store *s, const char *key)
 int
 tide_store_is_exist(struct tide_store *s, const char *key)
 {
-	struct tide_mc_pool_conn *m;
-	bool exists = false;
-	uint64_t until = 0;
-	int32_t ec = 0;
-	int rc;
-
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_is_exist(s->agent, key);
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	do {
-		m = tide_mc_pool_get(&s->mc, 0, &rc);
-		if (m != NULL) {
-			rc = tide_mc_client_exist_key(m->c, key, &exists, &ec);
-			tide_mc_pool_put(m);
-		}
-	} while (rc != 0 && failover_retry(s, rc, &until));
-	rc = mc_result(rc, ec);
-	if (rc == -ENOENT)
-		return 0;
-	return rc != 0 ? rc : exists ? 1 : 0;
+	return store_mc_exist_key(&s->mc, key);
 }
 
 int
 tide_store_remove(struct tide_store *s, const char *key, bool force)
 {
-	struct tide_mc_pool_conn *m;
-	int32_t ec = 0;
-	int rc;
-
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_remove(s->agent, key, force);
 	if (!ready(s) || !key_ok(key))
 		return -EINVAL;
-	m = tide_mc_pool_get(&s->mc, 0, &rc);
-	if (m == NULL)
-		return rc;
-	rc = tide_mc_client_remove(m->c, key, force, &ec);
-	tide_mc_pool_put(m);
-	return mc_result(rc, ec);
+	return store_mc_remove(&s->mc, key, force);
 }
 
 int64_t
 tide_store_remove_all(struct tide_store *s, bool force)
 {
-	struct tide_mc_pool_conn *m;
-	int64_t removed = 0;
-	int rc;
-
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_remove_all(s->agent, force);
 	if (!ready(s))
 		return -EINVAL;
-	m = tide_mc_pool_get(&s->mc, 0, &rc);
-	if (m == NULL)
-		return rc;
-	rc = tide_mc_client_remove_all(m->c, force, &removed);
-	tide_mc_pool_put(m);
-	if (rc != 0)
-		return rc;
-	return removed < 0 ? 0 : removed;
+	return store_mc_remove_all(&s->mc, force);
 }
 
 int64_t
 tide_store_remove_by_regex(struct tide_store *s, const char *pattern, bool force)
 {
-	struct tide_mc_resp resp;
-	struct tide_mc_req r;
-	int64_t ret;
-	int rc;
-
 	if (s != NULL && s->agent != NULL)
 		return tide_agent_remove_by_regex(s->agent, pattern, force);
 	if (!ready(s) || !key_ok(pattern))
 		return -EINVAL;
-	req_init(&r, TIDE_MC_FN_REMOVE_BY_REGEX);
-	r.u.remove.key = tide_store_mstr(pattern);
-	r.u.remove.force = force;
-	r.u.remove.tenant_id = tenant_default;
-	rc = tide_mc_pool_call(&s->mc, &r, &resp);
-	if (rc != 0)
-		return rc;
-	ret = resp.u.count.ok ? resp.u.count.val : ec_to_errno(resp.u.count.err);
-	tide_mc_resp_free(&resp);
-	return ret;
+	return store_mc_remove_by_regex(&s->mc, pattern, force);
 }
 
 /* ------------------------------------------------------------------------------ batches */
-
-/* Business result of one element of an expected<void> vector (missing: -EBADMSG). */
-static int
-vec_status(const struct tide_mc_resp *r, size_t i)
-{
-	if (i >= r->u.batch_status.n)
-		return -EBADMSG;
-	return r->u.batch_status.v[i].ok ? 0 : ec_to_errno(r->u.batch_status.v[i].err);
-}
-
-/*
- * BatchPutEnd for the keys with rcs[i] == 0 and pending[i], BatchPutRevoke for
- * the pending ones that failed; an End that fails turns rcs[i] into its error
- * and is revoked too. ks, metas and idx are n-entry scratch arrays.
- */
-static void
-batch_finish(struct tide_store *s, const char *const *keys, size_t n, const bool *pending, int *rcs,
-	     struct tide_mc_str *ks, struct tide_mc_object_meta *metas, size_t *idx)
-{
-	struct tide_mc_resp resp;
-	struct tide_mc_req r;
-	size_t ne = 0, nr = 0, i;
-	uint64_t until = 0;
-	int rc;
-
-	for (i = 0; i < n; i++) {
-		if (pending[i] && rcs[i] == 0) {
-			metas[ne].key = tide_store_mstr(keys[i]);
-			metas[ne].object_checksum.has = false;
-			metas[ne].object_checksum.val = 0;
-			idx[ne++] = i;
-		}
-	}
-	if (ne > 0) {
-		req_init(&r, TIDE_MC_FN_BATCH_PUT_END);
-		r.u.batch_put_end.client_id = s->client_id;
-		r.u.batch_put_end.metas.v = metas;
-		r.u.batch_put_end.metas.n = ne;
-		r.u.batch_put_end.replica_type = TIDE_MC_REPLICA_ALL;
-		r.u.batch_put_end.tenant_id = tenant_default;
-		do {
-			rc = tide_mc_pool_call(&s->mc, &r, &resp);
-		} while (rc != 0 && failover_retry(s, rc, &until));
-		for (i = 0; i < ne; i++)
-			rcs[idx[i]] = rc != 0 ? rc : vec_status(&resp, i);
-		if (rc == 0)
-			tide_mc_resp_free(&resp);
-	}
-	for (i = 0; i < n; i++)
-		if (pending[i] && rcs[i] != 0)
-			ks[nr++] = tide_store_mstr(keys[i]);
-	/* Nothing partly stored (or not ended) may stay visible. */
-	if (nr > 0) {
-		req_init(&r, TIDE_MC_FN_BATCH_PUT_REVOKE);
-		r.u.batch_put_revoke.client_id = s->client_id;
-		r.u.batch_put_revoke.keys.v = ks;
-		r.u.batch_put_revoke.keys.n = nr;
-		r.u.batch_put_revoke.replica_type = TIDE_MC_REPLICA_ALL;
-		r.u.batch_put_revoke.tenant_id = tenant_default;
-		rc = tide_mc_pool_call(&s->mc, &r, &resp);
-		if (rc == 0)
-			tide_mc_resp_free(&resp);
-		else
-			TIDE_LOG_RATELIMIT(WARN, 5, "BatchPutRevoke of %zu keys failed: %d", nr,
-					   rc);
-	}
-}
 
 static int
 first_error(const int *rcs, size_t n)
@@ -1533,10 +1003,10 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 	struct tide_mc_object_meta *metas;
 	struct tide_mc_str *ks, *strs;
 	struct scratch sc, sc2;
+	struct store_xfer_eng e;
 	struct tide_mc_resp resp;
-	struct tide_mc_req r;
-	struct xfer *x = NULL;
-	size_t *idx, *owner = NULL, nx = 0, cap = 0, nstrs, i, k;
+	struct store_xfer *x = NULL;
+	size_t *idx, *owner = NULL, nx, cap, nstrs, i, k;
 	uint64_t *slens;
 	bool *pending;
 	int ret;
@@ -1572,99 +1042,43 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 		pending[i] = false;
 	}
 	tide_store_rc_fill(rc, n, strs, &cfg);
-	req_init(&r, TIDE_MC_FN_BATCH_PUT_START);
-	r.u.batch_put_start.client_id = s->client_id;
-	r.u.batch_put_start.keys.v = ks;
-	r.u.batch_put_start.keys.n = n;
-	r.u.batch_put_start.slice_lengths.v = slens;
-	r.u.batch_put_start.slice_lengths.n = n;
-	r.u.batch_put_start.config = cfg;
-	r.u.batch_put_start.tenant_id = tenant_default;
-	ret = tide_mc_pool_call(&s->mc, &r, &resp);
+	ret = store_mc_batch_put_start(&s->mc, ks, slens, n, &cfg, &resp);
 	if (ret != 0)
 		goto out;
-	for (i = 0; i < n; i++) {
-		const struct tide_mc_exp_replicas *e =
-			i < resp.u.batch_put_start.n ? &resp.u.batch_put_start.v[i] : NULL;
-
-		rcs[i] = 0;
-		if (e == NULL) {
-			rcs[i] = -EBADMSG;
-		} else if (!e->ok) {
-			/* Spec 5.3: an existing key is a successful put. */
-			rcs[i] = e->err == TIDE_MC_EC_OBJECT_ALREADY_EXISTS ? 0
-									    : ec_to_errno(e->err);
-		} else {
-			pending[i] = true;
-			cap += e->val.n;
-		}
-	}
+	cap = store_xfer_put_replicas(&resp.u.batch_put_start, n, rcs, pending);
 	sc2.heap = NULL;
 	if (cap > 0 && sc_init(&sc2, sc_size(cap, sizeof(*x)) + sc_size(cap, sizeof(*owner)))) {
 		x = sc_take(&sc2, cap, sizeof(*x));
 		owner = sc_take(&sc2, cap, sizeof(*owner));
 	}
-	for (i = 0; i < n; i++) {
-		size_t mark = nx;
-
-		if (!pending[i])
-			continue;
-		if (x == NULL) {
-			rcs[i] = cap > 0 ? -ENOMEM : -EREMOTEIO;
-			continue;
-		}
-		rcs[i] = replica_writes(&resp.u.batch_put_start.v[i].val, bufs[i], lens[i], x, &nx);
-		if (rcs[i] != 0) {
-			nx = mark; /* none of this key's replicas is written */
-			continue;
-		}
-		for (k = mark; k < nx; k++)
-			owner[k] = i;
+	nx = store_xfer_plan_puts(&resp.u.batch_put_start, bufs, lens, n, pending, rcs, x, cap,
+				  owner);
+	if (nx > 0) {
+		e = xfer_eng(s);
+		store_xfer_run(&e, TIDE_TE_WRITE, x, nx);
 	}
-	if (nx > 0)
-		transfer(s, TIDE_TE_WRITE, x, nx);
 	for (k = 0; k < nx; k++)
 		if (x[k].rc != 0 && rcs[owner[k]] == 0)
 			rcs[owner[k]] = x[k].rc;
 	free(sc2.heap);
 	tide_mc_resp_free(&resp);
-	batch_finish(s, keys, n, pending, rcs, ks, metas, idx);
+	store_mc_batch_finish(&s->mc, keys, n, pending, rcs, ks, metas, idx);
 	ret = first_error(rcs, n);
 out:
 	free(sc.heap);
 	return ret;
 }
 
-/* BatchGetReplicaList of n keys; resp valid (free it) on 0. ks: n-entry scratch. */
-static int
-batch_replica_list(struct tide_store *s, const char *const *keys, size_t n, struct tide_mc_str *ks,
-		   struct tide_mc_resp *resp)
-{
-	struct tide_mc_req r;
-	uint64_t until = 0;
-	int rc;
-
-	for (size_t i = 0; i < n; i++)
-		ks[i] = tide_store_mstr(keys[i]);
-	req_init(&r, TIDE_MC_FN_BATCH_GET_REPLICA_LIST);
-	r.u.keys.keys.v = ks;
-	r.u.keys.keys.n = n;
-	r.u.keys.tenant_id = tenant_default;
-	do {
-		rc = tide_mc_pool_call(&s->mc, &r, resp);
-	} while (rc != 0 && failover_retry(s, rc, &until));
-	return rc;
-}
-
 int
 tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *const *bufs,
 			  const size_t *lens, size_t n, int64_t *sizes)
 {
+	struct store_xfer_eng e;
 	struct tide_mc_resp resp;
 	struct tide_mc_str *ks;
 	struct scratch sc;
-	struct xfer *x;
-	size_t *owner, nx = 0, i, k;
+	struct store_xfer *x;
+	size_t *owner, nx, i, k;
 	int ret;
 
 	if (s != NULL && s->agent != NULL)
@@ -1681,40 +1095,14 @@ tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *c
 	ks = sc_take(&sc, n, sizeof(*ks));
 	x = sc_take(&sc, n, sizeof(*x));
 	owner = sc_take(&sc, n, sizeof(*owner));
-	ret = batch_replica_list(s, keys, n, ks, &resp);
+	ret = store_mc_batch_replica_list(&s->mc, keys, n, ks, &resp);
 	if (ret != 0)
 		goto out;
-	for (i = 0; i < n; i++) {
-		const struct tide_mc_exp_replica_list *e =
-			i < resp.u.batch_replica_list.n ? &resp.u.batch_replica_list.v[i] : NULL;
-		const struct tide_mc_buffer_desc *bd = NULL;
-
-		sizes[i] = -EAGAIN;
-		if (e == NULL) {
-			sizes[i] = -EBADMSG;
-			continue;
-		}
-		if (!e->ok) {
-			sizes[i] = ec_to_errno(e->err);
-			continue;
-		}
-		for (k = 0; k < e->val.replicas.n && bd == NULL; k++)
-			bd = complete_memory(&e->val.replicas.v[k]);
-		if (bd == NULL)
-			continue;
-		if (bd->size > lens[i]) {
-			sizes[i] = -ENOBUFS;
-			continue;
-		}
-		sizes[i] = (int64_t)bd->size;
-		x[nx].ep = bd->transport_endpoint.ptr;
-		x[nx].raddr = bd->buffer_address;
-		x[nx].local = bufs[i];
-		x[nx].len = bd->size;
-		owner[nx++] = i;
+	nx = store_xfer_plan_gets(&resp.u.batch_replica_list, bufs, lens, n, sizes, x, owner);
+	if (nx > 0) {
+		e = xfer_eng(s);
+		store_xfer_run(&e, TIDE_TE_READ, x, nx);
 	}
-	if (nx > 0)
-		transfer(s, TIDE_TE_READ, x, nx);
 	tide_mc_resp_free(&resp);
 	/* A failed first replica: the single-key path tries the others. */
 	for (k = 0; k < nx; k++)
@@ -1729,28 +1117,6 @@ out:
 	return ret;
 }
 
-/* What get_into_ranges knows about one key. */
-struct rkey {
-	const struct tide_mc_replica_desc_vec *reps; /* NULL: err */
-	uint64_t size;
-	uint64_t lease_ms;
-	int err;
-};
-
-/* The next COMPLETE memory replica at or after *from (advanced past it), or NULL. */
-static const struct tide_mc_buffer_desc *
-next_replica(const struct rkey *k, uint32_t *from)
-{
-	const struct tide_mc_buffer_desc *bd;
-
-	while (*from < k->reps->n) {
-		bd = complete_memory(&k->reps->v[(*from)++]);
-		if (bd != NULL)
-			return bd;
-	}
-	return NULL;
-}
-
 /*
  * One BatchGetReplicaList, then rounds of one engine batch each: round r
  * reads every still-failing fragment from its key's r-th COMPLETE replica,
@@ -1760,15 +1126,15 @@ int
 tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t nkeys,
 			   struct tide_store_frag *frags, size_t nfrags)
 {
-	const struct tide_mc_buffer_desc *bd;
+	struct store_xfer_eng e;
 	struct tide_mc_resp resp;
 	struct tide_mc_str *ks;
 	struct scratch sc;
-	struct rkey *ki;
-	struct xfer *x;
+	struct store_rkey *ki;
+	struct store_xfer *x;
 	uint32_t *next;
 	bool *todo;
-	size_t *owner, nx, i, f;
+	size_t *owner, nx, f;
 	uint64_t t0;
 	int ret;
 
@@ -1790,79 +1156,19 @@ tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t
 	todo = sc_take(&sc, nfrags, sizeof(*todo));
 	x = sc_take(&sc, nfrags, sizeof(*x));
 	owner = sc_take(&sc, nfrags, sizeof(*owner));
-	t0 = now_ms();
-	ret = batch_replica_list(s, keys, nkeys, ks, &resp);
+	t0 = store_xfer_now_ms();
+	ret = store_mc_batch_replica_list(&s->mc, keys, nkeys, ks, &resp);
 	if (ret != 0)
 		goto out;
-	for (i = 0; i < nkeys; i++) {
-		const struct tide_mc_exp_replica_list *e =
-			i < resp.u.batch_replica_list.n ? &resp.u.batch_replica_list.v[i] : NULL;
-		uint32_t from = 0;
-
-		ki[i].reps = NULL;
-		ki[i].err = e == NULL ? -EBADMSG : !e->ok ? ec_to_errno(e->err) : 0;
-		if (ki[i].err != 0)
-			continue;
-		ki[i].reps = &e->val.replicas;
-		ki[i].lease_ms = e->val.lease_ttl_ms;
-		bd = next_replica(&ki[i], &from);
-		if (bd == NULL) {
-			ki[i].reps = NULL;
-			ki[i].err = -EAGAIN; /* no COMPLETE replica */
-			continue;
-		}
-		ki[i].size = bd->size;
-	}
+	store_xfer_rkeys(&resp.u.batch_replica_list, nkeys, ki);
 	/* Fragments that cannot be read are settled now; the others read in rounds. */
-	for (f = 0; f < nfrags; f++) {
-		struct tide_store_frag *fr = &frags[f];
-
-		next[f] = 0;
-		todo[f] = false;
-		if (fr->key >= nkeys)
-			fr->result = -EINVAL;
-		else if (ki[fr->key].err != 0)
-			fr->result = ki[fr->key].err;
-		else if (fr->src_off > ki[fr->key].size || fr->len > ki[fr->key].size - fr->src_off)
-			fr->result = -EINVAL;
-		else if (fr->len == 0)
-			fr->result = 0;
-		else
-			todo[f] = true;
+	store_xfer_frags_settle(ki, nkeys, frags, nfrags, next, todo);
+	e = xfer_eng(s);
+	while ((nx = store_xfer_frags_round(ki, frags, nfrags, next, todo, x, owner)) > 0) {
+		store_xfer_run(&e, TIDE_TE_READ, x, nx);
+		store_xfer_frags_done(x, owner, nx, frags, todo);
 	}
-	for (;;) {
-		nx = 0;
-		for (f = 0; f < nfrags; f++) {
-			if (!todo[f])
-				continue;
-			bd = next_replica(&ki[frags[f].key], &next[f]);
-			if (bd == NULL) {
-				todo[f] = false; /* every replica failed: keeps the last error */
-				continue;
-			}
-			x[nx].ep = bd->transport_endpoint.ptr;
-			x[nx].raddr = bd->buffer_address + frags[f].src_off;
-			x[nx].local = frags[f].dst;
-			x[nx].len = frags[f].len;
-			owner[nx++] = f;
-		}
-		if (nx == 0)
-			break;
-		transfer(s, TIDE_TE_READ, x, nx);
-		for (i = 0; i < nx; i++) {
-			f = owner[i];
-			frags[f].result = x[i].rc == 0 ? (int64_t)frags[f].len : x[i].rc;
-			todo[f] = x[i].rc != 0;
-		}
-	}
-	/* As get_into: past the read lease the bytes may come from a reused buffer. */
-	for (f = 0; f < nfrags; f++) {
-		struct tide_store_frag *fr = &frags[f];
-
-		if (fr->result > 0 && fr->key < nkeys && ki[fr->key].lease_ms != 0 &&
-		    now_ms() - t0 > ki[fr->key].lease_ms)
-			fr->result = -ESTALE;
-	}
+	store_xfer_frags_lease(ki, nkeys, frags, nfrags, t0);
 	tide_mc_resp_free(&resp);
 	ret = 0;
 	for (f = 0; f < nfrags && ret == 0; f++)
@@ -1878,27 +1184,13 @@ batch_keys_call(struct tide_store *s, enum tide_mc_fn fn, const char *const *key
 		bool force, struct tide_mc_resp *resp)
 {
 	struct tide_mc_str *ks;
-	struct tide_mc_req r;
 	struct scratch sc;
 	int ret;
 
 	if (!sc_init(&sc, sc_size(n, sizeof(*ks))))
 		return -ENOMEM;
 	ks = sc_take(&sc, n, sizeof(*ks));
-	for (size_t i = 0; i < n; i++)
-		ks[i] = tide_store_mstr(keys[i]);
-	req_init(&r, fn);
-	if (fn == TIDE_MC_FN_BATCH_REMOVE) {
-		r.u.batch_remove.keys.v = ks;
-		r.u.batch_remove.keys.n = n;
-		r.u.batch_remove.force = force;
-		r.u.batch_remove.tenant_id = tenant_default;
-	} else {
-		r.u.keys.keys.v = ks;
-		r.u.keys.keys.n = n;
-		r.u.keys.tenant_id = tenant_default;
-	}
-	ret = tide_mc_pool_call(&s->mc, &r, resp);
+	ret = store_mc_batch_keys(&s->mc, fn, keys, n, force, ks, resp);
 	free(sc.heap);
 	return ret;
 }
@@ -1925,7 +1217,7 @@ tide_store_batch_is_exist(struct tide_store *s, const char *const *keys, size_t 
 		else if (e->ok)
 			out[i] = e->val ? 1 : 0;
 		else
-			out[i] = e->err == TIDE_MC_EC_OBJECT_NOT_FOUND ? 0 : ec_to_errno(e->err);
+			out[i] = e->err == TIDE_MC_EC_OBJECT_NOT_FOUND ? 0 : store_mc_errno(e->err);
 	}
 	tide_mc_resp_free(&resp);
 	return 0;
@@ -1946,7 +1238,7 @@ tide_store_batch_remove(struct tide_store *s, const char *const *keys, size_t n,
 	if (ret != 0)
 		return ret;
 	for (size_t i = 0; i < n; i++)
-		rcs[i] = vec_status(&resp, i);
+		rcs[i] = store_mc_vec_status(&resp, i);
 	tide_mc_resp_free(&resp);
 	return first_error(rcs, n);
 }
@@ -2071,35 +1363,4 @@ tide_store_unmap_buffer(struct tide_store *s, void *ptr)
 	munmap(m->base, m->len);
 	free(m);
 	return 0;
-}
-
-const char *
-tide_store_strerror(int err)
-{
-	switch (err) {
-	case 0:
-		return "success";
-	case -ENOENT:
-		return "no such object";
-	case -EEXIST:
-		return "object already exists";
-	case -ENOSPC:
-		return "no space in any segment (NO_AVAILABLE_HANDLE)";
-	case -ENOBUFS:
-		return "buffer too small for the object";
-	case -EAGAIN:
-		return "object not complete yet (no COMPLETE replica)";
-	case -EBUSY:
-		return "object has a lease or a replication task";
-	case -EREMOTEIO:
-		return "master reported an error";
-	case -ENODEV:
-		return "segment or client unknown to the master";
-	case -EPROTO:
-		return "master version mismatch";
-	case -ESTALE:
-		return "read lease expired during the read (LEASE_EXPIRED): data may be stale";
-	default:
-		return err < 0 ? tide_te_strerror(err) : "unknown error";
-	}
 }
