@@ -599,6 +599,10 @@ start_locked(struct tide_mc_table *t, bool upsert, const struct tide_mc_uuid *cl
 		/* In place: same buffers, turned PROCESSING until UpsertEnd. */
 		if (proc_add(t, o, client, now, pin.action, pin.ttl) != 0)
 			return TIDE_MC_EC_INTERNAL_ERROR;
+		/* Its bytes are about to be overwritten: for the journal the COMPLETE
+		 * object is gone now (UpsertEnd sets it again), and a PROCESSING one is
+		 * never journaled, so a later revoke or takeover needs no record. */
+		mct_j_obj_del(t, o);
 		return (out && descs_out(t, o, a, out) != 0) ? TIDE_MC_EC_INTERNAL_ERROR : 0;
 	}
 	/* Another length: new buffers; the old ones may still be read by a client

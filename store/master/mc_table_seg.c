@@ -514,6 +514,17 @@ mct_seg_unmount(struct tide_mc_table *t, uint32_t idx)
 	seg_unmount(t, idx);
 }
 
+void
+tide_mc_table_clients_refresh(struct tide_mc_table *t, uint64_t now_ms)
+{
+	if (!t)
+		return;
+	mct_lock(t);
+	for (size_t i = 0; i < t->nclients; i++)
+		t->clients[i].expiry_ms = now_ms + t->o.client_ttl_ms;
+	mct_unlock(t);
+}
+
 int
 mct_client_add(struct tide_mc_table *t, const struct tide_mc_uuid *id, uint64_t now)
 {

@@ -344,6 +344,13 @@ int tide_mc_table_segments_list(struct tide_mc_table *t, struct tide_mc_table_ar
  */
 void tide_mc_table_tick(struct tide_mc_table *t, uint64_t now_ms);
 
+/**
+ * Start every known client's TTL again at now_ms (a table rebuilt from a log
+ * begins serving: its segments' owners get a whole TTL to ping it).
+ * Thread: any (internal lock).
+ */
+void tide_mc_table_clients_refresh(struct tide_mc_table *t, uint64_t now_ms);
+
 /** Copy the counters. Thread: any (internal lock). */
 void tide_mc_table_metrics_get(struct tide_mc_table *t, struct tide_mc_table_metrics *m);
 

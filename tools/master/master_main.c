@@ -586,6 +586,15 @@ ha_log_failed(void *arg, int err)
 	atomic_store(&c->log_failed, true);
 }
 
+static void
+ha_lease(void *arg, uint64_t deadline_ns)
+{
+	struct ha_ctx *c = arg;
+
+	if (c->s != NULL)
+		tide_mc_server_set_lease_deadline(c->s, deadline_ns / 1000u);
+}
+
 static bool
 ha_healthy(void *arg)
 {
@@ -614,11 +623,11 @@ ha_serve(void *arg, const char *key, int64_t view)
 
 	atomic_store(&c->log_failed, false);
 	rc = tide_master_log_replay(&lo, t, &last, &damaged);
+	/* What the log held is durable; what the journal numbers after it is not yet. */
+	if (rc == 0)
+		rc = tide_mc_server_hold_replies(c->s, last);
 	if (rc == 0)
 		rc = tide_master_log_start(&lo, t, last, damaged, &c->log);
-	/* After the journal is numbered on from the log: nothing replayed is waited for. */
-	if (rc == 0)
-		rc = tide_mc_server_hold_replies(c->s);
 	if (rc == 0)
 		rc = tide_mc_server_start_rpc(c->s);
 	if (rc == 0)
@@ -642,7 +651,10 @@ ha_unserve(void *arg)
 		c->log = NULL;
 		return;
 	}
-	/* The journal first: its writer reports to the server. */
+	/* Stop answering first: once the journal stops taking records, a change would
+	 * still be made in the table and acknowledged with no record of it. The writers
+	 * only wake the stopped server's workers (eventfds stay open until destroy). */
+	tide_mc_server_stop(c->s);
 	tide_master_log_stop(c->log);
 	c->log = NULL;
 	tide_mc_server_destroy(c->s);
@@ -706,7 +718,8 @@ run_ha(struct tide_mc_server_opts *o, sigset_t *set)
 	struct tide_master_ha_ops ops = {.serve = ha_serve,
 					 .unserve = ha_unserve,
 					 .status = ha_status,
-					 .healthy = ha_healthy};
+					 .healthy = ha_healthy,
+					 .lease = ha_lease};
 	struct tide_master_ha_opts ho = {0};
 	struct tide_mc_ha_view v0 = {.role = "standby", .state = "starting"};
 	struct ha_ctx c = {.o = o, .set = *set};

@@ -122,12 +122,12 @@ report(struct ha *h, const char *role, const char *state, const char *leader, in
  * deadline).
  */
 static void
-lead(struct ha *h, int64_t lease, int64_t view)
+lead(struct ha *h, int64_t lease, int64_t view, uint64_t granted)
 {
 	const uint64_t ttl_ns = (uint64_t)h->ttl_s * 1000000000ull;
 	const uint64_t period_ns = ttl_ns / 3;
 	/* Stop serving one period before etcd could expire the lease. */
-	uint64_t deadline = tide_mono_ns() + ttl_ns - period_ns;
+	uint64_t deadline = granted + ttl_ns - period_ns;
 	uint64_t next = tide_mono_ns() + period_ns;
 	bool unhealthy_exit = false;
 	int rc;
@@ -160,6 +160,8 @@ lead(struct ha *h, int64_t lease, int64_t view)
 		if (rc == 0) {
 			deadline = sent + ttl_ns - period_ns;
 			next = sent + period_ns;
+			if (h->ops->lease != NULL)
+				h->ops->lease(h->arg, deadline);
 		} else if (rc == -ENOENT) {
 			TIDE_LOG(ERR, "HA: etcd says lease %" PRId64 " expired: stepping down",
 				 lease);
@@ -208,6 +210,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 	while (!stopping(&h)) {
 		struct tide_etcd_kv kv;
 		int64_t hrev = 0, lease = 0, rev = 0;
+		uint64_t granted;
 
 		rc = tide_etcd_get(h.e, h.key, strlen(h.key), &kv, &hrev);
 		if (rc == 0) {
@@ -229,6 +232,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 			continue;
 		}
 		report(&h, "standby", "candidate", "", 0);
+		granted = tide_mono_ns(); /* the lease runs at most from here */
 		rc = tide_etcd_lease_grant(h.e, h.ttl_s, &lease);
 		if (rc == 0)
 			rc = tide_etcd_create(h.e, h.key, strlen(h.key), h.self, strlen(h.self),
@@ -241,6 +245,9 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 			continue;
 		}
 		TIDE_LOG(NOTICE, "HA: elected (view %" PRId64 ", lease %" PRId64 ")", rev, lease);
+		if (ops->lease != NULL)
+			ops->lease(arg, granted + (uint64_t)h.ttl_s * 1000000000ull -
+						(uint64_t)h.ttl_s * 1000000000ull / 3);
 		rc = ops->serve(arg, h.key, rev);
 		if (rc != 0) {
 			TIDE_LOG(ERR, "HA: cannot serve: %s; releasing leadership", strerror(-rc));
@@ -249,7 +256,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 			nap(&h, 1000);
 			continue;
 		}
-		lead(&h, lease, rev);
+		lead(&h, lease, rev, granted);
 	}
 	tide_etcd_close(h.e);
 	return 0;

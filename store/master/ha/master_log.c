@@ -72,7 +72,7 @@ struct tide_master_log {
 	bool stop;
 	bool broken;        /* a record was lost: nothing more may be acknowledged */
 	atomic_bool failed; /* failed() called */
-	struct done_range done[NWRITERS * 64];
+	struct done_range done[NWRITERS * 4];
 	unsigned ndone;
 	bool snapping; /* one snapshot at a time */
 
@@ -207,13 +207,19 @@ key_log(const char *prefix, char *buf, uint64_t seq)
 	return (size_t)n;
 }
 
-/* "<prefix>snap/<seq>/<chunk>", or that snapshot's prefix with chunk < 0. */
+/*
+ * "<prefix>snap/<seq>-<view>/<chunk>", or that snapshot's prefix with chunk < 0.
+ * The writer's view is in the name so that a snapshot at the same record by
+ * another leader (a heal of a log that ends at the snapshot) never overwrites
+ * the chunks snap_head still names.
+ */
 static size_t
-key_snap(const char *prefix, char *buf, uint64_t seq, int chunk)
+key_snap(const char *prefix, char *buf, uint64_t seq, int64_t view, int chunk)
 {
-	int n = chunk >= 0
-			? snprintf(buf, KEY_MAX, "%ssnap/%020" PRIu64 "/%06d", prefix, seq, chunk)
-			: snprintf(buf, KEY_MAX, "%ssnap/%020" PRIu64 "/", prefix, seq);
+	int n = chunk >= 0 ? snprintf(buf, KEY_MAX, "%ssnap/%020" PRIu64 "-%020" PRId64 "/%06d",
+				      prefix, seq, view, chunk)
+			   : snprintf(buf, KEY_MAX, "%ssnap/%020" PRIu64 "-%020" PRId64 "/", prefix,
+				      seq, view);
 
 	return (size_t)n;
 }
@@ -265,9 +271,24 @@ range_done(struct tide_master_log *l, uint64_t first, uint64_t last)
 	pthread_mutex_lock(&l->lock);
 	was = d = atomic_load(&l->durable);
 	if (first != d + 1) {
+		/* Behind a range still in flight. A stalled writer lets the other write
+		 * many ranges meanwhile, each following the one before: they merge, so
+		 * the table holds at most one entry per gap (one per writer). */
+		for (unsigned i = 0; i < l->ndone; i++) {
+			if (l->done[i].last + 1 == first) {
+				l->done[i].last = last;
+				pthread_mutex_unlock(&l->lock);
+				return 0;
+			}
+			if (last + 1 == l->done[i].first) {
+				l->done[i].first = first;
+				pthread_mutex_unlock(&l->lock);
+				return 0;
+			}
+		}
 		if (l->ndone == sizeof(l->done) / sizeof(l->done[0])) {
 			pthread_mutex_unlock(&l->lock);
-			return -EOVERFLOW; /* cannot happen: a writer has one take in flight */
+			return -EOVERFLOW;
 		}
 		l->done[l->ndone++] = (struct done_range){first, last};
 		pthread_mutex_unlock(&l->lock);
@@ -294,8 +315,7 @@ range_done(struct tide_master_log *l, uint64_t first, uint64_t last)
 
 /* Write records [first, first + b->count) of b as batches of at most VALUE_MAX. */
 static int
-write_batches(struct tide_master_log *l, struct tide_etcd *e, const struct rbuf *b,
-	      uint64_t first)
+write_batches(struct tide_master_log *l, struct tide_etcd *e, const struct rbuf *b, uint64_t first)
 {
 	size_t off = 0;
 
@@ -397,18 +417,22 @@ snapshot(struct tide_master_log *l, struct tide_etcd *e, bool whole_log)
 	struct snap s = {0};
 	struct tide_etcd_op ops[4];
 	char key[KEY_MAX], lo[KEY_MAX], hi[KEY_MAX];
-	uint8_t head[16];
+	uint8_t head[24];
 	int64_t rev = 0;
 	int rc;
 
 	rc = tide_mc_table_journal_snapshot(l->t, snap_add, &s, tide_mono_ns() / 1000000u, &seq);
 	for (size_t i = 0; rc == 0 && i < s.n; i++) {
+		if (stopping(l)) {
+			rc = -ECANCELED; /* a stop is not held up by a large snapshot */
+			break;
+		}
 		memcpy(s.c[i].p, "TJS1", 4);
 		put_le32(s.c[i].p + 4, s.c[i].count);
 		memset(ops, 0, sizeof(ops));
 		ops[0].type = TIDE_ETCD_OP_PUT;
 		ops[0].key = key;
-		ops[0].key_len = key_snap(l->prefix, key, seq, (int)i);
+		ops[0].key_len = key_snap(l->prefix, key, seq, l->o.fence_rev, (int)i);
 		ops[0].value = s.c[i].p;
 		ops[0].value_len = s.c[i].len;
 		rc = fenced(l, e, ops, 1, NULL);
@@ -420,6 +444,7 @@ snapshot(struct tide_master_log *l, struct tide_etcd *e, bool whole_log)
 		memcpy(head, "TJH1", 4);
 		put_le64(head + 4, seq);
 		put_le32(head + 12, (uint32_t)s.n);
+		put_le64(head + 16, (uint64_t)l->o.fence_rev);
 		memset(ops, 0, sizeof(ops));
 		ops[0].type = TIDE_ETCD_OP_PUT;
 		ops[0].key = key;
@@ -441,8 +466,8 @@ snapshot(struct tide_master_log *l, struct tide_etcd *e, bool whole_log)
 		 * (an earlier snapshot at the same record), and those of a writer that
 		 * stopped between its chunks and its head. snap_head sorts after them. */
 		n0 = (size_t)snprintf(s0, sizeof(s0), "%ssnap/", l->prefix);
-		n1 = key_snap(l->prefix, s1, seq, -1);
-		n2 = key_snap(l->prefix, s2, seq, (int)s.n);
+		n1 = key_snap(l->prefix, s1, seq, l->o.fence_rev, -1);
+		n2 = key_snap(l->prefix, s2, seq, l->o.fence_rev, (int)s.n);
 		n3 = tide_etcd_prefix_end(s0, n0, s3);
 		ops[2].type = TIDE_ETCD_OP_DELETE;
 		ops[2].key = s0;
@@ -745,6 +770,7 @@ tide_master_log_replay(const struct tide_master_log_opts *o, struct tide_mc_tabl
 	struct tide_etcd *e = NULL;
 	struct tide_etcd_kv kv;
 	uint32_t chunks = 0;
+	int64_t snap_view = 0;
 	uint64_t t0 = tide_mono_ns();
 	int rc;
 
@@ -770,9 +796,10 @@ tide_master_log_replay(const struct tide_master_log_opts *o, struct tide_mc_tabl
 	snprintf(key, sizeof(key), "%ssnap_head", prefix);
 	rc = tide_etcd_get(e, key, strlen(key), &kv, NULL);
 	if (rc == 0) {
-		if (kv.value_len == 16 && memcmp(kv.value, "TJH1", 4) == 0) {
+		if (kv.value_len == 24 && memcmp(kv.value, "TJH1", 4) == 0) {
 			r.snap_seq = get_le64((const uint8_t *)kv.value + 4);
 			chunks = get_le32((const uint8_t *)kv.value + 12);
+			snap_view = (int64_t)get_le64((const uint8_t *)kv.value + 16);
 		} else {
 			TIDE_LOG(ERR, "HA log: %s is not a snapshot head", key);
 			r.damaged = true;
@@ -783,7 +810,7 @@ tide_master_log_replay(const struct tide_master_log_opts *o, struct tide_mc_tabl
 	}
 	rc = 0;
 	if (!r.damaged && r.snap_seq) {
-		key_snap(prefix, key, r.snap_seq, -1);
+		key_snap(prefix, key, r.snap_seq, snap_view, -1);
 		rc = scan(e, key, &r, on_snap_chunk);
 	}
 	if (rc == 0 && r.chunks != chunks) {

@@ -61,6 +61,12 @@ struct tide_master_ha_ops {
 	/** Optional, asked every 100 ms while leading: false steps down (the lease is
 	 *  revoked, the election goes on after a pause). */
 	bool (*healthy)(void *arg);
+	/** Optional: the leadership is certain only until deadline_ns (CLOCK_MONOTONIC):
+	 *  a lease TTL minus one renewal period after the send time of the grant or
+	 *  renewal etcd last acknowledged. Called before serve() and after each
+	 *  renewal; a server should answer nothing after it (a process paused past
+	 *  it wakes up deposed before this loop can notice). */
+	void (*lease)(void *arg, uint64_t deadline_ns);
 };
 
 /**

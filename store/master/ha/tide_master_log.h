@@ -10,10 +10,12 @@
  *  - `log/<first seq, 20 digits>`: a batch of consecutive records, written
  *    by one transaction (group commit). Value: "TJL1", u64 first seq,
  *    u32 count, then count x (u32 length, record). Little-endian.
- *  - `snap/<seq, 20 digits>/<chunk, 6 digits>`: the table as of record
- *    <seq>, in chunks of up to TIDE_MASTER_LOG_VALUE_MAX bytes: "TJS1",
- *    u32 count, then count x (u32 length, record).
- *  - `snap_head`: "TJH1", u64 seq, u32 chunks: the snapshot to start from.
+ *  - `snap/<seq, 20 digits>-<view, 20 digits>/<chunk, 6 digits>`: the table
+ *    as of record <seq>, written by the leader of <view>, in chunks of up to
+ *    TIDE_MASTER_LOG_VALUE_MAX bytes: "TJS1", u32 count, then count x (u32
+ *    length, record).
+ *  - `snap_head`: "TJH1", u64 seq, u32 chunks, i64 view: the snapshot to
+ *    start from.
  * Every write is a transaction that holds only while the writer's
  * master_view key still has the create_revision it won with (its view): a
  * leader that lost its lease, however late it wakes, writes nothing.

@@ -310,8 +310,14 @@ serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len
 	struct tide_mc_err err;
 	size_t consumed = 0;
 	uint64_t t0 = now_us();
+	uint64_t until = __atomic_load_n(&w->s->lease_until_us, __ATOMIC_ACQUIRE);
 	int rc;
 
+	if (until != 0 && t0 >= until) {
+		/* Not certain to lead any more: a successor may be serving. */
+		TIDE_LOG_RATELIMIT(WARN, 5, "HA lease not renewed in time: closing connections");
+		return -ESTALE;
+	}
 	rc = tide_mc_req_frame_decode(p, len, &hdr, &req, &consumed, &err);
 	switch (rc) {
 	case 0:
@@ -714,7 +720,12 @@ on_tick(struct tide_mc_server *s)
 	if (read(s->timerfd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
 		TIDE_LOG_RATELIMIT(ERR, 10, "timerfd: %s", strerror(errno));
 	}
-	tide_mc_table_tick(s->table, tide_mc_server_now_ms());
+	/* A deferred server (an HA standby, or a leader rebuilding its table) leaves the
+	 * table alone: expiring clients or evicting there would be changes no journal
+	 * records. */
+	if (__atomic_load_n(&s->rpc_lfd, __ATOMIC_ACQUIRE) >= 0) {
+		tide_mc_table_tick(s->table, tide_mc_server_now_ms());
+	}
 	if (s->rpc_listen_paused && epoll_add(s->ctl_epfd, s->rpc_lfd, EPOLLIN, &s->t_rpc) == 0) {
 		s->rpc_listen_paused = false;
 	}
@@ -1073,6 +1084,8 @@ tide_mc_server_start_rpc(struct tide_mc_server *s)
 		return rc;
 	}
 	s->rpc_port = port;
+	/* Clients known from a rebuilt table get a whole TTL from now to ping. */
+	tide_mc_table_clients_refresh(s->table, tide_mc_server_now_ms());
 	/* Published before the control thread can see an event for it. */
 	__atomic_store_n(&s->rpc_lfd, fd, __ATOMIC_RELEASE);
 	rc = epoll_add(s->ctl_epfd, fd, EPOLLIN, &s->t_rpc);
@@ -1083,14 +1096,20 @@ tide_mc_server_start_rpc(struct tide_mc_server *s)
 }
 
 int
-tide_mc_server_hold_replies(struct tide_mc_server *s)
+tide_mc_server_hold_replies(struct tide_mc_server *s, uint64_t durable)
 {
 	if (s == NULL || __atomic_load_n(&s->rpc_lfd, __ATOMIC_ACQUIRE) >= 0) {
 		return -EINVAL;
 	}
-	__atomic_store_n(&s->durable, tide_mc_table_journal_seq(s->table), __ATOMIC_RELEASE);
+	__atomic_store_n(&s->durable, durable, __ATOMIC_RELEASE);
 	s->hold = true;
 	return 0;
+}
+
+void
+tide_mc_server_set_lease_deadline(struct tide_mc_server *s, uint64_t deadline_us)
+{
+	__atomic_store_n(&s->lease_until_us, deadline_us, __ATOMIC_RELEASE);
 }
 
 void

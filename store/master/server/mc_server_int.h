@@ -110,7 +110,8 @@ struct tide_mc_server {
 	uint64_t refused_net; /* control thread writes, any thread reads (relaxed) */
 	/* Replies held until the journal is durable (tide_mc_server_hold_replies). */
 	bool hold;
-	uint64_t durable; /* journal records stored; __atomic */
+	uint64_t durable;        /* journal records stored; __atomic */
+	uint64_t lease_until_us; /* HA: answer nothing after this (0: no bound); __atomic */
 };
 
 /*

@@ -193,6 +193,9 @@ void tide_mc_server_destroy(struct tide_mc_server *s);
 
 /**
  * Bind and listen on the RPC port now (a server created with defer_rpc).
+ * Until then the table's periodic work (expiry, eviction, delayed releases)
+ * does not run, so a table being rebuilt is not changed under the rebuild;
+ * at the start every client's TTL starts again from now.
  * \return 0; -EALREADY it listens already; -errno from socket/bind/listen/epoll
  *         (logged). Thread: any but the server's own; not concurrently with stop.
  */
@@ -202,12 +205,24 @@ int tide_mc_server_start_rpc(struct tide_mc_server *s);
  * Hold every RPC reply until the table's journal has stored the changes
  * made before it (HA with a replicated table): a reply built when the
  * journal's number was N (tide_mc_table_journal_seq() after the call) is
- * sent once tide_mc_server_set_durable() has reported a number >= N.
- * Replies on one connection stay in order. Call before
- * tide_mc_server_start_rpc(). \return 0; -EINVAL s NULL or RPC already
- * started. Thread: any but the server's own.
+ * sent once tide_mc_server_set_durable() has reported a number >= N (a Ping
+ * waits for nothing, a PutStart that placed every key for
+ * tide_mc_table_journal_free_seq()). Replies on one connection stay in
+ * order. Call before tide_mc_server_start_rpc().
+ * \param durable  the last record already stored (the log a new leader
+ *                 replayed); records made after it wait for set_durable().
+ * \return 0; -EINVAL s NULL or RPC already started.
+ * Thread: any but the server's own.
  */
-int tide_mc_server_hold_replies(struct tide_mc_server *s);
+int tide_mc_server_hold_replies(struct tide_mc_server *s, uint64_t durable);
+
+/**
+ * An HA leader is certain of its leadership only until deadline_us
+ * (CLOCK_MONOTONIC microseconds; 0: no deadline): a request taken after it is
+ * not answered and its connection is closed (the client looks the leader up
+ * again). Moved forward at each lease renewal. Thread: any.
+ */
+void tide_mc_server_set_lease_deadline(struct tide_mc_server *s, uint64_t deadline_us);
 
 /**
  * The journal has stored every record up to seq: send the replies that were

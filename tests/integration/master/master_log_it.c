@@ -223,7 +223,7 @@ list_keys(const struct lcase *c, const char *sub, struct tide_etcd_kv **kvs)
 	return n;
 }
 
-/* The record number in a "<...>/log/<seq>" or "<...>/snap/<seq>/<chunk>" key. */
+/* The record number in a "<...>/log/<seq>" or "<...>/snap/<seq>-<view>/<chunk>" key. */
 static uint64_t
 key_seq(const char *key, const char *sub)
 {
@@ -243,7 +243,7 @@ snap_head(const struct lcase *c, uint64_t *seq, uint32_t *chunks)
 	snprintf(k, sizeof(k), "tide-store/%s/snap_head", c->cluster);
 	if (tide_etcd_get(ec, k, strlen(k), &kv, NULL) != 0)
 		return false;
-	ok = kv.value_len == 16 && memcmp(kv.value, "TJH1", 4) == 0;
+	ok = kv.value_len == 24 && memcmp(kv.value, "TJH1", 4) == 0;
 	if (ok) {
 		uint64_t s;
 		uint32_t n;
@@ -707,7 +707,12 @@ test_damage_snapshot_chunk(void)
 	CU_ASSERT_EQUAL(last, seq);
 	mc_fixture_assert_same(t, r0, &c.objs, 3000);
 
-	snprintf(key, sizeof(key), "tide-store/%s/snap/%020" PRIu64 "/000001", c.cluster, seq);
+	/* The second chunk, by its name in etcd (it carries the writer's view). */
+	nlog = list_keys(&c, "snap/", &kvs);
+	CU_ASSERT_FATAL(nlog >= 2);
+	snprintf(key, sizeof(key), "%s", kvs[1].key);
+	tide_etcd_kvs_free(kvs, nlog);
+	CU_ASSERT(key_seq(key, "/snap/") == seq && strstr(key, "/000001") != NULL);
 	TIDE_UT_OK(tide_etcd_put(ec, key, strlen(key), "not a chunk", 11, 0, NULL));
 	r = rebuild(&c, &last, &damaged);
 	CU_ASSERT(damaged);

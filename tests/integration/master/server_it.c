@@ -1246,9 +1246,9 @@ test_held_replies(void)
 	s = start_server();
 	CU_ASSERT_EQUAL(tide_mc_table_journal_set(tide_mc_server_table(s), count_record, &seq, 0),
 			0);
-	CU_ASSERT_EQUAL(tide_mc_server_hold_replies(s), 0);
+	CU_ASSERT_EQUAL(tide_mc_server_hold_replies(s, 0), 0);
 	CU_ASSERT_EQUAL_FATAL(tide_mc_server_start_rpc(s), 0);
-	CU_ASSERT_EQUAL(tide_mc_server_hold_replies(s), -EINVAL); /* too late: RPC is open */
+	CU_ASSERT_EQUAL(tide_mc_server_hold_replies(s, 0), -EINVAL); /* too late: RPC is open */
 	c1 = connect_to(s);
 	c2 = connect_to(s);
 
@@ -1299,6 +1299,29 @@ test_held_replies(void)
 	tide_mc_server_destroy(s);
 }
 
+/* Past the HA lease deadline a request is not answered: its connection closes. */
+static void
+test_lease_deadline(void)
+{
+	struct tide_mc_server *s = start_server();
+	struct tide_mc_client *c = connect_to(s);
+	int32_t ec = 1, st = 0;
+	int rc;
+
+	TIDE_UT_OK(tide_mc_client_ping(c, &client_a, &st, &ec));
+	tide_mc_server_set_lease_deadline(s, (uint64_t)(tide_ut_now_s() * 1e6) + 60000000u);
+	TIDE_UT_OK(tide_mc_client_ping(c, &client_a, &st, &ec));
+	tide_mc_server_set_lease_deadline(s, 1); /* long past */
+	rc = tide_mc_client_ping(c, &client_a, &st, &ec);
+	CU_ASSERT(rc == -ECONNRESET || rc == -EPIPE);
+	tide_mc_client_close(c);
+	tide_mc_server_set_lease_deadline(s, 0); /* no bound */
+	c = connect_to(s);
+	TIDE_UT_OK(tide_mc_client_ping(c, &client_a, &st, &ec));
+	tide_mc_client_close(c);
+	tide_mc_server_destroy(s);
+}
+
 static void
 register_tests(void)
 {
@@ -1318,6 +1341,7 @@ register_tests(void)
 	CU_add_test(s, "http_body_limits", test_http_body_limits);
 	CU_add_test(s, "allow_networks", test_allow_networks);
 	CU_add_test(s, "held_replies", test_held_replies);
+	CU_add_test(s, "lease_deadline", test_lease_deadline);
 }
 
 TIDE_UT_MAIN(register_tests)

@@ -127,6 +127,19 @@ workload(struct tide_mc_table *t)
 				0);
 		CU_ASSERT_EQUAL(tide_mc_table_upsert_end(t, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0),
 				0);
+		/* Same size: in place (an erase when it starts, a set at its end); another
+		 * in place that is revoked leaves the key erased, with no more records. */
+		k = mc_fixture_str("key/004");
+		CU_ASSERT_EQUAL(
+			tide_mc_table_upsert_start(t, &C1, &k, 1000u + 4096u * 4, &cfg, 0, &a, &d),
+			0);
+		CU_ASSERT_EQUAL(tide_mc_table_upsert_end(t, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0),
+				0);
+		k = mc_fixture_str("key/006");
+		CU_ASSERT_EQUAL(
+			tide_mc_table_upsert_start(t, &C1, &k, 1000u + 4096u * 6, &cfg, 0, &a, &d),
+			0);
+		CU_ASSERT_EQUAL(tide_mc_table_upsert_revoke(t, &C1, &k, TIDE_MC_REPLICA_ALL, 0), 0);
 		tide_mc_table_arena_release(&a);
 	}
 	/* Unmounting node-c drops its replicas: objects keep the others or go. */
