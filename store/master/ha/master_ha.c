@@ -24,10 +24,10 @@
 
 #define WAIT_STEP_MS 500u /* longest wait between looks at *stop */
 #define RETRY_MS     500u /* after an etcd error */
-/* Per etcd call. A renewal sent one period (TTL/3) after the last good one and
- * stuck for this long returns at TTL/3 + 1 s, still before etcd could expire
- * the lease (TTL after it received that last renewal) for any TTL >= 2 s, so
- * the leader's own deadline check is never later than etcd's expiry. */
+/* Per etcd call. A renewal stuck this long can return after the leader's
+ * deadline, even after etcd expired the lease: the leader's server stops
+ * answering at the deadline by itself (ops->lease), and its journal's writes
+ * are fenced, so the late step-down here changes nothing a client sees. */
 #define ETCD_CALL_MS 1000u
 
 struct ha {
@@ -117,28 +117,70 @@ report(struct ha *h, const char *role, const char *state, const char *leader, in
 }
 
 /*
+ * Lease timing. A renewal is sent every TTL/6; the leader counts on its lease
+ * until TTL - TTL/4 after the send time of the last renewal etcd
+ * acknowledged. etcd expires a lease TTL after it *received* that renewal, so
+ * the leader always stops first (by TTL/4, for clock rate differences and
+ * the time etcd takes to count a renewal); and between renewals there is
+ * TTL - TTL/4 - TTL/6 (1.17 s at the default 2 s) for one to get through on
+ * a loaded machine before the leader gives up.
+ */
+static uint64_t
+lease_period_ns(const struct ha *h)
+{
+	return (uint64_t)h->ttl_s * 1000000000ull / 6;
+}
+
+static uint64_t
+lease_deadline_ns(const struct ha *h, uint64_t sent)
+{
+	uint64_t ttl = (uint64_t)h->ttl_s * 1000000000ull;
+
+	return sent + ttl - ttl / 4;
+}
+
+/*
  * Serve while the lease lives. Returns when stopping (lease revoked) or when
  * the lease is lost (renewal refused, or none acknowledged before the
- * deadline).
+ * deadline). The first renewal goes at once: serve() (a table rebuilt from
+ * etcd) may have taken a while since the lease was granted.
  */
 static void
 lead(struct ha *h, int64_t lease, int64_t view, uint64_t granted)
 {
-	const uint64_t ttl_ns = (uint64_t)h->ttl_s * 1000000000ull;
-	const uint64_t period_ns = ttl_ns / 3;
-	/* Stop serving one period before etcd could expire the lease. */
-	uint64_t deadline = granted + ttl_ns - period_ns;
-	uint64_t next = tide_mono_ns() + period_ns;
+	uint64_t deadline = lease_deadline_ns(h, granted);
+	uint64_t next = tide_mono_ns();
 	bool unhealthy_exit = false;
 	int rc;
 
 	report(h, "leader", "serving", h->self, view);
 	while (!stopping(h)) {
-		uint64_t now = tide_mono_ns(), sent;
+		uint64_t now = tide_mono_ns(), until;
 
+		if (now >= next) {
+			uint64_t sent = now;
+
+			rc = tide_etcd_lease_keepalive(h->e, lease, NULL);
+			if (rc == 0) {
+				deadline = lease_deadline_ns(h, sent);
+				next = sent + lease_period_ns(h);
+				if (h->ops->lease != NULL)
+					h->ops->lease(h->arg, deadline);
+			} else if (rc == -ENOENT) {
+				TIDE_LOG(ERR,
+					 "HA: etcd says lease %" PRId64 " expired: stepping down",
+					 lease);
+				break;
+			} else {
+				/* Try again soon, until the deadline. */
+				next = tide_mono_ns() + 100000000ull;
+				TIDE_LOG_RATELIMIT(WARN, 5, "HA: lease renewal failed: %s",
+						   strerror(-rc));
+			}
+			now = tide_mono_ns();
+		}
 		if (now >= deadline) {
-			TIDE_LOG(ERR, "HA: no lease renewal acknowledged for %u ms: stepping down",
-				 (unsigned)((ttl_ns - period_ns) / 1000000));
+			TIDE_LOG(ERR, "HA: no lease renewal acknowledged in time: stepping down");
 			break;
 		}
 		if (unhealthy(h)) {
@@ -146,31 +188,12 @@ lead(struct ha *h, int64_t lease, int64_t view, uint64_t granted)
 			unhealthy_exit = true;
 			break;
 		}
-		if (now < next) {
-			uint64_t until = next < deadline ? next : deadline;
-
-			/* In steps of 100 ms at most, so an unhealthy master leaves soon. */
+		/* In steps of 100 ms at most, so an unhealthy master leaves soon. */
+		until = next < deadline ? next : deadline;
+		if (until > now)
 			nap(h, (unsigned)((until - now) / 1000000) + 1 < 100
 				       ? (unsigned)((until - now) / 1000000) + 1
 				       : 100);
-			continue;
-		}
-		sent = tide_mono_ns();
-		rc = tide_etcd_lease_keepalive(h->e, lease, NULL);
-		if (rc == 0) {
-			deadline = sent + ttl_ns - period_ns;
-			next = sent + period_ns;
-			if (h->ops->lease != NULL)
-				h->ops->lease(h->arg, deadline);
-		} else if (rc == -ENOENT) {
-			TIDE_LOG(ERR, "HA: etcd says lease %" PRId64 " expired: stepping down",
-				 lease);
-			break;
-		} else {
-			/* Try again soon, until the deadline. */
-			next = tide_mono_ns() + 200000000ull;
-			TIDE_LOG_RATELIMIT(WARN, 5, "HA: lease renewal failed: %s", strerror(-rc));
-		}
 	}
 	h->ops->unserve(h->arg);
 	if (unhealthy_exit) {
@@ -246,8 +269,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 		}
 		TIDE_LOG(NOTICE, "HA: elected (view %" PRId64 ", lease %" PRId64 ")", rev, lease);
 		if (ops->lease != NULL)
-			ops->lease(arg, granted + (uint64_t)h.ttl_s * 1000000000ull -
-						(uint64_t)h.ttl_s * 1000000000ull / 3);
+			ops->lease(arg, lease_deadline_ns(&h, granted));
 		rc = ops->serve(arg, h.key, rev);
 		if (rc != 0) {
 			TIDE_LOG(ERR, "HA: cannot serve: %s; releasing leadership", strerror(-rc));

@@ -7,8 +7,8 @@
  * alive; its create_revision is the view version. Standbys watch the key and
  * campaign when it disappears (lease expired or revoked).
  *
- * Safety: a leader stops serving once a whole lease TTL minus one keepalive
- * period has passed since the send time of its last acknowledged keepalive;
+ * Safety: a leader renews every TTL/6 and stops serving once TTL - TTL/4 has
+ * passed since the send time of its last acknowledged keepalive;
  * etcd cannot expire that lease earlier (it counts from when the keepalive
  * arrived), so a new leader is elected only after the old one stopped, unless
  * the old process is frozen longer than that (no fencing token exists in the
@@ -62,8 +62,8 @@ struct tide_master_ha_ops {
 	 *  revoked, the election goes on after a pause). */
 	bool (*healthy)(void *arg);
 	/** Optional: the leadership is certain only until deadline_ns (CLOCK_MONOTONIC):
-	 *  a lease TTL minus one renewal period after the send time of the grant or
-	 *  renewal etcd last acknowledged. Called before serve() and after each
+	 *  TTL - TTL/4 after the send time of the grant or renewal etcd last
+	 *  acknowledged. Called before serve() and after each
 	 *  renewal; a server should answer nothing after it (a process paused past
 	 *  it wakes up deposed before this loop can notice). */
 	void (*lease)(void *arg, uint64_t deadline_ns);
