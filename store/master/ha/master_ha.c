@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -140,36 +141,45 @@ lease_deadline_ns(const struct ha *h, uint64_t sent)
 }
 
 /*
- * Serve while the lease lives. Returns when stopping (lease revoked) or when
- * the lease is lost (renewal refused, or none acknowledged before the
- * deadline). The first renewal goes at once: serve() (a table rebuilt from
- * etcd) may have taken a while since the lease was granted.
+ * Renews the lease from the moment it is granted until the leadership ends,
+ * on its own thread: serve() rebuilds the table from etcd first, which can
+ * take longer than a TTL on a loaded machine (4-5 s under meson's
+ * MALLOC_PERTURB_, which fills every allocation), and a lease that lapses
+ * meanwhile hands the leadership to the next master, which rebuilds too.
  */
-static void
-lead(struct ha *h, int64_t lease, int64_t view, uint64_t granted)
-{
-	uint64_t deadline = lease_deadline_ns(h, granted);
-	uint64_t next = tide_mono_ns();
-	bool unhealthy_exit = false;
-	int rc;
+struct keeper {
+	struct ha *h;
+	int64_t lease;
+	pthread_t th;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool stop;
+	_Atomic uint64_t deadline; /* CLOCK_MONOTONIC ns */
+	atomic_bool lost;          /* etcd said the lease is gone */
+};
 
-	report(h, "leader", "serving", h->self, view);
-	while (!stopping(h)) {
-		uint64_t now = tide_mono_ns(), until;
+static void *
+keeper_main(void *arg)
+{
+	struct keeper *k = arg;
+	struct ha *h = k->h;
+	uint64_t next = tide_mono_ns();
+
+	for (;;) {
+		uint64_t now = tide_mono_ns();
+		struct timespec ts;
+		bool stop;
 
 		if (now >= next) {
-			uint64_t sent = now;
+			int rc = tide_etcd_lease_keepalive(h->e, k->lease, NULL);
 
-			rc = tide_etcd_lease_keepalive(h->e, lease, NULL);
 			if (rc == 0) {
-				deadline = lease_deadline_ns(h, sent);
-				next = sent + lease_period_ns(h);
+				atomic_store(&k->deadline, lease_deadline_ns(h, now));
+				next = now + lease_period_ns(h);
 				if (h->ops->lease != NULL)
-					h->ops->lease(h->arg, deadline);
+					h->ops->lease(h->arg, lease_deadline_ns(h, now));
 			} else if (rc == -ENOENT) {
-				TIDE_LOG(ERR,
-					 "HA: etcd says lease %" PRId64 " expired: stepping down",
-					 lease);
+				atomic_store(&k->lost, true);
 				break;
 			} else {
 				/* Try again soon, until the deadline. */
@@ -177,9 +187,84 @@ lead(struct ha *h, int64_t lease, int64_t view, uint64_t granted)
 				TIDE_LOG_RATELIMIT(WARN, 5, "HA: lease renewal failed: %s",
 						   strerror(-rc));
 			}
-			now = tide_mono_ns();
 		}
-		if (now >= deadline) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		{
+			uint64_t wake = next > tide_mono_ns() ? next - tide_mono_ns() : 0;
+
+			ts.tv_sec += (time_t)(wake / 1000000000ull);
+			ts.tv_nsec += (long)(wake % 1000000000ull);
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+		}
+		pthread_mutex_lock(&k->lock);
+		if (!k->stop)
+			pthread_cond_timedwait(&k->cond, &k->lock, &ts);
+		stop = k->stop;
+		pthread_mutex_unlock(&k->lock);
+		if (stop)
+			break;
+	}
+	return NULL;
+}
+
+static int
+keeper_start(struct keeper *k, struct ha *h, int64_t lease, uint64_t granted)
+{
+	pthread_condattr_t ca;
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	k->h = h;
+	k->lease = lease;
+	atomic_store(&k->deadline, lease_deadline_ns(h, granted));
+	pthread_mutex_init(&k->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&k->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = -pthread_create(&k->th, NULL, keeper_main, k);
+	if (rc != 0) {
+		pthread_cond_destroy(&k->cond);
+		pthread_mutex_destroy(&k->lock);
+	}
+	return rc;
+}
+
+static void
+keeper_stop(struct keeper *k)
+{
+	pthread_mutex_lock(&k->lock);
+	k->stop = true;
+	pthread_cond_signal(&k->cond);
+	pthread_mutex_unlock(&k->lock);
+	pthread_join(k->th, NULL);
+	pthread_cond_destroy(&k->cond);
+	pthread_mutex_destroy(&k->lock);
+}
+
+/*
+ * Serve while the lease lives (the keeper renews it). Returns when stopping
+ * (lease revoked) or when the lease is lost (etcd refused a renewal, or none
+ * was acknowledged before the deadline) or the master is unhealthy. The
+ * keeper is stopped before unserve(), so ops->lease never races with it.
+ */
+static void
+lead(struct ha *h, struct keeper *k, int64_t view)
+{
+	bool unhealthy_exit = false;
+	int rc;
+
+	report(h, "leader", "serving", h->self, view);
+	while (!stopping(h)) {
+		if (atomic_load(&k->lost)) {
+			TIDE_LOG(ERR, "HA: etcd says lease %" PRId64 " expired: stepping down",
+				 k->lease);
+			break;
+		}
+		if (tide_mono_ns() >= atomic_load(&k->deadline)) {
 			TIDE_LOG(ERR, "HA: no lease renewal acknowledged in time: stepping down");
 			break;
 		}
@@ -188,24 +273,20 @@ lead(struct ha *h, int64_t lease, int64_t view, uint64_t granted)
 			unhealthy_exit = true;
 			break;
 		}
-		/* In steps of 100 ms at most, so an unhealthy master leaves soon. */
-		until = next < deadline ? next : deadline;
-		if (until > now)
-			nap(h, (unsigned)((until - now) / 1000000) + 1 < 100
-				       ? (unsigned)((until - now) / 1000000) + 1
-				       : 100);
+		nap(h, 50);
 	}
+	keeper_stop(k);
 	h->ops->unserve(h->arg);
 	if (unhealthy_exit) {
 		/* Hand over now; this master waits before it campaigns again. */
-		(void)tide_etcd_lease_revoke(h->e, lease);
+		(void)tide_etcd_lease_revoke(h->e, k->lease);
 		nap(h, 1000);
 	} else if (stopping(h)) {
 		/* Hand over at once: revoking deletes master_view. */
-		rc = tide_etcd_lease_revoke(h->e, lease);
+		rc = tide_etcd_lease_revoke(h->e, k->lease);
 		if (rc != 0)
 			TIDE_LOG(WARN, "HA: revoking lease %" PRId64 ": %s (it expires in %u s)",
-				 lease, strerror(-rc), h->ttl_s);
+				 k->lease, strerror(-rc), h->ttl_s);
 	}
 }
 
@@ -233,6 +314,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 	while (!stopping(&h)) {
 		struct tide_etcd_kv kv;
 		int64_t hrev = 0, lease = 0, rev = 0;
+		struct keeper k;
 		uint64_t granted;
 
 		rc = tide_etcd_get(h.e, h.key, strlen(h.key), &kv, &hrev);
@@ -270,7 +352,12 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 		TIDE_LOG(NOTICE, "HA: elected (view %" PRId64 ", lease %" PRId64 ")", rev, lease);
 		if (ops->lease != NULL)
 			ops->lease(arg, lease_deadline_ns(&h, granted));
-		rc = ops->serve(arg, h.key, rev);
+		rc = keeper_start(&k, &h, lease, granted);
+		if (rc == 0) {
+			rc = ops->serve(arg, h.key, rev);
+			if (rc != 0)
+				keeper_stop(&k);
+		}
 		if (rc != 0) {
 			TIDE_LOG(ERR, "HA: cannot serve: %s; releasing leadership", strerror(-rc));
 			ops->unserve(arg);
@@ -278,7 +365,7 @@ tide_master_ha_run(const struct tide_master_ha_opts *o, const struct tide_master
 			nap(&h, 1000);
 			continue;
 		}
-		lead(&h, lease, rev, granted);
+		lead(&h, &k, rev);
 	}
 	tide_etcd_close(h.e);
 	return 0;
