@@ -16,6 +16,7 @@ PKGS=(
 	libibverbs-dev ibverbs-utils # RDMA: verbs headers (libibverbs.so.1 is dlopen()ed at run time), ibv_devices for dts/rdma
 	clang libclang-rt-14-dev    # libFuzzer target over the master codec
 	clang-format git
+	curl                        # the README's HTTP examples (/health, /metrics of mooncake_master)
 	python3 python3-numpy python3-msgpack python3-pytest   # mooncake.store tests
 	python3-mesonpy python3-venv           # pip install . (tools/check-pip-install.sh)
 	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth); pgrep/pkill for dts_master

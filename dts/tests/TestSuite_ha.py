@@ -287,9 +287,9 @@ class TestHa(TestSuite):
 
     def restart_etcd(self):
         """Start etcd on its ports and data dir; ready when `etcdctl endpoint health` says so."""
-        curl, purl = f"http://{self.etcd_ep}", f"http://127.0.0.1:{self.etcd_peer}"
+        client_url, purl = f"http://{self.etcd_ep}", f"http://127.0.0.1:{self.etcd_peer}"
         self.etcd = Proc("etcd", ["etcd", "--name", "ha", "--data-dir", self.etcd_dir,
-                                  "--listen-client-urls", curl, "--advertise-client-urls", curl,
+                                  "--listen-client-urls", client_url, "--advertise-client-urls", client_url,
                                   "--listen-peer-urls", purl,
                                   "--initial-advertise-peer-urls", purl,
                                   "--initial-cluster", f"ha={purl}", "--log-level", "warn"],

@@ -43,13 +43,13 @@ now_s(void)
 int
 etcd_fixture_restart(struct etcd_fixture *f)
 {
-	char curl[64], purl[64], cluster[96], log[96];
+	char client_url[64], purl[64], cluster[96], log[96];
 	struct tide_etcd *e = NULL;
 	struct tide_etcd_kv kv;
 	double deadline = now_s() + 30;
 	int rc = -ETIMEDOUT;
 
-	snprintf(curl, sizeof(curl), "http://127.0.0.1:%u", f->client_port);
+	snprintf(client_url, sizeof(client_url), "http://127.0.0.1:%u", f->client_port);
 	snprintf(purl, sizeof(purl), "http://127.0.0.1:%u", f->peer_port);
 	snprintf(cluster, sizeof(cluster), "it=%s", purl);
 	snprintf(log, sizeof(log), "%s.log", f->dir);
@@ -58,8 +58,8 @@ etcd_fixture_restart(struct etcd_fixture *f)
 		if (freopen(log, "a", stdout) != NULL)
 			dup2(STDOUT_FILENO, STDERR_FILENO);
 		execlp("etcd", "etcd", "--name", "it", "--data-dir", f->dir, "--listen-client-urls",
-		       curl, "--advertise-client-urls", curl, "--listen-peer-urls", purl,
-		       "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
+		       client_url, "--advertise-client-urls", client_url, "--listen-peer-urls",
+		       purl, "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,
 		       "--log-level", "warn", (char *)NULL);
 		fprintf(stderr, "etcd fixture: exec etcd: %s (Debian package etcd-server)\n",
 			strerror(errno));
