@@ -44,7 +44,8 @@ struct ha {
 };
 
 int
-tide_master_ha_key(const char *cluster_id, char *buf, size_t len)
+tide_master_ha_cluster_path(const char *root, const char *cluster_id, const char *leaf, char *buf,
+			    size_t len)
 {
 	const char *c =
 		cluster_id != NULL && cluster_id[0] != '\0' ? cluster_id : "mooncake_cluster";
@@ -54,8 +55,14 @@ tide_master_ha_key(const char *cluster_id, char *buf, size_t len)
 	/* Mooncake strips one trailing '/'. */
 	if (n > 0 && c[n - 1] == '/')
 		n--;
-	w = snprintf(buf, len, "mooncake-store/%.*s/master_view", (int)n, c);
+	w = snprintf(buf, len, "%s/%.*s/%s", root, (int)n, c, leaf);
 	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+int
+tide_master_ha_key(const char *cluster_id, char *buf, size_t len)
+{
+	return tide_master_ha_cluster_path("mooncake-store", cluster_id, "master_view", buf, len);
 }
 
 static bool
@@ -188,17 +195,9 @@ keeper_main(void *arg)
 						   strerror(-rc));
 			}
 		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		{
-			uint64_t wake = next > tide_mono_ns() ? next - tide_mono_ns() : 0;
-
-			ts.tv_sec += (time_t)(wake / 1000000000ull);
-			ts.tv_nsec += (long)(wake % 1000000000ull);
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
-		}
+		/* next is CLOCK_MONOTONIC ns, the clock the condition variable waits on. */
+		ts.tv_sec = (time_t)(next / 1000000000ull);
+		ts.tv_nsec = (long)(next % 1000000000ull);
 		pthread_mutex_lock(&k->lock);
 		if (!k->stop)
 			pthread_cond_timedwait(&k->cond, &k->lock, &ts);

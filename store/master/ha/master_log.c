@@ -19,6 +19,7 @@
 #include "tide_clock.h"
 #include "tide_etcd.h"
 #include "tide_log.h"
+#include "tide_master_ha.h"
 #include "tide_master_log.h"
 
 #define ETCD_CALL_MS 3000u /* per call: a snapshot chunk is up to 1 MiB */
@@ -76,7 +77,6 @@ struct tide_master_log {
 	unsigned ndone;
 	bool snapping; /* one snapshot at a time */
 
-	uint64_t snap_seq; /* the last snapshot written (0: none) */
 	uint64_t since_snap;
 	_Atomic uint64_t records, batches, snapshots, durable;
 };
@@ -143,17 +143,11 @@ rbuf_add(struct rbuf *b, const void *rec, size_t len)
 	return 0;
 }
 
+/* "tide-store/<cluster>/": the same cluster name rules as master_view's key. */
 static int
 make_prefix(const char *cluster, char *buf, size_t n)
 {
-	const char *c = cluster != NULL && cluster[0] != '\0' ? cluster : "mooncake_cluster";
-	size_t l = strlen(c);
-	int w;
-
-	if (l > 0 && c[l - 1] == '/')
-		l--;
-	w = snprintf(buf, n, "tide-store/%.*s/", (int)l, c);
-	return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
+	return tide_master_ha_cluster_path("tide-store", cluster, "", buf, n);
 }
 
 static void
@@ -482,7 +476,6 @@ snapshot(struct tide_master_log *l, struct tide_etcd *e, bool whole_log)
 		rc = fenced(l, e, ops, 4, &rev);
 	}
 	if (rc == 0) {
-		l->snap_seq = seq;
 		atomic_fetch_add(&l->snapshots, 1);
 		/* etcd keeps every revision until compacted: the log would grow without it. */
 		if (rev > 0 && tide_etcd_compact(e, rev) != 0)

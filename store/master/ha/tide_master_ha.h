@@ -96,6 +96,12 @@ bool tide_master_ha_leader_valid(const char *v, size_t n);
  *  -ENAMETOOLONG. Thread: any. */
 int tide_master_ha_key(const char *cluster_id, char *buf, size_t len);
 
+/** "<root>/<cluster>/<leaf>" into buf, with Mooncake's rules for the cluster id
+ *  (NULL/"": mooncake_cluster; one trailing '/' dropped): master_view's key and
+ *  the replicated table's prefix share them. \return 0; -ENAMETOOLONG. Thread: any. */
+int tide_master_ha_cluster_path(const char *root, const char *cluster_id, const char *leaf,
+				char *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
