@@ -1465,8 +1465,13 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 	struct cand *nopin = NULL, *soft = NULL;
 	size_t nn = 0, ns = 0, base = 0, unread = 0, k1, k2;
 
-	if (!t->capacity || t->o.eviction_ratio <= 0)
+	if (!t->capacity || t->o.eviction_ratio <= 0) {
+		/* A put that failed with no segment mounted asks for nothing here: a
+		 * round left pending would evict, at some later tick, objects put into
+		 * a segment mounted since. */
+		t->need_evict = false;
 		return;
+	}
 	used = (double)t->alloc_bytes / (double)t->capacity;
 	if (!(used > t->o.eviction_high_watermark_ratio) && !t->need_evict)
 		return;

@@ -628,8 +628,17 @@ ha_serve(void *arg, const char *key, int64_t view)
 		rc = tide_mc_server_hold_replies(c->s, last);
 	if (rc == 0)
 		rc = tide_master_log_start(&lo, t, last, damaged, &c->log);
-	if (rc == 0)
+	/* /health says leader by the time the RPC port accepts (clients and
+	 * launchers check one, then the other). */
+	if (rc == 0) {
+		struct tide_mc_ha_view v = {.role = "leader",
+					    .state = "serving",
+					    .leader_address = c->self,
+					    .view_version = view};
+
+		(void)tide_mc_server_set_ha(c->s, &v);
 		rc = tide_mc_server_start_rpc(c->s);
+	}
 	if (rc == 0)
 		TIDE_LOG(NOTICE, "leader: serving RPC on %s", c->self);
 	return rc;
