@@ -401,6 +401,41 @@ def test_chunked_members(pair):
     assert all_exist(a, keys) == [0] * len(keys)
 
 
+def sent_members(traced):
+    """(key, address, size) of every object a Traced store was given to batch_put_from."""
+    return [(k, p, n) for name, args, _ in traced.calls if name == "batch_put_from"
+            for k, p, n in zip(*args[:3])]
+
+
+def test_members_sent_in_place(pair):
+    """In process, the store sends from any memory: a member lying in one array goes to
+    batch_put_from as a pointer into that array (no lease, no copy), chunk by chunk; one
+    spanning several arrays is copied into a lease."""
+    a, b = pair
+    w = Traced(a)
+    t = MooncakeBundleTransfer(w, key_prefix="sos-inplace", chunk_bytes=1 * MiB)
+    arr = numpy.random.default_rng(5).integers(0, 64, (3000, 48, 8), dtype=numpy.int32)
+    rows = [numpy.arange(1000, dtype=numpy.int64), numpy.arange(7, dtype=numpy.int64)]
+    ref = t.put({"experts": arr, "rows": rows},
+                field_schemas={"experts": FieldSchema("ndarray"),
+                               "rows": FieldSchema("typed_ragged")})
+    sent = sent_members(w)
+    chunks = [(k, p, n) for k, p, n in sent if ".experts.data/chunk/" in k]
+    assert [p - arr.ctypes.data for _, p, _ in chunks] == [i * MiB for i in range(5)]
+    assert sum(n for _, _, n in chunks) == arr.nbytes
+    lb, ln = a._lbuf
+    assert not any(lb <= p < lb + ln for _, p, _ in chunks)
+    [(_, p, n)] = [x for x in sent if x[0].endswith(".rows.data")]  # two arrays: a lease
+    assert lb <= p < lb + ln and n == 1007 * 8
+    assert t.buffer_pool()._active == 0
+    got = MooncakeBundleTransfer(b, key_prefix="sos-inplace").get(ref)
+    assert numpy.array_equal(got["experts"], arr) and got["experts"].dtype == numpy.int32
+    assert [g.tolist() for g in got["rows"]] == [r.tolist() for r in rows]
+    MooncakeBundleTransfer.release_result(got)
+    t.cleanup_dataproto(ref)
+    t.close()
+
+
 def test_member_larger_than_the_pool(pair):
     """40 MiB with a 16 MiB local buffer (pool: 32 MiB): plain put, registered heap get."""
     a, b = pair
@@ -534,6 +569,9 @@ def test_through_two_agents(master, agents):
                     chunk_bytes=64 * 1024)
         keys = w.written_keys()
         assert any("/chunk/" in k for k in keys)
+        # through an agent members travel in leases: the agent reads only shared memory
+        lb, ln = a._lbuf
+        assert ln and all(lb <= p < lb + ln for _, p, _ in sent_members(w))
         box = json.loads(json.dumps(export_ref(ref)))
         r = MooncakeBundleTransfer(b, key_prefix=PREFIX)
         assert r.buffer_pool() is not None

@@ -987,6 +987,22 @@ class MooncakeDistributedStore:
         finally:
             self._leave()
 
+    def _tide_puts_in_place(self):
+        """True when this client runs the transfer engine itself (not attached to an
+        agent): batch_put_from then sends from any memory as it is (kernel sockets
+        writev from it, user-space TCP frames point into it; RDMA copies memory that is
+        not registered through its staging area, one copy as a lease would be), so a
+        caller need not copy its data into a BufferPool lease first. False before
+        setup, after close and through an agent (whose transfers read only shared
+        memory: the local buffer)."""
+        h = self._enter()
+        if h is None:
+            return False
+        try:
+            return not _lib.tide_store_attached(h)
+        finally:
+            self._leave()
+
     def _get_pyclient_capsule(self):
         """A PyCapsule named "mooncake.PyClient.shared_ptr" holding this client's C handle
         (struct tide_store *; not a C++ shared_ptr: only Tide's BufferPool reads it). None

@@ -459,6 +459,14 @@ class _Source:
                 dst[a - offset:b - offset] = p[a - s:b - s]
             i += 1
 
+    def address(self, offset, size):
+        """The address of bytes [offset, offset + size) when they lie in one part (so
+        a store can send them where they are), else None."""
+        i = max(bisect.bisect_right(self.starts, offset) - 1, 0)
+        if i >= len(self.parts) or offset + size > self.starts[i] + self.parts[i].nbytes:
+            return None
+        return self.parts[i].__array_interface__["data"][0] + offset - self.starts[i]
+
     def contiguous(self, offset=0, size=None):
         size = self.nbytes - offset if size is None else size
         if len(self.parts) == 1:
@@ -1408,17 +1416,21 @@ class MooncakeBundleTransfer:
         writer thread while this thread copies the next one into its leases (the store
         call and numpy's copy both run without the GIL): for Miles' 150 MiB MoE batch the
         copy of each 64 MiB chunk overlaps the write of the one before. One batch is in
-        flight at a time; the last one is written on this thread."""
+        flight at a time; the last one is written on this thread. A store that sends
+        from any memory as it is (Tide's, in process: _tide_puts_in_place) gets members
+        that lie in one array as pointers into it, with no lease and no copy; the
+        caller's value outlives the put."""
         pool = self.buffer_pool() if self._has("batch_put_from") else None
-        pending = []  # (key, lease, size)
+        in_place = pool is not None and self._puts_in_place()
+        pending = []  # (key, lease or None, size, address)
         inflight = None  # the writer thread's batch (a Future)
 
         def write(batch):
             try:
-                keys = [k for k, _, _ in batch]
+                keys = [k for k, _, _, _ in batch]
                 cfg = self._config(config, gid, len(keys))
-                ptrs = [lease.ptr for _, lease, _ in batch]
-                sizes = [sz for _, _, sz in batch]
+                ptrs = [ptr for _, _, _, ptr in batch]
+                sizes = [sz for _, _, sz, _ in batch]
                 res = (self.store.batch_put_from(keys, ptrs, sizes, config=cfg)
                        if cfg is not None else self.store.batch_put_from(keys, ptrs, sizes))
                 res = list(res) if res is not None else [0] * len(keys)
@@ -1434,8 +1446,9 @@ class MooncakeBundleTransfer:
                 if bad is not None:
                     raise _status_error("batch_put_from", bad[0], bad[1])
             finally:
-                for _, lease, _ in batch:
-                    _release_lease(lease)
+                for _, lease, _, _ in batch:
+                    if lease is not None:
+                        _release_lease(lease)
 
         def drain():
             """Wait for the batch in flight; its error, if any, is raised here."""
@@ -1459,6 +1472,14 @@ class MooncakeBundleTransfer:
         try:
             pend_bytes = 0
             for key, src, off, size in objects:
+                ptr = src.address(off, size) if in_place and size else None
+                if ptr is not None:
+                    pending.append((key, None, size, ptr))
+                    pend_bytes += size
+                    if pend_bytes >= _BATCH_BYTES or len(pending) >= _BATCH_KEYS:
+                        flush(True)
+                        pend_bytes = 0
+                    continue
                 lease = self._try_lease(pool, size)
                 if lease is None and (pending or inflight is not None):
                     flush(False)
@@ -1476,7 +1497,7 @@ class MooncakeBundleTransfer:
                 except BaseException:
                     _release_lease(lease)
                     raise
-                pending.append((key, lease, size))
+                pending.append((key, lease, size, lease.ptr))
                 pend_bytes += size
                 if pend_bytes >= _BATCH_BYTES or len(pending) >= _BATCH_KEYS:
                     flush(True)
@@ -1488,8 +1509,16 @@ class MooncakeBundleTransfer:
                     inflight.result()  # its leases go back in write's finally
                 except BaseException:
                     pass  # the caller's exception, raised already, is the one to report
-            for _, lease, _ in pending:
-                _release_lease(lease)
+            for _, lease, _, _ in pending:
+                if lease is not None:
+                    _release_lease(lease)
+
+    def _puts_in_place(self):
+        f = getattr(self.store, "_tide_puts_in_place", None)
+        try:
+            return bool(f()) if callable(f) else False
+        except Exception:
+            return False
 
     def _writer(self):
         """The thread that writes full member batches while the next is filled."""
