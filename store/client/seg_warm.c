@@ -108,7 +108,7 @@ warm_main(void *arg)
 	}
 	if (why != NULL) {
 		TIDE_LOG(INFO,
-			 "segment warm-up stopped at %zu of %zu MiB (%s); the rest faults in on "
+			 "warm-up stopped at %zu of %zu MiB (%s); the rest faults in on "
 			 "first use",
 			 off >> 20, w->len >> 20, why);
 	}
@@ -164,4 +164,24 @@ tide_seg_warm_progress(struct tide_seg_warm *w, int *done)
 	if (done != NULL)
 		*done = atomic_load_explicit(&w->done, memory_order_acquire);
 	return atomic_load_explicit(&w->progress, memory_order_relaxed);
+}
+
+void
+tide_lbuf_warm_start(void *base, size_t len, struct tide_seg_warm **out)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t n = len < TIDE_LBUF_WARM_MAX ? len : (size_t)TIDE_LBUF_WARM_MAX;
+	int rc;
+
+	*out = NULL;
+	if (pg <= 0)
+		return;
+	n &= ~((size_t)pg - 1);
+	if (n == 0)
+		return;
+	rc = tide_seg_warm_start(base, n, 0, out);
+	if (rc != 0) {
+		*out = NULL;
+		TIDE_LOG(DEBUG, "local buffer warm-up not started: %s", strerror(-rc));
+	}
 }

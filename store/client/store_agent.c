@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "agent_proto.h"
+#include "seg_warm.h"
 #include "store_agent.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
@@ -67,7 +68,8 @@ struct tide_agent_conn {
 	pthread_mutex_t reg_lock;
 	struct region *regions;
 	size_t nregions;
-	int staging; /* index into regions, -1: none */
+	int staging;                     /* index into regions, -1: none */
+	struct tide_seg_warm *lbuf_warm; /* faulting the local buffer's start in */
 };
 
 /* ------------------------------------------------------------------ socket */
@@ -492,6 +494,9 @@ tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out,
 	rc = reconnect(a);
 	if (rc == 0 && cfg->local_buffer_size > 0) {
 		rc = region_new(a, cfg->local_buffer_size, R_LOCAL, &idx);
+		if (rc == 0)
+			tide_lbuf_warm_start(a->regions[idx].base, a->regions[idx].len,
+					     &a->lbuf_warm);
 		if (rc != 0)
 			TIDE_LOG(ERR,
 				 "store setup: cannot share a %llu-byte local buffer with the "
@@ -562,6 +567,7 @@ tide_agent_close(struct tide_agent_conn *a)
 
 	if (a == NULL)
 		return;
+	tide_seg_warm_stop(a->lbuf_warm);
 	for (i = 0; i < a->nregions; i++) {
 		if (!a->regions[i].live)
 			continue;

@@ -93,7 +93,8 @@ struct tide_store {
 	/* Local buffer (caller staging) and extra mapped regions. */
 	void *lbuf;
 	size_t lbuf_len;
-	pthread_mutex_t buf_lock; /* maps and reg */
+	struct tide_seg_warm *lbuf_warm; /* faulting its start in; NULL when not */
+	pthread_mutex_t buf_lock;        /* maps and reg */
 	struct mapped *maps;
 	struct tide_reg_table reg; /* tide_store_register_buffer() */
 	/* Heartbeat. */
@@ -356,6 +357,8 @@ buffers_release(struct tide_store *s)
 		free(m);
 	}
 	s->maps = NULL;
+	tide_seg_warm_stop(s->lbuf_warm);
+	s->lbuf_warm = NULL;
 	if (s->lbuf != NULL)
 		munmap(s->lbuf, s->lbuf_len);
 	s->lbuf = NULL;
@@ -571,6 +574,7 @@ setup_segment(struct tide_store *s, uint64_t size)
  * The local buffer: address space only (MAP_NORESERVE); callers ask for tens
  * of GiB and touch little of it. Not registered with the engine: peers never
  * address it, and the engine reads and writes any local memory.
+ * Its start is faulted in ahead (tide_lbuf_warm_start()).
  */
 static int
 setup_buffers(struct tide_store *s, uint64_t lbuf_size)
@@ -595,6 +599,7 @@ setup_buffers(struct tide_store *s, uint64_t lbuf_size)
 	(void)madvise(p, (size_t)lbuf_size, MADV_HUGEPAGE);
 	s->lbuf = p;
 	s->lbuf_len = (size_t)lbuf_size;
+	tide_lbuf_warm_start(p, s->lbuf_len, &s->lbuf_warm);
 	return 0;
 }
 
