@@ -20,7 +20,11 @@ median over the runs, and "vs kernel" divides the memif row by the kernel-socket
 row of the same size and batch (put/get). tide-store-bench warms each client
 up for 1 s (uncounted) before the first size.
 
+TIDE_PUT_LEASE (one-round-trip puts of objects up to 1 MiB) is on in both node
+files unless --put-lease off; run both ways for the extension's A/B.
+
 usage: tools/store-bench-table.py BUILD_DIR [--duration S] [--runs N] [--json FILE]
+                                  [--put-lease on|off]
 """
 import argparse
 import json
@@ -38,9 +42,11 @@ MOONCAKE_REF = {256: None, 4096: ("ops", 4600, 6250), 65536: ("mib", 226, 349),
                 1 << 20: ("mib", 937, 1136), 64 << 20: ("mib", 1341, 1073)}
 
 
-def run(build, transport, duration, jpath):
+def run(build, transport, duration, jpath, put_lease=True):
     rows = []
-    with storecluster.LocalStoreCluster(build, transport, segment="768mb") as c:
+    extra = {} if put_lease else {"TIDE_PUT_LEASE": "false"}
+    with storecluster.LocalStoreCluster(build, transport, segment="768mb",
+                                        node_extra=extra) as c:
         a, b = c.nodes
         bench = os.path.join(c.build, "tools", "store_bench", "tide-store-bench")
         for batch, sizes in ((1, "256,4kb,64kb,1mb,64mb"), (32, "256,4kb")):
@@ -96,6 +102,8 @@ def main():
                     help="runs per transport, interleaved; cells are medians (default 3)")
     ap.add_argument("--json")
     ap.add_argument("--transports", default="memif,kernel")
+    ap.add_argument("--put-lease", choices=("on", "off"), default="on",
+                    help="TIDE_PUT_LEASE of both node files: one-round-trip puts (default on)")
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be >= 1")
@@ -108,7 +116,7 @@ def main():
             print(f"== run {n + 1}/{a.runs}: {t}", flush=True)
             jpath = os.path.join("/tmp", f"tide-store-bench-{os.getpid()}-{t}.jsonl")
             try:
-                runs.append(run(a.build_dir, t, a.duration, jpath))
+                runs.append(run(a.build_dir, t, a.duration, jpath, a.put_lease == "on"))
             finally:
                 if os.path.exists(jpath):
                     os.unlink(jpath)
@@ -116,6 +124,7 @@ def main():
     kern = {(r["label"].split("/")[1], r["size"]): r for r in rows
             if r["label"].startswith("kernel/")}
     print(f"\nclient attached to node A, objects on node B, {a.duration:g} s per phase, "
+          f"one-round-trip puts (TIDE_PUT_LEASE) {a.put_lease}, "
           f"median of {a.runs} run(s) per cell; Mooncake = stock Python client over kernel "
           "TCP (reference figures); vs kernel = this row / the kernel-socket row, same run")
     print(f"{'path':>12} {'size':>9} {'put ops/s':>10} {'put MiB/s':>10} {'get ops/s':>10} "

@@ -410,6 +410,14 @@ static const struct key_def keys[] = {
 	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
 	 .doc = "RL mode of mooncake_master: never evict an object that has not been read yet; "
 		"a full store answers -200 (NO_AVAILABLE_HANDLE) as backpressure instead."},
+	{.name = "TIDE_PUT_LEASE",
+	 .type = T_BOOL,
+	 FLD(put_lease),
+	 .def = "true",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "Store clients: put small objects in one master round trip, in space the master "
+		"leases to the client ahead (Tide's extension; a stock master does not offer it "
+		"and puts take PutStart and PutEnd). false = always PutStart and PutEnd."},
 	{.name = "TIDE_ALLOW_NETS",
 	 .type = T_STR,
 	 FLD(allow_nets),

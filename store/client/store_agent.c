@@ -428,11 +428,28 @@ unplan(struct tide_agent_conn *a, void *const *bufs, const int64_t *got, size_t 
 
 /* ------------------------------------------------------------------- setup */
 
+int
+tide_store_nodeenv(struct tide_nodeenv **out)
+{
+	struct tide_nodeenv *ne = malloc(sizeof(*ne));
+	char err[2048] = "";
+
+	*out = NULL;
+	if (ne == NULL)
+		return -ENOMEM;
+	if (tide_nodeenv_load(ne, NULL, NULL, err, sizeof(err)) != 0) {
+		TIDE_LOG(ERR, "store setup: the node environment is not valid:\n%s", err);
+		free(ne);
+		return -EINVAL;
+	}
+	*out = ne;
+	return 0;
+}
+
 static int
 choose(const struct tide_store_cfg *cfg, int *mode, char *path, size_t plen)
 {
 	struct tide_nodeenv *ne;
-	char err[2048] = "";
 	int rc;
 
 	*mode = cfg->agent;
@@ -448,15 +465,9 @@ choose(const struct tide_store_cfg *cfg, int *mode, char *path, size_t plen)
 		snprintf(path, plen, "%s", cfg->agent_socket);
 		return 0;
 	}
-	ne = malloc(sizeof(*ne));
-	if (ne == NULL)
-		return -ENOMEM;
-	rc = tide_nodeenv_load(ne, NULL, NULL, err, sizeof(err));
-	if (rc != 0) {
-		TIDE_LOG(ERR, "store setup: the node environment is not valid:\n%s", err);
-		free(ne);
-		return -EINVAL;
-	}
+	rc = tide_store_nodeenv(&ne);
+	if (rc != 0)
+		return rc;
 	if (*mode == TIDE_STORE_AGENT_NODEENV)
 		*mode = ne->agent == TIDE_NODEENV_AGENT_OFF    ? TIDE_STORE_AGENT_OFF
 			: ne->agent == TIDE_NODEENV_AGENT_AUTO ? TIDE_STORE_AGENT_AUTO

@@ -16,6 +16,15 @@
 
 struct tide_agent_conn;
 
+struct tide_nodeenv;
+
+/*
+ * The node environment (tide_nodeenv_load() of TIDE_NODE_ENV / the process
+ * environment) into a new *out (free it). 0; -EINVAL not valid (logged with
+ * every problem, "store setup:"); -ENOMEM. Thread: any.
+ */
+int tide_store_nodeenv(struct tide_nodeenv **out);
+
 /*
  * Decide between agent and embedded from cfg->agent (or TIDE_AGENT of the
  * node file) and attach when asked: connect to the socket, say hello, map the

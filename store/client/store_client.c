@@ -37,12 +37,14 @@
 #include "mc_pool.h"
 #include "reg_table.h"
 #include "seg_warm.h"
+#include "store_lease.h"
 #include "store_rc.h"
 #include "store_agent.h"
 #include "store_mc.h"
 #include "store_xfer.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
+#include "tide_nodeenv.h"
 #include "tide_addr.h"
 #include "tide_store.h"
 #include "tide_te.h"
@@ -84,6 +86,7 @@ struct tide_store {
 	char *rdma_devices;
 	struct tide_te *te;
 	struct store_mc mc; /* master connections, client id, HA leader lookup (store_mc.h) */
+	struct store_leases leases; /* one-round-trip puts (store_lease.h) */
 	struct tide_mc_uuid seg_id;
 	void *seg_base; /* NULL: nothing contributed */
 	size_t seg_size;
@@ -225,6 +228,7 @@ tide_store_create(struct tide_store **out)
 	if (s == NULL)
 		return -ENOMEM;
 	tide_mc_pool_init(&s->mc.pool);
+	store_leases_init(&s->leases, true);
 	s->mc.moved = hb_kick;
 	s->mc.moved_arg = s;
 	pthread_mutex_init(&s->buf_lock, NULL);
@@ -375,6 +379,7 @@ teardown(struct tide_store *s)
 	int rc;
 
 	hb_stop(s);
+	store_leases_fini(&s->leases, &s->mc);
 	if (s->mounted) {
 		m = tide_mc_pool_get(&s->mc.pool, HEALTH_TIMEOUT_MS, &rc);
 		if (m != NULL) {
@@ -616,6 +621,21 @@ transport_why(const struct tide_store *s)
 	return "the node file gives this process no TIDE_DPDK_DEVICE, or MC_FORCE_TCP is set";
 }
 
+/* TIDE_PUT_LEASE of the node environment (store_lease.h): off keeps every put on
+ * PutStart/PutEnd. 0, or -EINVAL when the node environment is not valid. */
+static int
+put_lease_env(struct store_leases *L)
+{
+	struct tide_nodeenv *ne;
+	int rc = tide_store_nodeenv(&ne);
+
+	if (rc != 0)
+		return rc;
+	L->mode = ne->put_lease ? 0 : -1;
+	free(ne);
+	return 0;
+}
+
 int
 tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 {
@@ -643,6 +663,9 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 	if (cfg->local_hostname == NULL || cfg->metadata_server == NULL ||
 	    cfg->master_server_addr == NULL)
 		return -EINVAL;
+	rc = put_lease_env(&s->leases);
+	if (rc != 0)
+		return rc;
 	s->hostname = strdup(cfg->local_hostname);
 	s->proto = strdup(cfg->protocol != NULL && cfg->protocol[0] ? cfg->protocol : "tcp");
 	s->master = strdup(cfg->master_server_addr);
@@ -713,6 +736,7 @@ tide_store_close(struct tide_store *s)
 	pthread_cond_destroy(&s->hb_cond);
 	pthread_mutex_destroy(&s->hb_lock);
 	pthread_mutex_destroy(&s->buf_lock);
+	pthread_mutex_destroy(&s->leases.mu);
 	tide_mc_pool_fini(&s->mc.pool);
 	free(s->rdma_devices);
 	free(s);
@@ -773,6 +797,43 @@ xfer_eng(const struct tide_store *s)
 	return e;
 }
 
+/* A put the lease path can take: one replica, placed anywhere or on one preferred
+ * segment, small enough that a master round trip is a large part of its cost
+ * (store_lease.h). */
+static bool
+lease_eligible(const struct tide_store_rc *rc, size_t len)
+{
+	return len <= STORE_LEASE_MAX_OBJ &&
+	       (rc == NULL || (rc->replica_num <= 1 && rc->n_preferred_segments == 0 &&
+			       !rc->prefer_alloc_in_same_node));
+}
+
+/* One master round trip: place in our lease, write, commit. -EAGAIN: nothing was
+ * stored, put it the plain way. */
+static int
+lease_put(struct tide_store *s, const char *key, const void *buf, size_t len,
+	  const struct tide_store_rc *rc, const struct tide_mc_replicate_config *cfg)
+{
+	struct store_lease *l;
+	struct store_xfer x;
+	struct store_xfer_eng e = xfer_eng(s);
+	uint64_t off;
+	int ret;
+
+	if (store_lease_place(&s->leases, &s->mc, rc != NULL ? rc->preferred_segment : NULL, len,
+			      &l, &off) != 0)
+		return -EAGAIN;
+	x = (struct store_xfer){
+		.ep = l->ep, .raddr = l->addr + off, .local = (void *)buf, .len = len};
+	ret = store_xfer_run(&e, TIDE_TE_WRITE, &x, 1);
+	if (ret != 0) {
+		/* Its segment may be gone: the next put gets a lease elsewhere. */
+		store_lease_giveback(&s->leases, &s->mc, l, off, len, true);
+		return ret == -EAGAIN ? -EIO : ret;
+	}
+	return store_lease_commit(&s->leases, &s->mc, l, key, off, len, cfg);
+}
+
 int
 tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t len,
 	       const struct tide_store_rc *rc)
@@ -798,12 +859,16 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 			return -ENOMEM;
 	}
 	tide_store_rc_fill(rc, 1, strs, &cfg);
-	ret = store_mc_put_start(&s->mc, key, len, &cfg, &resp);
+	ret = lease_eligible(rc, len) ? lease_put(s, key, buf, len, rc, &cfg) : -EAGAIN;
+	if (ret == -EAGAIN)
+		ret = store_mc_put_start(&s->mc, key, len, &cfg, &resp);
+	else if (ret == 0)
+		ret = 2; /* stored through the lease */
 	if (strs != strs_inl)
 		free(strs);
 	if (ret != 0) {
-		/* Spec 5.3 step 1: an existing key (1) is a successful put. */
-		return ret == 1 ? 0 : ret;
+		/* Spec 5.3 step 1: an existing key (1) is a successful put; 2: done above. */
+		return ret == 1 || ret == 2 ? 0 : ret;
 	}
 	v = &resp.u.put_start.val;
 	if (v->n > STORE_XFER_INLINE) {
@@ -1000,6 +1065,104 @@ first_error(const int *rcs, size_t n)
 	return 0;
 }
 
+/*
+ * A batch through one lease: every key placed in the same lease, written in one
+ * engine batch, committed in one call (one master round trip for the batch).
+ * Returns -EAGAIN when nothing was done (a key does not fit a lease, the keys
+ * did not all land in one, no lease to be had): the caller takes the plain
+ * path. Else 0 and rcs[] filled; a key the lease could not take after its
+ * write (the lease ended) is put again on its own.
+ */
+static int
+lease_batch(struct tide_store *s, const char *const *keys, const void *const *bufs,
+	    const size_t *lens, size_t n, const struct tide_store_rc *rc,
+	    const struct tide_mc_replicate_config *cfg, struct tide_mc_str *ks, int *rcs)
+{
+	struct tide_mc_replicate_config sub = *cfg;
+	struct store_xfer_eng e = xfer_eng(s);
+	struct store_lease *l = NULL, *li;
+	struct store_xfer *x;
+	struct scratch sc;
+	struct tide_mc_str *gids = NULL;
+	uint64_t *offs, *clens;
+	size_t i, m, *owner;
+	int *res;
+
+	for (i = 0; i < n; i++)
+		if (lens[i] == 0 || lens[i] > STORE_LEASE_MAX_OBJ)
+			return -EAGAIN;
+	if (!sc_init(&sc, sc_size(n, sizeof(*offs)) * 2 + sc_size(n, sizeof(*x)) +
+				  sc_size(n, sizeof(*owner)) + sc_size(n, sizeof(*res)) +
+				  sc_size(n, sizeof(*gids))))
+		return -EAGAIN;
+	offs = sc_take(&sc, n, sizeof(*offs));
+	clens = sc_take(&sc, n, sizeof(*clens));
+	x = sc_take(&sc, n, sizeof(*x));
+	owner = sc_take(&sc, n, sizeof(*owner));
+	res = sc_take(&sc, n, sizeof(*res));
+	gids = sc_take(&sc, n, sizeof(*gids));
+	for (i = 0; i < n; i++) {
+		int prc = store_lease_place(&s->leases, &s->mc,
+					    rc != NULL ? rc->preferred_segment : NULL, lens[i], &li,
+					    &offs[i]);
+
+		if (prc == 0 && l != NULL && li != l) {
+			store_lease_giveback(&s->leases, &s->mc, li, offs[i], lens[i], false);
+			prc = -EAGAIN;
+		}
+		if (prc != 0) {
+			/* Not all in one lease: everything back, the plain way. */
+			while (i-- > 0)
+				store_lease_giveback(&s->leases, &s->mc, l, offs[i], lens[i],
+						     false);
+			free(sc.heap);
+			return -EAGAIN;
+		}
+		l = li;
+		x[i] = (struct store_xfer){.ep = l->ep,
+					   .raddr = l->addr + offs[i],
+					   .local = (void *)bufs[i],
+					   .len = lens[i]};
+	}
+	store_xfer_run(&e, TIDE_TE_WRITE, x, n);
+	/* Written keys to commit (m of them, in order); a failed write ends its key. */
+	for (i = m = 0; i < n; i++) {
+		if (x[i].rc != 0) {
+			rcs[i] = x[i].rc == -EAGAIN ? -EIO : x[i].rc;
+			store_lease_giveback(&s->leases, &s->mc, l, offs[i], lens[i], true);
+			continue;
+		}
+		owner[m] = i;
+		ks[m] = tide_store_mstr(keys[i]);
+		offs[m] = offs[i];
+		clens[m] = lens[i];
+		if (cfg->group_ids.has)
+			gids[m] = cfg->group_ids.val.v[i];
+		m++;
+	}
+	if (m > 0) {
+		sub.group_ids.val.v = cfg->group_ids.has ? gids : NULL;
+		sub.group_ids.val.n = cfg->group_ids.has ? m : 0;
+		store_lease_commit_n(&s->leases, &s->mc, l, ks, offs, clens, m, &sub, res);
+	}
+	for (size_t k = 0; k < m; k++) {
+		i = owner[k];
+		rcs[i] = res[k];
+		if (res[k] == -EAGAIN) {
+			/* The lease ended under us: this key on its own (a new lease, or
+			 * PutStart), with its own group id. */
+			struct tide_store_rc one = rc != NULL ? *rc : (struct tide_store_rc){0};
+
+			if (rc != NULL && rc->group_ids != NULL)
+				one.group_ids = &rc->group_ids[i];
+			rcs[i] = tide_store_put(s, keys[i], bufs[i], lens[i],
+						rc != NULL ? &one : NULL);
+		}
+	}
+	free(sc.heap);
+	return 0;
+}
+
 int
 tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const void *const *bufs,
 			  const size_t *lens, size_t n, const struct tide_store_rc *rc, int *rcs)
@@ -1047,6 +1210,10 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 		pending[i] = false;
 	}
 	tide_store_rc_fill(rc, n, strs, &cfg);
+	if (lease_eligible(rc, 0) && lease_batch(s, keys, bufs, lens, n, rc, &cfg, ks, rcs) == 0) {
+		ret = first_error(rcs, n);
+		goto out;
+	}
 	ret = store_mc_batch_put_start(&s->mc, ks, slens, n, &cfg, &resp);
 	if (ret != 0)
 		goto out;

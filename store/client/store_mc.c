@@ -534,3 +534,93 @@ store_mc_batch_keys(struct store_mc *mc, enum tide_mc_fn fn, const char *const *
 	}
 	return tide_mc_pool_call(&mc->pool, &r, resp);
 }
+
+/* ---------------------------------------------------------------- Tide's lease extension */
+
+/* One lease RPC. A coro_rpc error frame (a stock master: errc 11, function not
+ * registered) becomes -EOPNOTSUPP; the connection stays usable. */
+static int
+lease_call(struct store_mc *mc, const struct tide_mc_req *r, struct tide_mc_resp *resp)
+{
+	struct tide_mc_pool_conn *m;
+	struct tide_mc_err err;
+	int rc;
+
+	m = tide_mc_pool_get(&mc->pool, 0, &rc);
+	if (m == NULL)
+		return rc;
+	rc = tide_mc_client_call(m->c, r, resp, &err);
+	tide_mc_pool_put(m);
+	if (rc == -EREMOTEIO) {
+		TIDE_LOG(DEBUG, "master does not serve %s (errc %u: %s): plain puts",
+			 tide_mc_fn_info(r->fn)->name, err.errc, err.msg);
+		return -EOPNOTSUPP;
+	}
+	return rc;
+}
+
+int
+store_mc_lease_grant(struct store_mc *mc, uint64_t size, const struct tide_mc_replicate_config *cfg,
+		     struct tide_mc_resp *resp)
+{
+	struct tide_mc_req r;
+	int rc;
+
+	store_mc_req_init(&r, TIDE_MC_FN_TIDE_LEASE_GRANT);
+	r.u.lease_grant.client_id = mc->client_id;
+	r.u.lease_grant.size = size;
+	if (cfg != NULL)
+		r.u.lease_grant.config = *cfg;
+	else
+		r.u.lease_grant.config.replica_num = 1;
+	rc = lease_call(mc, &r, resp);
+	if (rc != 0)
+		return rc;
+	if (!resp->u.lease.ok) {
+		rc = store_mc_errno(resp->u.lease.err);
+		tide_mc_resp_free(resp);
+		return rc;
+	}
+	return 0;
+}
+
+int
+store_mc_lease_commit(struct store_mc *mc, uint64_t lease_id, struct tide_mc_str *ks,
+		      uint64_t *offs, uint64_t *sizes, size_t n,
+		      const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp)
+{
+	struct tide_mc_req r;
+
+	store_mc_req_init(&r, TIDE_MC_FN_TIDE_LEASE_COMMIT);
+	r.u.lease_commit.client_id = mc->client_id;
+	r.u.lease_commit.lease_id = lease_id;
+	r.u.lease_commit.keys.v = ks;
+	r.u.lease_commit.keys.n = n;
+	r.u.lease_commit.offsets.v = offs;
+	r.u.lease_commit.offsets.n = n;
+	r.u.lease_commit.sizes.v = sizes;
+	r.u.lease_commit.sizes.n = n;
+	if (cfg != NULL)
+		r.u.lease_commit.config = *cfg;
+	else
+		r.u.lease_commit.config.replica_num = 1;
+	return lease_call(mc, &r, resp);
+}
+
+int
+store_mc_lease_release(struct store_mc *mc, uint64_t lease_id)
+{
+	struct tide_mc_resp resp;
+	struct tide_mc_req r;
+	int rc;
+
+	store_mc_req_init(&r, TIDE_MC_FN_TIDE_LEASE_RELEASE);
+	r.u.lease_release.client_id = mc->client_id;
+	r.u.lease_release.lease_id = lease_id;
+	rc = lease_call(mc, &r, &resp);
+	if (rc != 0)
+		return rc;
+	rc = store_mc_errno(resp.u.status.ok ? 0 : resp.u.status.err);
+	tide_mc_resp_free(&resp);
+	return rc;
+}

@@ -140,4 +140,29 @@ int store_mc_batch_replica_list(struct store_mc *mc, const char *const *keys, si
 int store_mc_batch_keys(struct store_mc *mc, enum tide_mc_fn fn, const char *const *keys, size_t n,
 			bool force, struct tide_mc_str *ks, struct tide_mc_resp *resp);
 
+/*
+ * Tide's lease extension (one-round-trip puts; a stock master registers none of
+ * these and answers a coro_rpc error, which comes back as -EOPNOTSUPP). Sent
+ * once, never retried over a failover: a lease belongs to the master that gave
+ * it (a new leader answers LEASE_EXPIRED).
+ *
+ * store_mc_lease_grant: a lease of size bytes placed with cfg (one replica).
+ *   0: resp->u.lease.val holds it (free resp); -EOPNOTSUPP; -ENOSPC no segment
+ *   has room; other -errno.
+ * store_mc_lease_commit: keys ks[i] of sizes[i] bytes written at offs[i] from
+ *   the lease's start become objects (cfg: pins, group ids, one per key).
+ *   0: *resp valid (free it), element i the key's result in
+ *   resp->u.batch_status (ErrorCodes: OBJECT_ALREADY_EXISTS, that part of the
+ *   lease is still ours; LEASE_EXPIRED, the lease is gone; INVALID_PARAMS);
+ *   -EOPNOTSUPP; -errno.
+ * store_mc_lease_release: give the lease's unused space back. 0; -errno.
+ * Thread: any.
+ */
+int store_mc_lease_grant(struct store_mc *mc, uint64_t size,
+			 const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp);
+int store_mc_lease_commit(struct store_mc *mc, uint64_t lease_id, struct tide_mc_str *ks,
+			  uint64_t *offs, uint64_t *sizes, size_t n,
+			  const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp);
+int store_mc_lease_release(struct store_mc *mc, uint64_t lease_id);
+
 #endif /* TIDE_STORE_MC_H */

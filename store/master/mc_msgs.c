@@ -358,6 +358,18 @@ EXP_T(t_exp_regex_v0312, "expected<unordered_map<string,vector<Replica::Descript
 EXP_T(t_exp_ip_map, "expected<unordered_map<UUID,vector<string>>>", struct tide_mc_exp_ip_map,
       t_ip_map);
 EXP_T(t_exp_tasks, "expected<vector<TaskAssignment>>", struct tide_mc_exp_tasks, t_task_vec);
+/* Tide's extension: TideLease and its expected (no stock counterpart; the names
+ * only feed the type hash, which both Tide ends compute the same way). */
+#define S struct tide_mc_lease
+static const struct mc_field lease_f[] = {
+	FLD(S, id, t_u64),
+	FLD(S, ttl_ms, t_u64),
+	FLD(S, granule, t_u64),
+	FLD(S, buf, t_buffer_desc),
+};
+#undef S
+STRUCT_T(t_lease, "TideLease", struct tide_mc_lease, lease_f);
+EXP_T(t_exp_lease, "expected<TideLease>", struct tide_mc_exp_lease, t_lease);
 /* RemoveAll returns a bare `long`. */
 static const struct mc_type t_long = {.kind = MC_K_I64, .name = "long", .size = sizeof(int64_t)};
 
@@ -537,6 +549,33 @@ STRUCT_T(t_fetch_tasks_req, "tuple<UUID,size_t>", struct tide_mc_fetch_tasks_req
 	{                  \
 		&(t), &(t) \
 	}
+#define S struct tide_mc_lease_grant_req
+static const struct mc_field lease_grant_f[] = {
+	FLD(S, client_id, t_uuid),
+	FLD(S, size, t_u64),
+	FLD(S, config, t_rc_head),
+};
+#undef S
+STRUCT_T(t_lease_grant_req, "TideLeaseGrant args", struct tide_mc_lease_grant_req, lease_grant_f);
+
+#define S struct tide_mc_lease_commit_req
+static const struct mc_field lease_commit_f[] = {
+	FLD(S, client_id, t_uuid),  FLD(S, lease_id, t_u64),  FLD(S, keys, t_str_vec),
+	FLD(S, offsets, t_u64_vec), FLD(S, sizes, t_u64_vec), FLD(S, config, t_rc_head),
+};
+#undef S
+STRUCT_T(t_lease_commit_req, "TideLeaseCommit args", struct tide_mc_lease_commit_req,
+	 lease_commit_f);
+
+#define S struct tide_mc_lease_release_req
+static const struct mc_field lease_release_f[] = {
+	FLD(S, client_id, t_uuid),
+	FLD(S, lease_id, t_u64),
+};
+#undef S
+STRUCT_T(t_lease_release_req, "TideLeaseRelease args", struct tide_mc_lease_release_req,
+	 lease_release_f);
+
 #define BOTH(h, v)         \
 	{                  \
 		&(h), &(v) \
@@ -593,6 +632,12 @@ const struct mc_msg mc_msgs[TIDE_MC_FN_CODEC_COUNT] = {
 	MSG(TIDE_MC_FN_QUERY_SEGMENT_STATUS, "QuerySegmentStatus", SAME(t_str), SAME(t_exp_i32)),
 	MSG(TIDE_MC_FN_QUERY_SEGMENT_STATUS_BY_ID, "QuerySegmentStatusById", SAME(t_uuid),
 	    SAME(t_exp_i32)),
+	MSG(TIDE_MC_FN_TIDE_LEASE_GRANT, "TideLeaseGrant", SAME(t_lease_grant_req),
+	    SAME(t_exp_lease)),
+	MSG(TIDE_MC_FN_TIDE_LEASE_COMMIT, "TideLeaseCommit", SAME(t_lease_commit_req),
+	    SAME(t_exp_void_vec)),
+	MSG(TIDE_MC_FN_TIDE_LEASE_RELEASE, "TideLeaseRelease", SAME(t_lease_release_req),
+	    SAME(t_exp_void)),
 };
 
 /* ---- derived tables --------------------------------------------------------------------- */

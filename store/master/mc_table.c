@@ -304,16 +304,10 @@ proc_del(struct tide_mc_table *t, struct mct_obj *o)
 }
 
 static bool
-uuid_eq(const struct tide_mc_uuid *a, const struct tide_mc_uuid *b)
-{
-	return a->first == b->first && a->second == b->second;
-}
-
-static bool
 writer_is(const struct tide_mc_table *t, const struct mct_obj *o, const struct tide_mc_uuid *c)
 {
 	if (o->flags & MCT_OF_PROCESSING)
-		return uuid_eq(&t->proc[o->aux].client, c);
+		return mct_uuid_eq(&t->proc[o->aux].client, c);
 	return o->aux == mct_uuid_hash32(c);
 }
 
@@ -465,24 +459,27 @@ place_undo(struct tide_mc_table *t, struct place *p)
 	p->n = 0;
 }
 
+bool
+mct_place_one(struct tide_mc_table *t, uint64_t len, const struct tide_mc_replicate_config *cfg,
+	      struct mct_rep *out)
+{
+	struct place p = {.len = len, .want = 1, .n = 0};
+
+	place(t, &p, cfg);
+	if (p.n)
+		*out = p.rep[0];
+	return p.n != 0;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* PutStart / UpsertStart                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-struct pin_req {
-	uint8_t action; /* enum tide_mc_soft_pin_action */
-	uint64_t ttl;
-};
-
-static int
-check_start(const struct tide_mc_table *t, const struct tide_mc_str *key, uint64_t len,
-	    const struct tide_mc_replicate_config *cfg, struct pin_req *pin)
+/* The soft-pin request of cfg (both layouts); shared with allocation leases. */
+int
+mct_pin_parse(const struct tide_mc_table *t, const struct tide_mc_replicate_config *cfg,
+	      struct mct_pin_req *pin)
 {
-	if (!key || !key->len || key->len > UINT32_MAX || (!key->ptr) || !len || !cfg)
-		return TIDE_MC_EC_INVALID_PARAMS;
-	/* Only memory replicas exist here (no NoF build, no DFS tier): spec 3.3. */
-	if (!cfg->replica_num || cfg->nof_replica_num || cfg->dfs_replica_num)
-		return TIDE_MC_EC_INVALID_PARAMS;
 	pin->action = cfg->soft_pin_action;
 	if (cfg->with_soft_pin && pin->action == TIDE_MC_SOFT_PIN_PRESERVE)
 		pin->action = TIDE_MC_SOFT_PIN_ENABLE; /* V0312 layout: a bool */
@@ -500,6 +497,18 @@ check_start(const struct tide_mc_table *t, const struct tide_mc_str *key, uint64
 	return 0;
 }
 
+static int
+check_start(const struct tide_mc_table *t, const struct tide_mc_str *key, uint64_t len,
+	    const struct tide_mc_replicate_config *cfg, struct mct_pin_req *pin)
+{
+	if (!key || !key->len || key->len > UINT32_MAX || (!key->ptr) || !len || !cfg)
+		return TIDE_MC_EC_INVALID_PARAMS;
+	/* Only memory replicas exist here (no NoF build, no DFS tier): spec 3.3. */
+	if (!cfg->replica_num || cfg->nof_replica_num || cfg->dfs_replica_num)
+		return TIDE_MC_EC_INVALID_PARAMS;
+	return mct_pin_parse(t, cfg, pin);
+}
+
 /*
  * Allocate and insert a new PROCESSING object. inherit_pin: a live soft-pin
  * deadline carried over from a replaced object (0 = none).
@@ -507,7 +516,7 @@ check_start(const struct tide_mc_table *t, const struct tide_mc_str *key, uint64
 static int
 alloc_insert(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 	     const struct tide_mc_str *key, uint64_t h, uint64_t len,
-	     const struct tide_mc_replicate_config *cfg, const struct pin_req *pin, bool hard,
+	     const struct tide_mc_replicate_config *cfg, const struct mct_pin_req *pin, bool hard,
 	     uint64_t inherit_pin, uint64_t now, struct tide_mc_table_arena *a,
 	     struct tide_mc_replica_desc_vec *out)
 {
@@ -561,7 +570,7 @@ start_locked(struct tide_mc_table *t, bool upsert, const struct tide_mc_uuid *cl
 	     const struct tide_mc_replicate_config *cfg, uint64_t now,
 	     struct tide_mc_table_arena *a, struct tide_mc_replica_desc_vec *out)
 {
-	struct pin_req pin;
+	struct mct_pin_req pin;
 	uint64_t h, inherit = 0;
 	bool hard = cfg && cfg->with_hard_pin;
 	struct mct_obj *o;
@@ -614,15 +623,6 @@ start_locked(struct tide_mc_table *t, bool upsert, const struct tide_mc_uuid *cl
 	return alloc_insert(t, client, key, h, len, cfg, &pin, hard, inherit, now, a, out);
 }
 
-static int
-count(struct tide_mc_table *t, enum tide_mc_table_op op, int rc)
-{
-	t->requests[op]++;
-	if (rc)
-		t->failures[op]++;
-	return rc;
-}
-
 /* PutStart and UpsertStart differ only in what start_locked does with an
  * existing key; one body keeps their checks and accounting identical. */
 static int
@@ -640,7 +640,7 @@ single_start(struct tide_mc_table *t, bool upsert, const struct tide_mc_uuid *cl
 	mct_lock(t);
 	if (!(cfg && cfg->group_ids.has && cfg->group_ids.val.n != 1))
 		rc = start_locked(t, upsert, client, key, len, cfg, now_ms, a, out);
-	count(t, upsert ? TIDE_MC_TABLE_OP_UPSERT_START : TIDE_MC_TABLE_OP_PUT_START, rc);
+	mct_count(t, upsert ? TIDE_MC_TABLE_OP_UPSERT_START : TIDE_MC_TABLE_OP_PUT_START, rc);
 	mct_unlock(t);
 	return rc;
 }
@@ -688,7 +688,7 @@ tide_mc_table_batch_put_start(struct tide_mc_table *t, bool upsert,
 					&out[i].val);
 		out[i].ok = rc == 0;
 		out[i].err = rc;
-		count(t, op, rc);
+		mct_count(t, op, rc);
 	}
 	mct_unlock(t);
 	return 0;
@@ -779,7 +779,7 @@ single_end(struct tide_mc_table *t, enum tide_mc_table_op op, const struct tide_
 	if (!t || !client)
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
-	rc = count(t, op, end_locked(t, client, key, checksum, replica_type, now_ms));
+	rc = mct_count(t, op, end_locked(t, client, key, checksum, replica_type, now_ms));
 	mct_unlock(t);
 	return rc;
 }
@@ -793,7 +793,7 @@ single_revoke(struct tide_mc_table *t, enum tide_mc_table_op op, const struct ti
 	if (!t || !client)
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
-	rc = count(t, op, revoke_locked(t, client, key, replica_type));
+	rc = mct_count(t, op, revoke_locked(t, client, key, replica_type));
 	mct_unlock(t);
 	return rc;
 }
@@ -843,9 +843,9 @@ tide_mc_table_batch_put_end(struct tide_mc_table *t, bool upsert, const struct t
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
 	for (size_t i = 0; i < n; i++) {
-		int rc = count(t, op,
-			       end_locked(t, client, &metas[i].key, &metas[i].object_checksum,
-					  replica_type, now_ms));
+		int rc = mct_count(t, op,
+				   end_locked(t, client, &metas[i].key, &metas[i].object_checksum,
+					      replica_type, now_ms));
 
 		out[i].ok = rc == 0;
 		out[i].err = rc;
@@ -868,7 +868,7 @@ tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
 	for (size_t i = 0; i < n; i++) {
-		int rc = count(t, op, revoke_locked(t, client, &keys[i], replica_type));
+		int rc = mct_count(t, op, revoke_locked(t, client, &keys[i], replica_type));
 
 		out[i].ok = rc == 0;
 		out[i].err = rc;
@@ -930,7 +930,8 @@ tide_mc_table_get_replica_list(struct tide_mc_table *t, const struct tide_mc_str
 	if (!t || !a || !out)
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
-	rc = count(t, TIDE_MC_TABLE_OP_GET_REPLICA_LIST, get_locked(t, key, now_ms, true, a, out));
+	rc = mct_count(t, TIDE_MC_TABLE_OP_GET_REPLICA_LIST,
+		       get_locked(t, key, now_ms, true, a, out));
 	mct_unlock(t);
 	return rc;
 }
@@ -958,8 +959,8 @@ tide_mc_table_batch_get_replica_list(struct tide_mc_table *t, const struct tide_
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
 	for (size_t i = 0; i < n; i++) {
-		int rc = count(t, TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST,
-			       get_locked(t, &keys[i], now_ms, true, a, &out[i].val));
+		int rc = mct_count(t, TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST,
+				   get_locked(t, &keys[i], now_ms, true, a, &out[i].val));
 
 		out[i].ok = rc == 0;
 		out[i].err = rc;
@@ -987,7 +988,7 @@ tide_mc_table_exist_key(struct tide_mc_table *t, const struct tide_mc_str *key, 
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
 	*exists = exist_locked(t, key, now_ms);
-	count(t, TIDE_MC_TABLE_OP_EXIST_KEY, 0);
+	mct_count(t, TIDE_MC_TABLE_OP_EXIST_KEY, 0);
 	mct_unlock(t);
 	return 0;
 }
@@ -1003,7 +1004,7 @@ tide_mc_table_batch_exist_key(struct tide_mc_table *t, const struct tide_mc_str 
 		out[i].ok = true;
 		out[i].err = 0;
 		out[i].val = exist_locked(t, &keys[i], now_ms);
-		count(t, TIDE_MC_TABLE_OP_BATCH_EXIST_KEY, 0);
+		mct_count(t, TIDE_MC_TABLE_OP_BATCH_EXIST_KEY, 0);
 	}
 	mct_unlock(t);
 	return 0;
@@ -1213,7 +1214,7 @@ tide_mc_table_get_replica_list_by_regex(struct tide_mc_table *t, const struct ti
 	pthread_mutex_unlock(&t->re_lock);
 	free(ks.buf);
 	mct_lock(t);
-	count(t, TIDE_MC_TABLE_OP_GET_REPLICA_LIST_BY_REGEX, rc);
+	mct_count(t, TIDE_MC_TABLE_OP_GET_REPLICA_LIST_BY_REGEX, rc);
 	mct_unlock(t);
 	return rc;
 }
@@ -1246,7 +1247,7 @@ tide_mc_table_remove(struct tide_mc_table *t, const struct tide_mc_str *key, boo
 	if (!t)
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
-	rc = count(t, TIDE_MC_TABLE_OP_REMOVE, remove_locked(t, key, force, now_ms));
+	rc = mct_count(t, TIDE_MC_TABLE_OP_REMOVE, remove_locked(t, key, force, now_ms));
 	mct_unlock(t);
 	return rc;
 }
@@ -1259,8 +1260,8 @@ tide_mc_table_batch_remove(struct tide_mc_table *t, const struct tide_mc_str *ke
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
 	for (size_t i = 0; i < n; i++) {
-		int rc = count(t, TIDE_MC_TABLE_OP_BATCH_REMOVE,
-			       remove_locked(t, &keys[i], force, now_ms));
+		int rc = mct_count(t, TIDE_MC_TABLE_OP_BATCH_REMOVE,
+				   remove_locked(t, &keys[i], force, now_ms));
 
 		out[i].ok = rc == 0;
 		out[i].err = rc;
@@ -1307,7 +1308,7 @@ tide_mc_table_remove_by_regex(struct tide_mc_table *t, const struct tide_mc_str 
 	pthread_mutex_unlock(&t->re_lock);
 	free(ks.buf);
 	mct_lock(t);
-	count(t, TIDE_MC_TABLE_OP_REMOVE_BY_REGEX, rc);
+	mct_count(t, TIDE_MC_TABLE_OP_REMOVE_BY_REGEX, rc);
 	mct_unlock(t);
 	return rc;
 }
@@ -1341,7 +1342,7 @@ tide_mc_table_remove_all(struct tide_mc_table *t, bool force, uint64_t now_ms)
 	rc = ht_collect(t, all_pred, &arg, &v, &n) ? TIDE_MC_EC_INTERNAL_ERROR : 0;
 	if (rc == 0)
 		removed = erase_all(t, v, n);
-	count(t, TIDE_MC_TABLE_OP_REMOVE_ALL, rc);
+	mct_count(t, TIDE_MC_TABLE_OP_REMOVE_ALL, rc);
 	mct_unlock(t);
 	return removed;
 }
@@ -1394,7 +1395,7 @@ mct_reclaim_puts(struct tide_mc_table *t, const struct tide_mc_uuid *dead, uint6
 
 	while (i < t->nproc) {
 		struct mct_proc *p = &t->proc[i];
-		bool stale = dead ? uuid_eq(&p->client, dead)
+		bool stale = dead ? mct_uuid_eq(&p->client, dead)
 				  : p->start_ms + t->o.put_start_release_timeout_ms <= now;
 
 		if (!stale) {

@@ -83,12 +83,30 @@ struct mct_seg {
 	uint64_t base;
 	uint64_t size;       /* as mounted */
 	uint64_t managed;    /* size rounded down to the granule: what the allocator has */
-	uint64_t used;       /* granule-rounded bytes allocated (replicas + discards) */
-	uint64_t nrep;       /* replicas + discards in it: an unmount scans only if > 0 */
+	uint64_t used;       /* granule-rounded bytes allocated (replicas, discards, leases) */
+	uint64_t nrep;       /* allocations in it: an unmount scans objects only if > 0 */
 	uint64_t unmount_at; /* graceful unmount deadline (draining) */
 	struct tide_seg *alloc;
 	uint32_t name_id; /* equal for equal names: replicas need distinct ones */
 	bool draining;
+};
+
+/* An unused part of an allocation lease: one allocator allocation [off, off + len). */
+struct mct_piece {
+	uint64_t off; /* allocator offset */
+	uint64_t len; /* granule multiple */
+};
+
+/* An allocation lease (mc_table_lease.c): pieces sorted by off, never adjacent. */
+struct mct_lease {
+	uint64_t id;
+	uint64_t deadline_ms; /* ends when now >= this */
+	struct tide_mc_uuid client;
+	uint64_t start; /* allocator offset of the lease's start */
+	uint64_t size;  /* granule-rounded length */
+	uint32_t seg;   /* indexes t->segs (never stale: unmount drops leases) */
+	uint32_t npiece;
+	struct mct_piece piece[TIDE_MC_TABLE_LEASE_PIECES];
 };
 
 struct mct_client {
@@ -137,6 +155,12 @@ struct tide_mc_table {
 	uint64_t jseq_free; /* last record that released space (an erase, an unmount) */
 	uint8_t *jbuf;      /* encoding scratch, grows to the largest record */
 	size_t jcap;
+
+	/* Allocation leases (mc_table_lease.c), sorted by id (ids only grow). */
+	struct mct_lease **leases;
+	size_t nleases, lease_cap;
+	uint64_t next_lease_id;
+	uint64_t leased_bytes; /* sum of their pieces' lengths */
 };
 
 static inline void
@@ -151,6 +175,32 @@ mct_unlock(struct tide_mc_table *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* Count a request of op, and a failure when rc is nonzero; returns rc (lock held). */
+static inline int
+mct_count(struct tide_mc_table *t, enum tide_mc_table_op op, int rc)
+{
+	t->requests[op]++;
+	if (rc)
+		t->failures[op]++;
+	return rc;
+}
+
+static inline bool
+mct_uuid_eq(const struct tide_mc_uuid *a, const struct tide_mc_uuid *b)
+{
+	return a->first == b->first && a->second == b->second;
+}
+
+/* len rounded up to the granule: what an allocation of len takes (len below a
+ * segment's size, < 2^62: no overflow). */
+static inline uint64_t
+mct_extent(const struct tide_mc_table *t, uint64_t len)
+{
+	uint64_t g = t->o.seg_granule;
+
+	return (len + g - 1) & ~(g - 1);
+}
+
 /* mc_table.c */
 uint64_t mct_hash(const struct tide_mc_table *t, const void *data, size_t len);
 uint32_t mct_uuid_hash32(const struct tide_mc_uuid *u);
@@ -160,6 +210,19 @@ void mct_obj_erase(struct tide_mc_table *t, struct mct_obj *o, int how, uint64_t
 int mct_drop_seg_replicas(struct tide_mc_table *t, uint32_t idx);
 void mct_reclaim_puts(struct tide_mc_table *t, const struct tide_mc_uuid *dead, uint64_t now);
 void mct_evict(struct tide_mc_table *t, uint64_t now);
+
+/* A soft-pin request of a ReplicateConfig (PutStart's rules). */
+struct mct_pin_req {
+	uint8_t action; /* enum tide_mc_soft_pin_action */
+	uint64_t ttl;
+};
+
+/* mc_table.c: for allocation leases (lock held). */
+int mct_pin_parse(const struct tide_mc_table *t, const struct tide_mc_replicate_config *cfg,
+		  struct mct_pin_req *pin);
+/* Place one extent of len bytes as PutStart places a replica (accounted); false: no room. */
+bool mct_place_one(struct tide_mc_table *t, uint64_t len,
+		   const struct tide_mc_replicate_config *cfg, struct mct_rep *out);
 
 /* mc_table.c: for the journal's replay (lock held). */
 struct mct_obj *mct_obj_new(const struct tide_mc_str *key, uint64_t len, unsigned nrep);
@@ -189,5 +252,11 @@ void mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len,
 void *mct_arena_alloc(struct tide_mc_table_arena *a, size_t n);
 int mct_arena_str(struct tide_mc_table_arena *a, const char *s, size_t len,
 		  struct tide_mc_str *out);
+
+/* mc_table_lease.c (lock held, except mct_leases_free: destroy) */
+void mct_lease_drop_seg(struct tide_mc_table *t, uint32_t idx);
+void mct_lease_drop_client(struct tide_mc_table *t, const struct tide_mc_uuid *client);
+void mct_leases_expire(struct tide_mc_table *t, uint64_t now);
+void mct_leases_free(struct tide_mc_table *t);
 
 #endif

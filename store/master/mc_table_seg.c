@@ -39,6 +39,7 @@ tide_mc_table_opts_init(struct tide_mc_table_opts *opts, size_t opts_size)
 		.regex_match_limit = TIDE_MC_TABLE_REGEX_MATCH_LIMIT,
 		.regex_memory_limit = TIDE_MC_TABLE_REGEX_MEMORY,
 		.regex_timeout_ms = TIDE_MC_TABLE_REGEX_TIMEOUT_MS,
+		.lease_ttl_ms = 30000,
 	};
 
 	if (!opts)
@@ -65,7 +66,7 @@ tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table
 	    o->default_kv_soft_pin_ttl_ms > o->max_kv_soft_pin_ttl_ms ||
 	    o->put_start_release_timeout_ms <= o->put_start_discard_timeout_ms ||
 	    o->regex_match_limit == 0 || o->regex_memory_limit < TIDE_MC_TABLE_REGEX_MEMORY_MIN ||
-	    o->regex_timeout_ms == 0)
+	    o->regex_timeout_ms == 0 || o->lease_ttl_ms == 0)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)
@@ -89,6 +90,7 @@ tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table
 			t->rng = z | 1;
 	}
 	t->next_rep_id = 1;
+	t->next_lease_id = 1;
 	if (pthread_mutex_init(&t->lock, NULL) != 0) {
 		free(t);
 		return -ENOMEM;
@@ -131,6 +133,7 @@ tide_mc_table_destroy(struct tide_mc_table *t)
 		if (t->segs[i])
 			seg_free(t->segs[i]);
 	free(t->segs);
+	mct_leases_free(t); /* their pieces went with the segments' allocators */
 	free(t->proc);
 	free(t->disc);
 	free(t->clients);
@@ -240,18 +243,10 @@ tide_mc_table_arena_release(struct tide_mc_table_arena *a)
 /* Buffers                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-static uint64_t
-extent(const struct tide_mc_table *t, uint64_t len)
-{
-	uint64_t g = t->o.seg_granule;
-
-	return (len + g - 1) & ~(g - 1);
-}
-
 void
 mct_rep_account(struct tide_mc_table *t, struct mct_seg *s, uint64_t len, int dir)
 {
-	uint64_t e = extent(t, len);
+	uint64_t e = mct_extent(t, len);
 
 	if (dir > 0) {
 		s->used += e;
@@ -323,19 +318,13 @@ discards_sweep(struct tide_mc_table *t, uint32_t seg, uint64_t now)
 /* Clients                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-static bool
-uuid_eq(const struct tide_mc_uuid *a, const struct tide_mc_uuid *b)
-{
-	return a->first == b->first && a->second == b->second;
-}
-
 static struct mct_client *
 client_touch(struct tide_mc_table *t, const struct tide_mc_uuid *id, uint64_t now)
 {
 	struct mct_client *c = NULL;
 
 	for (size_t i = 0; i < t->nclients; i++)
-		if (uuid_eq(&t->clients[i].id, id))
+		if (mct_uuid_eq(&t->clients[i].id, id))
 			c = &t->clients[i];
 	if (!c) {
 		if (t->nclients == t->client_cap) {
@@ -363,7 +352,7 @@ static int32_t
 seg_find(const struct tide_mc_table *t, const struct tide_mc_uuid *id)
 {
 	for (uint32_t i = 0; i < t->nseg_slots; i++)
-		if (t->segs[i] && uuid_eq(&t->segs[i]->id, id))
+		if (t->segs[i] && mct_uuid_eq(&t->segs[i]->id, id))
 			return (int32_t)i;
 	return -1;
 }
@@ -378,7 +367,7 @@ static bool
 seg_same(const struct mct_seg *s, const struct tide_mc_segment *g,
 	 const struct tide_mc_uuid *client)
 {
-	return uuid_eq(&s->client, client) && s->base == g->base && s->size == g->size &&
+	return mct_uuid_eq(&s->client, client) && s->base == g->base && s->size == g->size &&
 	       str_eq(s->name, s->name_len, &g->name) &&
 	       str_eq(s->endpoint, s->endpoint_len, &g->te_endpoint) &&
 	       str_eq(s->protocol, s->protocol_len, &g->protocol);
@@ -479,6 +468,7 @@ seg_unmount(struct tide_mc_table *t, uint32_t idx)
 	struct mct_seg *s = t->segs[idx];
 
 	discards_sweep(t, idx, 0);
+	mct_lease_drop_seg(t, idx);
 	/* If the scan cannot allocate its list, replicas would point at a freed
 	   slot: keep the segment (draining) and retry at the next tick. */
 	if (s->nrep && mct_drop_seg_replicas(t, idx) != 0) {
@@ -668,7 +658,7 @@ query_ip_one(struct tide_mc_table *t, const struct tide_mc_uuid *id, struct tide
 	for (uint32_t i = 0; i < t->nseg_slots; i++) {
 		const struct mct_seg *s = t->segs[i];
 
-		if (s && uuid_eq(&s->client, id)) {
+		if (s && mct_uuid_eq(&s->client, id)) {
 			*found = true;
 			n += s->endpoint_len != 0;
 		}
@@ -682,7 +672,7 @@ query_ip_one(struct tide_mc_table *t, const struct tide_mc_uuid *id, struct tide
 		const struct mct_seg *s = t->segs[i];
 		size_t hl, k;
 
-		if (!s || !uuid_eq(&s->client, id) || !s->endpoint_len)
+		if (!s || !mct_uuid_eq(&s->client, id) || !s->endpoint_len)
 			continue;
 		hl = host_len(s);
 		for (k = 0; k < e->ips.n; k++)
@@ -714,7 +704,7 @@ tide_mc_table_batch_query_ip(struct tide_mc_table *t, const struct tide_mc_uuid 
 		bool found, dup = false;
 
 		for (size_t k = 0; k < out->n; k++)
-			dup = dup || uuid_eq(&out->v[k].client_id, &clients[i]);
+			dup = dup || mct_uuid_eq(&out->v[k].client_id, &clients[i]);
 		if (dup)
 			continue; /* a map: one entry per client */
 		if (query_ip_one(t, &clients[i], a, &out->v[out->n], &found))
@@ -812,9 +802,10 @@ expire_clients(struct tide_mc_table *t, uint64_t now)
 		t->clients[i] = t->clients[--t->nclients];
 		t->expired_clients++;
 		for (uint32_t k = 0; k < t->nseg_slots; k++)
-			if (t->segs[k] && uuid_eq(&t->segs[k]->client, &c.id))
+			if (t->segs[k] && mct_uuid_eq(&t->segs[k]->client, &c.id))
 				seg_unmount(t, k);
 		mct_reclaim_puts(t, &c.id, now);
+		mct_lease_drop_client(t, &c.id);
 	}
 }
 
@@ -829,6 +820,7 @@ tide_mc_table_tick(struct tide_mc_table *t, uint64_t now_ms)
 		if (t->segs[k] && t->segs[k]->draining && t->segs[k]->unmount_at <= now_ms)
 			seg_unmount(t, k);
 	discards_sweep(t, UINT32_MAX, now_ms);
+	mct_leases_expire(t, now_ms);
 	mct_reclaim_puts(t, NULL, now_ms);
 	mct_evict(t, now_ms);
 	mct_unlock(t);
@@ -861,6 +853,8 @@ tide_mc_table_metrics_get(struct tide_mc_table *t, struct tide_mc_table_metrics 
 	m->evict_skipped_unread = t->evict_skipped_unread;
 	memcpy(m->requests, t->requests, sizeof(m->requests));
 	memcpy(m->failures, t->failures, sizeof(m->failures));
+	m->leases = t->nleases;
+	m->leased_bytes = t->leased_bytes;
 	mct_unlock(t);
 }
 
@@ -896,6 +890,9 @@ tide_mc_table_op_name(enum tide_mc_table_op op)
 		[TIDE_MC_TABLE_OP_REMOVE_ALL] = "remove_all",
 		[TIDE_MC_TABLE_OP_BATCH_QUERY_IP] = "batch_query_ip",
 		[TIDE_MC_TABLE_OP_QUERY_SEGMENT_STATUS] = "query_segment_status",
+		[TIDE_MC_TABLE_OP_LEASE_GRANT] = "lease_grant",
+		[TIDE_MC_TABLE_OP_LEASE_COMMIT] = "lease_commit",
+		[TIDE_MC_TABLE_OP_LEASE_RELEASE] = "lease_release",
 	};
 
 	return (unsigned)op < TIDE_MC_TABLE_OP_COUNT ? names[op] : "unknown";

@@ -19,7 +19,8 @@
  * against the spec's table. `off_answer` only records what the spec or the
  * capture shows; nothing is invented.
  */
-#define NOSPEC "not specified by the spec (minimal masters leave it unregistered -> errc 11)"
+#define NOSPEC   "not specified by the spec (minimal masters leave it unregistered -> errc 11)"
+#define TIDE_EXT "not registered by a stock master (errc 11): Tide clients fall back to PutStart"
 static struct tide_mc_fn_info fn_table[TIDE_MC_FN_COUNT] = {
 	[TIDE_MC_FN_SERVICE_READY] = {"ServiceReady", 0, true, false, "core", "always served"},
 	[TIDE_MC_FN_GET_STORAGE_CONFIG] = {"GetStorageConfig", 0, true, false, "core",
@@ -64,6 +65,12 @@ static struct tide_mc_fn_info fn_table[TIDE_MC_FN_COUNT] = {
 					     NOSPEC},
 	[TIDE_MC_FN_QUERY_SEGMENT_STATUS_BY_ID] = {"QuerySegmentStatusById", 0, true, false,
 						   "segment drain", NOSPEC},
+	[TIDE_MC_FN_TIDE_LEASE_GRANT] = {"TideLeaseGrant", 0, true, false, "tide lease", TIDE_EXT,
+					 true},
+	[TIDE_MC_FN_TIDE_LEASE_COMMIT] = {"TideLeaseCommit", 0, true, false, "tide lease", TIDE_EXT,
+					  true},
+	[TIDE_MC_FN_TIDE_LEASE_RELEASE] = {"TideLeaseRelease", 0, true, false, "tide lease",
+					   TIDE_EXT, true},
 	[TIDE_MC_FN_BATCH_REPLICA_CLEAR] = {"BatchReplicaClear", 0, false, false, "replica clear",
 					    NOSPEC},
 	[TIDE_MC_FN_MOUNT_NOF_SEGMENT] = {"MountNoFSegment", 0, false, false, "nof", NOSPEC},

@@ -181,6 +181,12 @@ enum tide_mc_fn {
 	TIDE_MC_FN_BATCH_QUERY_IP,
 	TIDE_MC_FN_QUERY_SEGMENT_STATUS,
 	TIDE_MC_FN_QUERY_SEGMENT_STATUS_BY_ID,
+	/* Tide's extension (one-round-trip puts), registered by Tide's master only:
+	 * a stock master answers errc 11 (not registered) and a Tide client falls
+	 * back to PutStart/PutEnd. */
+	TIDE_MC_FN_TIDE_LEASE_GRANT,
+	TIDE_MC_FN_TIDE_LEASE_COMMIT,
+	TIDE_MC_FN_TIDE_LEASE_RELEASE,
 	/* Registered by a stock master, no codec (optional features). */
 	TIDE_MC_FN_BATCH_REPLICA_CLEAR,
 	TIDE_MC_FN_MOUNT_NOF_SEGMENT,
@@ -217,7 +223,7 @@ enum tide_mc_fn {
 };
 
 /** Number of functions with a request/response codec (a prefix of enum tide_mc_fn). */
-#define TIDE_MC_FN_CODEC_COUNT (TIDE_MC_FN_QUERY_SEGMENT_STATUS_BY_ID + 1)
+#define TIDE_MC_FN_CODEC_COUNT (TIDE_MC_FN_TIDE_LEASE_RELEASE + 1)
 
 /** Static facts about one registered function. */
 struct tide_mc_fn_info {
@@ -228,6 +234,7 @@ struct tide_mc_fn_info {
 	const char *feature;    /**< feature that uses it ("core", "nof", "offload", ...) */
 	const char *off_answer; /**< what a stock master answers when that feature is off,
 				     as far as the spec says (else "not specified") */
+	bool tide_only;         /**< Tide's extension: no stock master registers it */
 };
 
 /**
@@ -491,6 +498,19 @@ struct tide_mc_replica_list {
 	struct tide_mc_opt_u64 object_checksum; /**< HEAD */
 };
 
+/**
+ * TideLease (TideLeaseGrant result, Tide's extension): `buf.size` bytes at
+ * `buf.buffer_address` of one segment that the client fills itself, then turns
+ * into objects with TideLeaseCommit (offsets from the lease's start, multiples
+ * of `granule`). The lease ends `ttl_ms` after its grant or last commit.
+ */
+struct tide_mc_lease {
+	uint64_t id;
+	uint64_t ttl_ms;
+	uint64_t granule;
+	struct tide_mc_buffer_desc buf;
+};
+
 /** GetStorageConfigResponse. */
 struct tide_mc_storage_config {
 	struct tide_mc_str fsdir;
@@ -571,6 +591,11 @@ struct tide_mc_exp_ping {
 	bool ok;
 	int32_t err;
 	struct tide_mc_ping_info val;
+};
+struct tide_mc_exp_lease {
+	bool ok;
+	int32_t err;
+	struct tide_mc_lease val;
 };
 struct tide_mc_exp_storage_config {
 	bool ok;
@@ -720,6 +745,27 @@ struct tide_mc_fetch_tasks_req {
 	uint64_t batch_size;
 };
 
+/** TideLeaseGrant(client_id, size, config) (Tide's extension). */
+struct tide_mc_lease_grant_req {
+	struct tide_mc_uuid client_id;
+	uint64_t size;
+	struct tide_mc_replicate_config config; /**< HEAD layout */
+};
+/** TideLeaseCommit(client_id, lease_id, keys, offsets, sizes, config) (Tide's extension). */
+struct tide_mc_lease_commit_req {
+	struct tide_mc_uuid client_id;
+	uint64_t lease_id;
+	struct tide_mc_str_vec keys;
+	struct tide_mc_u64_vec offsets;         /**< from the lease's start, one per key */
+	struct tide_mc_u64_vec sizes;           /**< object bytes, one per key */
+	struct tide_mc_replicate_config config; /**< HEAD layout; group_ids: one per key */
+};
+/** TideLeaseRelease(client_id, lease_id) (Tide's extension). */
+struct tide_mc_lease_release_req {
+	struct tide_mc_uuid client_id;
+	uint64_t lease_id;
+};
+
 /**
  * A decoded (or to-be-encoded) request. ServiceReady, GetStorageConfig and
  * GetFsdir take no argument (empty body) and use no member of `u`.
@@ -752,6 +798,9 @@ struct tide_mc_req {
 		struct tide_mc_batch_query_ip_req batch_query_ip;
 		struct tide_mc_query_segment_status_req query_segment_status;
 		struct tide_mc_fetch_tasks_req fetch_tasks;
+		struct tide_mc_lease_grant_req lease_grant;
+		struct tide_mc_lease_commit_req lease_commit;
+		struct tide_mc_lease_release_req lease_release;
 	} u;
 };
 
@@ -776,9 +825,9 @@ struct tide_mc_resp {
 		/** BatchExistKey. */
 		struct tide_mc_exp_bool_vec batch_exist;
 		/** MountSegment, ReMountSegment, UnmountSegment, GracefulUnmountSegment,
-		    PutEnd, PutRevoke, UpsertEnd, UpsertRevoke, Remove. */
+		    PutEnd, PutRevoke, UpsertEnd, UpsertRevoke, Remove, TideLeaseRelease. */
 		struct tide_mc_exp_void status;
-		/** BatchPut{End,Revoke}, BatchUpsert{End,Revoke}, BatchRemove. */
+		/** BatchPut{End,Revoke}, BatchUpsert{End,Revoke}, BatchRemove, TideLeaseCommit. */
 		struct tide_mc_exp_void_vec batch_status;
 		/** GetReplicaList. */
 		struct tide_mc_exp_replica_list replica_list;
@@ -800,6 +849,9 @@ struct tide_mc_resp {
 		struct tide_mc_exp_i32 segment_status;
 		/** FetchTasks. */
 		struct tide_mc_exp_tasks tasks;
+		/** TideLeaseGrant (TideLeaseCommit answers batch_status, TideLeaseRelease status).
+		 */
+		struct tide_mc_exp_lease lease;
 	} u;
 };
 

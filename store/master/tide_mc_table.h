@@ -33,7 +33,8 @@
  * for O(1) work plus O(#segments) for an allocation; O(#objects) scans run
  * under it for: RemoveAll, an unmount (or client expiry) of a segment that
  * holds replicas, an eviction round (only when usage exceeds the high
- * watermark or a put failed for space), and hash-table growth (amortised).
+ * watermark or a put failed for space), and hash-table growth (amortised);
+ * a tick also walks the live allocation leases (at most TIDE_MC_TABLE_LEASE_MAX).
  * The regex calls are the exception: they compile the pattern without the
  * lock, hold it for one copy of the keys, match without it, and take it
  * again per chunk of matches to act on them (one regex scan at a time per
@@ -106,6 +107,12 @@ struct tide_mc_table_opts {
 					  default 16 MiB (--regex_memory_mb) */
 	uint64_t regex_timeout_ms;   /**< matching time over the whole table; default 5000
 					  (--regex_timeout) */
+	/**
+	 * Life of an allocation lease (Tide extension, tide_mc_table_lease_grant()):
+	 * a lease ends this long after its grant or its last successful commit;
+	 * default 30000, must be > 0.
+	 */
+	uint64_t lease_ttl_ms;
 };
 
 /** Defaults of the regex bounds (struct tide_mc_table_opts). */
@@ -144,6 +151,9 @@ enum tide_mc_table_op {
 	TIDE_MC_TABLE_OP_REMOVE_ALL,
 	TIDE_MC_TABLE_OP_BATCH_QUERY_IP,
 	TIDE_MC_TABLE_OP_QUERY_SEGMENT_STATUS,
+	TIDE_MC_TABLE_OP_LEASE_GRANT,   /**< Tide extension */
+	TIDE_MC_TABLE_OP_LEASE_COMMIT,  /**< Tide extension; counts keys, as a batch */
+	TIDE_MC_TABLE_OP_LEASE_RELEASE, /**< Tide extension */
 	TIDE_MC_TABLE_OP_COUNT
 };
 
@@ -174,6 +184,9 @@ struct tide_mc_table_metrics {
 					    over (once per object per round) */
 	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
 	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t leases;       /**< live allocation leases (Tide extension) */
+	uint64_t leased_bytes; /**< granule-rounded bytes of their unused parts (also counted
+				    in allocated_bytes) */
 };
 
 /** One mounted segment, for /get_all_segments and similar listings. */
@@ -216,7 +229,8 @@ void tide_mc_table_opts_init(struct tide_mc_table_opts *opts, size_t opts_size);
  * \param[out] out  The table on success.
  * \return 0; -EINVAL bad option (ratio outside [0,1], opts_size too small,
  *         granule not a power of two in the allocator's range, soft-pin
- *         default > max, release timeout <= discard timeout); -ENOMEM.
+ *         default > max, release timeout <= discard timeout, lease_ttl_ms 0);
+ *         -ENOMEM.
  * Thread: any. Ownership: destroy with tide_mc_table_destroy().
  */
 int tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table **out);
@@ -331,11 +345,13 @@ int tide_mc_table_segments_list(struct tide_mc_table *t, struct tide_mc_table_ar
 /**
  * Periodic work; the server calls it every 10-100 ms. In order:
  * expire clients whose TTL passed (unmount all their segments, reclaim the
- * PROCESSING objects they started and free their buffers at once, so a
- * writer that died mid-put leaves nothing visible or allocated; puts of a
- * writer the table never saw Ping or Mount wait for the release timeout
- * below); complete due graceful unmounts; free
- * discarded buffers whose release time passed; reclaim PROCESSING objects
+ * PROCESSING objects they started and free their buffers at once, and end
+ * their allocation leases, so a writer that died mid-put leaves nothing
+ * visible or allocated; puts of a writer the table never saw Ping or Mount
+ * wait for the release timeout below); complete due graceful unmounts;
+ * free discarded buffers whose release time passed; end allocation leases
+ * whose deadline passed or whose segment is draining, freeing their unused
+ * parts (tide_mc_table_lease_grant()); reclaim PROCESSING objects
  * older than put_start_release_timeout; run one eviction round if usage
  * exceeds eviction_high_watermark_ratio or a PutStart failed for space
  * since the last round (spec 4.3; hard-pinned objects, and with
@@ -472,6 +488,125 @@ int tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
 				   const struct tide_mc_uuid *client,
 				   const struct tide_mc_str *keys, size_t n, int32_t replica_type,
 				   uint64_t now_ms, struct tide_mc_exp_void *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Allocation leases (Tide extension, not in stock Mooncake): one-round-trip puts             */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A client takes a lease on free space in one segment, writes objects' bytes
+ * into parts of it itself, and turns each part into a COMPLETE object with a
+ * commit: one request per batch of objects instead of PutStart + PutEnd per
+ * object. The unused parts of a lease stay allocated (they count in the
+ * segment's usage, allocated_bytes and the eviction watermark) until they
+ * are committed, released, or the lease ends: ttl_ms after its grant or
+ * its last commit that committed a key (tide_mc_table_tick() frees it, and
+ * any call naming it after its deadline finds it ended), when its segment
+ * is unmounted or starts a graceful unmount, or when its client expires.
+ * A lease with no unused part left ends at the end of the commit that used
+ * its last part. Leases are not journaled: a table rebuilt from the journal
+ * knows none (their committed objects are journaled as PutEnd's are), so a
+ * server answers a grant once tide_mc_table_journal_free_seq() is durable,
+ * and a commit once tide_mc_table_journal_seq() is, as for PutStart/PutEnd.
+ */
+
+/** Live leases a table holds at most; a grant beyond answers NO_AVAILABLE_HANDLE. */
+#define TIDE_MC_TABLE_LEASE_MAX 4096u
+/**
+ * Unused parts (pieces) one lease can be split into; a commit that would
+ * need more answers NO_AVAILABLE_HANDLE for that key. Committing objects
+ * from the lease's start upwards, back to back, never splits it: one piece.
+ */
+#define TIDE_MC_TABLE_LEASE_PIECES 64u
+
+/** A lease granted by tide_mc_table_lease_grant() (Tide extension, not in stock Mooncake). */
+struct tide_mc_table_lease {
+	uint64_t id;      /**< nonzero, unique for the table's life */
+	uint64_t ttl_ms;  /**< the lease ends this long after its grant or its last
+			       successful commit (opts.lease_ttl_ms) */
+	uint64_t granule; /**< offsets in a commit are multiples of it; each object takes
+			       its size rounded up to it */
+	/**
+	 * buffer_address = segment base + allocator offset of the lease's start;
+	 * size = lease bytes (the request rounded up to the granule); protocol
+	 * (the segment's as mounted, "tcp" if it was mounted without one) and
+	 * transport_endpoint of the segment, strings carved from the arena.
+	 */
+	struct tide_mc_buffer_desc buf;
+};
+
+/**
+ * LeaseGrant: allocate one contiguous extent of `size` bytes (rounded up to
+ * the granule) for `client` to fill, placed as PutStart places one replica
+ * (cfg->preferred_segment, else cfg->preferred_segments in order, then the
+ * other allocatable segments from a random start). Not journaled.
+ * \param cfg  NULL: one replica, no preference. Else replica_num must be 1,
+ *             nof/dfs replica counts 0, group_ids absent or of 1 element;
+ *             pins and the other fields are not read here (see commit).
+ * \param[out] out  The lease; its strings are carved from `a`.
+ * \return 0; INVALID_PARAMS NULL args, size 0, a cfg as above not met;
+ *         NO_AVAILABLE_HANDLE nothing fits (eviction runs at the next tick,
+ *         as after a failed PutStart), or TIDE_MC_TABLE_LEASE_MAX leases are
+ *         live; INTERNAL_ERROR out of memory (nothing is held then).
+ * Thread: any (internal lock). Cost: as PutStart's placement.
+ */
+int tide_mc_table_lease_grant(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			      uint64_t size, const struct tide_mc_replicate_config *cfg,
+			      uint64_t now_ms, struct tide_mc_table_arena *a,
+			      struct tide_mc_table_lease *out);
+
+/**
+ * LeaseCommit: for each i < n, key keys[i] of sizes[i] bytes, which the
+ * client wrote at byte offsets[i] from the lease's start, becomes a COMPLETE
+ * object with one memory replica there, as if PutStart had placed it there
+ * and PutEnd had ended it: no checksum, a read lease of 0 ms, writer
+ * `client`, hard pin if cfg->with_hard_pin, soft pin as PutStart + PutEnd
+ * set it (ENABLE or with_soft_pin: until now + the pin's TTL), journaled
+ * as PutEnd.
+ * The object takes [offsets[i], offsets[i] + sizes[i] rounded up to the
+ * granule) out of the lease; removing it later frees exactly that extent.
+ * Keys are done in order, so a later key may use what an earlier one left.
+ * A commit that committed at least one key moves the deadline to now + ttl.
+ * \param cfg  NULL: no pins. Else group_ids absent or of n elements, soft-pin
+ *             settings valid as for PutStart; replica counts and placement
+ *             hints are not read (the lease decided the place).
+ * \param[out] out  n per-key results: INVALID_PARAMS empty or NULL key,
+ *                  size 0, offset not a multiple of the granule, or the
+ *                  extent not wholly inside one unused part of the lease
+ *                  (beyond it, or over a part already committed);
+ *                  OBJECT_ALREADY_EXISTS the key exists (COMPLETE, or
+ *                  PROCESSING in a PutStart), the part stays unused;
+ *                  NO_AVAILABLE_HANDLE the lease would be split into more
+ *                  than TIDE_MC_TABLE_LEASE_PIECES unused parts;
+ *                  INTERNAL_ERROR out of memory or the segment's block table
+ *                  is full. A key that fails changes nothing (but for an
+ *                  allocator inconsistency, logged at ERR).
+ * \return 0 (per-key results in out); INVALID_PARAMS t or client NULL, or
+ *         n > 0 with keys, offsets, sizes or out NULL (out untouched), or
+ *         a cfg as above not met (every out[i] set to INVALID_PARAMS);
+ *         LEASE_EXPIRED the lease is unknown (never granted, released,
+ *         ended as the section comment says) or granted to another client
+ *         (every out[i] set to LEASE_EXPIRED). With n == 0 only the lease
+ *         is checked (its deadline does not move).
+ * Thread: any (internal lock). Cost: O(keys x TIDE_MC_TABLE_LEASE_PIECES)
+ * plus, per key, a hash insert and up to four allocator operations.
+ */
+int tide_mc_table_lease_commit(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			       uint64_t lease_id, const struct tide_mc_str *keys,
+			       const uint64_t *offsets, const uint64_t *sizes, size_t n,
+			       const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
+			       struct tide_mc_exp_void *out);
+
+/**
+ * LeaseRelease: free every unused part of the lease now and end it.
+ * Committed objects are not touched.
+ * \return 0; INVALID_PARAMS NULL args; LEASE_EXPIRED the lease is unknown
+ *         (also when its last part was committed: it ended then) or granted
+ *         to another client (it is left as it is).
+ * Thread: any (internal lock). Cost: O(TIDE_MC_TABLE_LEASE_PIECES) allocator frees.
+ */
+int tide_mc_table_lease_release(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+				uint64_t lease_id, uint64_t now_ms);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Reads and removal (spec 3.3)                                                                */

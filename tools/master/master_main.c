@@ -105,6 +105,7 @@ enum {
 	FL_HA_CONNSTRING,
 	FL_ETCD_ENDPOINTS,
 	FL_HA_LEASE_TTL,
+	FL_PUT_LEASES,
 	FL_HELP,
 	FL_FIRST_IGNORED,
 };
@@ -152,6 +153,10 @@ static struct flag flags[] = {
 	[FL_LOG_LEVEL] = {"log_level", F_STR, "error|warn|notice|info|debug", .s = "notice"},
 	[FL_MAX_FRAME_MB] = {"max_request_mb", F_INT, "largest request body accepted (MiB)", 1,
 			     4095, .i = TIDE_MC_SERVER_MAX_FRAME_BODY >> 20},
+	[FL_PUT_LEASES] = {"tide_put_leases", F_BOOL,
+			   "Tide: grant allocation leases (one-round-trip puts of Tide clients); "
+			   "false answers them as a stock master does (not registered)",
+			   .b = true},
 	[FL_PIN_UNREAD] = {"pin_unread", F_BOOL,
 			   "Tide: never evict unread objects, answer NO_AVAILABLE_HANDLE "
 			   "instead (RL mode); default TIDE_PIN_UNREAD, else false"},
@@ -842,6 +847,7 @@ main(int argc, char **argv)
 	o.table.put_start_discard_timeout_ms = (uint64_t)flags[FL_DISCARD_TIMEOUT].i * 1000u;
 	o.table.put_start_release_timeout_ms = (uint64_t)flags[FL_RELEASE_TIMEOUT].i * 1000u;
 	o.table.pin_unread = flags[FL_PIN_UNREAD].b;
+	o.no_tide_ext = !flags[FL_PUT_LEASES].b;
 	o.table.regex_match_limit = (uint32_t)flags[FL_REGEX_MATCH_LIMIT].i;
 	o.table.regex_memory_limit = (uint64_t)flags[FL_REGEX_MEMORY_MB].i << 20;
 	o.table.regex_timeout_ms = flags[FL_REGEX_TIMEOUT].ms;

@@ -115,6 +115,28 @@ dispatch_batch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_m
 		}
 		break;
 	}
+	case TIDE_MC_FN_TIDE_LEASE_COMMIT: {
+		const struct tide_mc_lease_commit_req *r = &req->u.lease_commit;
+		struct tide_mc_exp_void *out;
+
+		n = r->keys.n;
+		out = scratch(w, n, sizeof(*out));
+		if (out == NULL) {
+			break;
+		}
+		if (r->offsets.n != n || r->sizes.n != n) {
+			for (size_t i = 0; i < n; i++) {
+				set_void(&out[i], TIDE_MC_EC_INVALID_PARAMS);
+			}
+		} else {
+			tide_mc_table_lease_commit(t, &r->client_id, r->lease_id, r->keys.v,
+						   r->offsets.v, r->sizes.v, n, &r->config, now,
+						   out);
+		}
+		resp->u.batch_status.v = out;
+		resp->u.batch_status.n = n;
+		break;
+	}
 	case TIDE_MC_FN_BATCH_UPSERT_END:
 		upsert = true;
 		/* fall through */
@@ -326,6 +348,27 @@ mc_dispatch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_mc_r
 		/* The task manager is off: a stock master answers an empty list (capture). */
 		resp->u.tasks.ok = true;
 		break;
+	case TIDE_MC_FN_TIDE_LEASE_GRANT: {
+		const struct tide_mc_lease_grant_req *r = &req->u.lease_grant;
+		struct tide_mc_table_lease l;
+
+		rc = tide_mc_table_lease_grant(t, &r->client_id, r->size, &r->config, now,
+					       &w->arena, &l);
+		resp->u.lease.ok = rc == 0;
+		resp->u.lease.err = rc;
+		if (rc == 0) {
+			resp->u.lease.val.id = l.id;
+			resp->u.lease.val.ttl_ms = l.ttl_ms;
+			resp->u.lease.val.granule = l.granule;
+			resp->u.lease.val.buf = l.buf;
+		}
+		break;
+	}
+	case TIDE_MC_FN_TIDE_LEASE_RELEASE:
+		rc = tide_mc_table_lease_release(t, &req->u.lease_release.client_id,
+						 req->u.lease_release.lease_id, now);
+		set_void(&resp->u.status, rc);
+		break;
 	default:
 		dispatch_batch(w, req, resp, now);
 		break;
@@ -365,6 +408,8 @@ mc_resp_failed(const struct tide_mc_resp *resp)
 		return !resp->u.segment_status.ok;
 	case TIDE_MC_FN_FETCH_TASKS:
 		return !resp->u.tasks.ok;
+	case TIDE_MC_FN_TIDE_LEASE_GRANT:
+		return !resp->u.lease.ok;
 	case TIDE_MC_FN_BATCH_EXIST_KEY:
 		for (i = 0; i < resp->u.batch_exist.n; i++) {
 			if (!resp->u.batch_exist.v[i].ok) {
@@ -392,6 +437,7 @@ mc_resp_failed(const struct tide_mc_resp *resp)
 	case TIDE_MC_FN_BATCH_PUT_REVOKE:
 	case TIDE_MC_FN_BATCH_UPSERT_REVOKE:
 	case TIDE_MC_FN_BATCH_REMOVE:
+	case TIDE_MC_FN_TIDE_LEASE_COMMIT:
 		for (i = 0; i < resp->u.batch_status.n; i++) {
 			if (!resp->u.batch_status.v[i].ok) {
 				return true;

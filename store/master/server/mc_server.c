@@ -256,7 +256,8 @@ account(struct mc_worker *w, enum tide_mc_fn fn, bool failed, uint64_t us)
 	mc_stat_add(&f->lat_bucket[b], 1);
 }
 
-/* A PutStart reply, or a batch's, whose keys were all placed (none already existed). */
+/* A PutStart reply, or a batch's, whose keys were all placed (none already existed), or
+ * a granted lease. */
 static bool
 placed_only(const struct tide_mc_resp *resp)
 {
@@ -264,6 +265,9 @@ placed_only(const struct tide_mc_resp *resp)
 
 	if (resp->fn == TIDE_MC_FN_PUT_START || resp->fn == TIDE_MC_FN_UPSERT_START) {
 		return resp->u.put_start.ok;
+	}
+	if (resp->fn == TIDE_MC_FN_TIDE_LEASE_GRANT) {
+		return resp->u.lease.ok; /* space only, as a placed PutStart */
 	}
 	if (resp->fn != TIDE_MC_FN_BATCH_PUT_START && resp->fn != TIDE_MC_FN_BATCH_UPSERT_START) {
 		return false;
@@ -337,6 +341,14 @@ serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len
 						"invalid rpc arg", TIDE_MC_ENC_STOCK, &c->wbuf);
 	default:
 		return rc < 0 ? rc : -EPROTO;
+	}
+	if (w->s->o.no_tide_ext && tide_mc_fn_info(req.fn)->tide_only) {
+		/* Configured to look like a stock master: Tide's functions do not exist. */
+		tide_mc_req_free(&req);
+		mc_stat_add(&w->st.unknown_fn, 1);
+		return tide_mc_err_frame_encode(hdr.seq_num, TIDE_MC_ERRC_FUNCTION_NOT_REGISTERED,
+						"the rpc function not registered",
+						TIDE_MC_ENC_STOCK, &c->wbuf);
 	}
 
 	mc_dispatch(w, &req, &resp, tide_mc_server_now_ms());

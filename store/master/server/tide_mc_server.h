@@ -103,6 +103,10 @@ struct tide_mc_server_opts {
 	    until tide_mc_server_start_rpc() (a standby refuses RPC connections, as stock's).
 	    Default false. */
 	bool defer_rpc;
+	/** Tide: answer Tide's own functions (TideLease*: one-round-trip puts) as a stock
+	    master does, "function not registered", so clients use PutStart/PutEnd.
+	    Default false (served). */
+	bool no_tide_ext;
 };
 
 /** What /health, /role, /ha_status and /leader say of an HA master (see

@@ -289,19 +289,25 @@ test_put_exists_is_success(void)
 	CU_ASSERT_EQUAL(memcmp(out, a, sizeof(a)), 0); /* the first value stays */
 }
 
+/* PutStart places at random: a put from a segment-less client (leases off, see
+ * test_lease_puts) lands in sb's segment sooner or later, and reads back from both. */
 static void
 test_placed_in_other_segment(void)
 {
 	const char *epb = tide_store_endpoint(sb);
 	unsigned char src[8192], dst[8192];
 	char key[32], eps[4][64];
+	struct tide_store *sc = NULL;
 	int found = 0;
 
 	CU_ASSERT_NOT_EQUAL(strcmp(tide_store_endpoint(sa), epb), 0);
+	setenv("TIDE_PUT_LEASE", "0", 1);
+	CU_ASSERT_EQUAL_FATAL(new_store(&sc, 0), 0);
+	unsetenv("TIDE_PUT_LEASE");
 	for (int i = 0; i < 64 && !found; i++) {
 		snprintf(key, sizeof(key), "other-%d", i);
 		fill(src, sizeof(src), (unsigned)i + 100);
-		CU_ASSERT_EQUAL_FATAL(tide_store_put(sa, key, src, sizeof(src), NULL), 0);
+		CU_ASSERT_EQUAL_FATAL(tide_store_put(sc, key, src, sizeof(src), NULL), 0);
 		CU_ASSERT_EQUAL_FATAL(replica_endpoints(key, eps, 4), 1);
 		if (strcmp(eps[0], epb) != 0)
 			continue;
@@ -314,6 +320,83 @@ test_placed_in_other_segment(void)
 		CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
 	}
 	CU_ASSERT(found);
+	tide_store_close(sc);
+}
+
+/* Small one-replica puts take the lease path (one master round trip: a commit, no
+ * PutStart); larger ones, several replicas or a preferred segment take PutStart;
+ * TIDE_PUT_LEASE=0 turns the path off and any other value refuses set-up. */
+static void
+test_lease_puts(void)
+{
+	long long c0 = metric("master_lease_commit_requests_total");
+	long long p0 = metric("master_put_start_requests_total");
+	unsigned char src[1000], dst[1000];
+	struct tide_store *sc = NULL;
+	struct tide_store_rc two = {.replica_num = 2};
+	char key[32];
+
+	CU_ASSERT(c0 >= 0 && p0 >= 0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "lease-%d", i);
+		fill(src, sizeof(src), (unsigned)i + 300);
+		CU_ASSERT_EQUAL_FATAL(tide_store_put(sa, key, src, sizeof(src), NULL), 0);
+		memset(dst, 0, sizeof(dst));
+		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, dst, sizeof(dst)), 1000);
+		CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
+	}
+	CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c0, 20);
+	CU_ASSERT_EQUAL(metric("master_put_start_requests_total") - p0, 0);
+	roundtrip(sa, sb, "lease-big", (1u << 20) + 1);
+	fill(src, sizeof(src), 333);
+	CU_ASSERT_EQUAL(tide_store_put(sa, "lease-two", src, sizeof(src), &two), 0);
+	CU_ASSERT_EQUAL(metric("master_put_start_requests_total") - p0, 2);
+	CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c0, 20);
+
+	/* A batch through the lease: one commit for every key, group ids kept per key. */
+	{
+		static unsigned char bb[8][3000], out[3000];
+		const char *gids[8] = {"g0", "g1", "g2", "g3", "g4", "g5", "g6", "g7"};
+		const char *bk[8];
+		const void *bp[8];
+		size_t bl[8];
+		char names[8][32];
+		int brc[8];
+		struct tide_store_rc grc = {.group_ids = gids};
+		long long c1 = metric("master_lease_commit_requests_total");
+		long long b0 = metric("master_batch_put_start_requests_total");
+
+		for (int i = 0; i < 8; i++) {
+			snprintf(names[i], sizeof(names[i]), "lease-batch-%d", i);
+			fill(bb[i], sizeof(bb[i]), (unsigned)i + 900);
+			bk[i] = names[i];
+			bp[i] = bb[i];
+			bl[i] = sizeof(bb[i]) - (size_t)i;
+		}
+		CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, bk, bp, bl, 8, &grc, brc), 0);
+		CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c1, 8);
+		CU_ASSERT_EQUAL(metric("master_batch_put_start_requests_total") - b0, 0);
+		for (int i = 0; i < 8; i++) {
+			CU_ASSERT_EQUAL(brc[i], 0);
+			CU_ASSERT_EQUAL(tide_store_get_into(sb, bk[i], out, sizeof(out)),
+					(int64_t)bl[i]);
+			CU_ASSERT_EQUAL(memcmp(out, bb[i], bl[i]), 0);
+		}
+		/* Again: every key exists, every put succeeds, nothing changes. */
+		CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, bk, bp, bl, 8, &grc, brc), 0);
+		CU_ASSERT_EQUAL(tide_store_get_size(sb, bk[7]), (int64_t)bl[7]);
+		c0 += 16;
+	}
+
+	setenv("TIDE_PUT_LEASE", "maybe", 1); /* not a boolean: set-up says so, and fails */
+	CU_ASSERT_EQUAL(new_store(&sc, 0), -EINVAL);
+	setenv("TIDE_PUT_LEASE", "0", 1);
+	CU_ASSERT_EQUAL_FATAL(new_store(&sc, 0), 0);
+	unsetenv("TIDE_PUT_LEASE");
+	CU_ASSERT_EQUAL(tide_store_put(sc, "lease-off", src, sizeof(src), NULL), 0);
+	CU_ASSERT_EQUAL(metric("master_put_start_requests_total") - p0, 3);
+	CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c0, 20);
+	tide_store_close(sc);
 }
 
 static void
@@ -1099,6 +1182,7 @@ register_tests(void)
 	CU_add_test(s, "health_and_unset", test_health_and_unset);
 	CU_add_test(s, "put_exists_is_success", test_put_exists_is_success);
 	CU_add_test(s, "placed_in_other_segment", test_placed_in_other_segment);
+	CU_add_test(s, "lease_puts", test_lease_puts);
 	CU_add_test(s, "two_replicas", test_two_replicas);
 	CU_add_test(s, "batch", test_batch);
 	CU_add_test(s, "missing_and_remove", test_missing_and_remove);
