@@ -1412,22 +1412,22 @@ mct_reclaim_puts(struct tide_mc_table *t, const struct tide_mc_uuid *dead, uint6
 /* Eviction (spec 4.3)                                                                         */
 /* ------------------------------------------------------------------------------------------ */
 
-struct cand {
-	uint64_t lease;
-	struct mct_obj *obj;
-};
-
-/* Partition so that v[0..k) hold the k smallest leases (order inside unspecified). */
-static void
-select_oldest(struct cand *v, size_t n, size_t k)
+/*
+ * Partition so that v[0..k) hold the k smallest leases (order inside
+ * unspecified): quickselect with Hoare's partition around the lower middle
+ * element, which leaves lo <= j < hi - 1, so every round shrinks [lo, hi)
+ * (the previous version could stop with j == hi - 1 when the pivot was the
+ * range's maximum, and loop for ever holding the table lock). O(n) expected.
+ */
+void
+mct_select_oldest(struct mct_cand *v, size_t n, size_t k)
 {
 	size_t lo = 0, hi = n;
 
-	while (k > lo && k < hi && hi - lo > 1) {
-		uint64_t pivot = v[lo + (hi - lo) / 2].lease;
+	while (hi - lo > 1 && k > lo && k < hi) {
+		uint64_t pivot = v[lo + (hi - lo - 1) / 2].lease;
 		size_t i = lo, j = hi - 1;
 
-		/* Hoare partition around the middle element's lease. */
 		for (;;) {
 			while (v[i].lease < pivot)
 				i++;
@@ -1435,13 +1435,14 @@ select_oldest(struct cand *v, size_t n, size_t k)
 				j--;
 			if (i >= j)
 				break;
-			struct cand tmp = v[i];
+			struct mct_cand tmp = v[i];
 
 			v[i] = v[j];
 			v[j] = tmp;
 			i++;
 			j--;
 		}
+		/* Now v[lo..j] <= pivot <= v[j+1..hi), lo <= j < hi - 1. */
 		if (k <= j)
 			hi = j + 1;
 		else
@@ -1450,7 +1451,7 @@ select_oldest(struct cand *v, size_t n, size_t k)
 }
 
 static void
-evict_set(struct tide_mc_table *t, struct cand *v, size_t k)
+evict_set(struct tide_mc_table *t, struct mct_cand *v, size_t k)
 {
 	for (size_t i = 0; i < k; i++) {
 		t->evicted_keys++;
@@ -1463,7 +1464,7 @@ void
 mct_evict(struct tide_mc_table *t, uint64_t now)
 {
 	double used, target, lower;
-	struct cand *nopin = NULL, *soft = NULL;
+	struct mct_cand *nopin = NULL, *soft = NULL;
 	size_t nn = 0, ns = 0, base = 0, unread = 0, k1, k2;
 
 	if (!t->capacity || t->o.eviction_ratio <= 0) {
@@ -1502,9 +1503,9 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 			continue;
 		if ((o->flags & MCT_OF_SOFT_PIN) && o->soft_ms > now) {
 			if (t->o.allow_evict_soft_pinned_objects)
-				soft[ns++] = (struct cand){o->lease_ms, o};
+				soft[ns++] = (struct mct_cand){o->lease_ms, o};
 		} else {
-			nopin[nn++] = (struct cand){o->lease_ms, o};
+			nopin[nn++] = (struct mct_cand){o->lease_ms, o};
 		}
 	}
 	t->evict_skipped_unread += unread;
@@ -1521,14 +1522,14 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 	k1 = (size_t)ceil((double)base * target);
 	if (k1 > nn)
 		k1 = nn;
-	select_oldest(nopin, nn, k1);
+	mct_select_oldest(nopin, nn, k1);
 	evict_set(t, nopin, k1);
 	/* Second pass: soft-pinned objects, only up to the lower bound. */
 	k2 = (size_t)ceil((double)base * lower);
 	k2 = k2 > k1 ? k2 - k1 : 0;
 	if (k2 > ns)
 		k2 = ns;
-	select_oldest(soft, ns, k2);
+	mct_select_oldest(soft, ns, k2);
 	evict_set(t, soft, k2);
 	if (k1 + k2) {
 		t->eviction_rounds++;

@@ -201,7 +201,15 @@ mct_extent(const struct tide_mc_table *t, uint64_t len)
 	return (len + g - 1) & ~(g - 1);
 }
 
+/* An eviction candidate: its read-lease deadline and the object. */
+struct mct_cand {
+	uint64_t lease;
+	struct mct_obj *obj;
+};
+
 /* mc_table.c */
+/* Partition v[0..n) so that v[0..k) hold the k smallest leases (k <= n). */
+void mct_select_oldest(struct mct_cand *v, size_t n, size_t k);
 uint64_t mct_hash(const struct tide_mc_table *t, const void *data, size_t len);
 uint32_t mct_uuid_hash32(const struct tide_mc_uuid *u);
 int mct_ht_init(struct tide_mc_table *t);

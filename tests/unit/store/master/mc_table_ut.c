@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mc_table_fixture.h"
+#include "mc_table_int.h"
 #include "tide_mc_table.h"
 #include "tide_ut.h"
 
@@ -1530,6 +1531,57 @@ test_regex_concurrent_change(void)
 	rm();
 }
 
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Eviction's selection of the oldest leases, on every array of up to 7
+ * leases drawn from {1, 2, 3} (duplicates, sorted, reversed, all equal) and
+ * every k: it ends (a pivot that was its range's maximum once made it loop for
+ * ever, holding the table lock), keeps the multiset, and puts the k smallest
+ * first.
+ */
+static void
+test_select_oldest(void)
+{
+	struct mct_cand v[7];
+	uint64_t want[7], got[7];
+	unsigned cases = 0;
+
+	for (size_t n = 0; n <= 7; n++) {
+		size_t combos = 1;
+
+		for (size_t i = 0; i < n; i++)
+			combos *= 3;
+		for (size_t c = 0; c < combos; c++) {
+			for (size_t k = 0; k <= n; k++) {
+				size_t x = c;
+
+				for (size_t i = 0; i < n; i++, x /= 3) {
+					v[i] = (struct mct_cand){1 + x % 3, NULL};
+					want[i] = v[i].lease;
+				}
+				mct_select_oldest(v, n, k);
+				for (size_t i = 0; i < k; i++)
+					for (size_t j = k; j < n; j++)
+						CU_ASSERT_FATAL(v[i].lease <= v[j].lease);
+				for (size_t i = 0; i < n; i++)
+					got[i] = v[i].lease;
+				qsort(want, n, sizeof(want[0]), cmp_u64);
+				qsort(got, n, sizeof(got[0]), cmp_u64);
+				CU_ASSERT_FATAL(memcmp(got, want, n * sizeof(got[0])) == 0);
+				cases++;
+			}
+		}
+	}
+	CU_ASSERT(cases > 10000);
+}
+
 static void
 register_tests(void)
 {
@@ -1562,6 +1614,7 @@ register_tests(void)
 	CU_add_test(s, "hash_stress", test_hash_stress);
 	CU_add_test(s, "threads", test_threads);
 	CU_add_test(s, "memory_per_object", test_memory_per_object);
+	CU_add_test(s, "select_oldest", test_select_oldest);
 }
 
 TIDE_UT_MAIN(register_tests)
