@@ -211,6 +211,7 @@ hb_kick(void *arg)
 {
 	struct tide_store *s = arg;
 
+	store_leases_moved(&s->leases);
 	pthread_mutex_lock(&s->hb_lock);
 	s->hb_kick = true;
 	pthread_cond_broadcast(&s->hb_cond);
@@ -1088,9 +1089,16 @@ lease_batch(struct tide_store *s, const char *const *keys, const void *const *bu
 	size_t i, m, *owner;
 	int *res;
 
-	for (i = 0; i < n; i++)
+	uint64_t total = 0;
+
+	for (i = 0; i < n; i++) {
 		if (lens[i] == 0 || lens[i] > STORE_LEASE_MAX_OBJ)
 			return -EAGAIN;
+		total += lens[i];
+	}
+	/* More than half a lease would rarely fit in the current one: plain. */
+	if (total > STORE_LEASE_BYTES / 2)
+		return -EAGAIN;
 	if (!sc_init(&sc, sc_size(n, sizeof(*offs)) * 2 + sc_size(n, sizeof(*x)) +
 				  sc_size(n, sizeof(*owner)) + sc_size(n, sizeof(*res)) +
 				  sc_size(n, sizeof(*gids))))

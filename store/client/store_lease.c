@@ -11,6 +11,7 @@
  * run after the mutex is dropped.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,8 +135,8 @@ release_free(struct store_mc *mc, struct store_lease *l)
 	free(l);
 }
 
-/* A new current lease for slot k from the master (mu held). 0, or -EOPNOTSUPP for a
- * plain put. */
+/* A new current lease for slot k from the master (mu held); now: the time the grant
+ * is sent (its life runs from there). 0, or -EOPNOTSUPP for a plain put. */
 static int
 grant(struct store_leases *L, struct store_mc *mc, unsigned k, uint64_t now)
 {
@@ -158,7 +159,7 @@ grant(struct store_leases *L, struct store_mc *mc, unsigned k, uint64_t now)
 	if (rc != 0) {
 		/* No room now (or the master is away): plain puts for a second. */
 		TIDE_LOG(DEBUG, "lease grant failed (%d): plain puts for now", rc);
-		L->retry_ms = now + 1000;
+		L->retry_ms = now_ms() + 1000;
 		return -EOPNOTSUPP;
 	}
 	v = &resp.u.lease.val;
@@ -178,7 +179,7 @@ grant(struct store_leases *L, struct store_mc *mc, unsigned k, uint64_t now)
 				 (unsigned long long)v->ttl_ms);
 			L->mode = -1;
 		} else {
-			L->retry_ms = now + 1000;
+			L->retry_ms = now_ms() + 1000;
 		}
 		tide_mc_resp_free(&resp);
 		(void)store_mc_lease_release(mc, id);
@@ -230,12 +231,41 @@ slot_for(struct store_leases *L, const char *pref, struct store_lease **old)
 	return pick;
 }
 
+/* The master moved (a new HA leader): leases of the old one mean nothing there,
+ * and an id may even name another lease (mu held). */
+static void
+forget_moved(struct store_leases *L)
+{
+	unsigned gen = atomic_load_explicit(&L->gen, memory_order_acquire);
+
+	if (gen == L->seen_gen)
+		return;
+	L->seen_gen = gen;
+	for (unsigned k = 0; k < STORE_LEASE_SLOTS; k++) {
+		struct store_lease *l = L->slot[k].cur;
+
+		if (l == NULL)
+			continue;
+		l->gone = true;
+		retire(L, l);
+		if (l->inflight == 0)
+			free(l);
+	}
+	L->retry_ms = 0;
+}
+
+void
+store_leases_moved(struct store_leases *L)
+{
+	atomic_fetch_add_explicit(&L->gen, 1, memory_order_release);
+}
+
 int
 store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref, uint64_t len,
 		  struct store_lease **lease, uint64_t *off)
 {
 	struct store_lease *old = NULL, *old2 = NULL, *l;
-	uint64_t now = now_ms();
+	uint64_t now;
 	unsigned k;
 	int rc = 0;
 
@@ -244,6 +274,9 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 	if (len == 0 || len > STORE_LEASE_MAX_OBJ || strlen(pref) >= STORE_LEASE_PREF_MAX)
 		return -EOPNOTSUPP;
 	pthread_mutex_lock(&L->mu);
+	/* The clock after the lock: another thread's grant may have kept us waiting. */
+	now = now_ms();
+	forget_moved(L);
 	if (L->mode < 0 || (L->retry_ms != 0 && now < L->retry_ms)) {
 		pthread_mutex_unlock(&L->mu);
 		return -EOPNOTSUPP;
@@ -263,10 +296,12 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 		release_free(mc, old);
 		release_free(mc, old2);
 		old = old2 = NULL;
-		rc = grant(L, mc, k, now);
+		rc = grant(L, mc, k, now_ms());
 		if (rc == 0) {
+			/* A reply the master held (HA durability) or a slow grant may have
+			 * used up part of the lease's life: check it as any other. */
 			l = L->slot[k].cur;
-			rc = store_lease_carve(l, len, off);
+			rc = usable(l, now_ms()) ? store_lease_carve(l, len, off) : -ESTALE;
 		}
 	}
 	if (rc == 0) {

@@ -24,6 +24,7 @@
 #define TIDE_STORE_LEASE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +64,8 @@ struct store_lease {
 
 struct store_leases {
 	pthread_mutex_t mu;
+	atomic_uint gen;   /* bumped by store_leases_moved() (any thread, no lock) */
+	unsigned seen_gen; /* gen the current leases were granted under */
 	int mode;          /* 0 not tried yet, 1 the master grants leases, -1 off */
 	uint64_t retry_ms; /* after a refused grant (no room): plain puts until then */
 	struct {
@@ -75,6 +78,12 @@ struct store_leases {
 /* Initialise; enabled false (TIDE_PUT_LEASE=0) keeps every put on PutStart/PutEnd.
  * Thread: the owner, before any other call. */
 void store_leases_init(struct store_leases *L, bool enabled);
+
+/* The master moved (a new HA leader, found by the pool): every current lease is
+ * forgotten before the next placement (never released: the new leader does not
+ * know it, and its id may name another lease there). Takes no lock, so the pool's
+ * relocate hook may call it from inside a grant. Thread: any. */
+void store_leases_moved(struct store_leases *L);
 
 /* Release the current leases (each once nothing is in flight from it).
  * Thread: the owner, after the last put. */

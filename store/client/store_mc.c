@@ -551,9 +551,9 @@ lease_call(struct store_mc *mc, const struct tide_mc_req *r, struct tide_mc_resp
 		return rc;
 	rc = tide_mc_client_call(m->c, r, resp, &err);
 	tide_mc_pool_put(m);
-	if (rc == -EREMOTEIO) {
-		TIDE_LOG(DEBUG, "master does not serve %s (errc %u: %s): plain puts",
-			 tide_mc_fn_info(r->fn)->name, err.errc, err.msg);
+	if (rc == -EREMOTEIO && err.errc == TIDE_MC_ERRC_FUNCTION_NOT_REGISTERED) {
+		TIDE_LOG(DEBUG, "master does not serve %s (%s): plain puts",
+			 tide_mc_fn_info(r->fn)->name, err.msg);
 		return -EOPNOTSUPP;
 	}
 	return rc;

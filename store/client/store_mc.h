@@ -142,7 +142,8 @@ int store_mc_batch_keys(struct store_mc *mc, enum tide_mc_fn fn, const char *con
 
 /*
  * Tide's lease extension (one-round-trip puts; a stock master registers none of
- * these and answers a coro_rpc error, which comes back as -EOPNOTSUPP). Sent
+ * these and answers "function not registered", which comes back as -EOPNOTSUPP;
+ * any other error frame is -EREMOTEIO, an unknown outcome). Sent
  * once, never retried over a failover: a lease belongs to the master that gave
  * it (a new leader answers LEASE_EXPIRED).
  *

@@ -59,6 +59,30 @@ lease_idx(const struct tide_mc_table *t, uint64_t id)
 	return lo < t->nleases && t->leases[lo]->id == id ? lo : t->nleases;
 }
 
+/*
+ * Why a lease ended, where its holder may still be writing into it: its
+ * deadline passed (the client stops placing 15 s before it, but a write placed
+ * then may still be moving), or its client missed its pings (it may be alive
+ * and cut off from the master only). Their pieces are kept as discarded
+ * buffers until TIDE_MC_TABLE_LEASE_GRACE_MS past the deadline, as a stale
+ * PutStart's buffers are, so no other object gets those bytes meanwhile.
+ */
+static const char why_expired[] = "expired";
+static const char why_client[] = "client expired";
+
+/* Move every piece of l to the discarded buffers, released at until. */
+static void
+lease_discard_pieces(struct tide_mc_table *t, struct mct_lease *l, uint64_t until)
+{
+	for (uint32_t k = 0; k < l->npiece; k++) {
+		struct mct_rep r = {.off = l->piece[k].off, .seg = l->seg};
+
+		mct_discard(t, &r, l->piece[k].len, until);
+		t->leased_bytes -= l->piece[k].len;
+	}
+	l->npiece = 0;
+}
+
 /* Free every piece of l in its allocator and in the accounting. */
 static void
 lease_free_pieces(struct tide_mc_table *t, struct mct_lease *l)
@@ -99,7 +123,10 @@ lease_end(struct tide_mc_table *t, struct mct_lease *l, const char *why, bool in
 			 (unsigned long long)l->id, (unsigned long long)l->client.first,
 			 (unsigned long long)l->client.second, (int)s->name_len, s->name, why,
 			 (unsigned long long)unused, (unsigned long long)l->size);
-	lease_free_pieces(t, l);
+	if (why == why_expired || why == why_client)
+		lease_discard_pieces(t, l, l->deadline_ms + TIDE_MC_TABLE_LEASE_GRACE_MS);
+	else
+		lease_free_pieces(t, l);
 	free(l);
 }
 
@@ -119,7 +146,7 @@ lease_over(const struct tide_mc_table *t, const struct mct_lease *l, uint64_t no
 	*info = false;
 	if (now >= l->deadline_ms) {
 		*info = true;
-		return "expired";
+		return why_expired;
 	}
 	/* A draining segment takes no new data: objects put there would vanish with it. */
 	if (t->segs[l->seg]->draining)
@@ -215,7 +242,8 @@ grant_locked(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_
 	 * larger than every segment fails there too (the allocator refuses it). */
 	if (!mct_place_one(t, size, cfg, &r)) {
 		free(l);
-		t->need_evict = true; /* as PutStart: an eviction round at the next tick */
+		/* No eviction round asked for: a lease wants a large contiguous run, and
+		 * the client's put falls back to PutStart, which asks if it fails too. */
 		return TIDE_MC_EC_NO_AVAILABLE_HANDLE;
 	}
 	s = t->segs[r.seg];
@@ -548,7 +576,7 @@ client_pred(struct tide_mc_table *t, const struct mct_lease *l, const void *arg,
 {
 	(void)t;
 	*info = false;
-	return mct_uuid_eq(&l->client, arg) ? "client expired" : NULL;
+	return mct_uuid_eq(&l->client, arg) ? why_client : NULL;
 }
 
 /* A dead client's leases: it will commit nothing more (as its puts are reclaimed). */

@@ -90,7 +90,10 @@ tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table
 			t->rng = z | 1;
 	}
 	t->next_rep_id = 1;
-	t->next_lease_id = 1;
+	/* Lease ids start at a random point of a 2^62 space (ids only grow: the lease
+	 * array stays sorted): a client that kept a lease of a previous leader or of
+	 * a restarted master cannot name one of this table's by accident. */
+	t->next_lease_id = 1 + ((t->rng * 0x9e3779b97f4a7c15ull) >> 2);
 	if (pthread_mutex_init(&t->lock, NULL) != 0) {
 		free(t);
 		return -ENOMEM;

@@ -518,6 +518,10 @@ int tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
  * from the lease's start upwards, back to back, never splits it: one piece.
  */
 #define TIDE_MC_TABLE_LEASE_PIECES 64u
+/** After a lease expired or its client did, its unused space stays reserved this
+ *  long past the lease's deadline (a write its holder placed may still be
+ *  moving), then is free. */
+#define TIDE_MC_TABLE_LEASE_GRACE_MS 60000u
 
 /** A lease granted by tide_mc_table_lease_grant() (Tide extension, not in stock Mooncake). */
 struct tide_mc_table_lease {

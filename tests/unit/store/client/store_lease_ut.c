@@ -249,6 +249,13 @@ test_lease_gone(void)
 	CU_ASSERT_NOT_EQUAL(l2->id, id);
 	TIDE_UT_OK(store_lease_commit(&L, &mc, l2, "gone", off2, 4096, &cfg));
 	CU_ASSERT_EQUAL(replica_at(&mc, "gone", &sz), l2->addr + off2);
+	/* The master moved (a new leader): the lease is forgotten, not used again. */
+	id = l2->id;
+	store_leases_moved(&L);
+	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 4096, &l2, &off2));
+	CU_ASSERT_NOT_EQUAL(l2->id, id);
+	CU_ASSERT_EQUAL(off2, 0);
+	store_lease_giveback(&L, &mc, l2, off2, 4096, false);
 	store_leases_fini(&L, &mc);
 	pthread_mutex_destroy(&L.mu);
 	mc_close(&mc);
