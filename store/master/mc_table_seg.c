@@ -858,6 +858,9 @@ tide_mc_table_metrics_get(struct tide_mc_table *t, struct tide_mc_table_metrics 
 	memcpy(m->failures, t->failures, sizeof(m->failures));
 	m->leases = t->nleases;
 	m->leased_bytes = t->leased_bytes;
+	m->discarded_bytes = 0; /* O(discards): a scrape, not a hot path */
+	for (size_t i = 0; i < t->ndisc; i++)
+		m->discarded_bytes += mct_extent(t, t->disc[i].len);
 	mct_unlock(t);
 }
 

@@ -184,9 +184,12 @@ struct tide_mc_table_metrics {
 					    over (once per object per round) */
 	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
 	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
-	uint64_t leases;       /**< live allocation leases (Tide extension) */
-	uint64_t leased_bytes; /**< granule-rounded bytes of their unused parts (also counted
-				    in allocated_bytes) */
+	uint64_t leases;          /**< live allocation leases (Tide extension) */
+	uint64_t leased_bytes;    /**< granule-rounded bytes of their unused parts (also counted
+				       in allocated_bytes) */
+	uint64_t discarded_bytes; /**< granule-rounded bytes of the buffers awaiting delayed
+				     release (a taken-over put's, an expired lease's reserve; also
+				     counted in allocated_bytes) */
 };
 
 /** One mounted segment, for /get_all_segments and similar listings. */

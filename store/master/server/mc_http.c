@@ -254,6 +254,9 @@ render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
 	       "Allocation leases held by clients (Tide's one-round-trip puts).", m.leases);
 	metric(b, "master_leased_bytes", "gauge",
 	       "Unused bytes of those leases (part of master_allocated_bytes).", m.leased_bytes);
+	metric(b, "master_discarded_bytes", "gauge",
+	       "Bytes of buffers awaiting delayed release (part of master_allocated_bytes).",
+	       m.discarded_bytes);
 	metric(b, "master_segment_count", "gauge", "Mounted segments.", m.segments);
 	metric(b, "master_active_clients", "gauge", "Clients with a live TTL.", m.clients);
 	metric(b, "master_discarded_buffers", "gauge", "Buffers awaiting delayed release.",

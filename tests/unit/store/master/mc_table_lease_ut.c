@@ -462,6 +462,7 @@ test_expiry(void)
 	CU_ASSERT_EQUAL(metrics().leases, 0);
 	CU_ASSERT_EQUAL(metrics().leased_bytes, 0);
 	CU_ASSERT_EQUAL(metrics().allocated_bytes, 8 * KIB); /* the object + the reserve */
+	CU_ASSERT_EQUAL(metrics().discarded_bytes, 8 * KIB - 64);
 	CU_ASSERT(has_key("kept"));
 	CU_ASSERT_EQUAL(commit1(l.id, "late", 64, 64, 30001), TIDE_MC_EC_LEASE_EXPIRED);
 	CU_ASSERT_EQUAL(tide_mc_table_lease_release(T, &C1, l.id, 30001), TIDE_MC_EC_LEASE_EXPIRED);
