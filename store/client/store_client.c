@@ -861,15 +861,15 @@ tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t le
 	}
 	tide_store_rc_fill(rc, 1, strs, &cfg);
 	ret = lease_eligible(rc, len) ? lease_put(s, key, buf, len, rc, &cfg) : -EAGAIN;
-	if (ret == -EAGAIN)
+	if (ret == -EAGAIN) /* no lease: PutStart, the write, PutEnd */
 		ret = store_mc_put_start(&s->mc, key, len, &cfg, &resp);
 	else if (ret == 0)
-		ret = 2; /* stored through the lease */
+		ret = 1; /* stored through the lease */
 	if (strs != strs_inl)
 		free(strs);
 	if (ret != 0) {
-		/* Spec 5.3 step 1: an existing key (1) is a successful put; 2: done above. */
-		return ret == 1 || ret == 2 ? 0 : ret;
+		/* Spec 5.3 step 1: an existing key (1) is a successful put. */
+		return ret == 1 ? 0 : ret;
 	}
 	v = &resp.u.put_start.val;
 	if (v->n > STORE_XFER_INLINE) {
@@ -1085,11 +1085,9 @@ lease_batch(struct tide_store *s, const char *const *keys, const void *const *bu
 	struct store_xfer *x;
 	struct scratch sc;
 	struct tide_mc_str *gids = NULL;
-	uint64_t *offs, *clens;
+	uint64_t *offs, *clens, total = 0;
 	size_t i, m, *owner;
 	int *res;
-
-	uint64_t total = 0;
 
 	for (i = 0; i < n; i++) {
 		if (lens[i] == 0 || lens[i] > STORE_LEASE_MAX_OBJ)

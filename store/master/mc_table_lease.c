@@ -206,7 +206,7 @@ leases_sweep(struct tide_mc_table *t,
 static int
 grant_locked(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_t size,
 	     const struct tide_mc_replicate_config *cfg, uint64_t now,
-	     struct tide_mc_table_arena *a, struct tide_mc_table_lease *out)
+	     struct tide_mc_table_arena *a, struct tide_mc_lease *out)
 {
 	static char tcp[] = "tcp";
 	struct mct_lease *l;
@@ -278,7 +278,7 @@ grant_locked(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_
 int
 tide_mc_table_lease_grant(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_t size,
 			  const struct tide_mc_replicate_config *cfg, uint64_t now_ms,
-			  struct tide_mc_table_arena *a, struct tide_mc_table_lease *out)
+			  struct tide_mc_table_arena *a, struct tide_mc_lease *out)
 {
 	struct tide_mc_replicate_config dflt;
 	int rc;

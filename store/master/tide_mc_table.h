@@ -526,21 +526,16 @@ int tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
  *  moving), then is free. */
 #define TIDE_MC_TABLE_LEASE_GRACE_MS 60000u
 
-/** A lease granted by tide_mc_table_lease_grant() (Tide extension, not in stock Mooncake). */
-struct tide_mc_table_lease {
-	uint64_t id;      /**< nonzero, unique for the table's life */
-	uint64_t ttl_ms;  /**< the lease ends this long after its grant or its last
-			       successful commit (opts.lease_ttl_ms) */
-	uint64_t granule; /**< offsets in a commit are multiples of it; each object takes
-			       its size rounded up to it */
-	/**
-	 * buffer_address = segment base + allocator offset of the lease's start;
-	 * size = lease bytes (the request rounded up to the granule); protocol
-	 * (the segment's as mounted, "tcp" if it was mounted without one) and
-	 * transport_endpoint of the segment, strings carved from the arena.
-	 */
-	struct tide_mc_buffer_desc buf;
-};
+/*
+ * A lease granted by tide_mc_table_lease_grant() is the wire's struct tide_mc_lease
+ * (tide_mc_codec.h): id nonzero and unique for the table's life; ttl_ms =
+ * opts.lease_ttl_ms, the lease ending that long after its grant or its last
+ * successful commit; granule, which commit offsets are multiples of and object
+ * sizes are rounded up to; buf.buffer_address = segment base + allocator offset
+ * of the lease's start, buf.size = the request rounded up to the granule,
+ * buf.protocol (the segment's as mounted, "tcp" if it was mounted without one)
+ * and buf.transport_endpoint, strings carved from the arena.
+ */
 
 /**
  * LeaseGrant: allocate one contiguous extent of `size` bytes (rounded up to
@@ -560,7 +555,7 @@ struct tide_mc_table_lease {
 int tide_mc_table_lease_grant(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 			      uint64_t size, const struct tide_mc_replicate_config *cfg,
 			      uint64_t now_ms, struct tide_mc_table_arena *a,
-			      struct tide_mc_table_lease *out);
+			      struct tide_mc_lease *out);
 
 /**
  * LeaseCommit: for each i < n, key keys[i] of sizes[i] bytes, which the

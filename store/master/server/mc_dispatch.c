@@ -350,18 +350,11 @@ mc_dispatch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_mc_r
 		break;
 	case TIDE_MC_FN_TIDE_LEASE_GRANT: {
 		const struct tide_mc_lease_grant_req *r = &req->u.lease_grant;
-		struct tide_mc_table_lease l;
 
 		rc = tide_mc_table_lease_grant(t, &r->client_id, r->size, &r->config, now,
-					       &w->arena, &l);
+					       &w->arena, &resp->u.lease.val);
 		resp->u.lease.ok = rc == 0;
 		resp->u.lease.err = rc;
-		if (rc == 0) {
-			resp->u.lease.val.id = l.id;
-			resp->u.lease.val.ttl_ms = l.ttl_ms;
-			resp->u.lease.val.granule = l.granule;
-			resp->u.lease.val.buf = l.buf;
-		}
 		break;
 	}
 	case TIDE_MC_FN_TIDE_LEASE_RELEASE:

@@ -127,13 +127,13 @@ check_consistent(void)
 
 static int
 grant_cfg(const struct tide_mc_uuid *c, uint64_t size, const struct tide_mc_replicate_config *cfg,
-	  uint64_t now, struct tide_mc_table_lease *l)
+	  uint64_t now, struct tide_mc_lease *l)
 {
 	return tide_mc_table_lease_grant(T, c, size, cfg, now, &A, l);
 }
 
 static int
-grant(uint64_t size, uint64_t now, struct tide_mc_table_lease *l)
+grant(uint64_t size, uint64_t now, struct tide_mc_lease *l)
 {
 	return grant_cfg(&C1, size, NULL, now, l);
 }
@@ -234,7 +234,7 @@ test_opts(void)
 static void
 test_grant_commit(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	struct tide_mc_str keys[3] = {S("k8192"), S("k0"), S("k4096")};
 	uint64_t offs[3] = {8192, 0, 4096}, sizes[3] = {1000, 100, 64};
 	struct tide_mc_exp_void out[3];
@@ -297,7 +297,7 @@ test_grant_commit(void)
 static void
 test_commit_bad_ranges(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	struct tide_mc_table_metrics before, after;
 	struct tide_mc_str empty = {NULL, 0};
 	struct tide_mc_exp_void out;
@@ -351,7 +351,7 @@ test_commit_existing_key(void)
 	struct tide_mc_replicate_config cfg;
 	struct tide_mc_replica_desc_vec d;
 	struct tide_mc_str dup = S("dup"), proc = S("proc");
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	uint64_t leased;
 
 	mk();
@@ -378,7 +378,7 @@ test_commit_existing_key(void)
 static void
 test_commit_wrong_lease(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	struct tide_mc_str keys[2] = {S("x"), S("y")};
 	uint64_t offs[2] = {0, 64}, sizes[2] = {64, 64};
 	struct tide_mc_exp_void out[2] = {{true, 0}, {true, 0}};
@@ -421,7 +421,7 @@ test_release_frees(void)
 	struct tide_mc_replicate_config cfg;
 	struct tide_mc_replica_desc_vec d;
 	struct tide_mc_str big = S("big");
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 
 	mk();
 	memset(&cfg, 0, sizeof(cfg));
@@ -451,7 +451,7 @@ test_release_frees(void)
 static void
 test_expiry(void)
 {
-	struct tide_mc_table_lease l, l2;
+	struct tide_mc_lease l, l2;
 
 	mk();
 	CU_ASSERT_EQUAL_FATAL(grant(8 * KIB, 0, &l), 0);
@@ -487,7 +487,7 @@ test_expiry(void)
 static void
 test_commit_extends(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 
 	mk();
 	CU_ASSERT_EQUAL_FATAL(grant(8 * KIB, 0, &l), 0);
@@ -514,7 +514,7 @@ test_unmount(void)
 {
 	struct tide_mc_uuid s2 = {2, 2}, s3 = {3, 3};
 	struct tide_mc_replicate_config cfg;
-	struct tide_mc_table_lease la, lb, lc;
+	struct tide_mc_lease la, lb, lc;
 
 	mk();
 	mc_fixture_mount(T, s2, "node2", BASE + 16 * MIB, MIB, &C1);
@@ -564,7 +564,7 @@ static void
 test_client_expiry(void)
 {
 	struct tide_mc_ping_info pi;
-	struct tide_mc_table_lease l1, l3;
+	struct tide_mc_lease l1, l3;
 
 	mk();
 	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C3, 0, &pi), 0);
@@ -588,7 +588,7 @@ test_client_expiry(void)
 static void
 test_grant_no_room(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 
 	mk_blocks(1024);
 	CU_ASSERT_EQUAL(grant(64, 0, &l), TIDE_MC_EC_NO_AVAILABLE_HANDLE); /* no segment */
@@ -626,7 +626,7 @@ test_grant_params(void)
 {
 	struct tide_mc_replicate_config cfg;
 	struct tide_mc_str g2[2] = {S("g1"), S("g2")};
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 
 	mk();
 	mc_fixture_mount(T, (struct tide_mc_uuid){2, 2}, "node2", BASE + 16 * MIB, MIB, &C1);
@@ -687,7 +687,7 @@ test_pins(void)
 	struct tide_mc_str gids[2] = {S("g1"), S("g2")}, keys[2] = {S("x"), S("y")};
 	uint64_t offs[2] = {1024, 2048}, sizes[2] = {64, 64};
 	struct tide_mc_exp_void out[2];
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 
 	mk();
 	CU_ASSERT_EQUAL_FATAL(grant(8 * KIB, 0, &l), 0);
@@ -766,7 +766,7 @@ test_journal(void)
 {
 	struct rec r = {0};
 	struct tide_mc_replicate_config cfg;
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	struct tide_mc_table *y = NULL, *x;
 	struct tide_mc_table_opts o;
 	uint64_t a1, s1, a2, s2, seq;
@@ -821,7 +821,7 @@ test_journal(void)
 static void
 test_piece_bound(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	char key[32];
 	uint64_t leased;
 
@@ -857,7 +857,7 @@ test_piece_bound(void)
 static void
 test_remove_frees_extent(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	struct tide_mc_str k = S("obj");
 
 	mk();
@@ -881,7 +881,7 @@ test_remove_frees_extent(void)
 static void
 test_used_up(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	struct tide_mc_str keys[2] = {S("hi"), S("lo")};
 	uint64_t offs[2] = {64, 0}, sizes[2] = {64, 10};
 	struct tide_mc_exp_void out[2];
@@ -903,7 +903,7 @@ test_used_up(void)
 static void
 test_block_table_full(void)
 {
-	struct tide_mc_table_lease l;
+	struct tide_mc_lease l;
 	struct tide_mc_table_metrics before;
 
 	mk_blocks(3);
