@@ -1474,7 +1474,11 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 		t->need_evict = false;
 		return;
 	}
-	used = (double)t->alloc_bytes / (double)t->capacity;
+	/* Unused lease space is not data: a client's reservation must not evict
+	 * objects (a 16 MiB lease in a 16 MiB segment evicted every object put
+	 * into it at the next tick). Committed objects count as any object; a full
+	 * segment still fails PutStart, whose need_evict runs a round as stock's. */
+	used = (double)(t->alloc_bytes - t->leased_bytes) / (double)t->capacity;
 	if (!(used > t->o.eviction_high_watermark_ratio) && !t->need_evict)
 		return;
 	t->need_evict = false;

@@ -17,8 +17,9 @@
  *
  * Accounting. Pieces are allocations like replicas and discarded buffers:
  * each is counted in its segment's used/nrep and in t->alloc_bytes by
- * mct_rep_account() with its (granule-multiple) length, so usage metrics and
- * the eviction watermark see leased space, and seg->used stays the sum of
+ * mct_rep_account() with its (granule-multiple) length, so usage metrics see
+ * leased space (the eviction watermark subtracts t->leased_bytes: a
+ * reservation is not data to evict for), and seg->used stays the sum of
  * the extents of the segment's live allocations. t->leased_bytes is the sum
  * of all pieces.
  *

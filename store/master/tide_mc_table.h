@@ -358,7 +358,8 @@ int tide_mc_table_segments_list(struct tide_mc_table *t, struct tide_mc_table_ar
  * older than put_start_release_timeout; run one eviction round if usage
  * exceeds eviction_high_watermark_ratio or a PutStart failed for space
  * since the last round (spec 4.3; hard-pinned objects, and with
- * opts.pin_unread unread ones, are never evicted).
+ * opts.pin_unread unread ones, are never evicted). Usage here is allocated
+ * bytes less the unused parts of allocation leases: a reservation is not data.
  * Thread: any (internal lock).
  */
 void tide_mc_table_tick(struct tide_mc_table *t, uint64_t now_ms);
@@ -501,7 +502,7 @@ int tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
  * into parts of it itself, and turns each part into a COMPLETE object with a
  * commit: one request per batch of objects instead of PutStart + PutEnd per
  * object. The unused parts of a lease stay allocated (they count in the
- * segment's usage, allocated_bytes and the eviction watermark) until they
+ * segment's usage and allocated_bytes, not in the eviction watermark) until they
  * are committed, released, or the lease ends: ttl_ms after its grant or
  * its last commit that committed a key (tide_mc_table_tick() frees it, and
  * any call naming it after its deadline finds it ended), when its segment

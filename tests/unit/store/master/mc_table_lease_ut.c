@@ -927,12 +927,41 @@ test_block_table_full(void)
 	rm();
 }
 
+/*
+ * Unused lease space is not data: a lease of the whole segment evicts none of
+ * the objects committed into it (it evicted each at the next tick, as master_ha_it
+ * showed with a 16 MiB segment and a 16 MiB lease). Objects above the
+ * watermark still are.
+ */
+static void
+test_eviction_ignores_leases(void)
+{
+	struct tide_mc_lease l;
+
+	mk();
+	CU_ASSERT_EQUAL_FATAL(grant(MIB, 0, &l), 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, MIB);
+	CU_ASSERT_EQUAL(commit1(l.id, "small", 0, 64, 1), 0);
+	tick_alive(1000);
+	tick_alive(2000);
+	CU_ASSERT(has_key("small"));
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 0);
+	/* 950 KiB of objects: 0.93 of the segment, above the 0.90 watermark. */
+	CU_ASSERT_EQUAL(commit1(l.id, "big", 64 * KIB, 950 * KIB, 3000), 0);
+	tick_alive(4000);
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 1);
+	CU_ASSERT_EQUAL(metrics().keys, 1);
+	check_consistent();
+	rm();
+}
+
 static void
 register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("mc_table_lease", NULL, NULL);
 
 	CU_add_test(s, "opts", test_opts);
+	CU_add_test(s, "eviction_ignores_leases", test_eviction_ignores_leases);
 	CU_add_test(s, "grant_commit", test_grant_commit);
 	CU_add_test(s, "commit_bad_ranges", test_commit_bad_ranges);
 	CU_add_test(s, "commit_existing_key", test_commit_existing_key);
