@@ -42,9 +42,11 @@ MOONCAKE_REF = {256: None, 4096: ("ops", 4600, 6250), 65536: ("mib", 226, 349),
                 1 << 20: ("mib", 937, 1136), 64 << 20: ("mib", 1341, 1073)}
 
 
-def run(build, transport, duration, jpath, put_lease=True):
+def run(build, transport, duration, jpath, put_lease=True, node=None):
     rows = []
-    extra = {} if put_lease else {"TIDE_PUT_LEASE": "false"}
+    extra = dict(node or {})
+    if not put_lease:
+        extra["TIDE_PUT_LEASE"] = "false"
     with storecluster.LocalStoreCluster(build, transport, segment="768mb",
                                         node_extra=extra) as c:
         a, b = c.nodes
@@ -104,7 +106,16 @@ def main():
     ap.add_argument("--transports", default="memif,kernel")
     ap.add_argument("--put-lease", choices=("on", "off"), default="on",
                     help="TIDE_PUT_LEASE of both node files: one-round-trip puts (default on)")
+    ap.add_argument("--node", action="append", default=[], metavar="KEY=VALUE",
+                    help="one more node-file line for both nodes (e.g. TIDE_IDLE_IRQ=false); "
+                         "repeatable")
     a = ap.parse_args()
+    node = {}
+    for kv in a.node:
+        k, sep, v = kv.partition("=")
+        if not sep or not k.startswith("TIDE_"):
+            ap.error(f"--node {kv!r}: want TIDE_KEY=VALUE")
+        node[k] = v
     if a.runs < 1:
         ap.error("--runs must be >= 1")
     transports = a.transports.split(",")
@@ -116,7 +127,7 @@ def main():
             print(f"== run {n + 1}/{a.runs}: {t}", flush=True)
             jpath = os.path.join("/tmp", f"tide-store-bench-{os.getpid()}-{t}.jsonl")
             try:
-                runs.append(run(a.build_dir, t, a.duration, jpath, a.put_lease == "on"))
+                runs.append(run(a.build_dir, t, a.duration, jpath, a.put_lease == "on", node))
             finally:
                 if os.path.exists(jpath):
                     os.unlink(jpath)
@@ -125,6 +136,7 @@ def main():
             if r["label"].startswith("kernel/")}
     print(f"\nclient attached to node A, objects on node B, {a.duration:g} s per phase, "
           f"one-round-trip puts (TIDE_PUT_LEASE) {a.put_lease}, "
+          f"{' '.join(a.node) + ', ' if a.node else ''}"
           f"median of {a.runs} run(s) per cell; Mooncake = stock Python client over kernel "
           "TCP (reference figures); vs kernel = this row / the kernel-socket row, same run")
     print(f"{'path':>12} {'size':>9} {'put ops/s':>10} {'put MiB/s':>10} {'get ops/s':>10} "

@@ -60,6 +60,13 @@ struct tide_lcore {
 	_Atomic uint64_t wakes; /* tide_lcore_wake calls, so none is missed */
 	int wake_fd;
 
+	/* Interrupt sources (worker only). */
+	unsigned nirq;
+	struct tide_lcore_irq irq[TIDE_LCORE_MAX_IRQS];
+	int irq_fd[TIDE_LCORE_MAX_IRQS]; /* while armed */
+	bool armed;
+	uint64_t irq_retry_ns; /* an arm failed: not before this */
+
 	_Alignas(64) struct tide_lcore_group *group;
 	unsigned index;
 	int cpu;
@@ -89,6 +96,7 @@ tide_lcore_opts_init(struct tide_lcore_opts *opts, size_t opts_size)
 		.idle_sleep_us = 100,
 		.idle_spins = 1024,
 		.idle_yield_us = 2000,
+		.irq_after_us = 2000,
 		.msg_ring_size = 1024,
 		.pin = true,
 	};
@@ -204,6 +212,9 @@ tide_lcore_group_create(const struct tide_lcore_opts *opts, const int *cpus, uns
 		if (opts->opts_size <
 		    offsetof(struct tide_lcore_opts, idle_yield_us) + sizeof(o.idle_yield_us))
 			o.idle_yield_us = 2000;
+		if (opts->opts_size <
+		    offsetof(struct tide_lcore_opts, irq_after_us) + sizeof(o.irq_after_us))
+			o.irq_after_us = 2000;
 	}
 	if (n == 0 || n > TIDE_LCORE_MAX || cpus == NULL || o.msg_ring_size < 2 ||
 	    (o.msg_ring_size & (o.msg_ring_size - 1)) != 0 ||
@@ -283,6 +294,17 @@ tide_lcore_poller_add(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx)
 	lc->pollers[lc->npollers].fn = fn;
 	lc->pollers[lc->npollers].ctx = ctx;
 	lc->npollers++;
+	return 0;
+}
+
+int
+tide_lcore_irq_add(struct tide_lcore *lc, const struct tide_lcore_irq *irq)
+{
+	if (irq == NULL || irq->arm == NULL || irq->disarm == NULL)
+		return -EINVAL;
+	if (lc->nirq == TIDE_LCORE_MAX_IRQS)
+		return -ENOSPC;
+	lc->irq[lc->nirq++] = *irq;
 	return 0;
 }
 
@@ -444,6 +466,101 @@ idle_sleep(struct tide_lcore *lc, uint32_t us, uint64_t wakes_seen)
 	return woken;
 }
 
+static void
+irq_disarm(struct tide_lcore *lc, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		lc->irq[i].disarm(lc->irq[i].ctx);
+	lc->armed = false;
+}
+
+/* How long an armed worker may sleep: until its sources' earliest timer, or
+ * us when one cannot tell; at most TIDE_LCORE_IRQ_SLEEP_MAX_US. */
+static uint64_t
+irq_sleep_ns(struct tide_lcore *lc, uint32_t us, uint64_t now)
+{
+	uint64_t until = UINT64_MAX, max = (uint64_t)TIDE_LCORE_IRQ_SLEEP_MAX_US * 1000;
+
+	for (unsigned i = 0; i < lc->nirq; i++) {
+		uint64_t t;
+
+		if (lc->irq[i].next_ns == NULL)
+			return (uint64_t)us * 1000 < max ? (uint64_t)us * 1000 : max;
+		t = lc->irq[i].next_ns(lc->irq[i].ctx);
+		if (t < until)
+			until = t;
+	}
+	if (until <= now)
+		return 0;
+	return until - now < max ? until - now : max;
+}
+
+/* Sources armed past their re-check iteration: sleep on them and the wake
+ * eventfd (as idle_sleep) for up to ns. Stays armed. */
+static void
+irq_sleep(struct tide_lcore *lc, uint64_t ns, uint64_t wakes_seen)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000),
+			      .tv_nsec = (long)(ns % 1000000000)};
+	struct pollfd pfd[1 + TIDE_LCORE_MAX_IRQS];
+	uint64_t v;
+	int n = 0;
+
+	pfd[0] = (struct pollfd){.fd = lc->wake_fd, .events = POLLIN};
+	for (unsigned i = 0; i < lc->nirq; i++)
+		pfd[1 + i] = (struct pollfd){.fd = lc->irq_fd[i], .events = POLLIN};
+	/* Counted as they begin: a long sleep shows while it lasts. */
+	lc->stats.sleeps++;
+	lc->stats.irq_sleeps++;
+	atomic_store_explicit(&lc->sleeping, true, memory_order_seq_cst);
+	if (atomic_load_explicit(&lc->wakes, memory_order_seq_cst) == wakes_seen &&
+	    !msg_pending(lc) && !atomic_load_explicit(&lc->stop, memory_order_acquire))
+		n = ppoll(pfd, 1 + lc->nirq, &ts, NULL);
+	atomic_store_explicit(&lc->sleeping, false, memory_order_relaxed);
+	if (n <= 0)
+		return;
+	if (pfd[0].revents & POLLIN) {
+		(void)!read(lc->wake_fd, &v, sizeof(v));
+		lc->stats.wakeups++;
+	}
+	for (unsigned i = 0; i < lc->nirq; i++)
+		if (pfd[1 + i].revents & POLLIN) {
+			/* The source's own receive path or disarm drains it. */
+			lc->stats.irq_wakeups++;
+			break;
+		}
+}
+
+/*
+ * Idle past irq_after_us with sources: arm them (the next iteration is the
+ * re-check), or, armed already and that iteration idle too, sleep. False when
+ * a source could not be armed (the caller yields as without sources).
+ */
+static bool
+irq_idle(struct tide_lcore *lc, uint32_t sleep_us, uint64_t wakes_seen, uint64_t now)
+{
+	if (lc->armed) {
+		uint64_t ns = irq_sleep_ns(lc, sleep_us, now);
+
+		if (ns != 0) /* else a timer is due: the next iteration runs it */
+			irq_sleep(lc, ns, wakes_seen);
+		return true;
+	}
+	for (unsigned i = 0; i < lc->nirq; i++) {
+		int fd = lc->irq[i].arm(lc->irq[i].ctx);
+
+		if (fd < 0) {
+			/* A link down, say: retry later, not every iteration. */
+			irq_disarm(lc, i);
+			lc->irq_retry_ns = now + 100 * 1000000ull;
+			return false;
+		}
+		lc->irq_fd[i] = fd;
+	}
+	lc->armed = true;
+	return true;
+}
+
 static void *
 lcore_main(void *arg)
 {
@@ -451,7 +568,9 @@ lcore_main(void *arg)
 	struct tide_lcore_group *g = lc->group;
 	uint64_t (*clock)(void) = g->opts.clock_ns != NULL ? g->opts.clock_ns : tide_mono_ns;
 	uint32_t idle_iters = 0;
-	uint64_t prev = clock(), idle_since = 0;
+	uint64_t prev = clock(), idle_since = 0, idle_first = 0;
+	uint64_t irq_after_ns = (uint64_t)g->opts.irq_after_us * 1000;
+	bool use_irq = g->opts.idle == TIDE_LCORE_IDLE_ADAPTIVE && g->opts.idle_sleep_us > 0;
 	int rc = 0;
 
 	cur_lcore = lc;
@@ -486,8 +605,14 @@ lcore_main(void *arg)
 			idle_iters = 0;
 		} else {
 			lc->stats.idle_ns += now - prev;
-			if (g->opts.idle == TIDE_LCORE_IDLE_ADAPTIVE &&
-			    ++idle_iters >= g->opts.idle_spins) {
+			if (idle_first == 0)
+				idle_first = now;
+			if (use_irq && lc->nirq > 0 && now >= lc->irq_retry_ns &&
+			    now - idle_first >= irq_after_ns &&
+			    irq_idle(lc, g->opts.idle_sleep_us, wakes_seen, now)) {
+				/* Armed for the re-check, or slept on the sources. */
+			} else if (g->opts.idle == TIDE_LCORE_IDLE_ADAPTIVE &&
+				   ++idle_iters >= g->opts.idle_spins) {
 				/*
 				 * First yield: the CPU goes to whatever else is runnable
 				 * on it, yet the worker answers within a time slice. Work
@@ -508,10 +633,16 @@ lcore_main(void *arg)
 				}
 			}
 		}
-		if (work > 0)
+		if (work > 0) {
 			idle_since = 0;
+			idle_first = 0;
+			if (lc->armed)
+				irq_disarm(lc, lc->nirq);
+		}
 		prev = now;
 	}
+	if (lc->armed)
+		irq_disarm(lc, lc->nirq);
 	/* Messages posted before stop still run, so nothing posted is lost. */
 	while (msgs_run(lc, MSG_BATCH) > 0)
 		;

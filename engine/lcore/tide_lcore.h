@@ -70,18 +70,57 @@ struct tide_lcore_opts {
 	/** ADAPTIVE: how long an idle worker yields before it starts sleeping;
 	 *  default 2000 (2 ms). Appended: callers compiled before it get the default. */
 	uint32_t idle_yield_us;
+	/** ADAPTIVE with interrupt sources (tide_lcore_irq_add()): how long a worker
+	 *  is idle before it arms them and sleeps, instead of yielding for
+	 *  idle_yield_us; default 2000 (the same: sources replace timed sleeps).
+	 *  Appended. */
+	uint32_t irq_after_us;
 };
 
 /** Counters of one worker; written by the worker only, racy to read. */
 struct tide_lcore_stats {
-	uint64_t iterations; /**< loop iterations */
-	uint64_t busy;       /**< iterations in which some poller did work */
-	uint64_t sleeps;     /**< idle sleeps (ADAPTIVE) */
-	uint64_t wakeups;    /**< sleeps cut short by a message or tide_lcore_wake() */
-	uint64_t msgs;       /**< messages run */
-	uint64_t busy_ns;    /**< time spent in iterations that did work */
-	uint64_t idle_ns;    /**< time spent in iterations that did none, sleeps included */
+	uint64_t iterations;  /**< loop iterations */
+	uint64_t busy;        /**< iterations in which some poller did work */
+	uint64_t sleeps;      /**< idle sleeps (ADAPTIVE) */
+	uint64_t wakeups;     /**< sleeps cut short by a message or tide_lcore_wake() */
+	uint64_t msgs;        /**< messages run */
+	uint64_t busy_ns;     /**< time spent in iterations that did work */
+	uint64_t idle_ns;     /**< time spent in iterations that did none, sleeps included */
+	uint64_t irq_sleeps;  /**< sleeps with interrupt sources armed (also in sleeps) */
+	uint64_t irq_wakeups; /**< of those, ended by a source's descriptor */
 };
+
+/** Most interrupt sources per worker. */
+#define TIDE_LCORE_MAX_IRQS 4
+
+/**
+ * A source of a worker's work that can wake it while it sleeps (a device
+ * receive queue's interrupt). A worker all of whose inputs have one (its
+ * owner adds them only then: messages and tide_lcore_wake() need none, timers
+ * are served by the bounded sleep) sleeps under ADAPTIVE idle once it has
+ * been idle for irq_after_us: it arms every source, runs one more iteration
+ * (for what arrived before arming), and if that found no work sleeps until a
+ * source's descriptor is readable, a message or tide_lcore_wake() comes, or
+ * the earliest of the sources' next_ns passes (idle_sleep_us when a source
+ * has no next_ns; at most TIDE_LCORE_IRQ_SLEEP_MAX_US, which also bounds a
+ * wake-up a source lost). It stays armed across sleeps; the first iteration
+ * that does work disarms.
+ */
+struct tide_lcore_irq {
+	/** Arm; returns the descriptor that turns readable when work arrives, or
+	 *  -errno when the source cannot interrupt now (the worker then yields as
+	 *  without sources, and tries again 100 ms later). Runs on the worker. */
+	int (*arm)(void *ctx);
+	/** Disarm (and drain the descriptor). Runs on the worker. */
+	void (*disarm)(void *ctx);
+	/** Optional: the earliest time (the worker's clock, ns) its pollers have
+	 *  timed work (UINT64_MAX: none). Runs on the worker. */
+	uint64_t (*next_ns)(void *ctx);
+	void *ctx;
+};
+
+/** Longest sleep with interrupt sources armed. */
+#define TIDE_LCORE_IRQ_SLEEP_MAX_US 10000
 
 /**
  * Fill opts with defaults.
@@ -132,6 +171,14 @@ int tide_lcore_cpu(const struct tide_lcore *lc);
  * on the worker itself (e.g. from a message) while it runs.
  */
 int tide_lcore_poller_add(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx);
+
+/**
+ * Add an interrupt source (struct tide_lcore_irq; copied). Only under ADAPTIVE
+ * idle with idle_sleep_us > 0 are sources used.
+ * \return 0; -ENOSPC TIDE_LCORE_MAX_IRQS reached; -EINVAL irq, arm or disarm NULL.
+ * Thread: as tide_lcore_poller_add().
+ */
+int tide_lcore_irq_add(struct tide_lcore *lc, const struct tide_lcore_irq *irq);
 
 /**
  * Remove the poller added with this exact (fn, ctx) pair (the first one, if it

@@ -27,6 +27,7 @@ struct rt_lc {
 	unsigned idx;
 	struct tide_eth_netdev nd;
 	bool nd_up;
+	bool irq; /* sleeps on its queue's receive interrupt when idle */
 	struct tide_net_stack *stack;
 	struct tide_eth_rss_picker pk;
 	struct tide_net_opts no;
@@ -59,18 +60,59 @@ rt_poll(void *ctx, uint64_t now)
 	return work;
 }
 
+static int
+rt_irq_arm(void *ctx)
+{
+	struct rt_lc *l = ctx;
+
+	return tide_eth_rx_intr_arm(l->rt->port, (uint16_t)l->idx);
+}
+
+static void
+rt_irq_disarm(void *ctx)
+{
+	struct rt_lc *l = ctx;
+
+	tide_eth_rx_intr_disarm(l->rt->port, (uint16_t)l->idx);
+}
+
+static uint64_t
+rt_irq_next(void *ctx)
+{
+	struct rt_lc *l = ctx;
+
+	return tide_net_next_timer(l->stack);
+}
+
 static void
 setup_on_lcore(void *arg)
 {
 	struct rt_lc *l = arg;
 	const struct tide_node_rt_opts *o = &l->rt->o;
+	struct tide_lcore *lc = tide_lcore_get(l->rt->g, l->idx);
 	uint64_t now = tide_mono_ns();
 
 	l->rc = tide_net_stack_create(&l->no, now, &l->stack);
 	if (l->rc == 0 && o->lcore_init != NULL)
 		l->rc = o->lcore_init(o->arg, l->idx, l->stack, now);
 	if (l->rc == 0)
-		l->rc = tide_lcore_poller_add(tide_lcore_get(l->rt->g, l->idx), rt_poll, l);
+		l->rc = tide_lcore_poller_add(lc, rt_poll, l);
+	/* The queue is this lcore's only input besides messages and wakes (which
+	 * wake a sleeper by themselves) and the stack's timers (next_ns): with its
+	 * interrupt an idle lcore sleeps until a frame or a timer, not 100 us at a
+	 * time. The transfer engine's hooks time out requests in seconds; the
+	 * 10 ms cap on a sleep serves them. */
+	if (l->rc == 0 && l->rt->ne.idle == TIDE_NODEENV_IDLE_ADAPTIVE && l->rt->ne.idle_irq &&
+	    tide_eth_rx_intr_check(l->rt->port, (uint16_t)l->idx) == 0) {
+		struct tide_lcore_irq irq = {.arm = rt_irq_arm,
+					     .disarm = rt_irq_disarm,
+					     .next_ns = rt_irq_next,
+					     .ctx = l};
+
+		l->rc = tide_lcore_irq_add(lc, &irq);
+		if (l->rc == 0)
+			l->irq = true;
+	}
 }
 
 /* Stack options of lcore l from the node file; the netdev decides checksums. */
@@ -345,6 +387,17 @@ tide_node_rt_destroy(struct tide_node_rt *rt)
 
 		if (l->stack != NULL)
 			log_stack(i, tide_net_stats(l->stack));
+		if (rt->g != NULL) {
+			struct tide_lcore_stats ls;
+
+			tide_lcore_stats_get(tide_lcore_get(rt->g, i), &ls);
+			TIDE_LOG(INFO,
+				 "lcore %u poller: %" PRIu64 " iterations, %" PRIu64
+				 " busy, %" PRIu64 " sleeps (%" PRIu64
+				 " on its receive interrupt%s, %" PRIu64 " ended by a frame)",
+				 i, ls.iterations, ls.busy, ls.sleeps, ls.irq_sleeps,
+				 l->irq ? "" : ": none", ls.irq_wakeups);
+		}
 		/* Unpublish (fini) before the stack the telemetry reads goes away. */
 		if (l->nd_up)
 			tide_eth_netdev_fini(&l->nd);

@@ -351,6 +351,14 @@ static const struct key_def keys[] = {
 	 .max = 100000,
 	 .valid = "0..100000 (us)",
 	 .doc = "Sleep of an idle poller under TIDE_IDLE=adaptive."},
+	{.name = "TIDE_IDLE_IRQ",
+	 .type = T_BOOL,
+	 FLD(idle_irq),
+	 .def = "true",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "TIDE_IDLE=adaptive on a device whose receive queues can interrupt (net_memif, "
+		"one queue per lcore): an idle poller sleeps after 20 us, woken by the next "
+		"frame, instead of yielding its CPU for 2 ms first. false = yield first."},
 	{.name = "TIDE_FAULT",
 	 .type = T_FAULT,
 	 FLD(fault_spec),

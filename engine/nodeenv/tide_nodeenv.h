@@ -182,6 +182,7 @@ struct tide_nodeenv {
 	uint32_t tcp_max_retries;                   /**< TIDE_TCP_MAX_RETRIES */
 	enum tide_nodeenv_idle idle;                /**< TIDE_IDLE */
 	uint32_t idle_sleep_us;                     /**< TIDE_IDLE_SLEEP_US */
+	bool idle_irq;                              /**< TIDE_IDLE_IRQ */
 	struct tide_nodeenv_fault fault;            /**< TIDE_FAULT, parsed */
 	char fault_spec[TIDE_NODEENV_HOST_LEN];     /**< TIDE_FAULT as written ("" = off) */
 	enum tide_log_level log_level;              /**< TIDE_LOG_LEVEL */

@@ -21,8 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The interrupt-instance accessors are experimental in DPDK 22.11; this
- * file is their only user. */
+/* The interrupt-instance accessors are experimental in DPDK 22.11 (used here
+ * and in memif_intr.c). */
 #define ALLOW_EXPERIMENTAL_API 1
 #include <rte_interrupts.h>
 

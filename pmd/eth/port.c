@@ -34,6 +34,7 @@
 #include <rte_spinlock.h>
 
 #include "intr_hold.h"
+#include "memif_intr.h"
 #include "memif_publish.h"
 #include "tide_eth.h"
 #include "tide_eth_rss.h"
@@ -1179,6 +1180,48 @@ tide_eth_rx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_
 		}
 	}
 	return got;
+}
+
+/* The device queue behind logical queue q for receive interrupts, or -errno:
+ * frames must come from that one device queue only, so no software steering. */
+static int
+intr_queue(struct tide_eth_port *p, uint16_t q, struct tide_eth_port **dev)
+{
+	if (p == NULL || q >= p->nb_queues)
+		return -EINVAL;
+	if (p->rxp != NULL)
+		p = p->rxp;
+	if (p->sq != NULL || !p->memif)
+		return -ENOTSUP;
+	*dev = p;
+	return 0;
+}
+
+int
+tide_eth_rx_intr_check(struct tide_eth_port *p, uint16_t q)
+{
+	struct tide_eth_port *d;
+	int rc = intr_queue(p, q, &d);
+
+	return rc != 0 ? rc : tide_memif_rxq_intr_check(d->port_id, q);
+}
+
+int
+tide_eth_rx_intr_arm(struct tide_eth_port *p, uint16_t q)
+{
+	struct tide_eth_port *d;
+	int rc = intr_queue(p, q, &d);
+
+	return rc != 0 ? rc : tide_memif_rxq_arm(d->port_id, q);
+}
+
+void
+tide_eth_rx_intr_disarm(struct tide_eth_port *p, uint16_t q)
+{
+	struct tide_eth_port *d;
+
+	if (intr_queue(p, q, &d) == 0)
+		tide_memif_rxq_disarm(d->port_id, q);
 }
 
 uint16_t

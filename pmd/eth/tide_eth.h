@@ -404,6 +404,35 @@ uint16_t tide_eth_rx(struct tide_eth_port *port, uint16_t q, struct rte_mbuf **p
  */
 uint16_t tide_eth_tx(struct tide_eth_port *port, uint16_t q, struct rte_mbuf **pkts, uint16_t n);
 
+/**
+ * Whether receive queue q can wake a sleeping poller (tide_eth_rx_intr_arm()):
+ * net_memif of DPDK 22.11 through its private structures (memif_intr.h), one
+ * device queue per logical queue (no software steering). Logs once why not.
+ * \return 0; -ENOTSUP (another driver or DPDK version, software steering, a
+ *         structure that does not check out); -EINVAL q out of range.
+ * Thread: any, once the port is started.
+ */
+int tide_eth_rx_intr_check(struct tide_eth_port *port, uint16_t q);
+
+/**
+ * Arm queue q's receive interrupt: from now on a frame arriving on it makes
+ * the returned file descriptor readable (poll it; the port owns it: never
+ * close it, and ask again after each arm: a reconnected link has another).
+ * A full fence follows, so a receive burst after this call sees what was
+ * published before the peer last looked. The peer's check and our re-check
+ * race without a fence on its side: bound every sleep (a lost wake-up waits
+ * for that bound). Disarm once the queue is polled again: while armed, the
+ * peer pays a system call per burst it sends.
+ * \return the descriptor; -ENOTCONN the link is down; -ENOTSUP as
+ *         tide_eth_rx_intr_check().
+ * Thread: the lcore that owns queue q.
+ */
+int tide_eth_rx_intr_arm(struct tide_eth_port *port, uint16_t q);
+
+/** Disarm queue q's receive interrupt and drain its descriptor (no-op when not
+ *  armed or the link is down). Thread: the lcore that owns queue q. */
+void tide_eth_rx_intr_disarm(struct tide_eth_port *port, uint16_t q);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "tide_lcore.h"
@@ -225,6 +226,154 @@ test_sleeping_worker_woken_by_post_and_wake(void)
 	tide_lcore_stats_get(tide_lcore_get(g, 0), &st);
 	CU_ASSERT_TRUE(st.wakeups >= 2);
 	tide_lcore_group_destroy(g);
+}
+
+/*
+ * A device queue with an interrupt, as memif's: the sender publishes work,
+ * then writes the eventfd if the receiver armed it.
+ */
+struct irq_dev {
+	atomic_int pending;
+	atomic_bool armed;
+	atomic_int arms, disarms, consumed;
+	int fd;
+	int arm_rc; /* 0: arm works; else what arm returns */
+};
+
+static int
+irq_dev_poll(void *ctx, uint64_t now)
+{
+	struct irq_dev *d = ctx;
+	int n = atomic_exchange(&d->pending, 0);
+
+	(void)now;
+	atomic_fetch_add(&d->consumed, n);
+	return n;
+}
+
+static int
+irq_dev_arm(void *ctx)
+{
+	struct irq_dev *d = ctx;
+
+	atomic_fetch_add(&d->arms, 1);
+	if (d->arm_rc != 0)
+		return d->arm_rc;
+	atomic_store(&d->armed, true);
+	return d->fd;
+}
+
+static void
+irq_dev_disarm(void *ctx)
+{
+	struct irq_dev *d = ctx;
+	uint64_t v;
+
+	atomic_fetch_add(&d->disarms, 1);
+	atomic_store(&d->armed, false);
+	(void)!read(d->fd, &v, sizeof(v));
+}
+
+static void
+irq_dev_send(struct irq_dev *d)
+{
+	uint64_t one = 1;
+
+	atomic_fetch_add(&d->pending, 1);
+	if (atomic_load(&d->armed))
+		(void)!write(d->fd, &one, sizeof(one));
+}
+
+static uint64_t
+irq_dev_next(void *ctx)
+{
+	(void)ctx;
+	return UINT64_MAX; /* no timers: only the cap bounds a sleep */
+}
+
+static struct tide_lcore_group *
+irq_worker(struct irq_dev *d)
+{
+	struct tide_lcore_opts o;
+	struct tide_lcore_group *g = NULL;
+	struct tide_lcore_irq irq = {
+		.arm = irq_dev_arm, .disarm = irq_dev_disarm, .next_ns = irq_dev_next, .ctx = d};
+	int cpu = cpu0();
+
+	tide_lcore_opts_init(&o, sizeof(o));
+	CU_ASSERT_EQUAL(o.irq_after_us, 2000);
+	o.irq_after_us = 20;
+	o.idle_yield_us = 10000000; /* without the source: 10 s of yielding first */
+	o.idle_sleep_us = 5000000;  /* capped at TIDE_LCORE_IRQ_SLEEP_MAX_US when armed */
+	d->fd = eventfd(0, EFD_NONBLOCK);
+	CU_ASSERT_FATAL(d->fd >= 0);
+	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
+	TIDE_UT_OK(tide_lcore_poller_add(tide_lcore_get(g, 0), irq_dev_poll, d));
+	TIDE_UT_OK(tide_lcore_irq_add(tide_lcore_get(g, 0), &irq));
+	return g;
+}
+
+/*
+ * With an interrupt source an idle worker sleeps after irq_after_us (not
+ * after idle_yield_us of yielding), a frame ends the sleep through the
+ * source's descriptor (counted in irq_wakeups), the work disarms the source
+ * and the next idle spell arms it again.
+ */
+static void
+test_irq_source_wakes_sleeper(void)
+{
+	struct irq_dev d = {.arm_rc = 0};
+	struct tide_lcore_group *g = irq_worker(&d);
+	struct tide_lcore_stats st;
+	struct tide_lcore_irq bad = {.arm = NULL, .disarm = irq_dev_disarm};
+	double t0;
+
+	CU_ASSERT_EQUAL(tide_lcore_irq_add(tide_lcore_get(g, 0), &bad), -EINVAL);
+	CU_ASSERT_EQUAL(tide_lcore_irq_add(tide_lcore_get(g, 0), NULL), -EINVAL);
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	usleep(50000);
+	tide_lcore_stats_get(tide_lcore_get(g, 0), &st);
+	CU_ASSERT_TRUE(st.irq_sleeps >= 1);
+	CU_ASSERT_TRUE(atomic_load(&d.armed));
+	CU_ASSERT_TRUE(st.iterations < 10000); /* asleep (10 ms at most), not spinning */
+	for (int round = 1; round <= 3; round++) {
+		t0 = tide_ut_now_s();
+		irq_dev_send(&d);
+		while (atomic_load(&d.consumed) < round && tide_ut_now_s() - t0 < 3)
+			usleep(100);
+		CU_ASSERT_EQUAL(atomic_load(&d.consumed), round);
+		CU_ASSERT_TRUE(tide_ut_now_s() - t0 < 1.0);
+		usleep(20000); /* idle again: re-armed, asleep */
+		CU_ASSERT_TRUE(atomic_load(&d.armed));
+	}
+	tide_lcore_group_stop(g);
+	tide_lcore_stats_get(tide_lcore_get(g, 0), &st);
+	CU_ASSERT_TRUE(st.irq_wakeups >= 3);
+	CU_ASSERT_TRUE(atomic_load(&d.disarms) >= 3);
+	CU_ASSERT_TRUE(atomic_load(&d.arms) >= 4);
+	CU_ASSERT_FALSE(atomic_load(&d.armed)); /* stop disarms */
+	tide_lcore_group_destroy(g);
+	close(d.fd);
+}
+
+/* A source that cannot arm (a link down): the worker yields as without one and
+ * asks the source again only every 100 ms, not every iteration. */
+static void
+test_irq_source_arm_failure_falls_back(void)
+{
+	struct irq_dev d = {.arm_rc = -ENOTCONN};
+	struct tide_lcore_group *g = irq_worker(&d);
+	struct tide_lcore_stats st;
+
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	usleep(150000);
+	tide_lcore_group_stop(g);
+	tide_lcore_stats_get(tide_lcore_get(g, 0), &st);
+	CU_ASSERT_TRUE(atomic_load(&d.arms) >= 1 && atomic_load(&d.arms) <= 3);
+	CU_ASSERT_EQUAL(st.sleeps, 0); /* yielding: idle_yield_us is 10 s */
+	CU_ASSERT_EQUAL(st.irq_sleeps, 0);
+	tide_lcore_group_destroy(g);
+	close(d.fd);
 }
 
 struct post_state {
@@ -566,6 +715,8 @@ register_tests(void)
 		    test_ring_full_returns_eagain_before_start);
 	CU_add_test(s, "thread_init_failure_fails_start", test_thread_init_failure_fails_start);
 	CU_add_test(s, "run_sync", test_run_sync);
+	CU_add_test(s, "irq_source_wakes_sleeper", test_irq_source_wakes_sleeper);
+	CU_add_test(s, "irq_source_arm_failure_falls_back", test_irq_source_arm_failure_falls_back);
 	CU_add_test(s, "poller_remove_before_start_keeps_order",
 		    test_poller_remove_before_start_keeps_order);
 	CU_add_test(s, "poller_remove_on_worker", test_poller_remove_on_worker);

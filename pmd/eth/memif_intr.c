@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Receive interrupts of net_memif queues (memif_intr.h): the queue's eventfd
+ * and its ring's MASK_INT flag, reached through the PMD's private structures
+ * of DPDK 22.11, every pointer checked against public state before use.
+ */
+/* rte_intr_fd_get() is experimental in 22.11. */
+#define ALLOW_EXPERIMENTAL_API 1
+
+#include "memif_intr.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_ethdev.h>
+#include <rte_interrupts.h>
+#include <rte_version.h>
+
+#include "tide_log.h"
+
+#if RTE_VERSION >= RTE_VERSION_NUM(22, 11, 0, 0) && RTE_VERSION < RTE_VERSION_NUM(22, 12, 0, 0)
+
+/*
+ * Leading fields of DPDK 22.11's struct rte_eth_dev and rte_eth_dev_data
+ * (lib/ethdev/ethdev_driver.h; checked on 22.11.11), struct memif_region, pmd_process_private,
+ * pmd_internals and memif_queue (drivers/net/memif/rte_eth_memif.h) and
+ * memif_ring_t (drivers/net/memif/memif.h, the memif shared-memory layout).
+ * Only what is read here; nothing past the last field named is assumed.
+ */
+struct m_eth_dev_data {
+	char name[RTE_ETH_NAME_MAX_LEN];
+	void **rx_queues;
+	void **tx_queues;
+	uint16_t nb_rx_queues;
+	uint16_t nb_tx_queues;
+	struct rte_eth_dev_sriov sriov; /* public type (rte_ethdev.h) */
+	void *dev_private;              /* memif: struct pmd_internals */
+};
+
+struct m_eth_dev {
+	void *burst_fns[6]; /* rx/tx burst, tx prepare, rx queue count, rx/tx desc status */
+	struct m_eth_dev_data *data;
+	void *process_private;
+};
+
+struct m_region {
+	void *addr;
+	uint64_t region_size;
+	int fd;
+	uint32_t pkt_buffer_offset;
+};
+
+#define M_MAX_REGIONS 256
+
+struct m_proc_private {
+	struct m_region *regions[M_MAX_REGIONS];
+	uint16_t regions_num;
+};
+
+#define M_FLAG_CONNECTED (1u << 1)
+
+struct m_pmd {
+	uint32_t id;
+	int role;
+	uint32_t flags;
+};
+
+struct m_queue {
+	struct rte_mempool *mempool;
+	void *pmd_unset; /* 22.11 leaves it NULL on receive queues: dev_private instead */
+	int type;        /* memif_ring_type_t */
+	uint16_t region;
+	uint16_t in_port;
+	uint32_t ring_offset;
+	uint16_t last_head;
+	uint16_t last_tail;
+	struct rte_mbuf **buffers;
+	uint64_t n_pkts;
+	uint64_t n_bytes;
+	struct rte_intr_handle *intr_handle;
+	uint8_t log2_ring_size;
+};
+
+#define M_COOKIE   0x3E31F20u
+#define M_MASK_INT 1u
+
+struct m_ring {
+	uint32_t cookie;
+	uint16_t flags;
+	uint16_t head;
+};
+
+/* Exported by librte_ethdev (its INTERNAL version node); declared in
+ * ethdev_driver.h, which Debian's libdpdk-dev does not install. */
+struct rte_eth_dev *rte_eth_dev_allocated(const char *name);
+
+/* The device and queue behind (port_id, q), or why not (a static string). */
+static const char *
+resolve(uint16_t port_id, uint16_t q, struct m_eth_dev **devp, struct m_queue **mqp)
+{
+	char name[RTE_ETH_NAME_MAX_LEN];
+	struct m_eth_dev *dev;
+	struct m_queue *mq;
+	struct rte_eth_dev_info di;
+
+	if (rte_eth_dev_info_get(port_id, &di) != 0 ||
+	    rte_eth_dev_get_name_by_port(port_id, name) != 0)
+		return "no such port";
+	if (di.driver_name == NULL || strcmp(di.driver_name, "net_memif") != 0)
+		return "not a net_memif port";
+	dev = (struct m_eth_dev *)(void *)rte_eth_dev_allocated(name);
+	if (dev == NULL || dev->data == NULL ||
+	    strncmp(dev->data->name, name, sizeof(dev->data->name)) != 0)
+		return "the device is not found by its name";
+	if (dev->data->rx_queues == NULL || q >= dev->data->nb_rx_queues)
+		return "no such receive queue";
+	mq = dev->data->rx_queues[q];
+	/* The public fast-path table holds the same queue pointer once started. */
+	if (mq == NULL || (void *)mq != rte_eth_fp_ops[port_id].rxq.data[q])
+		return "the queue differs from the fast-path table's";
+	if (mq->in_port != port_id || mq->intr_handle == NULL || dev->data->dev_private == NULL)
+		return "the queue's fields do not match this port";
+	*devp = dev;
+	*mqp = mq;
+	return NULL;
+}
+
+static bool
+connected(const struct m_eth_dev *dev)
+{
+	const struct m_pmd *pmd = dev->data->dev_private;
+
+	return __atomic_load_n(&pmd->flags, __ATOMIC_ACQUIRE) & M_FLAG_CONNECTED;
+}
+
+/* The queue's ring while the link is up and its cookie checks out, else NULL. */
+static struct m_ring *
+ring_of(const struct m_eth_dev *dev, const struct m_queue *mq)
+{
+	const struct m_proc_private *pp = dev->process_private;
+	const struct m_region *r;
+	struct m_ring *ring;
+
+	if (!connected(dev))
+		return NULL;
+	if (pp == NULL || mq->region >= pp->regions_num || mq->region >= M_MAX_REGIONS)
+		return NULL;
+	r = pp->regions[mq->region];
+	if (r == NULL || r->addr == NULL ||
+	    (uint64_t)mq->ring_offset + sizeof(*ring) > r->region_size)
+		return NULL;
+	ring = (struct m_ring *)(void *)((char *)r->addr + mq->ring_offset);
+	return ring->cookie == M_COOKIE ? ring : NULL;
+}
+
+int
+tide_memif_rxq_intr_check(uint16_t port_id, uint16_t q)
+{
+	static atomic_bool logged;
+	struct m_eth_dev *dev;
+	struct m_queue *mq;
+	const char *why = resolve(port_id, q, &dev, &mq);
+
+	if (why == NULL && connected(dev) && ring_of(dev, mq) == NULL)
+		why = "the connected queue's ring does not check out";
+	if (why != NULL) {
+		if (!atomic_exchange(&logged, true))
+			TIDE_LOG(NOTICE,
+				 "port %u queue %u: no receive interrupts (%s); idle pollers "
+				 "yield and sleep on timers",
+				 port_id, q, why);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+int
+tide_memif_rxq_arm(uint16_t port_id, uint16_t q)
+{
+	struct m_eth_dev *dev;
+	struct m_queue *mq;
+	struct m_ring *ring;
+	int fd;
+
+	if (resolve(port_id, q, &dev, &mq) != NULL)
+		return -ENOTSUP;
+	ring = ring_of(dev, mq);
+	fd = rte_intr_fd_get(mq->intr_handle);
+	if (ring == NULL || fd < 0)
+		return -ENOTCONN;
+	/* Only the receiver writes its rings' flags. */
+	__atomic_store_n(&ring->flags, (uint16_t)(ring->flags & ~M_MASK_INT), __ATOMIC_RELAXED);
+	/* The flag store before the caller's next look at the ring's head. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return fd;
+}
+
+void
+tide_memif_rxq_disarm(uint16_t port_id, uint16_t q)
+{
+	struct m_eth_dev *dev;
+	struct m_queue *mq;
+	struct m_ring *ring;
+	uint64_t v;
+	int fd;
+
+	if (resolve(port_id, q, &dev, &mq) != NULL || (ring = ring_of(dev, mq)) == NULL)
+		return;
+	__atomic_store_n(&ring->flags, (uint16_t)(ring->flags | M_MASK_INT), __ATOMIC_RELAXED);
+	fd = rte_intr_fd_get(mq->intr_handle);
+	/* Non-blocking (memif makes them EFD_NONBLOCK): empty or not, at once. */
+	if (fd >= 0)
+		(void)!read(fd, &v, sizeof(v));
+}
+
+#else /* another DPDK than 22.11: the private layout is unknown */
+
+int
+tide_memif_rxq_intr_check(uint16_t port_id, uint16_t q)
+{
+	(void)port_id;
+	(void)q;
+	return -ENOTSUP;
+}
+
+int
+tide_memif_rxq_arm(uint16_t port_id, uint16_t q)
+{
+	(void)port_id;
+	(void)q;
+	return -ENOTSUP;
+}
+
+void
+tide_memif_rxq_disarm(uint16_t port_id, uint16_t q)
+{
+	(void)port_id;
+	(void)q;
+}
+
+#endif

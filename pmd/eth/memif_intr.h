@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * Receive interrupts of net_memif queues (pmd/eth internal, not installed).
+ *
+ * The memif protocol has interrupts: each ring has an eventfd shared by its
+ * two ends, and a transmitter writes it after a burst unless the receiver set
+ * MEMIF_RING_FLAG_MASK_INT in the ring's flags (shared memory). DPDK 22.11's
+ * memif PMD transmits that way, but its receiver masks every ring at connect
+ * ("polling mode") and offers no rx_queue_intr_enable, so an application
+ * cannot sleep until a frame arrives. This module reaches the two things that
+ * takes, the queue's eventfd and its ring's flags word, through the PMD's
+ * private structures as DPDK 22.11 lays them out (mirrored in memif_intr.c),
+ * and refuses (-ENOTSUP) unless every pointer on the way checks out against
+ * public state: the device found by name, its queue array against the public
+ * fast-path table, the queue's port id, the ring's cookie. Other DPDK versions
+ * get -ENOTSUP at build time.
+ *
+ * Lost wake-ups: the PMD's transmitter stores the ring's head, then reads the
+ * flags, with no fence between; a receiver that unmasks and re-checks can
+ * miss a frame published in that window, so callers must bound their sleep.
+ *
+ * The same exposure as the PMD's own rx_burst: a peer's disconnect, run on
+ * the EAL interrupt thread, unmaps the rings; arm and disarm check the
+ * device's connected flag first, as rx_burst does, and re-resolve the ring
+ * every time (a reconnect maps new rings and new eventfds).
+ *
+ * Thread: the lcore that owns the queue (as for rte_eth_rx_burst).
+ */
+#ifndef TIDE_MEMIF_INTR_H
+#define TIDE_MEMIF_INTR_H
+
+#include <stdint.h>
+
+/**
+ * Whether receive queue q of memif port port_id can be armed here: 0, or
+ * -ENOTSUP (another DPDK version, or a structure that does not check out;
+ * logged once with the reason).
+ */
+int tide_memif_rxq_intr_check(uint16_t port_id, uint16_t q);
+
+/**
+ * Unmask queue q's ring: from now on a frame the peer sends makes the returned
+ * eventfd readable. Followed by a full fence, so a receive burst after this
+ * call sees any frame published before the peer read the flags.
+ * \return the eventfd (owned by the PMD: poll it, never close it);
+ *         -ENOTCONN the link is down (no ring); -ENOTSUP as above.
+ */
+int tide_memif_rxq_arm(uint16_t port_id, uint16_t q);
+
+/**
+ * Mask queue q's ring again (the peer stops writing the eventfd) and drain the
+ * eventfd. A no-op when the link is down.
+ */
+void tide_memif_rxq_disarm(uint16_t port_id, uint16_t q);
+
+#endif /* TIDE_MEMIF_INTR_H */
