@@ -238,8 +238,9 @@ class TestMaster(TestSuite):
             "client_live_ttl_sec": 30, "eviction_ratio": 0.1}))
         p, log = self.start("--config_path", cfg, "--default_kv_lease_ttl=7s")
         self.wait_ready(p, port, log)
-        text = self.read(log)
-        self.verify("lease 7000 ms, client ttl 30 s, eviction ratio 0.1" in text, text)
+        # Logged just after the port opens: wait for the line, not just the port.
+        want = "lease 7000 ms, client ttl 30 s, eviction ratio 0.1"
+        self.wait_until(lambda: want in self.read(log), 10, f"'{want}' in the log")
         self.verify(self.stop(p) == 0, self.read(log))
 
         bad = self.write("bad.json", '{"eviction_ratio": 3}')
