@@ -22,6 +22,7 @@
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 
+#include "memif_it.h"
 #include "tide_eth.h"
 #include "tide_eth_net.h"
 #include "tide_ut.h"
@@ -39,32 +40,10 @@ struct frame {
 
 static char sock_path[108];
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int
 eal_up_args(const char *role, const char *prefix, const char *devargs, const char *eal_args)
 {
-	static char vdev[256];
-	struct tide_eal_opts o = {0};
-	const char *huge = getenv("TIDE_HUGEPAGES");
-
-	snprintf(vdev, sizeof(vdev), "net_memif0,role=%s,socket=%s,socket-abstract=no%s", role,
-		 sock_path, devargs);
-	o.extra_args = eal_args;
-	o.prog = "eth_memif_it";
-	o.file_prefix = prefix;
-	o.lcores = "0";
-	o.huge = huge != NULL && strcmp(huge, "auto") == 0 ? TIDE_EAL_HUGE_AUTO : TIDE_EAL_HUGE_OFF;
-	o.mem_bytes = 128u << 20;
-	o.vdevs[0] = vdev;
-	return tide_eal_init(&o, NULL);
+	return memif_it_eal_up("eth_memif_it", sock_path, role, prefix, devargs, eal_args);
 }
 
 static int
@@ -117,27 +96,17 @@ memif_checksum_modes(struct tide_eth_port *p)
 	return 0;
 }
 
-static bool
-wait_link(struct tide_eth_port *p, uint64_t ms)
-{
-	uint64_t end = now_ms() + ms;
-
-	while (!tide_eth_port_link_up(p) && now_ms() < end)
-		usleep(10000);
-	return tide_eth_port_link_up(p);
-}
-
 /* Child: memif client, echoes every data frame until "bye". */
 static int
 child_main(void)
 {
 	struct tide_eth_port *p = NULL;
 	struct rte_mbuf *pkts[32];
-	uint64_t deadline = now_ms() + 60000;
+	uint64_t deadline = memif_it_now_ms() + 60000;
 	bool bye = false;
 
 	/* The server creates the socket; wait for it rather than racing. */
-	while (access(sock_path, F_OK) != 0 && now_ms() < deadline)
+	while (access(sock_path, F_OK) != 0 && memif_it_now_ms() < deadline)
 		usleep(10000);
 	if (eal_up("client", "tide-memif-it-c") != 0)
 		return 10;
@@ -145,9 +114,9 @@ child_main(void)
 		return 11;
 	if (memif_checksum_modes(p) != 0)
 		return 20 + memif_checksum_modes(p);
-	if (!wait_link(p, 10000))
+	if (!memif_it_wait_link(p, 10000))
 		return 12;
-	while (!bye && now_ms() < deadline) {
+	while (!bye && memif_it_now_ms() < deadline) {
 		uint16_t n = tide_eth_rx(p, 0, pkts, 32), k;
 
 		for (uint16_t i = 0; i < n; i++) {
@@ -162,7 +131,7 @@ child_main(void)
 			rte_pktmbuf_free_bulk(pkts + k, n - k);
 	}
 	/* Stop polling RX, then tell the server it may stop too. */
-	while (send_frame(p, KIND_ACK, 0) != 0 && now_ms() < deadline)
+	while (send_frame(p, KIND_ACK, 0) != 0 && memif_it_now_ms() < deadline)
 		;
 	usleep(200000);
 	tide_eth_port_close(p);
@@ -197,9 +166,9 @@ test_memif_two_processes_echo(void)
 		return;
 	}
 	CU_ASSERT_EQUAL(memif_checksum_modes(p), 0);
-	CU_ASSERT_TRUE(wait_link(p, 15000));
-	deadline = now_ms() + 60000;
-	while (got < NFRAMES && now_ms() < deadline) {
+	CU_ASSERT_TRUE(memif_it_wait_link(p, 15000));
+	deadline = memif_it_now_ms() + 60000;
+	while (got < NFRAMES && memif_it_now_ms() < deadline) {
 		uint16_t n;
 
 		for (int i = 0; i < 32 && sent < NFRAMES && sent - got < 256; i++) {
@@ -221,9 +190,9 @@ test_memif_two_processes_echo(void)
 	CU_ASSERT_EQUAL(got, NFRAMES);
 	CU_ASSERT_EQUAL(bad, 0);
 	/* Two-phase teardown: bye, then wait for the ack before stopping. */
-	while (send_frame(p, KIND_BYE, 0) != 0 && now_ms() < deadline)
+	while (send_frame(p, KIND_BYE, 0) != 0 && memif_it_now_ms() < deadline)
 		;
-	while (!acked && now_ms() < deadline) {
+	while (!acked && memif_it_now_ms() < deadline) {
 		uint16_t n = tide_eth_rx(p, 0, pkts, 32);
 
 		for (uint16_t i = 0; i < n; i++)
@@ -250,18 +219,18 @@ static int
 race_end(const char *role, int round, int ready, int go)
 {
 	struct tide_eth_port *p = NULL;
-	uint64_t deadline = now_ms() + 30000;
+	uint64_t deadline = memif_it_now_ms() + 30000;
 	char prefix[64], b = 'r';
 
 	snprintf(prefix, sizeof(prefix), "tide-memif-race-%s-%d-%d", role, (int)getppid(), round);
 	if (strcmp(role, "client") == 0)
-		while (access(sock_path, F_OK) != 0 && now_ms() < deadline)
+		while (access(sock_path, F_OK) != 0 && memif_it_now_ms() < deadline)
 			usleep(1000);
 	if (eal_up(role, prefix) != 0)
 		return 2;
 	if (tide_eth_port_open("net_memif0", NULL, &p) != 0)
 		return 3;
-	if (!wait_link(p, 15000))
+	if (!memif_it_wait_link(p, 15000))
 		return 4;
 	if (write(ready, &b, 1) != 1 || read(go, &b, 1) != 1)
 		return 5;
@@ -355,11 +324,11 @@ zc_client_main(void)
 {
 	struct tide_eth_netdev nd = {0};
 	struct tide_eth_port *p = NULL;
-	uint64_t deadline = now_ms() + 30000;
+	uint64_t deadline = memif_it_now_ms() + 30000;
 	char prefix[64];
 	int rc = 0;
 
-	while (access(sock_path, F_OK) != 0 && now_ms() < deadline)
+	while (access(sock_path, F_OK) != 0 && memif_it_now_ms() < deadline)
 		usleep(1000);
 	snprintf(prefix, sizeof(prefix), "tide-memif-zc-c-%d", (int)getppid());
 	/* --single-file-segments (memif zero-copy) cannot go with the EAL's
@@ -371,7 +340,7 @@ zc_client_main(void)
 		return 3;
 	/* Connected first: a client leaving mid-handshake trips DPDK 22.11's
 	 * memif server (its interrupt thread panics on a closed fd). */
-	if (!wait_link(p, 15000))
+	if (!memif_it_wait_link(p, 15000))
 		return 8;
 	if (tide_eth_netdev_init(&nd, p, 0, NULL) != 0)
 		rc = 4;

@@ -22,43 +22,23 @@
 
 #include <rte_mbuf.h>
 
+#include "memif_it.h"
 #include "tide_eth.h"
 #include "tide_ut.h"
 
 static char sock_path[108];
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static int
 eal_up(const char *role, const char *prefix)
 {
-	static char vdev[256];
-	struct tide_eal_opts o = {0};
-	const char *huge = getenv("TIDE_HUGEPAGES");
-
-	snprintf(vdev, sizeof(vdev), "net_memif0,role=%s,socket=%s,socket-abstract=no", role,
-		 sock_path);
-	o.prog = "memif_intr_it";
-	o.file_prefix = prefix;
-	o.lcores = "0";
-	o.huge = huge != NULL && strcmp(huge, "auto") == 0 ? TIDE_EAL_HUGE_AUTO : TIDE_EAL_HUGE_OFF;
-	o.mem_bytes = 128u << 20;
-	o.vdevs[0] = vdev;
-	return tide_eal_init(&o, NULL);
+	return memif_it_eal_up("memif_intr_it", sock_path, role, prefix, "", NULL);
 }
 
 static int
 send_one(struct tide_eth_port *p, uint8_t tag)
 {
 	struct rte_mbuf *m = rte_pktmbuf_alloc(tide_eth_port_pool(p));
-	uint64_t end = now_ms() + 2000;
+	uint64_t end = memif_it_now_ms() + 2000;
 	uint8_t *d;
 
 	if (m == NULL)
@@ -67,7 +47,7 @@ send_one(struct tide_eth_port *p, uint8_t tag)
 	memset(d, tag, 64);
 	/* The ring may lack a free slot for a moment. */
 	while (tide_eth_tx(p, 0, &m, 1) != 1) {
-		if (now_ms() > end) {
+		if (memif_it_now_ms() > end) {
 			rte_pktmbuf_free(m);
 			return -EAGAIN;
 		}
@@ -81,10 +61,10 @@ static int
 recv_tag(struct tide_eth_port *p, uint8_t tag, uint64_t ms)
 {
 	struct rte_mbuf *pkts[8];
-	uint64_t end = now_ms() + ms;
+	uint64_t end = memif_it_now_ms() + ms;
 	int found = -ETIMEDOUT;
 
-	while (found != 0 && now_ms() < end) {
+	while (found != 0 && memif_it_now_ms() < end) {
 		uint16_t n = tide_eth_rx(p, 0, pkts, 8);
 
 		for (uint16_t i = 0; i < n; i++)
@@ -101,16 +81,6 @@ readable(int fd, int ms)
 	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 
 	return poll(&pfd, 1, ms) == 1 && (pfd.revents & POLLIN);
-}
-
-static bool
-wait_link(struct tide_eth_port *p, uint64_t ms)
-{
-	uint64_t end = now_ms() + ms;
-
-	while (!tide_eth_port_link_up(p) && now_ms() < end)
-		usleep(10000);
-	return tide_eth_port_link_up(p);
 }
 
 static int
@@ -184,16 +154,16 @@ static int
 client_main(int to_srv, int from_srv)
 {
 	struct tide_eth_port *p = NULL;
-	uint64_t deadline = now_ms() + 30000;
+	uint64_t deadline = memif_it_now_ms() + 30000;
 	int rc;
 
-	while (access(sock_path, F_OK) != 0 && now_ms() < deadline)
+	while (access(sock_path, F_OK) != 0 && memif_it_now_ms() < deadline)
 		usleep(10000);
 	if (eal_up("client", "tide-memif-intr-c") != 0)
 		return 40;
 	if (tide_eth_port_open("net_memif0", NULL, &p) != 0)
 		return 41;
-	if (!wait_link(p, 15000))
+	if (!memif_it_wait_link(p, 15000))
 		return 42;
 	if (tide_eth_rx_intr_check(p, 0) != 0)
 		return 43;
@@ -237,7 +207,7 @@ test_memif_rx_interrupts_both_ways(void)
 		waitpid(child, NULL, 0);
 		return;
 	}
-	CU_ASSERT_TRUE(wait_link(p, 15000));
+	CU_ASSERT_TRUE(memif_it_wait_link(p, 15000));
 	CU_ASSERT_EQUAL(tide_eth_rx_intr_check(p, 0), 0);
 	rc = send_round(p, s2c[1], c2s[0], 10);
 	if (rc == 0)
