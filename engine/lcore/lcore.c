@@ -438,32 +438,45 @@ msg_pending(const struct tide_lcore *lc)
 }
 
 /*
- * Sleep up to `us` on the wake eventfd: a message or tide_lcore_wake() ends
- * it at once (the 50 us default timer slack of a plain nanosleep made every
- * sleep cost a request ~150 us). Returns true when woken early.
+ * Sleep up to ns on the wake eventfd (pfd[0], filled here) and pfd[1..nextra]:
+ * a message or tide_lcore_wake() ends it at once (the 50 us default timer slack
+ * of a plain nanosleep made every sleep cost a request ~150 us). The wake
+ * eventfd is drained; the others' revents are the caller's. Returns true when
+ * the wake eventfd ended it.
  */
 static bool
-idle_sleep(struct tide_lcore *lc, uint32_t us, uint64_t wakes_seen)
+park(struct tide_lcore *lc, struct pollfd *pfd, unsigned nextra, uint64_t ns, uint64_t wakes_seen)
 {
-	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
-	struct pollfd pfd = {.fd = lc->wake_fd, .events = POLLIN};
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000),
+			      .tv_nsec = (long)(ns % 1000000000)};
 	uint64_t v;
-	bool woken = false;
+	int n = 0;
 
-	if (us == 0) {
-		sched_yield();
-		return false;
-	}
+	pfd[0] = (struct pollfd){.fd = lc->wake_fd, .events = POLLIN};
 	atomic_store_explicit(&lc->sleeping, true, memory_order_seq_cst);
 	/* A wake since this iteration began (work the pollers may have
 	 * missed), a message, or stop: do not sleep. */
 	if (atomic_load_explicit(&lc->wakes, memory_order_seq_cst) == wakes_seen &&
 	    !msg_pending(lc) && !atomic_load_explicit(&lc->stop, memory_order_acquire))
-		woken = ppoll(&pfd, 1, &ts, NULL) > 0;
+		n = ppoll(pfd, 1 + nextra, &ts, NULL);
 	atomic_store_explicit(&lc->sleeping, false, memory_order_relaxed);
-	if (woken)
-		(void)!read(lc->wake_fd, &v, sizeof(v));
-	return woken;
+	if (n <= 0 || !(pfd[0].revents & POLLIN))
+		return false;
+	(void)!read(lc->wake_fd, &v, sizeof(v));
+	return true;
+}
+
+/* Sleep up to `us` on the wake eventfd (yield when 0). True when woken early. */
+static bool
+idle_sleep(struct tide_lcore *lc, uint32_t us, uint64_t wakes_seen)
+{
+	struct pollfd pfd[1];
+
+	if (us == 0) {
+		sched_yield();
+		return false;
+	}
+	return park(lc, pfd, 0, (uint64_t)us * 1000, wakes_seen);
 }
 
 static void
@@ -496,36 +509,22 @@ irq_sleep_ns(struct tide_lcore *lc, uint32_t us, uint64_t now)
 }
 
 /* Sources armed past their re-check iteration: sleep on them and the wake
- * eventfd (as idle_sleep) for up to ns. Stays armed. */
+ * eventfd for up to ns. Stays armed. */
 static void
 irq_sleep(struct tide_lcore *lc, uint64_t ns, uint64_t wakes_seen)
 {
-	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000),
-			      .tv_nsec = (long)(ns % 1000000000)};
 	struct pollfd pfd[1 + TIDE_LCORE_MAX_IRQS];
-	uint64_t v;
-	int n = 0;
 
-	pfd[0] = (struct pollfd){.fd = lc->wake_fd, .events = POLLIN};
 	for (unsigned i = 0; i < lc->nirq; i++)
 		pfd[1 + i] = (struct pollfd){.fd = lc->irq_fd[i], .events = POLLIN};
 	/* Counted as they begin: a long sleep shows while it lasts. */
 	lc->stats.sleeps++;
 	lc->stats.irq_sleeps++;
-	atomic_store_explicit(&lc->sleeping, true, memory_order_seq_cst);
-	if (atomic_load_explicit(&lc->wakes, memory_order_seq_cst) == wakes_seen &&
-	    !msg_pending(lc) && !atomic_load_explicit(&lc->stop, memory_order_acquire))
-		n = ppoll(pfd, 1 + lc->nirq, &ts, NULL);
-	atomic_store_explicit(&lc->sleeping, false, memory_order_relaxed);
-	if (n <= 0)
-		return;
-	if (pfd[0].revents & POLLIN) {
-		(void)!read(lc->wake_fd, &v, sizeof(v));
+	if (park(lc, pfd, lc->nirq, ns, wakes_seen))
 		lc->stats.wakeups++;
-	}
+	/* A source's descriptor is drained by its receive path or its disarm. */
 	for (unsigned i = 0; i < lc->nirq; i++)
 		if (pfd[1 + i].revents & POLLIN) {
-			/* The source's own receive path or disarm drains it. */
 			lc->stats.irq_wakeups++;
 			break;
 		}

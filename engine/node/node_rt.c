@@ -27,7 +27,8 @@ struct rt_lc {
 	unsigned idx;
 	struct tide_eth_netdev nd;
 	bool nd_up;
-	bool irq; /* sleeps on its queue's receive interrupt when idle */
+	bool irq;                   /* sleeps on its queue's receive interrupt when idle */
+	struct tide_eth_rx_intr ri; /* that interrupt, when irq */
 	struct tide_net_stack *stack;
 	struct tide_eth_rss_picker pk;
 	struct tide_net_opts no;
@@ -65,7 +66,7 @@ rt_irq_arm(void *ctx)
 {
 	struct rt_lc *l = ctx;
 
-	return tide_eth_rx_intr_arm(l->rt->port, (uint16_t)l->idx);
+	return tide_eth_rx_intr_arm(&l->ri);
 }
 
 static void
@@ -73,7 +74,7 @@ rt_irq_disarm(void *ctx)
 {
 	struct rt_lc *l = ctx;
 
-	tide_eth_rx_intr_disarm(l->rt->port, (uint16_t)l->idx);
+	tide_eth_rx_intr_disarm(&l->ri);
 }
 
 static uint64_t
@@ -103,7 +104,7 @@ setup_on_lcore(void *arg)
 	 * time. The transfer engine's hooks time out requests in seconds; the
 	 * 10 ms cap on a sleep serves them. */
 	if (l->rc == 0 && l->rt->ne.idle == TIDE_NODEENV_IDLE_ADAPTIVE && l->rt->ne.idle_irq &&
-	    tide_eth_rx_intr_check(l->rt->port, (uint16_t)l->idx) == 0) {
+	    tide_eth_rx_intr_open(l->rt->port, (uint16_t)l->idx, &l->ri) == 0) {
 		struct tide_lcore_irq irq = {.arm = rt_irq_arm,
 					     .disarm = rt_irq_disarm,
 					     .next_ns = rt_irq_next,

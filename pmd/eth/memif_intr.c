@@ -19,6 +19,7 @@
 #include <rte_interrupts.h>
 #include <rte_version.h>
 
+#include "tide_eth.h"
 #include "tide_log.h"
 
 #if RTE_VERSION >= RTE_VERSION_NUM(22, 11, 0, 0) && RTE_VERSION < RTE_VERSION_NUM(22, 12, 0, 0)
@@ -157,7 +158,7 @@ ring_of(const struct m_eth_dev *dev, const struct m_queue *mq)
 }
 
 int
-tide_memif_rxq_intr_check(uint16_t port_id, uint16_t q)
+tide_memif_rxq_intr_open(uint16_t port_id, uint16_t q, struct tide_eth_rx_intr *out)
 {
 	static atomic_bool logged;
 	struct m_eth_dev *dev;
@@ -174,21 +175,17 @@ tide_memif_rxq_intr_check(uint16_t port_id, uint16_t q)
 				 port_id, q, why);
 		return -ENOTSUP;
 	}
+	*out = (struct tide_eth_rx_intr){.port_id = port_id, .queue = q, .dev = dev, .rxq = mq};
 	return 0;
 }
 
 int
-tide_memif_rxq_arm(uint16_t port_id, uint16_t q)
+tide_memif_rxq_arm(const struct tide_eth_rx_intr *ri)
 {
-	struct m_eth_dev *dev;
-	struct m_queue *mq;
-	struct m_ring *ring;
-	int fd;
+	const struct m_queue *mq = ri->rxq;
+	struct m_ring *ring = ring_of(ri->dev, mq);
+	int fd = rte_intr_fd_get(mq->intr_handle);
 
-	if (resolve(port_id, q, &dev, &mq) != NULL)
-		return -ENOTSUP;
-	ring = ring_of(dev, mq);
-	fd = rte_intr_fd_get(mq->intr_handle);
 	if (ring == NULL || fd < 0)
 		return -ENOTCONN;
 	/* Only the receiver writes its rings' flags. */
@@ -199,15 +196,14 @@ tide_memif_rxq_arm(uint16_t port_id, uint16_t q)
 }
 
 void
-tide_memif_rxq_disarm(uint16_t port_id, uint16_t q)
+tide_memif_rxq_disarm(const struct tide_eth_rx_intr *ri)
 {
-	struct m_eth_dev *dev;
-	struct m_queue *mq;
-	struct m_ring *ring;
+	const struct m_queue *mq = ri->rxq;
+	struct m_ring *ring = ring_of(ri->dev, mq);
 	uint64_t v;
 	int fd;
 
-	if (resolve(port_id, q, &dev, &mq) != NULL || (ring = ring_of(dev, mq)) == NULL)
+	if (ring == NULL)
 		return;
 	__atomic_store_n(&ring->flags, (uint16_t)(ring->flags | M_MASK_INT), __ATOMIC_RELAXED);
 	fd = rte_intr_fd_get(mq->intr_handle);
@@ -219,26 +215,25 @@ tide_memif_rxq_disarm(uint16_t port_id, uint16_t q)
 #else /* another DPDK than 22.11: the private layout is unknown */
 
 int
-tide_memif_rxq_intr_check(uint16_t port_id, uint16_t q)
+tide_memif_rxq_intr_open(uint16_t port_id, uint16_t q, struct tide_eth_rx_intr *out)
 {
 	(void)port_id;
 	(void)q;
+	(void)out;
 	return -ENOTSUP;
 }
 
 int
-tide_memif_rxq_arm(uint16_t port_id, uint16_t q)
+tide_memif_rxq_arm(const struct tide_eth_rx_intr *ri)
 {
-	(void)port_id;
-	(void)q;
+	(void)ri;
 	return -ENOTSUP;
 }
 
 void
-tide_memif_rxq_disarm(uint16_t port_id, uint16_t q)
+tide_memif_rxq_disarm(const struct tide_eth_rx_intr *ri)
 {
-	(void)port_id;
-	(void)q;
+	(void)ri;
 }
 
 #endif

@@ -22,8 +22,10 @@
  *
  * The same exposure as the PMD's own rx_burst: a peer's disconnect, run on
  * the EAL interrupt thread, unmaps the rings; arm and disarm check the
- * device's connected flag first, as rx_burst does, and re-resolve the ring
- * every time (a reconnect maps new rings and new eventfds).
+ * device's connected flag first, as rx_burst does, and find the ring and the
+ * eventfd again every time (a reconnect maps new rings and new eventfds); the
+ * device and queue pointers, stable while the port is configured, are resolved
+ * once.
  *
  * Thread: the lcore that owns the queue (as for rte_eth_rx_burst).
  */
@@ -32,26 +34,28 @@
 
 #include <stdint.h>
 
-/**
- * Whether receive queue q of memif port port_id can be armed here: 0, or
- * -ENOTSUP (another DPDK version, or a structure that does not check out;
- * logged once with the reason).
- */
-int tide_memif_rxq_intr_check(uint16_t port_id, uint16_t q);
+struct tide_eth_rx_intr;
 
 /**
- * Unmask queue q's ring: from now on a frame the peer sends makes the returned
- * eventfd readable. Followed by a full fence, so a receive burst after this
- * call sees any frame published before the peer read the flags.
+ * Resolve receive queue q of memif port port_id into *out (once, at set-up):
+ * 0, or -ENOTSUP (another DPDK version, or a structure that does not check
+ * out; logged once with the reason).
+ */
+int tide_memif_rxq_intr_open(uint16_t port_id, uint16_t q, struct tide_eth_rx_intr *out);
+
+/**
+ * Unmask the queue's ring: from now on a frame the peer sends makes the
+ * returned eventfd readable. Followed by a full fence, so a receive burst after
+ * this call sees any frame published before the peer read the flags.
  * \return the eventfd (owned by the PMD: poll it, never close it);
- *         -ENOTCONN the link is down (no ring); -ENOTSUP as above.
+ *         -ENOTCONN the link is down (no ring).
  */
-int tide_memif_rxq_arm(uint16_t port_id, uint16_t q);
+int tide_memif_rxq_arm(const struct tide_eth_rx_intr *ri);
 
 /**
- * Mask queue q's ring again (the peer stops writing the eventfd) and drain the
+ * Mask the queue's ring again (the peer stops writing the eventfd) and drain the
  * eventfd. A no-op when the link is down.
  */
-void tide_memif_rxq_disarm(uint16_t port_id, uint16_t q);
+void tide_memif_rxq_disarm(const struct tide_eth_rx_intr *ri);
 
 #endif /* TIDE_MEMIF_INTR_H */

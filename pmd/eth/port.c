@@ -1182,46 +1182,29 @@ tide_eth_rx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_
 	return got;
 }
 
-/* The device queue behind logical queue q for receive interrupts, or -errno:
- * frames must come from that one device queue only, so no software steering. */
-static int
-intr_queue(struct tide_eth_port *p, uint16_t q, struct tide_eth_port **dev)
+int
+tide_eth_rx_intr_open(struct tide_eth_port *p, uint16_t q, struct tide_eth_rx_intr *out)
 {
-	if (p == NULL || q >= p->nb_queues)
+	if (p == NULL || out == NULL || q >= p->nb_queues)
 		return -EINVAL;
 	if (p->rxp != NULL)
 		p = p->rxp;
+	/* Frames must come from that one device queue: no software steering. */
 	if (p->sq != NULL || !p->memif)
 		return -ENOTSUP;
-	*dev = p;
-	return 0;
+	return tide_memif_rxq_intr_open(p->port_id, q, out);
 }
 
 int
-tide_eth_rx_intr_check(struct tide_eth_port *p, uint16_t q)
+tide_eth_rx_intr_arm(const struct tide_eth_rx_intr *ri)
 {
-	struct tide_eth_port *d;
-	int rc = intr_queue(p, q, &d);
-
-	return rc != 0 ? rc : tide_memif_rxq_intr_check(d->port_id, q);
-}
-
-int
-tide_eth_rx_intr_arm(struct tide_eth_port *p, uint16_t q)
-{
-	struct tide_eth_port *d;
-	int rc = intr_queue(p, q, &d);
-
-	return rc != 0 ? rc : tide_memif_rxq_arm(d->port_id, q);
+	return tide_memif_rxq_arm(ri);
 }
 
 void
-tide_eth_rx_intr_disarm(struct tide_eth_port *p, uint16_t q)
+tide_eth_rx_intr_disarm(const struct tide_eth_rx_intr *ri)
 {
-	struct tide_eth_port *d;
-
-	if (intr_queue(p, q, &d) == 0)
-		tide_memif_rxq_disarm(d->port_id, q);
+	tide_memif_rxq_disarm(ri);
 }
 
 uint16_t

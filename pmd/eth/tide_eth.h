@@ -405,17 +405,30 @@ uint16_t tide_eth_rx(struct tide_eth_port *port, uint16_t q, struct rte_mbuf **p
 uint16_t tide_eth_tx(struct tide_eth_port *port, uint16_t q, struct rte_mbuf **pkts, uint16_t n);
 
 /**
- * Whether receive queue q can wake a sleeping poller (tide_eth_rx_intr_arm()):
- * net_memif of DPDK 22.11 through its private structures (memif_intr.h), one
- * device queue per logical queue (no software steering). Logs once why not.
- * \return 0; -ENOTSUP (another driver or DPDK version, software steering, a
- *         structure that does not check out); -EINVAL q out of range.
- * Thread: any, once the port is started.
+ * Receive interrupts of one queue, resolved once by tide_eth_rx_intr_open():
+ * the device queue behind it and the driver's structures. Owned by the
+ * caller; the port must outlive it.
  */
-int tide_eth_rx_intr_check(struct tide_eth_port *port, uint16_t q);
+struct tide_eth_rx_intr {
+	uint16_t port_id; /**< the device (a duplex port's receive device) */
+	uint16_t queue;
+	void *dev; /**< the driver's device, queue (memif_intr.c) */
+	void *rxq;
+};
 
 /**
- * Arm queue q's receive interrupt: from now on a frame arriving on it makes
+ * Whether receive queue q can wake a sleeping poller (tide_eth_rx_intr_arm()),
+ * and if so fill *out: net_memif of DPDK 22.11 through its private structures
+ * (memif_intr.h), one device queue per logical queue (no software steering).
+ * Logs once why not.
+ * \return 0; -ENOTSUP (another driver or DPDK version, software steering, a
+ *         structure that does not check out); -EINVAL q out of range.
+ * Thread: any, once the port is started; the work of set-up, not of the poll loop.
+ */
+int tide_eth_rx_intr_open(struct tide_eth_port *port, uint16_t q, struct tide_eth_rx_intr *out);
+
+/**
+ * Arm the queue's receive interrupt: from now on a frame arriving on it makes
  * the returned file descriptor readable (poll it; the port owns it: never
  * close it, and ask again after each arm: a reconnected link has another).
  * A full fence follows, so a receive burst after this call sees what was
@@ -423,15 +436,14 @@ int tide_eth_rx_intr_check(struct tide_eth_port *port, uint16_t q);
  * race without a fence on its side: bound every sleep (a lost wake-up waits
  * for that bound). Disarm once the queue is polled again: while armed, the
  * peer pays a system call per burst it sends.
- * \return the descriptor; -ENOTCONN the link is down; -ENOTSUP as
- *         tide_eth_rx_intr_check().
- * Thread: the lcore that owns queue q.
+ * \return the descriptor; -ENOTCONN the link is down.
+ * Thread: the lcore that owns the queue.
  */
-int tide_eth_rx_intr_arm(struct tide_eth_port *port, uint16_t q);
+int tide_eth_rx_intr_arm(const struct tide_eth_rx_intr *ri);
 
-/** Disarm queue q's receive interrupt and drain its descriptor (no-op when not
- *  armed or the link is down). Thread: the lcore that owns queue q. */
-void tide_eth_rx_intr_disarm(struct tide_eth_port *port, uint16_t q);
+/** Disarm the queue's receive interrupt and drain its descriptor (no-op when not
+ *  armed or the link is down). Thread: the lcore that owns the queue. */
+void tide_eth_rx_intr_disarm(const struct tide_eth_rx_intr *ri);
 
 #ifdef __cplusplus
 }

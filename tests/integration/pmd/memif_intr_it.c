@@ -106,14 +106,17 @@ hear(int fd, char want)
 static int
 receive_round(struct tide_eth_port *p, int to_peer, int from_peer, uint8_t tag)
 {
+	struct tide_eth_rx_intr ri;
 	struct rte_mbuf *pkts[8];
 	int fd;
 
+	if (tide_eth_rx_intr_open(p, 0, &ri) != 0)
+		return 11;
 	/* A receive burst hands the peer free slots (a memif client's rings start
 	 * with none), as a poller's last look before sleeping does. */
 	if (tide_eth_rx(p, 0, pkts, 8) != 0)
 		return 10;
-	fd = tide_eth_rx_intr_arm(p, 0);
+	fd = tide_eth_rx_intr_arm(&ri);
 
 	if (fd < 0)
 		return 1;
@@ -125,7 +128,7 @@ receive_round(struct tide_eth_port *p, int to_peer, int from_peer, uint8_t tag)
 		return 4;
 	if (recv_tag(p, tag, 5000) != 0)
 		return 5;
-	tide_eth_rx_intr_disarm(p, 0);
+	tide_eth_rx_intr_disarm(&ri);
 	if (readable(fd, 0))
 		return 6; /* drained */
 	if (say(to_peer, 's') != 0 || hear(from_peer, 'k') != 0)
@@ -154,6 +157,7 @@ static int
 client_main(int to_srv, int from_srv)
 {
 	struct tide_eth_port *p = NULL;
+	struct tide_eth_rx_intr ri;
 	uint64_t deadline = memif_it_now_ms() + 30000;
 	int rc;
 
@@ -165,9 +169,9 @@ client_main(int to_srv, int from_srv)
 		return 41;
 	if (!memif_it_wait_link(p, 15000))
 		return 42;
-	if (tide_eth_rx_intr_check(p, 0) != 0)
+	if (tide_eth_rx_intr_open(p, 0, &ri) != 0)
 		return 43;
-	if (tide_eth_rx_intr_check(p, 1) != -EINVAL)
+	if (tide_eth_rx_intr_open(p, 1, &ri) != -EINVAL)
 		return 44;
 	rc = receive_round(p, to_srv, from_srv, 10);
 	if (rc == 0)
@@ -184,6 +188,7 @@ static void
 test_memif_rx_interrupts_both_ways(void)
 {
 	struct tide_eth_port *p = NULL;
+	struct tide_eth_rx_intr ri;
 	int c2s[2], s2c[2], status = -1, rc;
 	pid_t child;
 
@@ -208,7 +213,7 @@ test_memif_rx_interrupts_both_ways(void)
 		return;
 	}
 	CU_ASSERT_TRUE(memif_it_wait_link(p, 15000));
-	CU_ASSERT_EQUAL(tide_eth_rx_intr_check(p, 0), 0);
+	CU_ASSERT_EQUAL(tide_eth_rx_intr_open(p, 0, &ri), 0);
 	rc = send_round(p, s2c[1], c2s[0], 10);
 	if (rc == 0)
 		rc = receive_round(p, s2c[1], c2s[0], 20);
