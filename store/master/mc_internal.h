@@ -102,12 +102,13 @@ int mc_encode(const struct mc_root *r, const void *val, unsigned flags, struct t
  * Decode a body whose hash must match one of roots[0..n) (hash bit 0 ignored).
  * `val` must be zeroed and at least roots[i]->type->size bytes. On failure
  * everything allocated is freed and `val` is zeroed again.
- * \param what  Message name for errors ("PutStart request").
+ * \param what, what_sfx  Message name for errors, in two parts so that a decode that succeeds
+ *        formats nothing ("PutStart", " request").
  * \param[out] which  Index of the first matching root.
  * \return 0; -EBADMSG (err->errc = 4); -ENOMEM.
  */
 int mc_decode(const struct mc_root *const *roots, size_t n, const void *body, size_t len, void *val,
-	      size_t *which, const char *what, struct tide_mc_err *err);
+	      size_t *which, const char *what, const char *what_sfx, struct tide_mc_err *err);
 
 /** Free heap memory owned by a value of type `t` (zeroed parts are fine). */
 void mc_free(const struct mc_type *t, void *val);

@@ -784,7 +784,6 @@ body_decode(enum tide_mc_fn fn, bool is_resp, const void *body, size_t len, void
 	    enum tide_mc_layout *layout, bool *exact, struct tide_mc_err *err)
 {
 	const struct mc_root *r[TIDE_MC_LAYOUT_COUNT];
-	char what[64];
 	size_t which = 0;
 	unsigned same = 0;
 	int rc;
@@ -806,8 +805,9 @@ body_decode(enum tide_mc_fn fn, bool is_resp, const void *body, size_t len, void
 	if (body == NULL && len != 0) {
 		return -EINVAL;
 	}
-	snprintf(what, sizeof(what), "%s %s", mc_msgs[fn].name, is_resp ? "result" : "request");
-	rc = mc_decode(r, TIDE_MC_LAYOUT_COUNT, body ? body : "", len, u, &which, what, err);
+	/* The name is formatted only if decoding fails (it was 2 % of a Ping's master CPU). */
+	rc = mc_decode(r, TIDE_MC_LAYOUT_COUNT, body ? body : "", len, u, &which, mc_msgs[fn].name,
+		       is_resp ? " result" : " request", err);
 	if (rc != 0) {
 		return rc;
 	}

@@ -501,7 +501,7 @@ struct dec {
 	size_t len;
 	size_t pos;
 	unsigned w;
-	const char *what;
+	const char *what, *what_sfx;
 	struct tide_mc_err *err;
 	struct {
 		const char *name;
@@ -567,8 +567,8 @@ dec_fail(struct dec *d, int rc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(detail, sizeof(detail), fmt, ap);
 	va_end(ap);
-	mc_err_set(d->err, TIDE_MC_ERRC_INVALID_RPC_ARGUMENTS, d->pos, "%s: offset %zu: %s: %s",
-		   d->what, d->pos, path[0] ? path : "<root>", detail);
+	mc_err_set(d->err, TIDE_MC_ERRC_INVALID_RPC_ARGUMENTS, d->pos, "%s%s: offset %zu: %s: %s",
+		   d->what, d->what_sfx, d->pos, path[0] ? path : "<root>", detail);
 	return rc;
 }
 
@@ -936,9 +936,9 @@ dec_head(struct dec *d, const struct mc_root *const *roots, size_t n, size_t *wh
 
 int
 mc_decode(const struct mc_root *const *roots, size_t n, const void *body, size_t len, void *val,
-	  size_t *which, const char *what, struct tide_mc_err *err)
+	  size_t *which, const char *what, const char *what_sfx, struct tide_mc_err *err)
 {
-	struct dec d = {.buf = body, .len = len, .what = what, .err = err};
+	struct dec d = {.buf = body, .len = len, .what = what, .what_sfx = what_sfx, .err = err};
 	const struct mc_type *t;
 	size_t i = 0;
 	int rc;

@@ -469,10 +469,10 @@ remote_error(const struct tide_mc_resp_hdr *hdr, const uint8_t *body, struct tid
 
 	if (hdr->err_code == TIDE_MC_ERRC_EXTENDED) {
 		r = mc_err_pair_root();
-		rc = mc_decode(&r, 1, body, hdr->length, &pair, &which, "error body", &sub);
+		rc = mc_decode(&r, 1, body, hdr->length, &pair, &which, "error body", "", &sub);
 	} else {
 		r = mc_err_str_root();
-		rc = mc_decode(&r, 1, body, hdr->length, &pair.msg, &which, "error body", &sub);
+		rc = mc_decode(&r, 1, body, hdr->length, &pair.msg, &which, "error body", "", &sub);
 		pair.code = hdr->err_code;
 	}
 	if (rc != 0) {

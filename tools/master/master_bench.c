@@ -11,7 +11,9 @@
  * as the stock master_bench reports them; latency is per RPC (a batch).
  * With the master's pid (its own, or --master-pid) it also prints the
  * master's CPU time (its threads' schedstat) per op or key over each
- * phase, which includes one ping per second from a liveness thread.
+ * phase, which includes one ping per second from a liveness thread, and the kernel's share
+ * of it (system time). The first phase, Ping, does no table work: its CPU per request is the
+ * floor of any single request (mostly the kernel's TCP, wake-up and system-call costs).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -59,6 +61,7 @@ static volatile int stop_pinger;
 static bool spawned; /* the master is our child: stop it at the end */
 
 enum phase {
+	PH_PING, /* the cheapest RPC: the floor a single request costs the master */
 	PH_PUT,
 	PH_GET,
 	PH_EXIST,
@@ -73,9 +76,9 @@ enum phase {
 };
 
 static const char *const phase_name[PH_COUNT] = {
-	"PutStart+PutEnd",   "GetReplicaList",      "ExistKey",      "Remove",
-	"BatchPutStart+End", "BatchGetReplicaList", "BatchExistKey", "BatchRemove",
-	"LeaseCommit (put)", "LeaseCommit (batch)",
+	"Ping (floor)", "PutStart+PutEnd",   "GetReplicaList",      "ExistKey",
+	"Remove",       "BatchPutStart+End", "BatchGetReplicaList", "BatchExistKey",
+	"BatchRemove",  "LeaseCommit (put)", "LeaseCommit (batch)",
 };
 
 /*
@@ -126,6 +129,9 @@ call1(struct tide_mc_client *c, struct tide_mc_req *r, bool *failed)
 		return rc;
 	}
 	switch (r->fn) {
+	case TIDE_MC_FN_PING:
+		*failed = !resp.u.ping.ok;
+		break;
 	case TIDE_MC_FN_PUT_START:
 		*failed = !resp.u.put_start.ok;
 		break;
@@ -266,6 +272,10 @@ worker_main(void *arg)
 			failed = false;
 			t0 = tide_mono_ns();
 			switch (w->ph) {
+			case PH_PING:
+				r.fn = TIDE_MC_FN_PING;
+				r.u.ping.id = bench_client;
+				break;
 			case PH_PUT:
 				r.fn = TIDE_MC_FN_PUT_START;
 				r.u.put_start.client_id = bench_client;
@@ -375,7 +385,8 @@ cmp_u64(const void *a, const void *b)
 struct result {
 	double kps;
 	double p50_us, p99_us;
-	double cpu_us; /* master CPU time (its threads' schedstat) per op or key; < 0 unknown */
+	double cpu_us;  /* master CPU time (its threads' schedstat) per op or key; < 0 unknown */
+	double sys_pct; /* the kernel's share of the master's CPU time (utime/stime); < 0 unknown */
 	uint64_t errors;
 };
 
@@ -428,11 +439,49 @@ proc_cpu_s(pid_t pid)
 	return total;
 }
 
+/*
+ * The master's user and system time in clock ticks (fields 14 and 15 of /proc/PID/stat, after
+ * the command name, which may hold spaces: parse from its closing parenthesis). Ticks are
+ * 10 ms, so the split is good to a few percent over a single-request phase (about half a
+ * second) and meaningless over a batched one of a few ms. -1 when unreadable.
+ */
+static int
+proc_ticks(pid_t pid, unsigned long long *ut, unsigned long long *st)
+{
+	char path[64], buf[1024], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0) {
+		return -1;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0) {
+		return -1;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0) {
+		return -1;
+	}
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* After ") ": state, then fields 4..13, then utime and stime. */
+	if (p == NULL ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", ut, st) != 2) {
+		return -1;
+	}
+	return 0;
+}
+
 static int
 run_phase(struct worker *ws, enum phase ph, struct result *res)
 {
 	pthread_t th[MAX_CLIENTS];
 	uint64_t t0, t1, keys = 0, *all;
+	unsigned long long u0 = 0, s0 = 0, u1 = 0, s1 = 0;
+	int tk0, tk1;
 	double c0, c1;
 	size_t n = 0, k;
 	unsigned i;
@@ -444,6 +493,7 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 		ws[i].errors = 0;
 		ws[i].no_lease = false;
 	}
+	tk0 = proc_ticks(cfg.master_pid, &u0, &s0);
 	c0 = proc_cpu_s(cfg.master_pid);
 	t0 = tide_mono_ns();
 	for (i = 0; i < cfg.clients; i++) {
@@ -456,6 +506,7 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 	}
 	t1 = tide_mono_ns();
 	c1 = proc_cpu_s(cfg.master_pid);
+	tk1 = proc_ticks(cfg.master_pid, &u1, &s1);
 	for (i = 0; i < cfg.clients; i++) {
 		n += ws[i].n_lat;
 		keys += ws[i].keys;
@@ -473,6 +524,10 @@ run_phase(struct worker *ws, enum phase ph, struct result *res)
 	qsort(all, n, sizeof(*all), cmp_u64);
 	res->kps = (double)keys / ((double)(t1 - t0) / 1e9);
 	res->cpu_us = c0 >= 0 && c1 >= 0 && keys > 0 ? (c1 - c0) * 1e6 / (double)keys : -1;
+	/* Fewer than 20 ticks (200 ms) is too coarse to split. */
+	res->sys_pct = tk0 == 0 && tk1 == 0 && (u1 - u0) + (s1 - s0) >= 20
+			       ? 100.0 * (double)(s1 - s0) / (double)((u1 - u0) + (s1 - s0))
+			       : -1;
 	if (n > 0) {
 		res->p50_us = (double)all[n / 2] / 1000.0;
 		res->p99_us = (double)all[(n * 99) / 100] / 1000.0;
@@ -802,10 +857,11 @@ main(int argc, char **argv)
 			goto stop;
 		}
 	}
-	printf("\n%-22s %12s %10s %10s %8s %9s  %s\n", "operation", "ops|keys/s", "p50 us",
-	       "p99 us", "errors", "master us", "vs stock (throughput; master CPU per op)");
+	printf("\n%-22s %12s %10s %10s %8s %9s %6s  %s\n", "operation", "ops|keys/s", "p50 us",
+	       "p99 us", "errors", "master us", "sys %",
+	       "vs stock (throughput; master CPU per op)");
 	for (p = 0; p < PH_COUNT; p++) {
-		char ratio[96] = "", cpu[16] = "-";
+		char ratio[96] = "", cpu[16] = "-", sys[16] = "-";
 
 		rc = run_phase(ws, (enum phase)p, &res[p]);
 		if (rc == -ENOTSUP) {
@@ -817,6 +873,9 @@ main(int argc, char **argv)
 		if (res[p].cpu_us >= 0) {
 			snprintf(cpu, sizeof(cpu), "%.2f", res[p].cpu_us);
 		}
+		if (res[p].sys_pct >= 0) {
+			snprintf(sys, sizeof(sys), "%.0f", res[p].sys_pct);
+		}
 		if (stock[p].kps > 0) {
 			int o = snprintf(ratio, sizeof(ratio), "%.2fx of %.0f/s",
 					 res[p].kps / stock[p].kps, stock[p].kps);
@@ -827,8 +886,8 @@ main(int argc, char **argv)
 					 stock[p].cpu_us / res[p].cpu_us, stock[p].cpu_us);
 			}
 		}
-		printf("%-22s %12.0f %10.1f %10.1f %8" PRIu64 " %9s  %s%s\n", phase_name[p],
-		       res[p].kps, res[p].p50_us, res[p].p99_us, res[p].errors, cpu, ratio,
+		printf("%-22s %12.0f %10.1f %10.1f %8" PRIu64 " %9s %6s  %s%s\n", phase_name[p],
+		       res[p].kps, res[p].p50_us, res[p].p99_us, res[p].errors, cpu, sys, ratio,
 		       rc != 0 ? " (incomplete: connection lost)" : "");
 		if (rc != 0 || res[p].errors != 0) {
 			ret = 1;

@@ -948,6 +948,7 @@ test_truncation_and_hash(void)
 			CU_ASSERT_EQUAL(err.errc, TIDE_MC_ERRC_INVALID_RPC_ARGUMENTS);
 			CU_ASSERT_TRUE(err.offset <= k);
 			CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, tide_mc_fn_info(fns[i])->name));
+			CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, resp ? " result: " : " request: "));
 		}
 		/* Wrong hash -> errc 4 path, named. */
 		body[2] ^= 0x40;

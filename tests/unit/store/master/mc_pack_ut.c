@@ -205,7 +205,7 @@ test_width_selection(void)
 			unsigned code = w == 1 ? 0 : w == 2 ? 1 : w == 4 ? 2 : 3;
 			CU_ASSERT_EQUAL(b.data[4], (lit ? 4 : 0) | code << 3);
 		}
-		TIDE_UT_OK(mc_decode(roots, 1, b.data, b.len, &y, &which, "syn", &err));
+		TIDE_UT_OK(mc_decode(roots, 1, b.data, b.len, &y, &which, "syn", "", &err));
 		CU_ASSERT_EQUAL(which, 0);
 		CU_ASSERT_TRUE(mc_equal(&s_syn, &x, &y));
 		mc_free(&s_syn, &x);
@@ -236,7 +236,7 @@ syn_decode(const uint8_t *p, size_t n, struct tide_mc_err *err)
 	int rc;
 
 	memset(&y, 0, sizeof(y));
-	rc = mc_decode(roots, 1, p, n, &y, &which, "syn", err);
+	rc = mc_decode(roots, 1, p, n, &y, &which, "syn", "", err);
 	if (rc == 0) {
 		mc_free(&s_syn, &y);
 	} else {
