@@ -385,6 +385,7 @@ descs_out(struct tide_mc_table *t, const struct mct_obj *o, struct tide_mc_table
 
 struct place {
 	uint64_t len;
+	uint32_t share; /* > 0: at most 1/share of a segment (mct_place_one); want is 1 */
 	unsigned want, n;
 	uint32_t names[TIDE_MC_TABLE_MAX_REPLICAS];
 	struct mct_rep rep[TIDE_MC_TABLE_MAX_REPLICAS];
@@ -403,13 +404,21 @@ static bool
 try_seg(struct tide_mc_table *t, struct place *p, uint32_t idx)
 {
 	struct mct_seg *s = t->segs[idx];
-	uint64_t off;
+	uint64_t off, len = p->len;
 
 	if (!s || s->draining || name_used(p, s->name_id))
 		return false;
-	if (tide_seg_alloc(s->alloc, p->len, 1, &off) != 0)
+	if (p->share) {
+		uint64_t g = t->o.seg_granule, cap = s->managed / p->share / g * g;
+
+		if (len > (cap > g ? cap : g))
+			len = cap > g ? cap : g;
+	}
+	if (tide_seg_alloc(s->alloc, len, 1, &off) != 0)
 		return false;
-	mct_rep_account(t, s, p->len, +1);
+	/* One replica when share is set: the length placed is the caller's. */
+	p->len = len;
+	mct_rep_account(t, s, len, +1);
 	p->rep[p->n] = (struct mct_rep){t->next_rep_id++, off, idx, 0};
 	p->names[p->n++] = s->name_id;
 	return true;
@@ -460,14 +469,16 @@ place_undo(struct tide_mc_table *t, struct place *p)
 }
 
 bool
-mct_place_one(struct tide_mc_table *t, uint64_t len, const struct tide_mc_replicate_config *cfg,
-	      struct mct_rep *out)
+mct_place_one(struct tide_mc_table *t, uint64_t *len, uint32_t share,
+	      const struct tide_mc_replicate_config *cfg, struct mct_rep *out)
 {
-	struct place p = {.len = len, .want = 1, .n = 0};
+	struct place p = {.len = *len, .share = share, .want = 1, .n = 0};
 
 	place(t, &p, cfg);
-	if (p.n)
+	if (p.n) {
 		*out = p.rep[0];
+		*len = p.len;
+	}
 	return p.n != 0;
 }
 
@@ -524,6 +535,7 @@ alloc_insert(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 	struct mct_obj *o;
 
 	p.len = len;
+	p.share = 0;
 	p.n = 0;
 	p.want = cfg->replica_num < TIDE_MC_TABLE_MAX_REPLICAS ? (unsigned)cfg->replica_num
 							       : TIDE_MC_TABLE_MAX_REPLICAS;

@@ -228,8 +228,13 @@ struct mct_pin_req {
 /* mc_table.c: for allocation leases (lock held). */
 int mct_pin_parse(const struct tide_mc_table *t, const struct tide_mc_replicate_config *cfg,
 		  struct mct_pin_req *pin);
-/* Place one extent of len bytes as PutStart places a replica (accounted); false: no room. */
-bool mct_place_one(struct tide_mc_table *t, uint64_t len,
+/*
+ * Place one extent as PutStart places a replica (accounted); false: no room. Its length is
+ * *len, or less in a segment where share > 0 and *len exceeds 1/share of the segment's
+ * managed size (then that share rounded down to the granule, at least one granule): *len
+ * says what was placed.
+ */
+bool mct_place_one(struct tide_mc_table *t, uint64_t *len, uint32_t share,
 		   const struct tide_mc_replicate_config *cfg, struct mct_rep *out);
 
 /* mc_table.c: for the journal's replay (lock held). */

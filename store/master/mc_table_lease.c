@@ -60,99 +60,99 @@ lease_idx(const struct tide_mc_table *t, uint64_t id)
 	return lo < t->nleases && t->leases[lo]->id == id ? lo : t->nleases;
 }
 
-/*
- * Why a lease ended, where its holder may still be writing into it: its
- * deadline passed (the client stops placing 15 s before it, but a write placed
- * then may still be moving), or its client missed its pings (it may be alive
- * and cut off from the master only). Their pieces are kept as discarded
- * buffers until TIDE_MC_TABLE_LEASE_GRACE_MS past the deadline, as a stale
- * PutStart's buffers are, so no other object gets those bytes meanwhile.
- */
-static const char why_expired[] = "expired";
-static const char why_client[] = "client expired";
+/* Why a lease ended. */
+enum lease_why {
+	LEASE_LIVE = 0,
+	LEASE_EXPIRED,
+	LEASE_CLIENT_EXPIRED,
+	LEASE_SEG_UNMOUNTING,
+	LEASE_SEG_UNMOUNTED,
+	LEASE_RELEASED,
+	LEASE_USED_UP,
+};
 
-/* Move every piece of l to the discarded buffers, released at until. */
+/*
+ * keep: the holder may still be writing into the lease: its deadline passed (the client stops
+ * placing 15 s before it, but a write placed then may still be moving), or its client missed
+ * its pings (it may be alive and cut off from the master only). Its pieces are kept as
+ * discarded buffers until TIDE_MC_TABLE_LEASE_GRACE_MS past the deadline, as a stale
+ * PutStart's buffers are, so no other object gets those bytes meanwhile. The others end
+ * with nothing in flight (the client said so, or the segment goes with its data).
+ * info: logged at INFO (a client held space it neither used nor released), else DEBUG.
+ */
+static const struct {
+	const char *name;
+	bool keep, info;
+} lease_whys[] = {
+	[LEASE_EXPIRED] = {"expired", true, true},
+	[LEASE_CLIENT_EXPIRED] = {"client expired", true, false},
+	[LEASE_SEG_UNMOUNTING] = {"segment unmounting", false, false},
+	[LEASE_SEG_UNMOUNTED] = {"segment unmounted", false, false},
+	[LEASE_RELEASED] = {"released", false, false},
+	[LEASE_USED_UP] = {"used up", false, false},
+};
+
+/* Take every piece out of l: discarded until `until` if keep, else freed. */
 static void
-lease_discard_pieces(struct tide_mc_table *t, struct mct_lease *l, uint64_t until)
+lease_drop_pieces(struct tide_mc_table *t, struct mct_lease *l, bool keep, uint64_t until)
 {
 	for (uint32_t k = 0; k < l->npiece; k++) {
 		struct mct_rep r = {.off = l->piece[k].off, .seg = l->seg};
 
-		mct_discard(t, &r, l->piece[k].len, until);
+		if (keep)
+			mct_discard(t, &r, l->piece[k].len, until);
+		else
+			mct_rep_free(t, &r, l->piece[k].len);
 		t->leased_bytes -= l->piece[k].len;
 	}
 	l->npiece = 0;
 }
 
-/* Free every piece of l in its allocator and in the accounting. */
+/* End l: give its pieces back (or keep them, above), log why, free it. The caller takes it
+ * out of t->leases. */
 static void
-lease_free_pieces(struct tide_mc_table *t, struct mct_lease *l)
-{
-	for (uint32_t k = 0; k < l->npiece; k++) {
-		struct mct_rep r = {.off = l->piece[k].off, .seg = l->seg};
-
-		mct_rep_free(t, &r, l->piece[k].len);
-		t->leased_bytes -= l->piece[k].len;
-	}
-	l->npiece = 0;
-}
-
-/*
- * End l: free its pieces, log why (expiry at INFO: a client held space it
- * neither used nor released; the rest at DEBUG), free it. The caller takes
- * it out of t->leases.
- */
-static void
-lease_end(struct tide_mc_table *t, struct mct_lease *l, const char *why, bool info)
+lease_end(struct tide_mc_table *t, struct mct_lease *l, enum lease_why why)
 {
 	const struct mct_seg *s = t->segs[l->seg];
+	enum tide_log_level lvl = lease_whys[why].info ? TIDE_LOG_INFO : TIDE_LOG_DEBUG;
 	uint64_t unused = 0;
 
-	for (uint32_t k = 0; k < l->npiece; k++)
-		unused += l->piece[k].len;
-	if (info)
-		TIDE_LOG(INFO,
-			 "lease %llu of client %016llx%016llx in segment %.*s ended (%s): %llu of "
-			 "%llu bytes unused, freed",
-			 (unsigned long long)l->id, (unsigned long long)l->client.first,
-			 (unsigned long long)l->client.second, (int)s->name_len, s->name, why,
-			 (unsigned long long)unused, (unsigned long long)l->size);
-	else
-		TIDE_LOG(DEBUG,
-			 "lease %llu of client %016llx%016llx in segment %.*s ended (%s): %llu of "
-			 "%llu bytes unused, freed",
-			 (unsigned long long)l->id, (unsigned long long)l->client.first,
-			 (unsigned long long)l->client.second, (int)s->name_len, s->name, why,
-			 (unsigned long long)unused, (unsigned long long)l->size);
-	if (why == why_expired || why == why_client)
-		lease_discard_pieces(t, l, l->deadline_ms + TIDE_MC_TABLE_LEASE_GRACE_MS);
-	else
-		lease_free_pieces(t, l);
+	if (tide_log_enabled(lvl)) {
+		for (uint32_t k = 0; k < l->npiece; k++)
+			unused += l->piece[k].len;
+		tide_log_write(lvl, TIDE_LOG_COMPONENT,
+			       "lease %llu of client %016llx%016llx in segment %.*s ended (%s): "
+			       "%llu of %llu bytes unused, %s",
+			       (unsigned long long)l->id, (unsigned long long)l->client.first,
+			       (unsigned long long)l->client.second, (int)s->name_len, s->name,
+			       lease_whys[why].name, (unsigned long long)unused,
+			       (unsigned long long)l->size,
+			       lease_whys[why].keep ? "kept as discarded buffers" : "freed");
+	}
+	lease_drop_pieces(t, l, lease_whys[why].keep,
+			  l->deadline_ms + TIDE_MC_TABLE_LEASE_GRACE_MS);
 	free(l);
 }
 
 /* End the lease at index i and close the gap (keeps the id order). */
 static void
-lease_end_at(struct tide_mc_table *t, size_t i, const char *why, bool info)
+lease_end_at(struct tide_mc_table *t, size_t i, enum lease_why why)
 {
-	lease_end(t, t->leases[i], why, info);
+	lease_end(t, t->leases[i], why);
 	memmove(&t->leases[i], &t->leases[i + 1], (t->nleases - i - 1) * sizeof(t->leases[0]));
 	t->nleases--;
 }
 
-/* Why a lease has ended by now, or NULL if it is live. */
-static const char *
-lease_over(const struct tide_mc_table *t, const struct mct_lease *l, uint64_t now, bool *info)
+/* Why a lease has ended by now, or LEASE_LIVE. */
+static enum lease_why
+lease_over(const struct tide_mc_table *t, const struct mct_lease *l, uint64_t now)
 {
-	*info = false;
-	if (now >= l->deadline_ms) {
-		*info = true;
-		return why_expired;
-	}
+	if (now >= l->deadline_ms)
+		return LEASE_EXPIRED;
 	/* A draining segment takes no new data: objects put there would vanish with it. */
 	if (t->segs[l->seg]->draining)
-		return "segment unmounting";
-	return NULL;
+		return LEASE_SEG_UNMOUNTING;
+	return LEASE_LIVE;
 }
 
 /*
@@ -164,36 +164,33 @@ static int
 lease_get(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_t id, uint64_t now,
 	  size_t *i)
 {
-	const char *why;
-	bool info;
+	enum lease_why why;
 
 	*i = lease_idx(t, id);
 	if (*i == t->nleases || !mct_uuid_eq(&t->leases[*i]->client, client))
 		return TIDE_MC_EC_LEASE_EXPIRED;
-	why = lease_over(t, t->leases[*i], now, &info);
-	if (why) {
-		lease_end_at(t, *i, why, info);
+	why = lease_over(t, t->leases[*i], now);
+	if (why != LEASE_LIVE) {
+		lease_end_at(t, *i, why);
 		return TIDE_MC_EC_LEASE_EXPIRED;
 	}
 	return 0;
 }
 
-/* End, in one pass, every lease pred selects (why: its reason). */
+/* End, in one pass, every lease pred gives a reason for. */
 static void
 leases_sweep(struct tide_mc_table *t,
-	     const char *(*pred)(struct tide_mc_table *, const struct mct_lease *, const void *,
-				 bool *),
+	     enum lease_why (*pred)(struct tide_mc_table *, const struct mct_lease *, const void *),
 	     const void *arg)
 {
 	size_t w = 0;
 
 	for (size_t i = 0; i < t->nleases; i++) {
 		struct mct_lease *l = t->leases[i];
-		bool info = false;
-		const char *why = pred(t, l, arg, &info);
+		enum lease_why why = pred(t, l, arg);
 
-		if (why)
-			lease_end(t, l, why, info);
+		if (why != LEASE_LIVE)
+			lease_end(t, l, why);
 		else
 			t->leases[w++] = l;
 	}
@@ -239,9 +236,9 @@ grant_locked(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_
 	l = malloc(sizeof(*l));
 	if (!l)
 		return TIDE_MC_EC_INTERNAL_ERROR;
-	/* PutStart's placement of one replica: preferred names, then a random start. A size
-	 * larger than every segment fails there too (the allocator refuses it). */
-	if (!mct_place_one(t, size, cfg, &r)) {
+	/* PutStart's placement of one replica: preferred names, then a random start; at most
+	 * a share of the segment chosen (the client uses what it is given). */
+	if (!mct_place_one(t, &size, t->o.lease_seg_share, cfg, &r)) {
 		free(l);
 		/* No eviction round asked for: a lease wants a large contiguous run, and
 		 * the client's put falls back to PutStart, which asks if it fails too. */
@@ -511,7 +508,7 @@ tide_mc_table_lease_commit(struct tide_mc_table *t, const struct tide_mc_uuid *c
 		l->deadline_ms = now_ms + t->o.lease_ttl_ms;
 	/* Used up: nothing left to commit or release, so end it now and free its slot. */
 	if (!l->npiece)
-		lease_end_at(t, i, "used up", false);
+		lease_end_at(t, i, LEASE_USED_UP);
 	mct_unlock(t);
 	return 0;
 }
@@ -532,16 +529,16 @@ tide_mc_table_lease_release(struct tide_mc_table *t, const struct tide_mc_uuid *
 	mct_lock(t);
 	rc = lease_get(t, client, lease_id, now_ms, &i);
 	if (!rc)
-		lease_end_at(t, i, "released", false);
+		lease_end_at(t, i, LEASE_RELEASED);
 	mct_count(t, TIDE_MC_TABLE_OP_LEASE_RELEASE, rc);
 	mct_unlock(t);
 	return rc;
 }
 
-static const char *
-over_pred(struct tide_mc_table *t, const struct mct_lease *l, const void *arg, bool *info)
+static enum lease_why
+over_pred(struct tide_mc_table *t, const struct mct_lease *l, const void *arg)
 {
-	return lease_over(t, l, *(const uint64_t *)arg, info);
+	return lease_over(t, l, *(const uint64_t *)arg);
 }
 
 void
@@ -551,12 +548,11 @@ mct_leases_expire(struct tide_mc_table *t, uint64_t now)
 		leases_sweep(t, over_pred, &now);
 }
 
-static const char *
-seg_pred(struct tide_mc_table *t, const struct mct_lease *l, const void *arg, bool *info)
+static enum lease_why
+seg_pred(struct tide_mc_table *t, const struct mct_lease *l, const void *arg)
 {
 	(void)t;
-	*info = false;
-	return l->seg == *(const uint32_t *)arg ? "segment unmounted" : NULL;
+	return l->seg == *(const uint32_t *)arg ? LEASE_SEG_UNMOUNTED : LEASE_LIVE;
 }
 
 /*
@@ -572,12 +568,11 @@ mct_lease_drop_seg(struct tide_mc_table *t, uint32_t idx)
 		leases_sweep(t, seg_pred, &idx);
 }
 
-static const char *
-client_pred(struct tide_mc_table *t, const struct mct_lease *l, const void *arg, bool *info)
+static enum lease_why
+client_pred(struct tide_mc_table *t, const struct mct_lease *l, const void *arg)
 {
 	(void)t;
-	*info = false;
-	return mct_uuid_eq(&l->client, arg) ? why_client : NULL;
+	return mct_uuid_eq(&l->client, arg) ? LEASE_CLIENT_EXPIRED : LEASE_LIVE;
 }
 
 /* A dead client's leases: it will commit nothing more (as its puts are reclaimed). */

@@ -40,6 +40,7 @@ tide_mc_table_opts_init(struct tide_mc_table_opts *opts, size_t opts_size)
 		.regex_memory_limit = TIDE_MC_TABLE_REGEX_MEMORY,
 		.regex_timeout_ms = TIDE_MC_TABLE_REGEX_TIMEOUT_MS,
 		.lease_ttl_ms = 30000,
+		.lease_seg_share = 8,
 	};
 
 	if (!opts)
@@ -66,7 +67,7 @@ tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table
 	    o->default_kv_soft_pin_ttl_ms > o->max_kv_soft_pin_ttl_ms ||
 	    o->put_start_release_timeout_ms <= o->put_start_discard_timeout_ms ||
 	    o->regex_match_limit == 0 || o->regex_memory_limit < TIDE_MC_TABLE_REGEX_MEMORY_MIN ||
-	    o->regex_timeout_ms == 0 || o->lease_ttl_ms == 0)
+	    o->regex_timeout_ms == 0 || o->lease_ttl_ms == 0 || o->lease_seg_share == 0)
 		return -EINVAL;
 	t = calloc(1, sizeof(*t));
 	if (!t)

@@ -113,6 +113,13 @@ struct tide_mc_table_opts {
 	 * default 30000, must be > 0.
 	 */
 	uint64_t lease_ttl_ms;
+	/**
+	 * A lease takes at most 1/lease_seg_share of its segment (rounded down to the granule,
+	 * at least one granule): a few clients' 16 MiB leases must not hold a small segment
+	 * between them for their TTL while other puts find it full. Default 8, must be > 0
+	 * (1: a lease may take a whole segment).
+	 */
+	uint32_t lease_seg_share;
 };
 
 /** Defaults of the regex bounds (struct tide_mc_table_opts). */
@@ -232,7 +239,7 @@ void tide_mc_table_opts_init(struct tide_mc_table_opts *opts, size_t opts_size);
  * \param[out] out  The table on success.
  * \return 0; -EINVAL bad option (ratio outside [0,1], opts_size too small,
  *         granule not a power of two in the allocator's range, soft-pin
- *         default > max, release timeout <= discard timeout, lease_ttl_ms 0);
+ *         default > max, release timeout <= discard timeout, lease_ttl_ms or lease_seg_share 0);
  *         -ENOMEM.
  * Thread: any. Ownership: destroy with tide_mc_table_destroy().
  */
@@ -533,25 +540,23 @@ int tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
  * opts.lease_ttl_ms, the lease ending that long after its grant or its last
  * successful commit; granule, which commit offsets are multiples of and object
  * sizes are rounded up to; buf.buffer_address = segment base + allocator offset
- * of the lease's start, buf.size = the request rounded up to the granule,
+ * of the lease's start, buf.size = the request rounded up to the granule, or
+ * less: at most 1/opts.lease_seg_share of the segment (at least one granule),
  * buf.protocol (the segment's as mounted, "tcp" if it was mounted without one)
  * and buf.transport_endpoint, strings carved from the arena.
  */
 
 /**
  * LeaseGrant: allocate one contiguous extent of `size` bytes (rounded up to
- * the granule) for `client` to fill, placed as PutStart places one replica
- * (cfg->preferred_segment, else cfg->preferred_segments in order, then the
- * other allocatable segments from a random start). Not journaled.
- * \param cfg  NULL: one replica, no preference. Else replica_num must be 1,
- *             nof/dfs replica counts 0, group_ids absent or of 1 element;
- *             pins and the other fields are not read here (see commit).
- * \param[out] out  The lease; its strings are carved from `a`.
- * \return 0; INVALID_PARAMS NULL args, size 0, a cfg as above not met;
- *         NO_AVAILABLE_HANDLE nothing fits (eviction runs at the next tick,
- *         as after a failed PutStart), or TIDE_MC_TABLE_LEASE_MAX leases are
- *         live; INTERNAL_ERROR out of memory (nothing is held then).
- * Thread: any (internal lock). Cost: as PutStart's placement.
+ * the granule; at most the segment's share, above) for `client` to fill, placed as PutStart places
+ * one replica (cfg->preferred_segment, else cfg->preferred_segments in order, then the other
+ * allocatable segments from a random start). Not journaled. \param cfg  NULL: one replica, no
+ * preference. Else replica_num must be 1, nof/dfs replica counts 0, group_ids absent or of 1
+ * element; pins and the other fields are not read here (see commit). \param[out] out  The lease;
+ * its strings are carved from `a`. \return 0; INVALID_PARAMS NULL args, size 0, a cfg as above not
+ * met; NO_AVAILABLE_HANDLE nothing fits (no eviction round is asked for: the client's put falls
+ * back to PutStart, which asks), or TIDE_MC_TABLE_LEASE_MAX leases are live; INTERNAL_ERROR out of
+ * memory (nothing is held then). Thread: any (internal lock). Cost: as PutStart's placement.
  */
 int tide_mc_table_lease_grant(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 			      uint64_t size, const struct tide_mc_replicate_config *cfg,

@@ -106,6 +106,7 @@ enum {
 	FL_ETCD_ENDPOINTS,
 	FL_HA_LEASE_TTL,
 	FL_PUT_LEASES,
+	FL_LEASE_SHARE,
 	FL_HELP,
 	FL_FIRST_IGNORED,
 };
@@ -157,6 +158,9 @@ static struct flag flags[] = {
 			   "Tide: grant allocation leases (one-round-trip puts of Tide clients); "
 			   "false answers them as a stock master does (not registered)",
 			   .b = true},
+	[FL_LEASE_SHARE] = {"tide_lease_segment_share", F_INT,
+			    "Tide: an allocation lease takes at most 1/N of its segment", 1,
+			    UINT32_MAX, .i = 8},
 	[FL_PIN_UNREAD] = {"pin_unread", F_BOOL,
 			   "Tide: never evict unread objects, answer NO_AVAILABLE_HANDLE "
 			   "instead (RL mode); default TIDE_PIN_UNREAD, else false"},
@@ -848,6 +852,7 @@ main(int argc, char **argv)
 	o.table.put_start_release_timeout_ms = (uint64_t)flags[FL_RELEASE_TIMEOUT].i * 1000u;
 	o.table.pin_unread = flags[FL_PIN_UNREAD].b;
 	o.no_tide_ext = !flags[FL_PUT_LEASES].b;
+	o.table.lease_seg_share = (uint32_t)flags[FL_LEASE_SHARE].i;
 	o.table.regex_match_limit = (uint32_t)flags[FL_REGEX_MATCH_LIMIT].i;
 	o.table.regex_memory_limit = (uint64_t)flags[FL_REGEX_MEMORY_MB].i << 20;
 	o.table.regex_timeout_ms = flags[FL_REGEX_TIMEOUT].ms;

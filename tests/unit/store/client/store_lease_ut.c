@@ -88,8 +88,9 @@ test_free_list_bound(void)
 
 /* ------------------------------------------------------------------- against a master */
 
+/* share: the table's lease_seg_share (0: the default). */
 static struct tide_mc_server *
-server(bool leases)
+server_share(bool leases, uint32_t share)
 {
 	struct tide_mc_server_opts o;
 	struct tide_mc_server *srv = NULL;
@@ -101,7 +102,16 @@ server(bool leases)
 	o.enable_metrics = false;
 	o.tick_ms = 10;
 	o.no_tide_ext = !leases;
+	if (share)
+		o.table.lease_seg_share = share;
 	return tide_mc_server_create(&o, &srv) == 0 ? srv : NULL;
+}
+
+/* 16 MiB leases in the 64 MiB segment of most cases: a lease may take a whole segment. */
+static struct tide_mc_server *
+server(bool leases)
+{
+	return server_share(leases, 1);
 }
 
 static void
@@ -217,6 +227,43 @@ test_place_commit(void)
 	CU_ASSERT_EQUAL(store_lease_place(&L, &mc, NULL, STORE_LEASE_MAX_OBJ + 1, &l4, &o4),
 			-EOPNOTSUPP);
 	CU_ASSERT_EQUAL(store_lease_place(&L, &mc, NULL, 0, &l4, &o4), -EOPNOTSUPP);
+	store_leases_fini(&L, &mc);
+	pthread_mutex_destroy(&L.mu);
+	mc_close(&mc);
+	tide_mc_server_stop(srv);
+	tide_mc_server_destroy(srv);
+}
+
+/* The master's default share of a 16 MiB segment is 2 MiB: the client takes the smaller lease
+ * it is given and asks for the next when it is used up. */
+static void
+test_segment_share(void)
+{
+	struct tide_mc_server *srv = server_share(true, 0);
+	struct tide_mc_replicate_config cfg = {.replica_num = 1};
+	const uint64_t mib = 1ull << 20;
+	struct store_leases L;
+	struct store_lease *l;
+	struct store_mc mc;
+	uint64_t off[3], addr[3], sz;
+	char key[16];
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	mc_open_size(&mc, srv, 16 * mib);
+	store_leases_init(&L, true);
+	for (unsigned i = 0; i < 3; i++) {
+		TIDE_UT_OK(store_lease_place(&L, &mc, NULL, mib, &l, &off[i]));
+		CU_ASSERT_EQUAL(l->size, 2 * mib);
+		addr[i] = l->addr;
+		snprintf(key, sizeof(key), "share-%u", i);
+		TIDE_UT_OK(store_lease_commit(&L, &mc, l, key, off[i], mib, &cfg));
+		CU_ASSERT_EQUAL(replica_at(&mc, key, &sz), addr[i] + off[i]);
+		CU_ASSERT_EQUAL(sz, mib);
+	}
+	CU_ASSERT_EQUAL(addr[0], addr[1]);
+	CU_ASSERT_EQUAL(off[1], mib);
+	CU_ASSERT_NOT_EQUAL(addr[2], addr[0]);
+	CU_ASSERT_EQUAL(off[2], 0);
 	store_leases_fini(&L, &mc);
 	pthread_mutex_destroy(&L.mu);
 	mc_close(&mc);
@@ -376,6 +423,7 @@ register_tests(void)
 	CU_add_test(s, "carve_and_free", test_carve_and_free);
 	CU_add_test(s, "free_list_bound", test_free_list_bound);
 	CU_add_test(s, "place_commit", test_place_commit);
+	CU_add_test(s, "segment_share", test_segment_share);
 	CU_add_test(s, "lease_gone", test_lease_gone);
 	CU_add_test(s, "fini_releases", test_fini_releases);
 	CU_add_test(s, "stock_master_and_off", test_stock_master_and_off);

@@ -38,6 +38,9 @@ mk_blocks(uint32_t max_blocks)
 	o.seed = 11;
 	o.seg_max_blocks = max_blocks;
 	CU_ASSERT_EQUAL(o.lease_ttl_ms, 30000);
+	CU_ASSERT_EQUAL(o.lease_seg_share, 8);
+	/* These cases lease most of a 1 MiB segment; lease_share has the default's. */
+	o.lease_seg_share = 1;
 	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
 	memset(&A, 0, sizeof(A));
 }
@@ -584,6 +587,72 @@ test_client_expiry(void)
 	rm();
 }
 
+/*
+ * With the default lease_seg_share (8) a lease takes at most an eighth of its segment, so
+ * eight clients asking for a whole 1 MiB segment get 128 KiB each, the ninth nothing; a
+ * smaller request is not raised; the share is rounded down to the granule, and is at least
+ * one granule.
+ */
+static void
+test_grant_share(void)
+{
+	struct tide_mc_table_opts o;
+	struct tide_mc_lease l;
+
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.seed = 11;
+	o.seg_max_blocks = 1024;
+	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
+	memset(&A, 0, sizeof(A));
+	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+	for (unsigned i = 0; i < 8; i++) {
+		const struct tide_mc_uuid c = {100 + i, 1};
+
+		CU_ASSERT_EQUAL(grant_cfg(&c, MIB, NULL, 0, &l), 0);
+		CU_ASSERT_EQUAL(l.buf.size, MIB / 8);
+		CU_ASSERT_EQUAL(commit1_cfg(&c, l.id, "k", 0, 64, NULL, 1),
+				i ? TIDE_MC_EC_OBJECT_ALREADY_EXISTS : 0);
+	}
+	CU_ASSERT_EQUAL(grant(MIB, 0, &l), TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	CU_ASSERT_EQUAL(metrics().leased_bytes, MIB - 64);
+	check_consistent();
+	rm();
+
+	/* 64 KiB asked: 64 KiB given (below the share). */
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.seed = 11;
+	o.seg_max_blocks = 1024;
+	o.lease_seg_share = 3;
+	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
+	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+	CU_ASSERT_EQUAL(grant(64 * KIB, 0, &l), 0);
+	CU_ASSERT_EQUAL(l.buf.size, 64 * KIB);
+	/* A third of 1 MiB, rounded down to the 64-byte granule. */
+	CU_ASSERT_EQUAL(grant(MIB, 0, &l), 0);
+	CU_ASSERT_EQUAL(l.buf.size, MIB / 3 / 64 * 64);
+	CU_ASSERT_EQUAL(l.buf.size % l.granule, 0);
+	check_consistent();
+	rm();
+
+	/* A share below one granule: one granule. */
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.seed = 11;
+	o.seg_max_blocks = 1024;
+	o.lease_seg_share = UINT32_MAX;
+	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
+	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+	CU_ASSERT_EQUAL(grant(MIB, 0, &l), 0);
+	CU_ASSERT_EQUAL(l.buf.size, 64);
+	check_consistent();
+	rm();
+
+	/* 0 is refused. */
+	tide_mc_table_opts_init(&o, sizeof(o));
+	o.lease_seg_share = 0;
+	CU_ASSERT_EQUAL(tide_mc_table_create(&o, &T), -EINVAL);
+	T = NULL;
+}
+
 /* No room, or the table's bound of live leases: NO_AVAILABLE_HANDLE. */
 static void
 test_grant_no_room(void)
@@ -593,11 +662,12 @@ test_grant_no_room(void)
 	mk_blocks(1024);
 	CU_ASSERT_EQUAL(grant(64, 0, &l), TIDE_MC_EC_NO_AVAILABLE_HANDLE); /* no segment */
 	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
-	CU_ASSERT_EQUAL(grant(2 * MIB, 0, &l), TIDE_MC_EC_NO_AVAILABLE_HANDLE);
-	CU_ASSERT_EQUAL(grant(MIB, 0, &l), 0);
+	/* More than the segment: its share, all of it here (lease_seg_share 1). */
+	CU_ASSERT_EQUAL(grant(2 * MIB, 0, &l), 0);
+	CU_ASSERT_EQUAL(l.buf.size, MIB);
 	CU_ASSERT_EQUAL(grant(64, 0, &l), TIDE_MC_EC_NO_AVAILABLE_HANDLE);
-	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_LEASE_GRANT], 3);
-	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_LEASE_GRANT], 4);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_LEASE_GRANT], 2);
+	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_LEASE_GRANT], 3);
 	CU_ASSERT_FALSE(T->need_evict); /* a lease wants a long run: the put falls back */
 	CU_ASSERT_EQUAL(tide_mc_table_lease_release(T, &C1, T->leases[0]->id, 1), 0);
 	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
@@ -972,6 +1042,7 @@ register_tests(void)
 	CU_add_test(s, "unmount", test_unmount);
 	CU_add_test(s, "client_expiry", test_client_expiry);
 	CU_add_test(s, "grant_no_room", test_grant_no_room);
+	CU_add_test(s, "grant_share", test_grant_share);
 	CU_add_test(s, "grant_params", test_grant_params);
 	CU_add_test(s, "pins", test_pins);
 	CU_add_test(s, "journal", test_journal);
