@@ -447,9 +447,10 @@ tide_store_nodeenv(struct tide_nodeenv **out)
 }
 
 static int
-choose(const struct tide_store_cfg *cfg, int *mode, char *path, size_t plen)
+choose(const struct tide_store_cfg *cfg, struct tide_nodeenv **nep, int *mode, char *path,
+       size_t plen)
 {
-	struct tide_nodeenv *ne;
+	struct tide_nodeenv *own = NULL, *ne;
 	int rc;
 
 	*mode = cfg->agent;
@@ -465,22 +466,27 @@ choose(const struct tide_store_cfg *cfg, int *mode, char *path, size_t plen)
 		snprintf(path, plen, "%s", cfg->agent_socket);
 		return 0;
 	}
-	rc = tide_store_nodeenv(&ne);
-	if (rc != 0)
-		return rc;
+	if (nep == NULL)
+		nep = &own;
+	if (*nep == NULL) {
+		rc = tide_store_nodeenv(nep);
+		if (rc != 0)
+			return rc;
+	}
+	ne = *nep;
 	if (*mode == TIDE_STORE_AGENT_NODEENV)
 		*mode = ne->agent == TIDE_NODEENV_AGENT_OFF    ? TIDE_STORE_AGENT_OFF
 			: ne->agent == TIDE_NODEENV_AGENT_AUTO ? TIDE_STORE_AGENT_AUTO
 							       : TIDE_STORE_AGENT_REQUIRED;
 	snprintf(path, plen, "%s",
 		 cfg->agent_socket && cfg->agent_socket[0] ? cfg->agent_socket : ne->agent_socket);
-	free(ne);
+	free(own);
 	return 0;
 }
 
 int
-tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out, char *why,
-		 size_t whylen)
+tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_nodeenv **ne,
+		 struct tide_agent_conn **out, char *why, size_t whylen)
 {
 	struct tide_agent_conn *a;
 	char path[sizeof(a->path)];
@@ -490,7 +496,7 @@ tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out,
 	a = calloc(1, sizeof(*a));
 	if (a == NULL)
 		return -ENOMEM;
-	rc = choose(cfg, &mode, a->path, sizeof(a->path));
+	rc = choose(cfg, ne, &mode, a->path, sizeof(a->path));
 	if (rc != 0 || mode == TIDE_STORE_AGENT_OFF) {
 		if (rc == 0 && why != NULL)
 			snprintf(why, whylen, "TIDE_AGENT=off");

@@ -36,9 +36,12 @@ int tide_store_nodeenv(struct tide_nodeenv **out);
  * why (may be NULL): on 0, why this process runs the engine itself, e.g.
  * "TIDE_AGENT=off" or "no node agent answers at /run/tide/agent.sock
  * (TIDE_AGENT=auto)", for the caller's one log line once the transport is known.
+ * ne (may be NULL): the caller's node environment, read once for the whole set-up: when
+ * *ne is NULL and the decision needs the node file, it is loaded into *ne (the caller
+ * frees it; not loaded when cfg names the mode and the socket).
  */
-int tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_agent_conn **out, char *why,
-		     size_t whylen);
+int tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_nodeenv **ne,
+		     struct tide_agent_conn **out, char *why, size_t whylen);
 /* Detach: unmap every shared region, close the socket, free. NULL-safe. */
 void tide_agent_close(struct tide_agent_conn *a);
 const char *tide_agent_endpoint(const struct tide_agent_conn *a);

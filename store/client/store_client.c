@@ -622,18 +622,17 @@ transport_why(const struct tide_store *s)
 	return "the node file gives this process no TIDE_DPDK_DEVICE, or MC_FORCE_TCP is set";
 }
 
-/* TIDE_PUT_LEASE of the node environment (store_lease.h): off keeps every put on
- * PutStart/PutEnd. 0, or -EINVAL when the node environment is not valid. */
+/* TIDE_PUT_LEASE of the node environment (store_lease.h), loaded into *ne unless set-up
+ * already read it: off keeps every put on PutStart/PutEnd. 0, or -EINVAL when the node
+ * environment is not valid. */
 static int
-put_lease_env(struct store_leases *L)
+put_lease_env(struct store_leases *L, struct tide_nodeenv **ne)
 {
-	struct tide_nodeenv *ne;
-	int rc = tide_store_nodeenv(&ne);
+	int rc = *ne == NULL ? tide_store_nodeenv(ne) : 0;
 
 	if (rc != 0)
 		return rc;
-	L->mode = ne->put_lease ? 0 : -1;
-	free(ne);
+	L->mode = (*ne)->put_lease ? 0 : -1;
 	return 0;
 }
 
@@ -641,17 +640,21 @@ int
 tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 {
 	struct tide_agent_conn *a = NULL;
+	struct tide_nodeenv *ne = NULL; /* the node file, read once for the set-up */
 	char why[160] = "";
 	int rc;
 
 	if (s == NULL || cfg == NULL || s->set_up || s->agent != NULL)
 		return -EINVAL;
-	rc = tide_agent_setup(cfg, &a, why, sizeof(why));
-	if (rc < 0)
+	rc = tide_agent_setup(cfg, &ne, &a, why, sizeof(why));
+	if (rc < 0) {
+		free(ne);
 		return rc;
+	}
 	if (rc == 1) {
 		/* The agent runs the engine, the segment and the master calls; the
 		 * registered-buffer bookkeeping stays here. */
+		free(ne);
 		rc = tide_reg_table_init(&s->reg, REG_INIT_CAP);
 		if (rc != 0) {
 			tide_agent_close(a);
@@ -662,9 +665,12 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 		return 0;
 	}
 	if (cfg->local_hostname == NULL || cfg->metadata_server == NULL ||
-	    cfg->master_server_addr == NULL)
+	    cfg->master_server_addr == NULL) {
+		free(ne);
 		return -EINVAL;
-	rc = put_lease_env(&s->leases);
+	}
+	rc = put_lease_env(&s->leases, &ne);
+	free(ne);
 	if (rc != 0)
 		return rc;
 	s->hostname = strdup(cfg->local_hostname);

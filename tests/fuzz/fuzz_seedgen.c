@@ -797,7 +797,7 @@ gen_agent(void)
 	r = tide_agent_server_start(fz_store(), path, &srv);
 	if (r != 0)
 		die("agent server", r);
-	if (tide_agent_setup(&cfg, &a, why, sizeof(why)) != 1)
+	if (tide_agent_setup(&cfg, NULL, &a, why, sizeof(why)) != 1)
 		die(why, ECONNREFUSED);
 	memset(heap, 0x42, sizeof(heap));
 	if (tide_agent_local_buffer(a, &lb, &lblen) != 0 || tide_agent_map_buffer(a, 8192, &mb))
