@@ -44,6 +44,32 @@ mc_fixture_segment(struct tide_mc_uuid id, const char *name, uint64_t base, uint
 }
 
 void
+mc_fixture_destroy(struct tide_mc_table **t, struct tide_mc_table_arena *a)
+{
+	tide_mc_table_destroy(*t);
+	*t = NULL;
+	tide_mc_table_arena_release(a);
+}
+
+struct tide_mc_table_metrics
+mc_fixture_metrics(struct tide_mc_table *t)
+{
+	struct tide_mc_table_metrics m;
+
+	tide_mc_table_metrics_get(t, &m);
+	return m;
+}
+
+void
+mc_fixture_tick_alive(struct tide_mc_table *t, const struct tide_mc_uuid *client, uint64_t now)
+{
+	struct tide_mc_ping_info pi;
+
+	CU_ASSERT_EQUAL(tide_mc_table_ping(t, client, now, &pi), 0);
+	tide_mc_table_tick(t, now);
+}
+
+void
 mc_fixture_mount(struct tide_mc_table *t, struct tide_mc_uuid id, const char *name, uint64_t base,
 		 uint64_t size, const struct tide_mc_uuid *client)
 {

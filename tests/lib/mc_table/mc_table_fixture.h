@@ -50,6 +50,16 @@ struct tide_mc_table *mc_fixture_table(uint32_t max_blocks);
 struct tide_mc_segment mc_fixture_segment(struct tide_mc_uuid id, const char *name, uint64_t base,
 					  uint64_t size, const char *endpoint);
 
+/** Destroy *t (NULL-safe) and set it to NULL; release *a, the test's arena. */
+void mc_fixture_destroy(struct tide_mc_table **t, struct tide_mc_table_arena *a);
+
+/** The table's metrics now. */
+struct tide_mc_table_metrics mc_fixture_metrics(struct tide_mc_table *t);
+
+/** Tick at \p now with \p client kept alive (its Ping at the same time, asserted). */
+void mc_fixture_tick_alive(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+			   uint64_t now);
+
 /**
  * Mount segment \p id of \p client at time 0 (its endpoint is its name) and
  * assert that the table took it.

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "store_lease.h"
-#include "tide_mc_server.h"
+#include "store_mc_fixture.h"
 #include "tide_ut.h"
 
 #define SEG_BASE 0x7f0000000000ull
@@ -88,40 +88,17 @@ test_free_list_bound(void)
 
 /* ------------------------------------------------------------------- against a master */
 
-/* share: the table's lease_seg_share (0: the default). */
-static struct tide_mc_server *
-server_share(bool leases, uint32_t share)
-{
-	struct tide_mc_server_opts o;
-	struct tide_mc_server *srv = NULL;
-
-	tide_mc_server_opts_init(&o, sizeof(o));
-	o.rpc_address = "127.0.0.1";
-	o.rpc_port = 0;
-	o.rpc_thread_num = 1;
-	o.enable_metrics = false;
-	o.tick_ms = 10;
-	o.no_tide_ext = !leases;
-	if (share)
-		o.table.lease_seg_share = share;
-	return tide_mc_server_create(&o, &srv) == 0 ? srv : NULL;
-}
-
 /* 16 MiB leases in the 64 MiB segment of most cases: a lease may take a whole segment. */
 static struct tide_mc_server *
 server(bool leases)
 {
-	return server_share(leases, 1);
+	return store_mc_fixture_server(leases, 1);
 }
 
 static void
 mc_open_size(struct store_mc *mc, struct tide_mc_server *srv, uint64_t seg_size)
 {
-	struct tide_mc_pool_conn *m;
-	struct tide_mc_segment seg;
 	char addr[64];
-	int32_t ec = -1;
-	int rc;
 
 	memset(mc, 0, sizeof(*mc));
 	tide_mc_pool_init(&mc->pool);
@@ -129,18 +106,7 @@ mc_open_size(struct store_mc *mc, struct tide_mc_server *srv, uint64_t seg_size)
 	mc->client_id.second = 0x5678;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%u", tide_mc_server_rpc_port(srv));
 	TIDE_UT_OK(store_mc_set_master(mc, addr));
-	memset(&seg, 0, sizeof(seg));
-	seg.id.first = 0xabc;
-	seg.name = (struct tide_mc_str){(char *)"127.0.0.1:9", 11};
-	seg.base = SEG_BASE;
-	seg.size = seg_size;
-	seg.te_endpoint = seg.name;
-	seg.protocol = (struct tide_mc_str){(char *)"tcp", 3};
-	m = tide_mc_pool_get(&mc->pool, 0, &rc);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-	TIDE_UT_OK(tide_mc_client_mount(m->c, &seg, &mc->client_id, &ec));
-	CU_ASSERT_EQUAL(ec, 0);
-	tide_mc_pool_put(m);
+	store_mc_fixture_mount(mc, SEG_BASE, seg_size);
 }
 
 static void
@@ -154,6 +120,17 @@ mc_close(struct store_mc *mc)
 {
 	store_mc_reset(mc);
 	tide_mc_pool_fini(&mc->pool);
+}
+
+/* The end of a case against a master: the leases (released), the calls, the server. */
+static void
+done(struct store_leases *L, struct store_mc *mc, struct tide_mc_server *srv)
+{
+	store_leases_fini(L, mc);
+	pthread_mutex_destroy(&L->mu);
+	mc_close(mc);
+	tide_mc_server_stop(srv);
+	tide_mc_server_destroy(srv);
 }
 
 /* The one replica of key: its address and size (0 when it has none). */
@@ -227,11 +204,7 @@ test_place_commit(void)
 	CU_ASSERT_EQUAL(store_lease_place(&L, &mc, NULL, STORE_LEASE_MAX_OBJ + 1, &l4, &o4),
 			-EOPNOTSUPP);
 	CU_ASSERT_EQUAL(store_lease_place(&L, &mc, NULL, 0, &l4, &o4), -EOPNOTSUPP);
-	store_leases_fini(&L, &mc);
-	pthread_mutex_destroy(&L.mu);
-	mc_close(&mc);
-	tide_mc_server_stop(srv);
-	tide_mc_server_destroy(srv);
+	done(&L, &mc, srv);
 }
 
 /* The master's default share of a 16 MiB segment is 2 MiB: the client takes the smaller lease
@@ -239,7 +212,7 @@ test_place_commit(void)
 static void
 test_segment_share(void)
 {
-	struct tide_mc_server *srv = server_share(true, 0);
+	struct tide_mc_server *srv = store_mc_fixture_server(true, 0);
 	struct tide_mc_replicate_config cfg = {.replica_num = 1};
 	const uint64_t mib = 1ull << 20;
 	struct store_leases L;
@@ -264,11 +237,7 @@ test_segment_share(void)
 	CU_ASSERT_EQUAL(off[1], mib);
 	CU_ASSERT_NOT_EQUAL(addr[2], addr[0]);
 	CU_ASSERT_EQUAL(off[2], 0);
-	store_leases_fini(&L, &mc);
-	pthread_mutex_destroy(&L.mu);
-	mc_close(&mc);
-	tide_mc_server_stop(srv);
-	tide_mc_server_destroy(srv);
+	done(&L, &mc, srv);
 }
 
 static void
@@ -303,11 +272,7 @@ test_lease_gone(void)
 	CU_ASSERT_NOT_EQUAL(l2->id, id);
 	CU_ASSERT_EQUAL(off2, 0);
 	store_lease_giveback(&L, &mc, l2, off2, 4096, false);
-	store_leases_fini(&L, &mc);
-	pthread_mutex_destroy(&L.mu);
-	mc_close(&mc);
-	tide_mc_server_stop(srv);
-	tide_mc_server_destroy(srv);
+	done(&L, &mc, srv);
 }
 
 /* fini gives the unused space back: a PutStart of what would not fit beside a lease fits. */
@@ -408,11 +373,7 @@ test_preferences(void)
 	memset(pref, 'x', sizeof(pref) - 1);
 	pref[sizeof(pref) - 1] = '\0';
 	CU_ASSERT_EQUAL(store_lease_place(&L, &mc, pref, 100, &again, &off), -EOPNOTSUPP);
-	store_leases_fini(&L, &mc);
-	pthread_mutex_destroy(&L.mu);
-	mc_close(&mc);
-	tide_mc_server_stop(srv);
-	tide_mc_server_destroy(srv);
+	done(&L, &mc, srv);
 }
 
 static void

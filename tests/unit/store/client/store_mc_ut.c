@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "store_mc.h"
+#include "store_mc_fixture.h"
 #include "tide_clock.h"
 #include "tide_etcd.h"
 #include "tide_mc_server.h"
@@ -88,16 +89,7 @@ static const int other_errs[] = {-ETIMEDOUT, -EIO, -ENOENT, -EREMOTEIO, -EPROTO,
 static struct tide_mc_server *
 server(void)
 {
-	struct tide_mc_server_opts o;
-	struct tide_mc_server *srv = NULL;
-
-	tide_mc_server_opts_init(&o, sizeof(o));
-	o.rpc_address = "127.0.0.1";
-	o.rpc_port = 0;
-	o.rpc_thread_num = 1;
-	o.enable_metrics = false;
-	o.tick_ms = 10;
-	return tide_mc_server_create(&o, &srv) == 0 ? srv : NULL;
+	return store_mc_fixture_server(true, 0);
 }
 
 /* "127.0.0.1:<port>" where nothing listens now (a server's, stopped). */
@@ -256,23 +248,7 @@ test_calls_without_master(void)
 static void
 mount(struct store_mc *mc)
 {
-	struct tide_mc_pool_conn *m;
-	struct tide_mc_segment seg;
-	int32_t ec = -1;
-	int rc;
-
-	memset(&seg, 0, sizeof(seg));
-	seg.id.first = 0xabc;
-	seg.name = (struct tide_mc_str){(char *)"127.0.0.1:9", 11};
-	seg.base = SEG_BASE;
-	seg.size = SEG_SIZE;
-	seg.te_endpoint = seg.name;
-	seg.protocol = (struct tide_mc_str){(char *)"tcp", 3};
-	m = tide_mc_pool_get(&mc->pool, 0, &rc);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-	TIDE_UT_OK(tide_mc_client_mount(m->c, &seg, &mc->client_id, &ec));
-	CU_ASSERT_EQUAL(ec, 0);
-	tide_mc_pool_put(m);
+	store_mc_fixture_mount(mc, SEG_BASE, SEG_SIZE);
 }
 
 /* PutStart of key (len bytes) whose one replica lies in the mounted segment. */

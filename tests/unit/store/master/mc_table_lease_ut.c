@@ -56,18 +56,13 @@ mk(void)
 static void
 rm(void)
 {
-	tide_mc_table_destroy(T);
-	T = NULL;
-	tide_mc_table_arena_release(&A);
+	mc_fixture_destroy(&T, &A);
 }
 
 static struct tide_mc_table_metrics
 metrics(void)
 {
-	struct tide_mc_table_metrics m;
-
-	tide_mc_table_metrics_get(T, &m);
-	return m;
+	return mc_fixture_metrics(T);
 }
 
 /* Bytes in use in the segment with this base, as the segment listing says. */
@@ -205,10 +200,7 @@ has_key(const char *key)
 static void
 tick_alive(uint64_t now)
 {
-	struct tide_mc_ping_info pi;
-
-	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, now, &pi), 0);
-	tide_mc_table_tick(T, now);
+	mc_fixture_tick_alive(T, &C1, now);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -67,9 +67,7 @@ mk(uint64_t lease, uint32_t max_blocks)
 static void
 rm(void)
 {
-	tide_mc_table_destroy(T);
-	T = NULL;
-	tide_mc_table_arena_release(&A);
+	mc_fixture_destroy(&T, &A);
 }
 
 static void
@@ -114,19 +112,13 @@ remove_key(const char *key, bool force, uint64_t now)
 static void
 tick_alive(uint64_t now)
 {
-	struct tide_mc_ping_info pi;
-
-	CU_ASSERT_EQUAL(tide_mc_table_ping(T, &C1, now, &pi), 0);
-	tide_mc_table_tick(T, now);
+	mc_fixture_tick_alive(T, &C1, now);
 }
 
 static struct tide_mc_table_metrics
 metrics(void)
 {
-	struct tide_mc_table_metrics m;
-
-	tide_mc_table_metrics_get(T, &m);
-	return m;
+	return mc_fixture_metrics(T);
 }
 
 /* ------------------------------------------------------------------------------------------ */
