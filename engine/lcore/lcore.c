@@ -65,6 +65,8 @@ struct tide_lcore {
 	struct tide_lcore_irq irq[TIDE_LCORE_MAX_IRQS];
 	int irq_fd[TIDE_LCORE_MAX_IRQS]; /* while armed */
 	bool armed;
+	bool irq_off;          /* an input without an interrupt joined (tide_lcore_irq_off) */
+	bool irq_bad;          /* the last sleep found a descriptor invalid (closed) */
 	uint64_t irq_retry_ns; /* an arm failed: not before this */
 
 	_Alignas(64) struct tide_lcore_group *group;
@@ -308,6 +310,16 @@ tide_lcore_irq_add(struct tide_lcore *lc, const struct tide_lcore_irq *irq)
 	return 0;
 }
 
+static void irq_disarm(struct tide_lcore *lc, unsigned n);
+
+void
+tide_lcore_irq_off(struct tide_lcore *lc)
+{
+	if (lc->armed)
+		irq_disarm(lc, lc->nirq);
+	lc->irq_off = true;
+}
+
 int
 tide_lcore_poller_remove(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ctx)
 {
@@ -509,7 +521,8 @@ irq_sleep_ns(struct tide_lcore *lc, uint32_t us, uint64_t now)
 }
 
 /* Sources armed past their re-check iteration: sleep on them and the wake
- * eventfd for up to ns. Stays armed. */
+ * eventfd for up to ns. Stays armed; a descriptor found invalid (closed under
+ * us: a device reconnecting) is noted for the next arming (irq_idle). */
 static void
 irq_sleep(struct tide_lcore *lc, uint64_t ns, uint64_t wakes_seen)
 {
@@ -528,6 +541,33 @@ irq_sleep(struct tide_lcore *lc, uint64_t ns, uint64_t wakes_seen)
 			lc->stats.irq_wakeups++;
 			break;
 		}
+	for (unsigned i = 0; i < lc->nirq; i++)
+		if (pfd[1 + i].revents & (POLLNVAL | POLLERR | POLLHUP))
+			lc->irq_bad = true;
+}
+
+/* Arm every source; true when each gave the descriptor it gave last time (fds[i] as
+ * before). A changed one is stored (a reconnected device: what arrived before it was
+ * armed needs the re-check iteration). False, disarmed, when one cannot be armed. */
+static bool
+irq_arm_all(struct tide_lcore *lc, uint64_t now, bool *same)
+{
+	*same = true;
+	for (unsigned i = 0; i < lc->nirq; i++) {
+		int fd = lc->irq[i].arm(lc->irq[i].ctx);
+
+		if (fd < 0) {
+			/* A link down, say: retry later, not every iteration. */
+			irq_disarm(lc, lc->armed ? lc->nirq : i);
+			lc->irq_retry_ns = now + 100 * 1000000ull;
+			return false;
+		}
+		if (!lc->armed || fd != lc->irq_fd[i])
+			*same = false;
+		lc->irq_fd[i] = fd;
+	}
+	lc->armed = true;
+	return true;
 }
 
 /*
@@ -538,25 +578,28 @@ irq_sleep(struct tide_lcore *lc, uint64_t ns, uint64_t wakes_seen)
 static bool
 irq_idle(struct tide_lcore *lc, uint32_t sleep_us, uint64_t wakes_seen, uint64_t now)
 {
-	if (lc->armed) {
-		uint64_t ns = irq_sleep_ns(lc, sleep_us, now);
+	bool was = lc->armed, same;
+	uint64_t ns;
 
-		if (ns != 0) /* else a timer is due: the next iteration runs it */
-			irq_sleep(lc, ns, wakes_seen);
-		return true;
-	}
-	for (unsigned i = 0; i < lc->nirq; i++) {
-		int fd = lc->irq[i].arm(lc->irq[i].ctx);
-
-		if (fd < 0) {
-			/* A link down, say: retry later, not every iteration. */
-			irq_disarm(lc, i);
+	/* Armed again before every sleep, not only the first: a device that reconnected
+	 * meanwhile closed the descriptor we hold and masked its ring again. */
+	if (!irq_arm_all(lc, now, &same))
+		return false;
+	if (lc->irq_bad) {
+		lc->irq_bad = false;
+		if (same) {
+			/* The source still gives the descriptor that failed: sleeping on it
+			 * would return at once, for ever. Ask again in 100 ms. */
+			irq_disarm(lc, lc->nirq);
 			lc->irq_retry_ns = now + 100 * 1000000ull;
 			return false;
 		}
-		lc->irq_fd[i] = fd;
 	}
-	lc->armed = true;
+	if (!was || !same)
+		return true; /* the next iteration is the re-check */
+	ns = irq_sleep_ns(lc, sleep_us, now);
+	if (ns != 0) /* else a timer is due: the next iteration runs it */
+		irq_sleep(lc, ns, wakes_seen);
 	return true;
 }
 
@@ -606,7 +649,7 @@ lcore_main(void *arg)
 			lc->stats.idle_ns += now - prev;
 			if (idle_first == 0)
 				idle_first = now;
-			if (use_irq && lc->nirq > 0 && now >= lc->irq_retry_ns &&
+			if (use_irq && lc->nirq > 0 && !lc->irq_off && now >= lc->irq_retry_ns &&
 			    now - idle_first >= irq_after_ns &&
 			    irq_idle(lc, g->opts.idle_sleep_us, wakes_seen, now)) {
 				/* Armed for the re-check, or slept on the sources. */

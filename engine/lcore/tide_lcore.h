@@ -103,8 +103,10 @@ struct tide_lcore_stats {
  * source's descriptor is readable, a message or tide_lcore_wake() comes, or
  * the earliest of the sources' next_ns passes (idle_sleep_us when a source
  * has no next_ns; at most TIDE_LCORE_IRQ_SLEEP_MAX_US, which also bounds a
- * wake-up a source lost). It stays armed across sleeps; the first iteration
- * that does work disarms.
+ * wake-up a source lost). It stays armed across sleeps (arming again before
+ * each: a source whose descriptor changed gets another re-check iteration, one
+ * that cannot arm or whose descriptor turns invalid is disarmed and asked again
+ * 100 ms later); the first iteration that does work disarms.
  */
 struct tide_lcore_irq {
 	/** Arm; returns the descriptor that turns readable when work arrives, or
@@ -179,6 +181,14 @@ int tide_lcore_poller_add(struct tide_lcore *lc, tide_lcore_poll_fn fn, void *ct
  * Thread: as tide_lcore_poller_add().
  */
 int tide_lcore_irq_add(struct tide_lcore *lc, const struct tide_lcore_irq *irq);
+
+/**
+ * An input without an interrupt joins the worker (a poller another component adds to
+ * lcores it borrows, e.g. completion queues): its interrupt sources stop being used
+ * (disarmed if armed) and idle spells go back to timed sleeps, for the worker's life.
+ * Thread: as tide_lcore_poller_add().
+ */
+void tide_lcore_irq_off(struct tide_lcore *lc);
 
 /**
  * Remove the poller added with this exact (fn, ctx) pair (the first one, if it

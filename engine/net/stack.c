@@ -372,6 +372,9 @@ tide_net_timers_run(struct tide_net_stack *s, uint64_t now)
 uint64_t
 tide_net_next_timer(const struct tide_net_stack *s)
 {
+	/* As tide_net_timers_run's first test: that work is due at once. */
+	if (!TAILQ_EMPTY(&s->zc_wait) || s->txq_n > 0 || !TAILQ_EMPTY(&s->tx_blocked))
+		return 0;
 	return s->timer_next;
 }
 

@@ -413,7 +413,12 @@ uint16_t tide_net_rx_burst(struct tide_net_stack *stack, const struct tide_net_r
  */
 int tide_net_timers_run(struct tide_net_stack *stack, uint64_t now);
 
-/** Earliest time tide_net_timers_run() may have work (UINT64_MAX: none). Thread: owner. */
+/**
+ * Earliest time tide_net_timers_run() may have work (UINT64_MAX: none): now (0) while
+ * frames a full device refused, connections it stopped or zero-copy completions are
+ * pending (timers_run offers and polls them), else the earliest protocol timer.
+ * Thread: owner.
+ */
 uint64_t tide_net_next_timer(const struct tide_net_stack *stack);
 
 /**

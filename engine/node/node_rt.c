@@ -81,8 +81,9 @@ static uint64_t
 rt_irq_next(void *ctx)
 {
 	struct rt_lc *l = ctx;
+	uint64_t t = tide_net_next_timer(l->stack), d = tide_eth_netdev_next_due(&l->nd);
 
-	return tide_net_next_timer(l->stack);
+	return d < t ? d : t;
 }
 
 static void

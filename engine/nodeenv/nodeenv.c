@@ -357,8 +357,9 @@ static const struct key_def keys[] = {
 	 .def = "true",
 	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
 	 .doc = "TIDE_IDLE=adaptive on a device whose receive queues can interrupt (net_memif, "
-		"one queue per lcore): an idle poller sleeps after 20 us, woken by the next "
-		"frame, instead of yielding its CPU for 2 ms first. false = yield first."},
+		"one queue per lcore): an idle poller that has yielded its CPU for 2 ms sleeps "
+		"until the next frame or its next timer instead of waking every "
+		"TIDE_IDLE_SLEEP_US. false = timed sleeps."},
 	{.name = "TIDE_FAULT",
 	 .type = T_FAULT,
 	 FLD(fault_spec),

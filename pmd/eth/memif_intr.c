@@ -200,16 +200,16 @@ tide_memif_rxq_disarm(const struct tide_eth_rx_intr *ri)
 {
 	const struct m_queue *mq = ri->rxq;
 	struct m_ring *ring = ring_of(ri->dev, mq);
+	int fd = rte_intr_fd_get(mq->intr_handle);
 	uint64_t v;
-	int fd;
 
-	if (ring == NULL)
+	/* No descriptor: the queue is not part of this connection, and its ring fields may be
+	 * another queue's (left from an earlier one): leave every ring alone. */
+	if (ring == NULL || fd < 0)
 		return;
 	__atomic_store_n(&ring->flags, (uint16_t)(ring->flags | M_MASK_INT), __ATOMIC_RELAXED);
-	fd = rte_intr_fd_get(mq->intr_handle);
 	/* Non-blocking (memif makes them EFD_NONBLOCK): empty or not, at once. */
-	if (fd >= 0)
-		(void)!read(fd, &v, sizeof(v));
+	(void)!read(fd, &v, sizeof(v));
 }
 
 #else /* another DPDK than 22.11: the private layout is unknown */

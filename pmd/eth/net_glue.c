@@ -684,6 +684,15 @@ delayq_run(struct tide_eth_netdev *nd, struct tide_net_stack *stack, uint64_t no
 	return n;
 }
 
+uint64_t
+tide_eth_netdev_next_due(const struct tide_eth_netdev *nd)
+{
+	const struct tide_eth_delayq *q = nd->dq;
+
+	/* delayq_run releases from the head only, in order: its time is the next. */
+	return q != NULL && q->len > 0 ? q->ring[q->head].due : UINT64_MAX;
+}
+
 unsigned
 tide_eth_netdev_poll(struct tide_eth_netdev *nd, struct tide_net_stack *stack, uint64_t now)
 {

@@ -139,6 +139,13 @@ unsigned tide_eth_netdev_poll(struct tide_eth_netdev *nd, struct tide_net_stack 
 			      uint64_t now);
 
 /**
+ * When tide_eth_netdev_poll() next has a delayed frame (TIDE_FAULT delays) to release, on
+ * the clock it is given; UINT64_MAX when none is held. For a worker that sleeps between
+ * frames: a held frame is work no interrupt announces. Thread: owner.
+ */
+uint64_t tide_eth_netdev_next_due(const struct tide_eth_netdev *nd);
+
+/**
  * Publish a stack's counters (every tide_net_stats field, the injector's and
  * the port's) through DPDK telemetry, so they can be read while it runs:
  * command "/tide/net/stats" with the returned index as parameter, on the

@@ -1370,6 +1370,7 @@ rdma_submit(struct te_xport *x, struct te_xpeer *p, struct te_slice *head)
 		ep->l->in_tail = s;
 		atomic_store_explicit(&ep->l->inbox_pending, true, memory_order_release);
 		pthread_mutex_unlock(&ep->l->inbox_lock);
+		tide_lcore_wake(ep->l->lc); /* it may be sleeping in an idle spell */
 		s = next;
 	}
 	return 0;
@@ -1416,6 +1417,10 @@ poller_add_on_lcore(void *arg)
 	struct poller_arg *a = arg;
 
 	a->rc = tide_lcore_poller_add(a->l->lc, rdma_poll, a->l);
+	/* Completion queues have no interrupt the lcore sleeps on: a worker that slept
+	 * on its memif queue's would leave completions and requests waiting 10 ms. */
+	if (a->rc == 0)
+		tide_lcore_irq_off(a->l->lc);
 }
 
 /* Worker i polls on lcore i of another transport's running group. */

@@ -236,8 +236,8 @@ struct irq_dev {
 	atomic_int pending;
 	atomic_bool armed;
 	atomic_int arms, disarms, consumed;
-	int fd;
-	int arm_rc; /* 0: arm works; else what arm returns */
+	atomic_int fd; /* replaced by another when the "device" reconnects */
+	int arm_rc;    /* 0: arm works; else what arm returns */
 };
 
 static int
@@ -260,7 +260,7 @@ irq_dev_arm(void *ctx)
 	if (d->arm_rc != 0)
 		return d->arm_rc;
 	atomic_store(&d->armed, true);
-	return d->fd;
+	return atomic_load(&d->fd);
 }
 
 static void
@@ -271,7 +271,7 @@ irq_dev_disarm(void *ctx)
 
 	atomic_fetch_add(&d->disarms, 1);
 	atomic_store(&d->armed, false);
-	(void)!read(d->fd, &v, sizeof(v));
+	(void)!read(atomic_load(&d->fd), &v, sizeof(v));
 }
 
 static void
@@ -281,7 +281,7 @@ irq_dev_send(struct irq_dev *d)
 
 	atomic_fetch_add(&d->pending, 1);
 	if (atomic_load(&d->armed))
-		(void)!write(d->fd, &one, sizeof(one));
+		(void)!write(atomic_load(&d->fd), &one, sizeof(one));
 }
 
 static uint64_t
@@ -305,8 +305,8 @@ irq_worker(struct irq_dev *d)
 	o.irq_after_us = 20;
 	o.idle_yield_us = 10000000; /* without the source: 10 s of yielding first */
 	o.idle_sleep_us = 5000000;  /* capped at TIDE_LCORE_IRQ_SLEEP_MAX_US when armed */
-	d->fd = eventfd(0, EFD_NONBLOCK);
-	CU_ASSERT_FATAL(d->fd >= 0);
+	atomic_store(&d->fd, eventfd(0, EFD_NONBLOCK));
+	CU_ASSERT_FATAL(atomic_load(&d->fd) >= 0);
 	TIDE_UT_OK(tide_lcore_group_create(&o, &cpu, 1, &g));
 	TIDE_UT_OK(tide_lcore_poller_add(tide_lcore_get(g, 0), irq_dev_poll, d));
 	TIDE_UT_OK(tide_lcore_irq_add(tide_lcore_get(g, 0), &irq));
@@ -358,7 +358,7 @@ test_irq_source_wakes_sleeper(void)
 	CU_ASSERT_TRUE(atomic_load(&d.arms) >= 4);
 	CU_ASSERT_FALSE(atomic_load(&d.armed)); /* stop disarms */
 	tide_lcore_group_destroy(g);
-	close(d.fd);
+	close(atomic_load(&d.fd));
 }
 
 /* A source that cannot arm (a link down): the worker yields as without one and
@@ -378,7 +378,128 @@ test_irq_source_arm_failure_falls_back(void)
 	CU_ASSERT_EQUAL(st.sleeps, 0); /* yielding: idle_yield_us is 10 s */
 	CU_ASSERT_EQUAL(st.irq_sleeps, 0);
 	tide_lcore_group_destroy(g);
-	close(d.fd);
+	close(atomic_load(&d.fd));
+}
+
+/* Send until n frames went through the descriptor (irq_wakeups grew by n), each consumed
+ * within a second; at most 12 frames (one may land as a 10 ms sleep times out, and be
+ * found by polling). */
+static void
+irq_send_until_woken(struct irq_dev *d, struct tide_lcore *lc, unsigned n)
+{
+	struct tide_lcore_stats st;
+	uint64_t w0;
+	double t0;
+
+	tide_lcore_stats_get(lc, &st);
+	w0 = st.irq_wakeups;
+	for (int round = 1; round <= 12; round++) {
+		int want = atomic_load(&d->consumed) + 1;
+
+		tide_lcore_stats_get(lc, &st);
+		if (st.irq_wakeups >= w0 + n)
+			break;
+		t0 = tide_ut_now_s();
+		irq_dev_send(d);
+		while (atomic_load(&d->consumed) < want && tide_ut_now_s() - t0 < 3)
+			usleep(100);
+		CU_ASSERT_EQUAL(atomic_load(&d->consumed), want);
+		usleep(20000); /* idle again: re-armed, asleep */
+	}
+	tide_lcore_stats_get(lc, &st);
+	CU_ASSERT_TRUE(st.irq_wakeups >= w0 + n);
+}
+
+/*
+ * The device reconnects while the worker sleeps armed: its descriptor is closed and
+ * another one takes its place (memif closes every queue eventfd at a disconnect). The
+ * worker must neither spin on the closed one (ppoll says POLLNVAL at once) nor keep
+ * sleeping on it: arming again before each sleep finds the new one, and frames wake it
+ * through that.
+ */
+static void
+test_irq_source_reconnect(void)
+{
+	struct irq_dev d = {.arm_rc = 0};
+	struct tide_lcore_group *g = irq_worker(&d);
+	struct tide_lcore *lc = tide_lcore_get(g, 0);
+	struct tide_lcore_stats st0, st;
+	int old, fresh;
+
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	usleep(50000);
+	tide_lcore_stats_get(lc, &st0);
+	CU_ASSERT_TRUE(st0.irq_sleeps >= 1);
+	fresh = eventfd(0, EFD_NONBLOCK);
+	CU_ASSERT_FATAL(fresh >= 0);
+	old = atomic_exchange(&d.fd, fresh);
+	close(old);
+	usleep(100000);
+	tide_lcore_stats_get(lc, &st);
+	/* Asleep: at most one iteration per 10 ms sleep and a few around each, not a spin. */
+	CU_ASSERT_TRUE(st.iterations - st0.iterations < 2000);
+	irq_send_until_woken(&d, lc, 3);
+	tide_lcore_group_stop(g);
+	tide_lcore_group_destroy(g);
+	close(atomic_load(&d.fd));
+}
+
+/* A source that keeps giving a descriptor that was closed (a device that lost it): the
+ * worker does not spin on it; it disarms and asks again only every 100 ms. */
+static void
+test_irq_source_dead_descriptor(void)
+{
+	struct irq_dev d = {.arm_rc = 0};
+	struct tide_lcore_group *g = irq_worker(&d);
+	int arms;
+
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	usleep(50000);
+	arms = atomic_load(&d.arms);
+	close(atomic_load(&d.fd)); /* arm still returns its number */
+	usleep(250000);
+	tide_lcore_group_stop(g);
+	/* About one arming per 100 ms (each one sleep, at once invalid, then a back-off);
+	 * a spin would arm every iteration. */
+	CU_ASSERT_TRUE(atomic_load(&d.arms) - arms <= 12);
+	CU_ASSERT_TRUE(atomic_load(&d.disarms) >= 1);
+	tide_lcore_group_destroy(g);
+}
+
+static void
+irq_off_msg(void *arg)
+{
+	tide_lcore_irq_off(arg);
+}
+
+/* tide_lcore_irq_off (a poller without an interrupt joined): the source is disarmed and
+ * never armed again; the worker goes back to the yield-then-sleep policy. */
+static void
+test_irq_off(void)
+{
+	struct irq_dev d = {.arm_rc = 0};
+	struct tide_lcore_group *g = irq_worker(&d);
+	struct tide_lcore *lc = tide_lcore_get(g, 0);
+	struct tide_lcore_stats st0, st;
+	int arms;
+
+	TIDE_UT_OK(tide_lcore_group_start(g));
+	usleep(50000);
+	CU_ASSERT_TRUE(atomic_load(&d.armed));
+	TIDE_UT_OK(tide_lcore_post(lc, irq_off_msg, lc));
+	usleep(20000);
+	CU_ASSERT_FALSE(atomic_load(&d.armed));
+	arms = atomic_load(&d.arms);
+	tide_lcore_stats_get(lc, &st0);
+	irq_dev_send(&d); /* found by polling, as without sources */
+	usleep(50000);
+	tide_lcore_group_stop(g);
+	tide_lcore_stats_get(lc, &st);
+	CU_ASSERT_EQUAL(atomic_load(&d.arms), arms);
+	CU_ASSERT_EQUAL(st.irq_sleeps, st0.irq_sleeps);
+	CU_ASSERT_EQUAL(atomic_load(&d.consumed), 1);
+	tide_lcore_group_destroy(g);
+	close(atomic_load(&d.fd));
 }
 
 struct post_state {
@@ -722,6 +843,9 @@ register_tests(void)
 	CU_add_test(s, "run_sync", test_run_sync);
 	CU_add_test(s, "irq_source_wakes_sleeper", test_irq_source_wakes_sleeper);
 	CU_add_test(s, "irq_source_arm_failure_falls_back", test_irq_source_arm_failure_falls_back);
+	CU_add_test(s, "irq_source_reconnect", test_irq_source_reconnect);
+	CU_add_test(s, "irq_source_dead_descriptor", test_irq_source_dead_descriptor);
+	CU_add_test(s, "irq_off", test_irq_off);
 	CU_add_test(s, "poller_remove_before_start_keeps_order",
 		    test_poller_remove_before_start_keeps_order);
 	CU_add_test(s, "poller_remove_on_worker", test_poller_remove_on_worker);
