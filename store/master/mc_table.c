@@ -333,7 +333,7 @@ mct_obj_erase(struct tide_mc_table *t, struct mct_obj *o, int how, uint64_t rele
 		mct_j_obj_del(t, o);
 	for (unsigned i = 0; i < o->nrep; i++) {
 		if (how == MCT_FREE_LATER)
-			mct_discard(t, &o->rep[i], o->size, release_at);
+			mct_discard(t, &o->rep[i], o->size, release_at, false);
 		else
 			mct_rep_free(t, &o->rep[i], o->size);
 	}
@@ -1488,9 +1488,12 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 	}
 	/* Unused lease space is not data: a client's reservation must not evict
 	 * objects (a 16 MiB lease in a 16 MiB segment evicted every object put
-	 * into it at the next tick). Committed objects count as any object; a full
+	 * into it at the next tick), nor must it once the lease ended and its
+	 * space waits out the grace period as discarded buffers (every idle
+	 * client's lease ends so). Committed objects count as any object; a full
 	 * segment still fails PutStart, whose need_evict runs a round as stock's. */
-	used = (double)(t->alloc_bytes - t->leased_bytes) / (double)t->capacity;
+	used = (double)(t->alloc_bytes - t->leased_bytes - t->lease_disc_bytes) /
+	       (double)t->capacity;
 	if (!(used > t->o.eviction_high_watermark_ratio) && !t->need_evict)
 		return;
 	t->need_evict = false;

@@ -73,6 +73,7 @@ struct mct_discard {
 	uint64_t len;
 	uint64_t release_ms;
 	uint32_t seg;
+	bool lease; /* an ended lease's unused space (counted in t->lease_disc_bytes) */
 };
 
 struct mct_seg {
@@ -160,7 +161,8 @@ struct tide_mc_table {
 	struct mct_lease **leases;
 	size_t nleases, lease_cap;
 	uint64_t next_lease_id;
-	uint64_t leased_bytes; /* sum of their pieces' lengths */
+	uint64_t leased_bytes;     /* sum of their pieces' lengths */
+	uint64_t lease_disc_bytes; /* of the discarded buffers, ended leases' unused pieces */
 };
 
 static inline void
@@ -260,8 +262,10 @@ void mct_j_seg_del(struct tide_mc_table *t, const struct mct_seg *s);
 uint64_t mct_rand(struct tide_mc_table *t);
 void mct_rep_account(struct tide_mc_table *t, struct mct_seg *s, uint64_t len, int dir);
 void mct_rep_free(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len);
+/* Keep [r, len) allocated until release_ms (a writer may still be writing there); lease:
+ * it is an ended lease's unused space (not data: outside the eviction watermark). */
 void mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len,
-		 uint64_t release_ms);
+		 uint64_t release_ms, bool lease);
 void *mct_arena_alloc(struct tide_mc_table_arena *a, size_t n);
 int mct_arena_str(struct tide_mc_table_arena *a, const char *s, size_t len,
 		  struct tide_mc_str *out);

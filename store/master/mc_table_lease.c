@@ -100,7 +100,7 @@ lease_drop_pieces(struct tide_mc_table *t, struct mct_lease *l, bool keep, uint6
 		struct mct_rep r = {.off = l->piece[k].off, .seg = l->seg};
 
 		if (keep)
-			mct_discard(t, &r, l->piece[k].len, until);
+			mct_discard(t, &r, l->piece[k].len, until, true);
 		else
 			mct_rep_free(t, &r, l->piece[k].len);
 		t->leased_bytes -= l->piece[k].len;
@@ -394,8 +394,8 @@ commit_one(struct tide_mc_table *t, struct mct_lease *l, const struct commit_cfg
 {
 	struct mct_seg *s = t->segs[l->seg];
 	uint64_t at, e, lo, hi;
+	struct mct_obj *o, *stale = NULL;
 	struct mct_piece pc;
-	struct mct_obj *o;
 	uint32_t k, grow;
 
 	if (!key || !key->len || !key->ptr || key->len > UINT32_MAX || !size)
@@ -410,8 +410,17 @@ commit_one(struct tide_mc_table *t, struct mct_lease *l, const struct commit_cfg
 			break;
 	if (k == l->npiece) /* beyond every unused part, or over a committed one */
 		return TIDE_MC_EC_INVALID_PARAMS;
-	if (mct_obj_find(t, key->ptr, key->len))
-		return TIDE_MC_EC_OBJECT_ALREADY_EXISTS;
+	o = mct_obj_find(t, key->ptr, key->len);
+	if (o) {
+		/* PutStart's rule (spec 3.3): a COMPLETE key, or a put that started recently,
+		 * is taken; a put abandoned past the discard timeout is taken over (its
+		 * buffers released later, as there), or the commit would answer "exists"
+		 * for a key nobody can read, and the client count it as stored. */
+		if (!(o->flags & MCT_OF_PROCESSING) ||
+		    t->proc[o->aux].start_ms + t->o.put_start_discard_timeout_ms >= now)
+			return TIDE_MC_EC_OBJECT_ALREADY_EXISTS;
+		stale = o;
+	}
 	pc = l->piece[k];
 	lo = at - pc.off;
 	hi = pc.off + pc.len - (at + e);
@@ -440,6 +449,14 @@ commit_one(struct tide_mc_table *t, struct mct_lease *l, const struct commit_cfg
 	if (cc->pin.action == TIDE_MC_SOFT_PIN_ENABLE) {
 		o->flags |= MCT_OF_SOFT_PIN;
 		o->soft_ms = now + cc->pin.ttl;
+	}
+	if (stale) {
+		/* Last, once nothing else can fail but the insert (which leaves the
+		 * abandoned put gone, as any later PutStart would). */
+		TIDE_LOG(INFO, "lease commit %.*s: taking over a put started %llu ms ago",
+			 (int)(key->len < 200 ? key->len : 200), key->ptr,
+			 (unsigned long long)(now - t->proc[stale->aux].start_ms));
+		mct_obj_erase(t, stale, MCT_FREE_LATER, now + t->o.put_start_release_timeout_ms);
 	}
 	if (mct_obj_insert(t, o) != 0) { /* pins and value bytes are accounted on success only */
 		uncarve(t, l, k, at, lo, hi);

@@ -277,7 +277,8 @@ mct_rep_free(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len)
 }
 
 void
-mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len, uint64_t release_ms)
+mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len, uint64_t release_ms,
+	    bool lease)
 {
 	if (t->ndisc == t->disc_cap) {
 		size_t nc = t->disc_cap ? t->disc_cap * 2 : 16;
@@ -291,7 +292,9 @@ mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len, uint
 		t->disc = nd;
 		t->disc_cap = nc;
 	}
-	t->disc[t->ndisc++] = (struct mct_discard){r->off, len, release_ms, r->seg};
+	t->disc[t->ndisc++] = (struct mct_discard){r->off, len, release_ms, r->seg, lease};
+	if (lease)
+		t->lease_disc_bytes += len;
 }
 
 /* Release due buffers (seg == UINT32_MAX), or forget those of segment seg. */
@@ -314,6 +317,8 @@ discards_sweep(struct tide_mc_table *t, uint32_t seg, uint64_t now)
 		} else {
 			mct_rep_account(t, t->segs[seg], d->len, -1);
 		}
+		if (d->lease)
+			t->lease_disc_bytes -= d->len;
 		t->disc[i] = t->disc[--t->ndisc];
 	}
 }

@@ -84,12 +84,13 @@ seg_used(uint64_t base)
  * Every segment's accounting against its allocator (the allocator is
  * consistent, its live bytes and allocations are the segment's used and
  * nrep), the table's totals, and every lease's pieces (sorted, inside the
- * lease, never adjacent, summing to leased_bytes).
+ * lease, never adjacent, summing to leased_bytes), and the discarded buffers
+ * that were leases' summing to lease_disc_bytes.
  */
 static void
 check_consistent(void)
 {
-	uint64_t sum = 0, leased = 0;
+	uint64_t sum = 0, leased = 0, disc = 0;
 
 	for (uint32_t i = 0; i < T->nseg_slots; i++) {
 		const struct mct_seg *s = T->segs[i];
@@ -121,6 +122,9 @@ check_consistent(void)
 	CU_ASSERT_EQUAL(leased, T->leased_bytes);
 	CU_ASSERT_EQUAL(metrics().leased_bytes, leased);
 	CU_ASSERT_EQUAL(metrics().leases, T->nleases);
+	for (size_t i = 0; i < T->ndisc; i++)
+		disc += T->disc[i].lease ? T->disc[i].len : 0;
+	CU_ASSERT_EQUAL(disc, T->lease_disc_bytes);
 }
 
 static int
@@ -365,6 +369,38 @@ test_commit_existing_key(void)
 	expect_at("fresh", l.buf.buffer_address, 64);
 	/* The PROCESSING put is untouched and can still end. */
 	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C2, &proc, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	check_consistent();
+	rm();
+}
+
+/*
+ * A put abandoned past the discard timeout (PutStart, no PutEnd) is taken over by a commit
+ * of its key, as a PutStart would take it over: the commit must not answer "exists" for a
+ * key nobody can read. Its buffer stays reserved until the release timeout.
+ */
+static void
+test_commit_takes_over_stale_put(void)
+{
+	struct tide_mc_replicate_config cfg;
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k = S("stale");
+	struct tide_mc_lease l;
+	const uint64_t late = 30001; /* put_start_discard_timeout_ms + 1 */
+
+	mk();
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.replica_num = 1;
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &k, 100, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL_FATAL(grant(4 * KIB, late - 1000, &l), 0);
+	CU_ASSERT_EQUAL(commit1(l.id, "stale", 0, 64, late - 1), TIDE_MC_EC_OBJECT_ALREADY_EXISTS);
+	CU_ASSERT_EQUAL(commit1(l.id, "stale", 0, 64, late), 0);
+	expect_at("stale", l.buf.buffer_address, 64);
+	CU_ASSERT_EQUAL(metrics().keys, 1);
+	/* The old writer's buffer is kept (it may still be writing), not yet free. */
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 4 * KIB + 128);
+	/* Its PutEnd now finds a COMPLETE object of another writer. */
+	CU_ASSERT_NOT_EQUAL(tide_mc_table_put_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, late), 0);
+	expect_at("stale", l.buf.buffer_address, 64);
 	check_consistent();
 	rm();
 }
@@ -1015,6 +1051,25 @@ test_eviction_ignores_leases(void)
 	CU_ASSERT_EQUAL(metrics().keys, 1);
 	check_consistent();
 	rm();
+
+	/* Once an idle lease ends, its unused space waits out the grace period as
+	 * discarded buffers: still a reservation, still not data to evict for. */
+	mk();
+	CU_ASSERT_EQUAL_FATAL(grant(MIB, 0, &l), 0);
+	CU_ASSERT_EQUAL(commit1(l.id, "small", 0, 64, 1), 0);
+	tick_alive(40000); /* the lease ended at 30001 */
+	CU_ASSERT_EQUAL(metrics().leases, 0);
+	CU_ASSERT_EQUAL(metrics().discarded_bytes, MIB - 64);
+	check_consistent();
+	tick_alive(41000);
+	CU_ASSERT(has_key("small"));
+	CU_ASSERT_EQUAL(metrics().evicted_keys, 0);
+	tick_alive(30001 + TIDE_MC_TABLE_LEASE_GRACE_MS); /* released */
+	CU_ASSERT_EQUAL(metrics().discarded_bytes, 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 64);
+	CU_ASSERT(has_key("small"));
+	check_consistent();
+	rm();
 }
 
 static void
@@ -1027,6 +1082,7 @@ register_tests(void)
 	CU_add_test(s, "grant_commit", test_grant_commit);
 	CU_add_test(s, "commit_bad_ranges", test_commit_bad_ranges);
 	CU_add_test(s, "commit_existing_key", test_commit_existing_key);
+	CU_add_test(s, "commit_takes_over_stale_put", test_commit_takes_over_stale_put);
 	CU_add_test(s, "commit_wrong_lease", test_commit_wrong_lease);
 	CU_add_test(s, "release_frees", test_release_frees);
 	CU_add_test(s, "expiry", test_expiry);
