@@ -1100,8 +1100,9 @@ lease_batch(struct tide_store *s, const char *const *keys, const void *const *bu
 			return -EAGAIN;
 		total += lens[i];
 	}
-	/* More than half a lease would rarely fit in the current one: plain. */
-	if (total > STORE_LEASE_BYTES / 2)
+	/* More than half a lease would rarely fit in the current one: plain. The lease
+	 * may be smaller than asked for (a share of a small segment). */
+	if (total > store_lease_room(&s->leases, rc != NULL ? rc->preferred_segment : NULL) / 2)
 		return -EAGAIN;
 	if (!sc_init(&sc, sc_size(n, sizeof(*offs)) * 2 + sc_size(n, sizeof(*x)) +
 				  sc_size(n, sizeof(*owner)) + sc_size(n, sizeof(*res)) +

@@ -198,6 +198,7 @@ grant(struct store_leases *L, struct store_mc *mc, unsigned k, uint64_t now)
 	l->nfree = 1;
 	tide_mc_resp_free(&resp);
 	L->slot[k].cur = l;
+	L->slot[k].granted = l->size;
 	L->mode = 1;
 	return 0;
 }
@@ -228,6 +229,7 @@ slot_for(struct store_leases *L, const char *pref, struct store_lease **old)
 			*old = l;
 	}
 	snprintf(L->slot[pick].pref, sizeof(L->slot[pick].pref), "%s", pref);
+	L->slot[pick].granted = 0;
 	return pick;
 }
 
@@ -283,6 +285,13 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 	}
 	k = slot_for(L, pref, &old2);
 	L->slot[k].used_ms = now != 0 ? now : 1;
+	if (L->slot[k].granted != 0 && len > L->slot[k].granted) {
+		/* Its segment gives smaller leases than this: retiring the current one
+		 * for a new grant of the same size would only lead to the plain put. */
+		pthread_mutex_unlock(&L->mu);
+		release_free(mc, old2);
+		return -EOPNOTSUPP;
+	}
 	l = L->slot[k].cur;
 	if (l != NULL && (!usable(l, now) || store_lease_carve(l, len, off) != 0)) {
 		retire(L, l);
@@ -314,6 +323,22 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 	release_free(mc, old);
 	release_free(mc, old2);
 	return rc;
+}
+
+uint64_t
+store_lease_room(struct store_leases *L, const char *pref)
+{
+	uint64_t room = STORE_LEASE_BYTES;
+
+	if (pref == NULL)
+		pref = "";
+	pthread_mutex_lock(&L->mu);
+	for (unsigned k = 0; k < STORE_LEASE_SLOTS; k++)
+		if (L->slot[k].used_ms != 0 && L->slot[k].granted != 0 &&
+		    strcmp(L->slot[k].pref, pref) == 0)
+			room = L->slot[k].granted;
+	pthread_mutex_unlock(&L->mu);
+	return room;
 }
 
 void

@@ -72,6 +72,8 @@ struct store_leases {
 		char pref[STORE_LEASE_PREF_MAX]; /* preferred segment asked for, "" none */
 		struct store_lease *cur;         /* where its placements come from; NULL none */
 		uint64_t used_ms;                /* last placement */
+		uint64_t granted; /* size of its last lease (the master may give less than
+				     asked: a share of the segment); 0 none yet */
 	} slot[STORE_LEASE_SLOTS];
 };
 
@@ -96,10 +98,16 @@ void store_leases_fini(struct store_leases *L, struct store_mc *mc);
  * current is full, close to its deadline or absent. 0: *lease and *off (from
  * the lease's start) hold the place, to end with exactly one of
  * store_lease_commit() / store_lease_giveback(). -EOPNOTSUPP: use a plain put
- * (the master has no leases, none is free now, leases are off, pref too long).
+ * (the master has no leases, none is free now, leases are off, pref too long,
+ * len larger than the last lease granted for pref: its segment is small).
  */
 int store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref, uint64_t len,
 		      struct store_lease **lease, uint64_t *off);
+
+/* Bytes a lease for pref holds at most: the size of the last one granted for it, or
+ * STORE_LEASE_BYTES before any (a batch larger than about half of it takes the plain
+ * path). Thread: any. */
+uint64_t store_lease_room(struct store_leases *L, const char *pref);
 
 /* The write into a placed range failed: the range is free again; retire: place
  * nothing more in l (its segment may be gone). */

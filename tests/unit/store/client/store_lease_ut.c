@@ -237,6 +237,39 @@ test_segment_share(void)
 	CU_ASSERT_EQUAL(off[1], mib);
 	CU_ASSERT_NOT_EQUAL(addr[2], addr[0]);
 	CU_ASSERT_EQUAL(off[2], 0);
+	CU_ASSERT_EQUAL(store_lease_room(&L, NULL), 2 * mib);
+	done(&L, &mc, srv);
+}
+
+/* A 4 MiB segment gives 512 KiB leases: a 1 MiB object cannot go through one. Once the
+ * client knows (the first grant), it does not retire its lease and ask for another
+ * one of the same size for each such object: they take the plain put at once. */
+static void
+test_segment_share_small(void)
+{
+	struct tide_mc_server *srv = store_mc_fixture_server(true, 0);
+	const uint64_t mib = 1ull << 20;
+	struct store_leases L;
+	struct store_lease *l, *l2;
+	struct store_mc mc;
+	uint64_t off, id;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(srv);
+	mc_open_size(&mc, srv, 4 * mib);
+	store_leases_init(&L, true);
+	CU_ASSERT_EQUAL(store_lease_room(&L, NULL), STORE_LEASE_BYTES); /* none granted yet */
+	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 4096, &l, &off));
+	CU_ASSERT_EQUAL(l->size, mib / 2);
+	id = l->id;
+	store_lease_giveback(&L, &mc, l, off, 4096, false);
+	for (int i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(store_lease_place(&L, &mc, NULL, mib, &l2, &off), -EOPNOTSUPP);
+	/* The lease is still the current one. */
+	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 4096, &l2, &off));
+	CU_ASSERT_EQUAL(l2->id, id);
+	store_lease_giveback(&L, &mc, l2, off, 4096, false);
+	CU_ASSERT_EQUAL(store_lease_room(&L, NULL), mib / 2);
+	CU_ASSERT_EQUAL(store_lease_room(&L, "elsewhere:1"), STORE_LEASE_BYTES);
 	done(&L, &mc, srv);
 }
 
@@ -385,6 +418,7 @@ register_tests(void)
 	CU_add_test(s, "free_list_bound", test_free_list_bound);
 	CU_add_test(s, "place_commit", test_place_commit);
 	CU_add_test(s, "segment_share", test_segment_share);
+	CU_add_test(s, "segment_share_small", test_segment_share_small);
 	CU_add_test(s, "lease_gone", test_lease_gone);
 	CU_add_test(s, "fini_releases", test_fini_releases);
 	CU_add_test(s, "stock_master_and_off", test_stock_master_and_off);
