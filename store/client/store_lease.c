@@ -135,6 +135,16 @@ release_free(struct store_mc *mc, struct store_lease *l)
 	free(l);
 }
 
+/* release_free() of each of rel[STORE_LEASE_SLOTS] (NULL entries skipped), emptied. */
+static void
+release_all(struct store_mc *mc, struct store_lease *rel[STORE_LEASE_SLOTS])
+{
+	for (unsigned k = 0; k < STORE_LEASE_SLOTS; k++) {
+		release_free(mc, rel[k]);
+		rel[k] = NULL;
+	}
+}
+
 /* A new current lease for slot k from the master (mu held); now: the time the grant
  * is sent (its life runs from there). 0, or -EOPNOTSUPP for a plain put. */
 static int
@@ -233,13 +243,19 @@ slot_for(struct store_leases *L, const char *pref, struct store_lease **old)
 	return pick;
 }
 
-/* The master moved (a new HA leader): leases of the old one mean nothing there,
- * and an id may even name another lease (mu held). */
+/* The master moved (a new HA leader): no more placements in the current leases
+ * (mu held). They are released all the same (idle ones into rel[], for the caller
+ * once the mutex is dropped): a lease granted while the move happened may be the
+ * new leader's, and one of the old leader's is unknown to the new one (lease ids
+ * start at a random 62-bit point per table and are checked against the client, so
+ * an old id does not name another lease there). */
 static void
-forget_moved(struct store_leases *L)
+forget_moved(struct store_leases *L, struct store_lease *rel[STORE_LEASE_SLOTS])
 {
 	unsigned gen = atomic_load_explicit(&L->gen, memory_order_acquire);
 
+	for (unsigned k = 0; k < STORE_LEASE_SLOTS; k++)
+		rel[k] = NULL;
 	if (gen == L->seen_gen)
 		return;
 	L->seen_gen = gen;
@@ -248,10 +264,9 @@ forget_moved(struct store_leases *L)
 
 		if (l == NULL)
 			continue;
-		l->gone = true;
 		retire(L, l);
 		if (l->inflight == 0)
-			free(l);
+			rel[k] = l;
 	}
 	L->retry_ms = 0;
 }
@@ -266,7 +281,7 @@ int
 store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref, uint64_t len,
 		  struct store_lease **lease, uint64_t *off)
 {
-	struct store_lease *old = NULL, *old2 = NULL, *l;
+	struct store_lease *old = NULL, *old2 = NULL, *moved[STORE_LEASE_SLOTS], *l;
 	uint64_t now;
 	unsigned k;
 	int rc = 0;
@@ -278,9 +293,10 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 	pthread_mutex_lock(&L->mu);
 	/* The clock after the lock: another thread's grant may have kept us waiting. */
 	now = now_ms();
-	forget_moved(L);
+	forget_moved(L, moved);
 	if (L->mode < 0 || (L->retry_ms != 0 && now < L->retry_ms)) {
 		pthread_mutex_unlock(&L->mu);
+		release_all(mc, moved);
 		return -EOPNOTSUPP;
 	}
 	k = slot_for(L, pref, &old2);
@@ -290,6 +306,7 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 		 * for a new grant of the same size would only lead to the plain put. */
 		pthread_mutex_unlock(&L->mu);
 		release_free(mc, old2);
+		release_all(mc, moved);
 		return -EOPNOTSUPP;
 	}
 	l = L->slot[k].cur;
@@ -304,6 +321,7 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 		 * what the old leases hold. */
 		release_free(mc, old);
 		release_free(mc, old2);
+		release_all(mc, moved);
 		old = old2 = NULL;
 		rc = grant(L, mc, k, now_ms());
 		if (rc == 0) {
@@ -322,6 +340,7 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 	pthread_mutex_unlock(&L->mu);
 	release_free(mc, old);
 	release_free(mc, old2);
+	release_all(mc, moved);
 	return rc;
 }
 

@@ -82,9 +82,11 @@ struct store_leases {
 void store_leases_init(struct store_leases *L, bool enabled);
 
 /* The master moved (a new HA leader, found by the pool): every current lease is
- * forgotten before the next placement (never released: the new leader does not
- * know it, and its id may name another lease there). Takes no lock, so the pool's
- * relocate hook may call it from inside a grant. Thread: any. */
+ * retired before the next placement, and released once idle (to the new leader:
+ * a lease granted during the move may be its own; one of the old leader's it
+ * answers as unknown, ids being random per table and checked against the client).
+ * Takes no lock, so the pool's relocate hook may call it from inside a grant.
+ * Thread: any. */
 void store_leases_moved(struct store_leases *L);
 
 /* Release the current leases (each once nothing is in flight from it).
