@@ -26,6 +26,7 @@ scratch(struct mc_worker *w, size_t n, size_t size)
 	if (need > w->scratch_cap) {
 		p = realloc(w->scratch, need);
 		if (p == NULL) {
+			w->oom = true; /* serve_frame answers an error, not an empty result */
 			return NULL;
 		}
 		w->scratch = p;

@@ -46,6 +46,7 @@ struct mc_http_conn {
 	size_t want;    /* head + body bytes once the head is parsed; 0 before */
 	bool continued; /* "100 Continue" sent */
 	bool answered;
+	bool closed; /* on s->http_dead: events still in the batch are ignored */
 	struct tide_mc_buf out;
 	size_t woff;
 	uint64_t t_accept, t_head, t_last; /* ms: accepted, head complete, last byte moved */
@@ -673,10 +674,25 @@ http_close(struct tide_mc_server *s, struct mc_http_conn *hc)
 		hc->next->prev = hc->prev;
 	}
 	stat_add(&s->http_open[port_idx(hc->port)], -1);
-	free(hc->rbuf);
-	tide_mc_buf_release(&hc->out);
-	free(hc);
 	s->n_http--;
+	/* Freed after the event batch: an accept's eviction or the tick may close a
+	 * connection whose own event comes later in the same batch. */
+	hc->closed = true;
+	hc->next = s->http_dead;
+	s->http_dead = hc;
+}
+
+void
+mc_http_reap(struct tide_mc_server *s)
+{
+	struct mc_http_conn *hc;
+
+	while ((hc = s->http_dead) != NULL) {
+		s->http_dead = hc->next;
+		free(hc->rbuf);
+		tide_mc_buf_release(&hc->out);
+		free(hc);
+	}
 }
 
 void
@@ -685,6 +701,7 @@ mc_http_close_all(struct tide_mc_server *s)
 	while (s->http != NULL) {
 		http_close(s, s->http);
 	}
+	mc_http_reap(s);
 }
 
 /* Close the least recently active connection of port p (the oldest of equals). */
@@ -992,6 +1009,9 @@ mc_http_event(struct tide_mc_server *s, struct mc_http_conn *hc, uint32_t events
 	ssize_t n;
 	int rc;
 
+	if (hc->closed) {
+		return;
+	}
 	if (!hc->answered && (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))) {
 		rc = http_read(hc, now);
 		memset(&r, 0, sizeof(r));

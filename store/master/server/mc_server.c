@@ -46,6 +46,8 @@ struct mc_conn {
 	struct tide_mc_buf wbuf;
 	size_t woff;       /* bytes of wbuf already sent */
 	uint64_t hold_seq; /* journal record the newest reply waits for (hold) */
+	bool eof;          /* the peer sent all it will: answer what is buffered, then close */
+	bool closed;       /* on w->dead: events still in the batch are ignored */
 };
 
 uint64_t
@@ -165,10 +167,25 @@ conn_close(struct mc_worker *w, struct mc_conn *c)
 	if (c->next != NULL) {
 		c->next->prev = c->prev;
 	}
-	free(c->rbuf);
-	tide_mc_buf_release(&c->wbuf);
-	free(c);
+	/* Freed after the event batch (conns_reap): release_held may close a connection
+	 * whose own event comes later in the same batch. */
+	c->closed = true;
+	c->next = w->dead;
+	w->dead = c;
 	mc_stat_add(&w->st.closed, 1);
+}
+
+static void
+conns_reap(struct mc_worker *w)
+{
+	struct mc_conn *c;
+
+	while ((c = w->dead) != NULL) {
+		w->dead = c->next;
+		free(c->rbuf);
+		tide_mc_buf_release(&c->wbuf);
+		free(c);
+	}
 }
 
 static size_t
@@ -188,14 +205,17 @@ released(const struct tide_mc_server *s, const struct mc_conn *c)
 static int
 conn_rearm(struct mc_worker *w, struct mc_conn *c)
 {
-	uint32_t ev = EPOLLRDHUP;
+	uint32_t ev = 0;
 	struct epoll_event e;
 
 	if (wpending(c) > 0 && released(w->s, c)) {
 		ev |= EPOLLOUT;
 	}
-	if (c->draining ? wpending(c) == 0 : wpending(c) <= MC_WBUF_HIGH) {
-		ev |= EPOLLIN;
+	/* Reading, and the peer's half-close with it: watched alone, a half-close under
+	 * backpressure (no read to consume it) would report on every wait. After end of
+	 * input, only the answers are left. */
+	if (!c->eof && (c->draining ? wpending(c) == 0 : wpending(c) <= MC_WBUF_HIGH)) {
+		ev |= EPOLLIN | EPOLLRDHUP;
 	}
 	if (ev == c->evmask) {
 		return 0;
@@ -351,8 +371,17 @@ serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len
 						TIDE_MC_ENC_STOCK, &c->wbuf);
 	}
 
+	w->oom = false;
 	mc_dispatch(w, &req, &resp, tide_mc_server_now_ms());
-	rc = tide_mc_resp_frame_encode(&resp, hdr.seq_num, TIDE_MC_ENC_STOCK, &c->wbuf);
+	if (w->oom) {
+		/* An empty result for n keys would read as n answers missing, not as an error. */
+		TIDE_LOG_RATELIMIT(ERR, 10, "%s: out of memory for the result",
+				   tide_mc_fn_info(req.fn)->name);
+		rc = tide_mc_err_frame_encode(hdr.seq_num, TIDE_MC_ERRC_RPC_THROW_EXCEPTION,
+					      "out of memory", TIDE_MC_ENC_STOCK, &c->wbuf);
+	} else {
+		rc = tide_mc_resp_frame_encode(&resp, hdr.seq_num, TIDE_MC_ENC_STOCK, &c->wbuf);
+	}
 	if (rc != 0) {
 		/* A result the codec refuses is a server bug; say so like a throwing handler. */
 		TIDE_LOG_RATELIMIT(ERR, 10, "cannot encode the %s result: %d",
@@ -466,6 +495,9 @@ conn_read(struct mc_worker *w, struct mc_conn *c)
 	ssize_t n;
 	int rc;
 
+	if (c->eof) {
+		return 0;
+	}
 	if (c->draining) {
 		n = recv(c->fd, sink, sizeof(sink), 0);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -495,7 +527,9 @@ conn_read(struct mc_worker *w, struct mc_conn *c)
 			return -errno;
 		}
 		if (n == 0) {
-			return -ECONNRESET;
+			/* Half-closed: the requests already sent still get their answers. */
+			c->eof = true;
+			return conn_process(w, c);
 		}
 		c->rlen += (size_t)n;
 		budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
@@ -527,13 +561,23 @@ conn_event(struct mc_worker *w, struct mc_conn *c, uint32_t ev)
 	}
 	if (rc == 0 && (ev & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))) {
 		rc = conn_read(w, c);
-		/* A peer that half-closed still gets the answers it asked for. */
-		if (rc == -ECONNRESET && !c->draining && wpending(c) > 0) {
-			(void)conn_flush(w->s, c);
-		}
 	}
 	if (rc == 0) {
 		rc = conn_flush(w->s, c);
+	}
+	/* After end of input: answer what is buffered (backpressure may have left whole
+	 * requests), send it as the journal releases it, close once all is sent. */
+	while (rc == 0 && c->eof && wpending(c) == 0) {
+		size_t before = c->rlen;
+
+		rc = conn_process(w, c);
+		if (rc == 0) {
+			rc = conn_flush(w->s, c);
+		}
+		if (rc == 0 && wpending(c) == 0 && c->rlen == before) {
+			rc = -ECONNRESET; /* nothing left to answer (a partial request is dropped)
+					   */
+		}
 	}
 	if (rc == 0 && c->draining && wpending(c) == 0) {
 		shutdown(c->fd, SHUT_WR);
@@ -620,7 +664,9 @@ worker_main(void *arg)
 			break;
 		}
 		for (i = 0; i < n; i++) {
-			if (evs[i].data.ptr == NULL) {
+			struct mc_conn *c = evs[i].data.ptr;
+
+			if (c == NULL) {
 				if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
 					TIDE_LOG(ERR, "worker %u: eventfd: %s", w->idx,
 						 strerror(errno));
@@ -629,12 +675,16 @@ worker_main(void *arg)
 				release_held(w);
 				continue;
 			}
-			conn_event(w, evs[i].data.ptr, evs[i].events);
+			if (!c->closed) {
+				conn_event(w, c, evs[i].events);
+			}
 		}
+		conns_reap(w);
 	}
 	while (w->conns != NULL) {
 		conn_close(w, w->conns);
 	}
+	conns_reap(w);
 	return NULL;
 }
 
@@ -783,6 +833,7 @@ ctl_main(void *arg)
 				break;
 			}
 		}
+		mc_http_reap(s);
 	}
 	mc_http_close_all(s);
 	return NULL;

@@ -50,6 +50,8 @@ struct mc_worker {
 	int *q; /* accepted fds handed over by the control thread */
 	size_t q_n, q_cap;
 	struct mc_conn *conns; /* doubly linked list of owned connections */
+	struct mc_conn *dead;  /* closed during this event batch: freed after it */
+	bool oom;              /* the request being served ran out of memory (mc_dispatch) */
 	struct tide_mc_table_arena arena;
 	void *scratch; /* batch result arrays */
 	size_t scratch_cap;
@@ -91,7 +93,8 @@ struct tide_mc_server {
 	unsigned next_w;
 	atomic_uint_fast64_t accepted;
 
-	struct mc_http_conn *http; /* control-thread HTTP connections */
+	struct mc_http_conn *http;      /* control-thread HTTP connections */
+	struct mc_http_conn *http_dead; /* closed during this event batch: freed after it */
 	size_t n_http;
 	/* Control thread writes, any thread reads (relaxed): per port [0] admin, [1] metadata. */
 	uint64_t http_open[2];
@@ -132,6 +135,9 @@ bool mc_resp_failed(const struct tide_mc_resp *resp);
 void mc_http_accept(struct tide_mc_server *s, int lfd, enum mc_ctl_kind which);
 void mc_http_event(struct tide_mc_server *s, struct mc_http_conn *hc, uint32_t events);
 void mc_http_close_all(struct tide_mc_server *s);
+/* Free the connections closed since the last call: after each event batch, whose later
+ * entries may still name them (a close never frees at once). */
+void mc_http_reap(struct tide_mc_server *s);
 /* Every tick: close connections past a deadline, re-arm paused listeners. */
 void mc_http_tick(struct tide_mc_server *s, uint64_t now_ms);
 void mc_meta_clear(struct tide_mc_server *s);

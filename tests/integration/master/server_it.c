@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -1322,6 +1325,98 @@ test_lease_deadline(void)
 	tide_mc_server_destroy(s);
 }
 
+static double
+cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/*
+ * A client pipelines more requests than the master buffers answers for (4 MiB), then
+ * half-closes without reading. The master must not spin on the half-close while it
+ * cannot read (it watched it on every wait: about a CPU per such connection), and must
+ * still answer every request it got before closing (it answered what fit in one send).
+ */
+static void
+test_half_close_backpressure(void)
+{
+	enum { N = 300000 };
+	struct tide_mc_server *s = start_server();
+	uint8_t *reqs = malloc((size_t)N * TIDE_MC_REQ_HDR_LEN), *in = malloc(1 << 20);
+	size_t sent = 0, have = 0, total = (size_t)N * TIDE_MC_REQ_HDR_LEN, frames = 0;
+	int fd = tcp_connect(tide_mc_server_rpc_port(s));
+	double t0, c0, used;
+	bool eof = false;
+
+	CU_ASSERT_FATAL(reqs != NULL && in != NULL && fd >= 0);
+	/* Unknown function ids: each is answered with a small error frame. */
+	for (unsigned i = 0; i < N; i++)
+		hdr_bytes(reqs + (size_t)i * TIDE_MC_REQ_HDR_LEN, TIDE_MC_MAGIC, i, 0x7e7e0000u + i,
+			  0);
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	t0 = now_s();
+	while (sent < total && now_s() - t0 < 3) {
+		ssize_t n = send(fd, reqs + sent, total - sent, MSG_NOSIGNAL);
+
+		if (n > 0)
+			sent += (size_t)n;
+		else
+			usleep(1000);
+	}
+	CU_ASSERT(sent >= 2000000); /* far past the 4 MiB of answers (about 40 B each) */
+	shutdown(fd, SHUT_WR);
+	usleep(100000);
+	c0 = cpu_s();
+	usleep(400000);
+	used = cpu_s() - c0;
+	CU_ASSERT(used < 0.15);
+	if (used >= 0.15)
+		fprintf(stderr, "half-closed, unread: %.2f s of CPU in 0.4 s\n", used);
+	/* Every whole request is answered, then the master closes. */
+	t0 = now_s();
+	while (!eof && now_s() - t0 < 20) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, 1000) <= 0)
+			continue;
+		n = recv(fd, in + have, (1 << 20) - have, 0);
+		if (n == 0) {
+			eof = true;
+			break;
+		}
+		if (n < 0)
+			continue;
+		have += (size_t)n;
+		for (;;) {
+			struct tide_mc_resp_hdr h;
+			size_t len;
+
+			if (have < TIDE_MC_RESP_HDR_LEN ||
+			    tide_mc_resp_hdr_parse(in, have, &h, NULL) != 0)
+				break;
+			len = TIDE_MC_RESP_HDR_LEN + h.length;
+			if (have < len)
+				break;
+			CU_ASSERT_EQUAL(h.seq_num, (uint32_t)frames);
+			CU_ASSERT_EQUAL(h.err_code, TIDE_MC_ERRC_FUNCTION_NOT_REGISTERED);
+			frames++;
+			memmove(in, in + len, have - len);
+			have -= len;
+		}
+	}
+	CU_ASSERT_TRUE(eof);
+	CU_ASSERT_EQUAL(frames, sent / TIDE_MC_REQ_HDR_LEN);
+	close(fd);
+	free(reqs);
+	free(in);
+	tide_mc_server_destroy(s);
+}
+
 static void
 register_tests(void)
 {
@@ -1331,6 +1426,7 @@ register_tests(void)
 	CU_add_test(s, "capture_replay", test_capture_replay);
 	CU_add_test(s, "pipelined", test_pipelined);
 	CU_add_test(s, "pipelined_backpressure", test_pipelined_backpressure);
+	CU_add_test(s, "half_close_backpressure", test_half_close_backpressure);
 	CU_add_test(s, "many_connections", test_many_connections);
 	CU_add_test(s, "malformed", test_malformed);
 	CU_add_test(s, "http_admin", test_http_admin);
