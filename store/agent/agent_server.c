@@ -549,9 +549,15 @@ client_main(void *arg)
 		agent_w_init(&w);
 		rc = dispatch(c, &h, &rd, fd, &w);
 		free(body);
-		if (rc == 0 && w.err == 0)
+		if (rc == 0 && w.err != 0) {
+			/* No reply could be built: closing tells the client (which waits
+			 * for one without a deadline); skipping it would hang it. */
+			TIDE_LOG(ERR, "client pid %u: cannot build the %s reply: %s; closing it",
+				 c->pid, agent_op_name(h.op), strerror(-w.err));
+			rc = w.err;
+		} else if (rc == 0) {
 			rc = agent_send(c->sock, h.op, h.seq, w.p, w.len, -1);
-		else if (rc == -EPROTO)
+		} else if (rc == -EPROTO)
 			TIDE_LOG(WARN, "client pid %u: malformed %s request (%u bytes); closing it",
 				 c->pid, agent_op_name(h.op), h.len);
 		agent_w_free(&w);

@@ -187,6 +187,31 @@ agent_w_rc(struct agent_wbuf *w, const struct tide_store_rc *rc, size_t n_keys)
 /* Preferred segments a config may name; more is a malformed request. */
 #define RC_MAX_PREFS 1024u
 
+static bool
+str_ok(const char *s)
+{
+	return s == NULL || strnlen(s, AGENT_MAX_KEY + 1) <= AGENT_MAX_KEY;
+}
+
+bool
+agent_rc_ok(const struct tide_store_rc *rc, size_t n_keys)
+{
+	size_t i;
+
+	if (rc == NULL)
+		return true;
+	if (!str_ok(rc->preferred_segment) ||
+	    (rc->preferred_segments != NULL && rc->n_preferred_segments > RC_MAX_PREFS))
+		return false;
+	for (i = 0; rc->preferred_segments != NULL && i < rc->n_preferred_segments; i++)
+		if (!str_ok(rc->preferred_segments[i]))
+			return false;
+	for (i = 0; rc->group_ids != NULL && i < n_keys; i++)
+		if (!str_ok(rc->group_ids[i]))
+			return false;
+	return true;
+}
+
 void
 agent_r_rc(struct agent_rbuf *r, struct agent_rc *out, size_t n_keys)
 {

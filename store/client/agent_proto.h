@@ -101,6 +101,10 @@ void agent_r_loc(struct agent_rbuf *r, struct agent_loc *l);
  */
 struct tide_store_rc;
 void agent_w_rc(struct agent_wbuf *w, const struct tide_store_rc *rc, size_t n_keys);
+/* Whether the agent takes rc (NULL: yes) for n_keys keys: strings of at most
+ * AGENT_MAX_KEY bytes, at most 1024 preferred segments. A config beyond that is a
+ * malformed request to the agent, which closes the connection: check it first. */
+bool agent_rc_ok(const struct tide_store_rc *rc, size_t n_keys);
 
 /* A decoded config that owns its strings (free with agent_rc_free()). */
 struct agent_rc {

@@ -413,17 +413,27 @@ plan(struct tide_agent_conn *a, const void *const *bufs, const uint64_t *lens, s
 	return 0;
 }
 
-/* Copy bounced results back: got[i] bytes of item i (when >= 0). */
+/* Copy bounced results back: got[i] bytes of item i (when >= 0). A size beyond the
+ * item's buffer (lens[i]) is the agent's error, not ours to copy: -EPROTO for it. */
 static void
-unplan(struct tide_agent_conn *a, void *const *bufs, const int64_t *got, size_t n,
+unplan(struct tide_agent_conn *a, void *const *bufs, int64_t *got, const uint64_t *lens, size_t n,
        const uint64_t *bounced)
 {
 	size_t i;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		if (got[i] > 0 && (uint64_t)got[i] > lens[i]) {
+			TIDE_LOG_RATELIMIT(ERR, 10,
+					   "agent answered %lld bytes for a %llu-byte buffer: "
+					   "item ignored",
+					   (long long)got[i], (unsigned long long)lens[i]);
+			got[i] = -EPROTO;
+			continue;
+		}
 		if (bounced[i] != 0 && got[i] > 0)
 			memcpy(bufs[i], a->regions[a->staging].base + bounced[i] - 1,
 			       (size_t)got[i]);
+	}
 }
 
 /* ------------------------------------------------------------------- setup */
@@ -658,6 +668,13 @@ tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 
 	if (!keys_ok(keys, n) || bufs == NULL || lens == NULL || rcs == NULL)
 		return -EINVAL;
+	if (!agent_rc_ok(rc, n)) {
+		TIDE_LOG(ERR,
+			 "put: a replicate config string longer than %u bytes, or more than "
+			 "1024 preferred segments: refused",
+			 AGENT_MAX_KEY);
+		return -EINVAL;
+	}
 	struct agent_loc *locs = calloc(n, sizeof(*locs));
 	uint64_t *bounced = calloc(n, sizeof(*bounced));
 	uint64_t *l64 = calloc(n, sizeof(*l64));
@@ -739,7 +756,7 @@ tide_agent_batch_get_into(struct tide_agent_conn *a, const char *const *keys, vo
 		if (err == 0) {
 			err = read_vec(body, blen, n, NULL, got);
 			if (err != -EPROTO) {
-				unplan(a, bufs, got, n, bounced);
+				unplan(a, bufs, got, l64, n, bounced);
 				memcpy(sizes, got, n * sizeof(*got));
 			}
 		}
@@ -810,7 +827,7 @@ tide_agent_get_into_ranges(struct tide_agent_conn *a, const char *const *keys, s
 		if (err == 0) {
 			err = read_vec(body, blen, nfrags, NULL, got);
 			if (err != -EPROTO) {
-				unplan(a, dst, got, nfrags, bounced);
+				unplan(a, dst, got, l64, nfrags, bounced);
 				for (i = 0; i < nfrags; i++)
 					frags[i].result = got[i];
 			}

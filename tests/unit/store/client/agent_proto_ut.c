@@ -257,6 +257,79 @@ test_op_names(void)
 	CU_ASSERT_STRING_EQUAL(agent_op_name(60000), "?");
 }
 
+/* What agent_rc_ok() passes is what agent_r_rc() accepts: the limits of both sides agree. */
+static void
+test_rc_ok_matches_reader(void)
+{
+	char *big = malloc(AGENT_MAX_KEY + 2);
+	const char *prefs[2] = {"a:1", NULL}, *groups[2] = {"g", NULL};
+	const char **many = calloc(1025, sizeof(*many));
+	struct tide_store_rc rc;
+	struct agent_wbuf w;
+	struct agent_rbuf r;
+	struct agent_rc out;
+
+	CU_ASSERT_FATAL(big != NULL && many != NULL);
+	memset(big, 'x', AGENT_MAX_KEY + 1);
+	big[AGENT_MAX_KEY + 1] = '\0';
+	CU_ASSERT_TRUE(agent_rc_ok(NULL, 1));
+	for (int c = 0; c < 8; c++) {
+		bool want;
+
+		memset(&rc, 0, sizeof(rc));
+		rc.replica_num = 1;
+		prefs[1] = groups[1] = "ok";
+		switch (c) {
+		case 1: /* the longest string taken */
+			big[AGENT_MAX_KEY] = '\0';
+			rc.preferred_segment = big;
+			break;
+		case 2: /* one byte more */
+			big[AGENT_MAX_KEY] = 'x';
+			rc.preferred_segment = big;
+			break;
+		case 3:
+			prefs[1] = big;
+			rc.preferred_segments = prefs;
+			rc.n_preferred_segments = 2;
+			break;
+		case 4:
+			groups[1] = big;
+			rc.group_ids = groups;
+			break;
+		case 5:
+			for (int i = 0; i < 1024; i++)
+				many[i] = "s:1";
+			rc.preferred_segments = many;
+			rc.n_preferred_segments = 1024;
+			break;
+		case 6:
+			for (int i = 0; i < 1025; i++)
+				many[i] = "s:1";
+			rc.preferred_segments = many;
+			rc.n_preferred_segments = 1025;
+			break;
+		default:
+			rc.preferred_segments = prefs;
+			rc.n_preferred_segments = 2;
+			rc.group_ids = groups;
+			break;
+		}
+		want = agent_rc_ok(&rc, 2);
+		CU_ASSERT_EQUAL(want, c != 2 && c != 3 && c != 4 && c != 6);
+		agent_w_init(&w);
+		agent_w_rc(&w, &rc, 2);
+		CU_ASSERT_EQUAL_FATAL(w.err, 0);
+		agent_r_init(&r, w.p, w.len);
+		agent_r_rc(&r, &out, 2);
+		CU_ASSERT_EQUAL(!r.bad, want);
+		agent_rc_free(&out, 2);
+		agent_w_free(&w);
+	}
+	free(big);
+	free(many);
+}
+
 static void
 register_tests(void)
 {
@@ -265,6 +338,7 @@ register_tests(void)
 	CU_add_test(s, "scalars_round_trip", test_scalars_round_trip);
 	CU_add_test(s, "reader_refuses", test_reader_refuses);
 	CU_add_test(s, "rc_round_trip", test_rc_round_trip);
+	CU_add_test(s, "rc_ok_matches_reader", test_rc_ok_matches_reader);
 	CU_add_test(s, "send_recv_fd", test_send_recv_fd);
 	CU_add_test(s, "recv_refuses", test_recv_refuses);
 	CU_add_test(s, "op_names", test_op_names);
