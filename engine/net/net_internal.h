@@ -519,6 +519,7 @@ struct tide_net_conn {
 	uint8_t backoff;
 	uint8_t retries;
 	uint8_t probes;      /* zero-window probes since the window closed */
+	uint8_t probes_out;  /* of those, sent since the peer last acknowledged anything */
 	uint8_t keep_probes; /* unanswered keepalive probes */
 
 	/* congestion control */

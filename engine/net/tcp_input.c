@@ -382,6 +382,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	if (before(ack, c->snd_una)) {
 		return 0;
 	}
+	c->probes_out = 0; /* the peer answers: a zero-window probe was not lost on a dead one */
 	acked = ack - c->snd_una;
 	if (c->sack_ok && seg->opts.num_sacks > 0) {
 		newly = tcp_sack_update(c, &seg->opts, ack);

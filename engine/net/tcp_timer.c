@@ -216,18 +216,30 @@ tcp_persist_timer(struct tide_net_conn *c, uint64_t now)
 
 	if (c->snd_wnd != 0 || !((1u << c->state) & TCPF_CAN_SEND)) {
 		c->probes = 0;
+		c->probes_out = 0;
 		tcp_write_xmit(c, now);
+		return;
+	}
+	/*
+	 * RFC 9293 3.8.6.1: keep probing as long as the peer answers. One that stopped
+	 * answering (dead behind a closed window) times out as a data retransmission
+	 * does, after tcp_max_retries probes without an answer, as Linux does: else the
+	 * connection, and every zero-copy send queued on it, lived for ever (with the
+	 * persist timer armed the retransmission timer is not).
+	 */
+	if (c->probes_out >= c->stack->o.tcp_max_retries) {
+		tcp_timeout(c, now);
 		return;
 	}
 	c->stack->st.tcp_window_probes++;
 	tcp_send_probe(c, now);
+	c->probes_out++;
 	if (c->probes < 30) {
 		c->probes++;
 	}
 	for (uint8_t i = 0; i < c->probes && next < max; i++) {
 		next <<= 1;
 	}
-	/* RFC 9293 3.8.6.1: keep probing as long as the peer answers; no give-up. */
 	tcp_arm(c, &c->t_persist, now + (next < max ? next : max));
 }
 

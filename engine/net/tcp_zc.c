@@ -302,12 +302,15 @@ net_zc_reap(struct tide_net_stack *s)
 		if (!blk && atomic_load_explicit(&z->refs, memory_order_acquire) == 1) {
 			/* Only the stack's reference is left, and no frame can take a new one:
 			 * the record left its connection's queue. */
+			struct net_zc *prev = TAILQ_PREV(z, net_zc_list, link);
+
 			TAILQ_REMOVE(&s->zc_wait, z, link);
 			s->zc_pending--;
 			z->done(z->cookie, z->status);
-			/* The callback may have appended to zc_wait (never removed: reaping
-			 * does not nest), so the walk goes on from the new successor. */
-			next = TAILQ_NEXT(z, link);
+			/* The callback may have appended to zc_wait (nothing is removed meanwhile:
+			 * reaping does not nest), also after a z that was the tail: go on from
+			 * what now follows z's predecessor. */
+			next = prev != NULL ? TAILQ_NEXT(prev, link) : TAILQ_FIRST(&s->zc_wait);
 			free(z);
 			continue;
 		}

@@ -253,6 +253,47 @@ test_zero_window_probe(void)
 	ut_env_fini(&e);
 }
 
+/* A peer that closes its window and then dies: after tcp_max_retries (4 here) probes
+ * without an answer the connection times out (it probed for ever, holding its sends). */
+static void
+test_zero_window_dead_peer(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I;
+	int reason = 0;
+
+	ut_env_init(&e, rto_tweak);
+	ut_app_init(&a);
+	struct tide_net_conn *c = ut_passive_open(&e, &a, P, &I, &l);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .wnd_zero = true);
+	CU_ASSERT_EQUAL(tide_net_send(c, "payload", 7, e.now), 7);
+	/* One probe answered: the count of unanswered ones starts again. */
+	until_frame(&e, 10000 * NS_PER_MS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .wnd_zero = true);
+	/* Then silence: four more probes, then the timeout. */
+	for (int i = 0; i < 4; i++) {
+		until_frame(&e, 100000 * NS_PER_MS);
+		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+		CU_ASSERT_EQUAL(o.len, 0);
+		CU_ASSERT_FALSE(o.flags & TCPHDR_RST);
+	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_window_probes, 5);
+	CU_ASSERT_FALSE(ut_app_has(&a, TIDE_NET_EV_CLOSED, &reason));
+	until_frame(&e, 100000 * NS_PER_MS);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT(o.flags & TCPHDR_RST);
+	CU_ASSERT(ut_app_has(&a, TIDE_NET_EV_CLOSED, &reason));
+	CU_ASSERT_EQUAL(reason, -ETIMEDOUT);
+	tide_net_close(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 ka_tweak(struct tide_net_opts *o)
 {
@@ -411,6 +452,7 @@ register_tests(void)
 	CU_add_test(s, "real_loss_not_undone", test_real_loss_not_undone);
 	CU_add_test(s, "syn_retries", test_syn_retries);
 	CU_add_test(s, "zero_window_probe", test_zero_window_probe);
+	CU_add_test(s, "zero_window_dead_peer", test_zero_window_dead_peer);
 	CU_add_test(s, "keepalive", test_keepalive);
 	CU_add_test(s, "fin_wait2_orphan_timeout", test_fin_wait2_orphan_timeout);
 	CU_add_test(s, "rtt_estimator", test_rtt_estimator);
