@@ -527,6 +527,7 @@ static void
 irq_sleep(struct tide_lcore *lc, uint64_t ns, uint64_t wakes_seen)
 {
 	struct pollfd pfd[1 + TIDE_LCORE_MAX_IRQS];
+	bool woke = false;
 
 	for (unsigned i = 0; i < lc->nirq; i++)
 		pfd[1 + i] = (struct pollfd){.fd = lc->irq_fd[i], .events = POLLIN};
@@ -536,18 +537,18 @@ irq_sleep(struct tide_lcore *lc, uint64_t ns, uint64_t wakes_seen)
 	if (park(lc, pfd, lc->nirq, ns, wakes_seen))
 		lc->stats.wakeups++;
 	/* A source's descriptor is drained by its receive path or its disarm. */
-	for (unsigned i = 0; i < lc->nirq; i++)
-		if (pfd[1 + i].revents & POLLIN) {
-			lc->stats.irq_wakeups++;
-			break;
-		}
-	for (unsigned i = 0; i < lc->nirq; i++)
+	for (unsigned i = 0; i < lc->nirq; i++) {
+		if (pfd[1 + i].revents & POLLIN)
+			woke = true;
 		if (pfd[1 + i].revents & (POLLNVAL | POLLERR | POLLHUP))
 			lc->irq_bad = true;
+	}
+	if (woke)
+		lc->stats.irq_wakeups++;
 }
 
-/* Arm every source; true when each gave the descriptor it gave last time (fds[i] as
- * before). A changed one is stored (a reconnected device: what arrived before it was
+/* Arm every source; *same: already armed, and each gave the descriptor it gave last time
+ * (a changed one, stored in irq_fd, is a reconnected device: what arrived before it was
  * armed needs the re-check iteration). False, disarmed, when one cannot be armed. */
 static bool
 irq_arm_all(struct tide_lcore *lc, uint64_t now, bool *same)

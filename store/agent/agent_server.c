@@ -557,9 +557,10 @@ client_main(void *arg)
 			rc = w.err;
 		} else if (rc == 0) {
 			rc = agent_send(c->sock, h.op, h.seq, w.p, w.len, -1);
-		} else if (rc == -EPROTO)
+		} else if (rc == -EPROTO) {
 			TIDE_LOG(WARN, "client pid %u: malformed %s request (%u bytes); closing it",
 				 c->pid, agent_op_name(h.op), h.len);
+		}
 		agent_w_free(&w);
 		pthread_mutex_lock(&srv->lock);
 		if (rc == -EPROTO)

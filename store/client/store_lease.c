@@ -135,11 +135,15 @@ release_free(struct store_mc *mc, struct store_lease *l)
 	free(l);
 }
 
-/* release_free() of each of rel[STORE_LEASE_SLOTS] (NULL entries skipped), emptied. */
+/* Leases a placement retires, released once the mutex is dropped: those of a moved master
+ * (forget_moved, one per slot), the slot's own, and the least recently used slot's. */
+#define PLACE_REL (STORE_LEASE_SLOTS + 2)
+
+/* release_free() of each of rel[0..n) (NULL entries skipped), emptied. */
 static void
-release_all(struct store_mc *mc, struct store_lease *rel[STORE_LEASE_SLOTS])
+release_all(struct store_mc *mc, struct store_lease **rel, unsigned n)
 {
-	for (unsigned k = 0; k < STORE_LEASE_SLOTS; k++) {
+	for (unsigned k = 0; k < n; k++) {
 		release_free(mc, rel[k]);
 		rel[k] = NULL;
 	}
@@ -244,18 +248,16 @@ slot_for(struct store_leases *L, const char *pref, struct store_lease **old)
 }
 
 /* The master moved (a new HA leader): no more placements in the current leases
- * (mu held). They are released all the same (idle ones into rel[], for the caller
- * once the mutex is dropped): a lease granted while the move happened may be the
- * new leader's, and one of the old leader's is unknown to the new one (lease ids
- * start at a random 62-bit point per table and are checked against the client, so
- * an old id does not name another lease there). */
+ * (mu held). They are released all the same (idle ones into rel[], which comes in empty, for the
+ * caller once the mutex is dropped): a lease granted while the move happened may be the new
+ * leader's, and one of the old leader's is unknown to the new one (lease ids start at a random
+ * 62-bit point per table and are checked against the client, so an old id does not name another
+ * lease there). */
 static void
 forget_moved(struct store_leases *L, struct store_lease *rel[STORE_LEASE_SLOTS])
 {
 	unsigned gen = atomic_load_explicit(&L->gen, memory_order_acquire);
 
-	for (unsigned k = 0; k < STORE_LEASE_SLOTS; k++)
-		rel[k] = NULL;
 	if (gen == L->seen_gen)
 		return;
 	L->seen_gen = gen;
@@ -281,10 +283,10 @@ int
 store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref, uint64_t len,
 		  struct store_lease **lease, uint64_t *off)
 {
-	struct store_lease *old = NULL, *old2 = NULL, *moved[STORE_LEASE_SLOTS], *l;
+	struct store_lease *rel[PLACE_REL] = {NULL}, *l;
 	uint64_t now;
 	unsigned k;
-	int rc = 0;
+	int rc = -EOPNOTSUPP;
 
 	if (pref == NULL)
 		pref = "";
@@ -293,36 +295,27 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 	pthread_mutex_lock(&L->mu);
 	/* The clock after the lock: another thread's grant may have kept us waiting. */
 	now = now_ms();
-	forget_moved(L, moved);
-	if (L->mode < 0 || (L->retry_ms != 0 && now < L->retry_ms)) {
-		pthread_mutex_unlock(&L->mu);
-		release_all(mc, moved);
-		return -EOPNOTSUPP;
-	}
-	k = slot_for(L, pref, &old2);
+	forget_moved(L, rel);
+	if (L->mode < 0 || (L->retry_ms != 0 && now < L->retry_ms))
+		goto out;
+	k = slot_for(L, pref, &rel[STORE_LEASE_SLOTS]);
 	L->slot[k].used_ms = now != 0 ? now : 1;
-	if (L->slot[k].granted != 0 && len > L->slot[k].granted) {
-		/* Its segment gives smaller leases than this: retiring the current one
-		 * for a new grant of the same size would only lead to the plain put. */
-		pthread_mutex_unlock(&L->mu);
-		release_free(mc, old2);
-		release_all(mc, moved);
-		return -EOPNOTSUPP;
-	}
+	/* Its segment gives smaller leases than this: retiring the current one for a new
+	 * grant of the same size would only lead to the plain put. */
+	if (L->slot[k].granted != 0 && len > L->slot[k].granted)
+		goto out;
 	l = L->slot[k].cur;
+	rc = 0;
 	if (l != NULL && (!usable(l, now) || store_lease_carve(l, len, off) != 0)) {
 		retire(L, l);
 		if (l->inflight == 0)
-			old = l;
+			rel[STORE_LEASE_SLOTS + 1] = l;
 		l = NULL;
 	}
 	if (l == NULL) {
 		/* Space first, then the new grant: with a full segment the grant needs
 		 * what the old leases hold. */
-		release_free(mc, old);
-		release_free(mc, old2);
-		release_all(mc, moved);
-		old = old2 = NULL;
+		release_all(mc, rel, PLACE_REL);
 		rc = grant(L, mc, k, now_ms());
 		if (rc == 0) {
 			/* A reply the master held (HA durability) or a slow grant may have
@@ -337,10 +330,9 @@ store_lease_place(struct store_leases *L, struct store_mc *mc, const char *pref,
 	} else {
 		rc = -EOPNOTSUPP;
 	}
+out:
 	pthread_mutex_unlock(&L->mu);
-	release_free(mc, old);
-	release_free(mc, old2);
-	release_all(mc, moved);
+	release_all(mc, rel, PLACE_REL);
 	return rc;
 }
 

@@ -411,8 +411,10 @@ try_seg(struct tide_mc_table *t, struct place *p, uint32_t idx)
 	if (p->share) {
 		uint64_t g = t->o.seg_granule, cap = s->managed / p->share / g * g;
 
-		if (len > (cap > g ? cap : g))
-			len = cap > g ? cap : g;
+		if (cap < g)
+			cap = g;
+		if (len > cap)
+			len = cap;
 	}
 	if (tide_seg_alloc(s->alloc, len, 1, &off) != 0)
 		return false;
@@ -485,6 +487,27 @@ mct_place_one(struct tide_mc_table *t, uint64_t *len, uint32_t share,
 /* ------------------------------------------------------------------------------------------ */
 /* PutStart / UpsertStart                                                                      */
 /* ------------------------------------------------------------------------------------------ */
+
+/* Spec 3.3, shared with lease commits: a COMPLETE key, or a put that started less than the
+ * discard timeout ago, is taken; a put abandoned longer than that may be taken over. */
+bool
+mct_key_taken(const struct tide_mc_table *t, const struct mct_obj *o, uint64_t now)
+{
+	return !(o->flags & MCT_OF_PROCESSING) ||
+	       t->proc[o->aux].start_ms + t->o.put_start_discard_timeout_ms >= now;
+}
+
+/* Drop an abandoned put (mct_key_taken() false) for a new put of its key (by: who takes it
+ * over, for the log); its buffers are released later, its writer may still be writing. */
+void
+mct_take_over(struct tide_mc_table *t, struct mct_obj *o, const struct tide_mc_str *key,
+	      const char *by, uint64_t now)
+{
+	TIDE_LOG(INFO, "%s %.*s: taking over a put started %llu ms ago", by,
+		 (int)(key->len < 200 ? key->len : 200), key->ptr,
+		 (unsigned long long)(now - t->proc[o->aux].start_ms));
+	mct_obj_erase(t, o, MCT_FREE_LATER, now + t->o.put_start_release_timeout_ms);
+}
 
 /* The soft-pin request of cfg (both layouts); shared with allocation leases. */
 int
@@ -593,14 +616,9 @@ start_locked(struct tide_mc_table *t, bool upsert, const struct tide_mc_uuid *cl
 	h = mct_hash(t, key->ptr, key->len);
 	o = ht_find(t, key->ptr, key->len, h);
 	if (o && !upsert) {
-		/* Spec 3.3: a COMPLETE key, or a put that started recently, is taken. */
-		if (!(o->flags & MCT_OF_PROCESSING) ||
-		    t->proc[o->aux].start_ms + t->o.put_start_discard_timeout_ms >= now)
+		if (mct_key_taken(t, o, now))
 			return TIDE_MC_EC_OBJECT_ALREADY_EXISTS;
-		TIDE_LOG(INFO, "put_start %.*s: taking over a put started %llu ms ago",
-			 (int)key->len, key->ptr,
-			 (unsigned long long)(now - t->proc[o->aux].start_ms));
-		mct_obj_erase(t, o, MCT_FREE_LATER, now + t->o.put_start_release_timeout_ms);
+		mct_take_over(t, o, key, "put_start", now);
 		o = NULL;
 	}
 	if (o && (o->flags & MCT_OF_PROCESSING)) {

@@ -227,7 +227,11 @@ struct mct_pin_req {
 	uint64_t ttl;
 };
 
-/* mc_table.c: for allocation leases (lock held). */
+/* mc_table.c: for allocation leases (lock held). Whether an existing object o makes its
+ * key taken for a new put (spec 3.3), and taking over one that does not. */
+bool mct_key_taken(const struct tide_mc_table *t, const struct mct_obj *o, uint64_t now);
+void mct_take_over(struct tide_mc_table *t, struct mct_obj *o, const struct tide_mc_str *key,
+		   const char *by, uint64_t now);
 int mct_pin_parse(const struct tide_mc_table *t, const struct tide_mc_replicate_config *cfg,
 		  struct mct_pin_req *pin);
 /*

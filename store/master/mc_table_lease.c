@@ -394,7 +394,7 @@ commit_one(struct tide_mc_table *t, struct mct_lease *l, const struct commit_cfg
 {
 	struct mct_seg *s = t->segs[l->seg];
 	uint64_t at, e, lo, hi;
-	struct mct_obj *o, *stale = NULL;
+	struct mct_obj *o, *stale;
 	struct mct_piece pc;
 	uint32_t k, grow;
 
@@ -410,17 +410,11 @@ commit_one(struct tide_mc_table *t, struct mct_lease *l, const struct commit_cfg
 			break;
 	if (k == l->npiece) /* beyond every unused part, or over a committed one */
 		return TIDE_MC_EC_INVALID_PARAMS;
-	o = mct_obj_find(t, key->ptr, key->len);
-	if (o) {
-		/* PutStart's rule (spec 3.3): a COMPLETE key, or a put that started recently,
-		 * is taken; a put abandoned past the discard timeout is taken over (its
-		 * buffers released later, as there), or the commit would answer "exists"
-		 * for a key nobody can read, and the client count it as stored. */
-		if (!(o->flags & MCT_OF_PROCESSING) ||
-		    t->proc[o->aux].start_ms + t->o.put_start_discard_timeout_ms >= now)
-			return TIDE_MC_EC_OBJECT_ALREADY_EXISTS;
-		stale = o;
-	}
+	/* PutStart's rule: else the commit would answer "exists" for an abandoned put's key,
+	 * one nobody can read, and the client count it as stored. */
+	stale = mct_obj_find(t, key->ptr, key->len);
+	if (stale && mct_key_taken(t, stale, now))
+		return TIDE_MC_EC_OBJECT_ALREADY_EXISTS;
 	pc = l->piece[k];
 	lo = at - pc.off;
 	hi = pc.off + pc.len - (at + e);
@@ -450,14 +444,10 @@ commit_one(struct tide_mc_table *t, struct mct_lease *l, const struct commit_cfg
 		o->flags |= MCT_OF_SOFT_PIN;
 		o->soft_ms = now + cc->pin.ttl;
 	}
-	if (stale) {
-		/* Last, once nothing else can fail but the insert (which leaves the
-		 * abandoned put gone, as any later PutStart would). */
-		TIDE_LOG(INFO, "lease commit %.*s: taking over a put started %llu ms ago",
-			 (int)(key->len < 200 ? key->len : 200), key->ptr,
-			 (unsigned long long)(now - t->proc[stale->aux].start_ms));
-		mct_obj_erase(t, stale, MCT_FREE_LATER, now + t->o.put_start_release_timeout_ms);
-	}
+	/* Last, once nothing else can fail but the insert (which leaves the abandoned put
+	 * gone, as any later PutStart would). */
+	if (stale)
+		mct_take_over(t, stale, key, "lease commit", now);
 	if (mct_obj_insert(t, o) != 0) { /* pins and value bytes are accounted on success only */
 		uncarve(t, l, k, at, lo, hi);
 		free(o);

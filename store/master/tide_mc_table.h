@@ -548,15 +548,20 @@ int tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
 
 /**
  * LeaseGrant: allocate one contiguous extent of `size` bytes (rounded up to
- * the granule; at most the segment's share, above) for `client` to fill, placed as PutStart places
- * one replica (cfg->preferred_segment, else cfg->preferred_segments in order, then the other
- * allocatable segments from a random start). Not journaled. \param cfg  NULL: one replica, no
- * preference. Else replica_num must be 1, nof/dfs replica counts 0, group_ids absent or of 1
- * element; pins and the other fields are not read here (see commit). \param[out] out  The lease;
- * its strings are carved from `a`. \return 0; INVALID_PARAMS NULL args, size 0, a cfg as above not
- * met; NO_AVAILABLE_HANDLE nothing fits (no eviction round is asked for: the client's put falls
- * back to PutStart, which asks), or TIDE_MC_TABLE_LEASE_MAX leases are live; INTERNAL_ERROR out of
- * memory (nothing is held then). Thread: any (internal lock). Cost: as PutStart's placement.
+ * the granule; at most the segment's share, above) for `client` to fill,
+ * placed as PutStart places one replica (cfg->preferred_segment, else
+ * cfg->preferred_segments in order, then the other allocatable segments from
+ * a random start). Not journaled.
+ * \param cfg  NULL: one replica, no preference. Else replica_num must be 1,
+ *             nof/dfs replica counts 0, group_ids absent or of 1 element;
+ *             pins and the other fields are not read here (see commit).
+ * \param[out] out  The lease; its strings are carved from `a`.
+ * \return 0; INVALID_PARAMS NULL args, size 0, a cfg as above not met;
+ *         NO_AVAILABLE_HANDLE nothing fits (no eviction round is asked for:
+ *         the client's put falls back to PutStart, which asks), or
+ *         TIDE_MC_TABLE_LEASE_MAX leases are live; INTERNAL_ERROR out of
+ *         memory (nothing is held then).
+ * Thread: any (internal lock). Cost: as PutStart's placement.
  */
 int tide_mc_table_lease_grant(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 			      uint64_t size, const struct tide_mc_replicate_config *cfg,

@@ -574,9 +574,9 @@ conn_event(struct mc_worker *w, struct mc_conn *c, uint32_t ev)
 		if (rc == 0) {
 			rc = conn_flush(w->s, c);
 		}
+		/* Nothing left to answer (a partial request is dropped): close. */
 		if (rc == 0 && wpending(c) == 0 && c->rlen == before) {
-			rc = -ECONNRESET; /* nothing left to answer (a partial request is dropped)
-					   */
+			rc = -ECONNRESET;
 		}
 	}
 	if (rc == 0 && c->draining && wpending(c) == 0) {

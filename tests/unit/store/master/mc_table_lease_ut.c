@@ -29,8 +29,10 @@ S(const char *s) {
 	return mc_fixture_str(s);
 }
 
+/* A table of up to max_blocks allocator blocks per segment; share: its lease_seg_share
+ * (0 keeps the default). */
 static void
-mk_blocks(uint32_t max_blocks)
+mk_opts(uint32_t max_blocks, uint32_t share)
 {
 	struct tide_mc_table_opts o;
 
@@ -39,18 +41,32 @@ mk_blocks(uint32_t max_blocks)
 	o.seg_max_blocks = max_blocks;
 	CU_ASSERT_EQUAL(o.lease_ttl_ms, 30000);
 	CU_ASSERT_EQUAL(o.lease_seg_share, 8);
-	/* These cases lease most of a 1 MiB segment; lease_share has the default's. */
-	o.lease_seg_share = 1;
+	if (share != 0)
+		o.lease_seg_share = share;
 	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
 	memset(&A, 0, sizeof(A));
 }
 
-/* A table with one 1 MiB segment "node1" at BASE, owned by C1. */
+/* Most cases lease most of a 1 MiB segment: a lease may take a whole segment
+ * (grant_share has the default's). */
+static void
+mk_blocks(uint32_t max_blocks)
+{
+	mk_opts(max_blocks, 1);
+}
+
+/* A table with one 1 MiB segment "node1" at BASE, owned by C1, and lease_seg_share share. */
+static void
+mk_share(uint32_t share)
+{
+	mk_opts(1024, share);
+	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+}
+
 static void
 mk(void)
 {
-	mk_blocks(1024);
-	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+	mk_share(1);
 }
 
 static void
@@ -627,12 +643,7 @@ test_grant_share(void)
 	struct tide_mc_table_opts o;
 	struct tide_mc_lease l;
 
-	tide_mc_table_opts_init(&o, sizeof(o));
-	o.seed = 11;
-	o.seg_max_blocks = 1024;
-	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
-	memset(&A, 0, sizeof(A));
-	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+	mk_share(0);
 	for (unsigned i = 0; i < 8; i++) {
 		const struct tide_mc_uuid c = {100 + i, 1};
 
@@ -647,12 +658,7 @@ test_grant_share(void)
 	rm();
 
 	/* 64 KiB asked: 64 KiB given (below the share). */
-	tide_mc_table_opts_init(&o, sizeof(o));
-	o.seed = 11;
-	o.seg_max_blocks = 1024;
-	o.lease_seg_share = 3;
-	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
-	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+	mk_share(3);
 	CU_ASSERT_EQUAL(grant(64 * KIB, 0, &l), 0);
 	CU_ASSERT_EQUAL(l.buf.size, 64 * KIB);
 	/* A third of 1 MiB, rounded down to the 64-byte granule. */
@@ -663,12 +669,7 @@ test_grant_share(void)
 	rm();
 
 	/* A share below one granule: one granule. */
-	tide_mc_table_opts_init(&o, sizeof(o));
-	o.seed = 11;
-	o.seg_max_blocks = 1024;
-	o.lease_seg_share = UINT32_MAX;
-	CU_ASSERT_FATAL(tide_mc_table_create(&o, &T) == 0);
-	mc_fixture_mount(T, (struct tide_mc_uuid){1, 1}, "node1", BASE, MIB, &C1);
+	mk_share(UINT32_MAX);
 	CU_ASSERT_EQUAL(grant(MIB, 0, &l), 0);
 	CU_ASSERT_EQUAL(l.buf.size, 64);
 	check_consistent();
