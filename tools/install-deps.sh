@@ -18,6 +18,7 @@ PKGS=(
 	clang-format git
 	curl                        # the README's HTTP examples (/health, /metrics of mooncake_master)
 	python3 python3-numpy python3-msgpack python3-pytest   # mooncake.store tests
+	python3-matplotlib                     # benchmark scripts draw their PNGs (docs/benchmarks.md)
 	python3-mesonpy python3-venv           # pip install . (tools/check-pip-install.sh)
 	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth); pgrep/pkill for dts_master
 	tcpdump tshark wireshark-common python3-scapy # dts_linux_interop: capture, checksum audit (tshark,

@@ -34,14 +34,30 @@ suite_clean(void)
 	return rmdir(dir);
 }
 
+/* un filled with path; false (and errno ENAMETOOLONG) when path does not fit sun_path. */
+static bool
+un_at(struct sockaddr_un *un, const char *path)
+{
+	size_t n = strlen(path);
+
+	if (n >= sizeof(un->sun_path)) {
+		errno = ENAMETOOLONG;
+		return false;
+	}
+	memcpy(un->sun_path, path, n + 1);
+	return true;
+}
+
 /* A listening unix socket bound at path (what the PMD does at probe). */
 static int
 listen_at(const char *path)
 {
 	struct sockaddr_un un = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	int fd;
 
-	snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
+	if (!un_at(&un, path))
+		return -1;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&un, sizeof(un)) != 0 || listen(fd, 1) != 0) {
 		if (fd >= 0)
 			close(fd);
@@ -54,10 +70,12 @@ static bool
 can_connect(const char *path)
 {
 	struct sockaddr_un un = {.sun_family = AF_UNIX};
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	int fd;
 	bool ok;
 
-	snprintf(un.sun_path, sizeof(un.sun_path), "%s", path);
+	if (!un_at(&un, path))
+		return false;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 	ok = fd >= 0 && connect(fd, (struct sockaddr *)&un, sizeof(un)) == 0;
 	if (fd >= 0)
 		close(fd);
