@@ -152,7 +152,28 @@ t.cleanup_dataproto(ref)
 t.close()
 s.remove("pip-check")
 s.close()
-print(f"check-pip-install: mooncake {pkg}, libtidestore {st._lib._name}: imports and put/get OK")
+
+# mooncake.engine from the same install: two engines, a write and a read back.
+import ctypes  # noqa: E402
+import mooncake.engine as me  # noqa: E402
+if not os.path.realpath(me.__file__).startswith(root):
+    fail(f"mooncake.engine imported from {me.__file__}, not from the venv {venv}")
+a, b = me.TransferEngine(), me.TransferEngine()
+if a.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") != 0 or \
+        b.initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", "") != 0:
+    fail("mooncake.engine: initialize failed")
+src = ctypes.create_string_buffer(os.urandom(1 << 20), 1 << 20)
+dst = ctypes.create_string_buffer(1 << 20)
+back = ctypes.create_string_buffer(1 << 20)
+if b.register_memory(ctypes.addressof(dst), 1 << 20) != 0:
+    fail("mooncake.engine: register_memory failed")
+peer = f"127.0.0.1:{b.get_rpc_port()}"
+if a.transfer_sync_write(peer, ctypes.addressof(src), ctypes.addressof(dst), 1 << 20) != 0 or \
+        a.transfer_sync_read(peer, ctypes.addressof(back), ctypes.addressof(dst), 1 << 20) != 0 \
+        or back.raw != src.raw:
+    fail("mooncake.engine: a 1 MiB write and read back did not round-trip")
+print(f"check-pip-install: mooncake {pkg}, libtidestore {st._lib._name}: imports, store put/get "
+      "and engine write/read OK")
 EOF
 (cd / && env -u PYTHONPATH -u LIBTIDESTORE timeout 120 \
 	"$venv/bin/python" "$tmp/check.py" "$venv" "$repo" "127.0.0.1:$port") || {

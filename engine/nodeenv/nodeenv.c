@@ -427,6 +427,15 @@ static const struct key_def keys[] = {
 	 .doc = "Store clients: put small objects in one master round trip, in space the master "
 		"leases to the client ahead (Tide's extension; a stock master does not offer it "
 		"and puts take PutStart and PutEnd). false = always PutStart and PutEnd."},
+	{.name = "TIDE_RDMA_AS_TCP",
+	 .type = T_BOOL,
+	 FLD(rdma_as_tcp),
+	 .def = "false",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "On a node without an RDMA device, serve transfer engines that ask for protocol "
+		"rdma (Miles' P2P weight sync hard-codes it) with Tide's TCP path, user-space when "
+		"TIDE_DPDK_DEVICE is set, logged once at initialize. false = rdma fails there, as "
+		"stock Mooncake's does."},
 	{.name = "TIDE_ALLOW_NETS",
 	 .type = T_STR,
 	 FLD(allow_nets),

@@ -192,7 +192,8 @@ struct tide_nodeenv {
 	char agent_socket_group[TIDE_NODEENV_HOST_LEN]; /**< TIDE_AGENT_SOCKET_GROUP, "" = own */
 	enum tide_nodeenv_agent agent;                  /**< TIDE_AGENT */
 	bool pin_unread;                                /**< TIDE_PIN_UNREAD (master RL mode) */
-	bool put_lease; /**< TIDE_PUT_LEASE (store clients: one-round-trip puts) */
+	bool put_lease;   /**< TIDE_PUT_LEASE (store clients: one-round-trip puts) */
+	bool rdma_as_tcp; /**< TIDE_RDMA_AS_TCP (protocol rdma served by TCP without a device) */
 	/** TIDE_ALLOW_NETS as written: networks (tide_cidr.h syntax) that may connect to the
 	 * transfer engine's ports; "" = any. Validated here; parse with tide_cidr_parse(). */
 	char allow_nets[TIDE_NODEENV_TEXT_LEN];

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -120,6 +121,13 @@ struct tide_te {
 	pthread_mutex_t batch_lock;
 	struct te_batch **batches; /* TE_MAX_BATCHES slots */
 	uint32_t batch_gen;
+	/* Batches given back with requests still open (tide_te_batch_release): freed
+	 * by the next batch allocation after they end. Taken before batch_lock. At
+	 * most the live batches, since their requests end within io_timeout_ms. */
+	pthread_mutex_t orphan_lock;
+	tide_te_batch_t *orphans;
+	size_t norphans, caporphans;
+	_Atomic size_t norphans_hint; /* racy copy of norphans: skip the lock when 0 */
 
 	const struct te_xport_ops *xops; /* TCP (kernel or user-space) */
 	struct te_xport *x;
@@ -403,6 +411,29 @@ publish(struct tide_te *te)
 	return rc;
 }
 
+/*
+ * Whether every page of [a, a + len) is mapped in this process. mincore() fails
+ * with ENOMEM on a hole and touches nothing (no fault, no madvise side effect).
+ * Bounded: one call per 4096 pages, with the residency vector on the stack.
+ */
+static bool
+range_mapped(uint64_t a, uint64_t len)
+{
+	const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	unsigned char vec[4096];
+	uint64_t p = a & ~(pg - 1), end = a + len;
+
+	while (p < end) {
+		uint64_t n = end - p < sizeof(vec) * pg ? end - p : sizeof(vec) * pg;
+
+		if (mincore((void *)(uintptr_t)p, (size_t)n, vec) != 0 && errno == ENOMEM) {
+			return false;
+		}
+		p += n;
+	}
+	return true;
+}
+
 int
 tide_te_register(struct tide_te *te, void *addr, size_t len, const char *location)
 {
@@ -410,6 +441,13 @@ tide_te_register(struct tide_te *te, void *addr, size_t len, const char *locatio
 	size_t i;
 	if (addr == NULL || len == 0 || a + len < a) {
 		return -EINVAL;
+	}
+	if (!range_mapped(a, len)) {
+		TIDE_LOG(ERR,
+			 "register [0x%" PRIx64 ", +%zu): not mapped in this process (a device "
+			 "pointer, or freed memory); the engine cannot read or write it",
+			 a, len);
+		return -EFAULT;
 	}
 	pthread_rwlock_wrlock(&te->mem_lock);
 	i = mem_find(te, a);
@@ -480,6 +518,11 @@ tide_te_register_local(struct tide_te *te, void *addr, size_t len)
 
 	if (addr == NULL || len == 0 || a + len < a) {
 		return -EINVAL;
+	}
+	if (!range_mapped(a, len)) {
+		TIDE_LOG(ERR, "register_local [0x%" PRIx64 ", +%zu): not mapped in this process", a,
+			 len);
+		return -EFAULT;
 	}
 	pthread_rwlock_wrlock(&te->mem_lock);
 	for (size_t k = 0; k < te->nlmem; k++) {
@@ -620,6 +663,7 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 		pthread_mutex_init(&te->segs[i].lock, NULL);
 	}
 	pthread_mutex_init(&te->batch_lock, NULL);
+	pthread_mutex_init(&te->orphan_lock, NULL);
 	te->batches = calloc(TE_MAX_BATCHES, sizeof(*te->batches));
 	if (te->batches == NULL) {
 		rc = -ENOMEM;
@@ -881,6 +925,41 @@ fail:
 }
 #endif
 
+/*
+ * "rdma" where this node has none (no libibverbs, no device, a build without
+ * verbs): TCP when the node environment says TIDE_RDMA_AS_TCP=1, else the
+ * error, with one line naming the key. Callers such as Miles' weight sync
+ * hard-code "rdma", so on a node without RDMA the operator needs a switch
+ * that does not mean editing the caller; off by default, because a silent
+ * downgrade would hide a broken RDMA set-up on nodes that do have NICs.
+ */
+static int
+rdma_unavailable(struct tide_te *te, int rc)
+{
+	struct tide_nodeenv *ne;
+	bool as_tcp;
+
+	if (node_env_load(te, &ne) != 0) {
+		return rc;
+	}
+	as_tcp = ne->rdma_as_tcp;
+	free(ne);
+	if (!as_tcp) {
+		TIDE_LOG(ERR, "protocol 'rdma' is not available on this node; set "
+			      "TIDE_RDMA_AS_TCP=1 (node file or environment) to serve it with "
+			      "Tide's TCP path, or ask for protocol tcp");
+		return rc;
+	}
+	rc = install_tcp(te);
+	if (rc == 0) {
+		TIDE_LOG(NOTICE,
+			 "protocol 'rdma': no RDMA device on this node; serving it over %s "
+			 "because TIDE_RDMA_AS_TCP=1",
+			 te->xops->name);
+	}
+	return rc;
+}
+
 int
 tide_te_install_transport(struct tide_te *te, const char *proto)
 {
@@ -894,9 +973,12 @@ tide_te_install_transport(struct tide_te *te, const char *proto)
 		rc = install_rdma(te);
 #else
 		TIDE_LOG(ERR, "protocol 'rdma': this build has no verbs transport (built without "
-			      "libibverbs-dev); set MOONCAKE_PROTOCOL=tcp");
+			      "libibverbs-dev)");
 		rc = -EPROTONOSUPPORT;
 #endif
+		if (rc == -EPROTONOSUPPORT) {
+			rc = rdma_unavailable(te, rc);
+		}
 	} else {
 		TIDE_LOG(ERR, "protocol '%s' is not supported; use 'tcp' or 'rdma'",
 			 proto ? proto : "(null)");
@@ -1164,12 +1246,32 @@ batch_get(struct tide_te *te, tide_te_batch_t id)
 	return b;
 }
 
+/* Free the given-back batches whose requests have all ended. */
+static void
+orphans_reap(struct tide_te *te)
+{
+	size_t k = 0;
+
+	pthread_mutex_lock(&te->orphan_lock);
+	for (size_t i = 0; i < te->norphans; i++) {
+		if (tide_te_batch_free(te, te->orphans[i]) == -EBUSY) {
+			te->orphans[k++] = te->orphans[i];
+		}
+	}
+	te->norphans = k;
+	atomic_store_explicit(&te->norphans_hint, k, memory_order_relaxed);
+	pthread_mutex_unlock(&te->orphan_lock);
+}
+
 int
 tide_te_batch_alloc(struct tide_te *te, uint32_t max_reqs, tide_te_batch_t *batch)
 {
 	struct te_batch *b;
 	if (max_reqs == 0 || max_reqs > TE_MAX_REQS || batch == NULL) {
 		return -EINVAL;
+	}
+	if (atomic_load_explicit(&te->norphans_hint, memory_order_relaxed) != 0) {
+		orphans_reap(te);
 	}
 	b = calloc(1, sizeof(*b));
 	if (b == NULL || (b->tasks = calloc(max_reqs, sizeof(*b->tasks))) == NULL) {
@@ -1478,6 +1580,184 @@ tide_te_wait(struct tide_te *te, tide_te_batch_t id, int timeout_ms)
 	return rc;
 }
 
+int
+tide_te_submit_v(struct tide_te *te, tide_te_batch_t batch, tide_te_seg_t seg, enum tide_te_op op,
+		 const uint64_t *local, const uint64_t *remote, const uint64_t *len, uint32_t n)
+{
+	/* In chunks on the stack: a request array for a million slices would be a
+	 * 40 MiB allocation for what the engine copies into its tasks anyway. */
+	struct tide_te_req reqs[64];
+	struct te_batch *b;
+
+	if (n > 0 && (local == NULL || remote == NULL || len == NULL)) {
+		return -EINVAL;
+	}
+	b = batch_get(te, batch);
+	if (b == NULL) {
+		return -ENOENT;
+	}
+	if (n > b->cap - b->n) {
+		return -ENOSPC; /* all or nothing, as tide_te_submit */
+	}
+	for (uint32_t i = 0; i < n;) {
+		uint32_t k = 0;
+
+		for (; k < 64 && i + k < n; k++) {
+			reqs[k].op = op;
+			reqs[k].local = (void *)(uintptr_t)local[i + k];
+			reqs[k].seg = seg;
+			reqs[k].remote_addr = remote[i + k];
+			reqs[k].len = len[i + k];
+		}
+		int rc = tide_te_submit(te, batch, reqs, k);
+
+		if (rc != 0) {
+			/* Only the first chunk can fail on its arguments before anything
+			 * started; a later one that does leaves earlier requests running,
+			 * which the caller's wait and result see. */
+			return rc;
+		}
+		i += k;
+	}
+	return 0;
+}
+
+int
+tide_te_batch_result(struct tide_te *te, tide_te_batch_t batch)
+{
+	struct te_batch *b = batch_get(te, batch);
+	int first = 0;
+
+	if (b == NULL) {
+		return -ENOENT;
+	}
+	for (uint32_t i = 0; i < b->n; i++) {
+		int st = atomic_load_explicit(&b->tasks[i].state, memory_order_acquire);
+
+		if (st == TIDE_TE_WAITING || st == TIDE_TE_PENDING) {
+			return -EINPROGRESS;
+		}
+		if (first == 0 && st == TIDE_TE_TIMEOUT) {
+			first = -ETIMEDOUT;
+		} else if (first == 0 && st == TIDE_TE_FAILED) {
+			first = atomic_load_explicit(&b->tasks[i].err, memory_order_relaxed);
+			if (first == 0) {
+				first = -EIO;
+			}
+		}
+	}
+	return first;
+}
+
+int
+tide_te_batch_release(struct tide_te *te, tide_te_batch_t batch)
+{
+	int rc = tide_te_batch_free(te, batch);
+
+	if (rc != -EBUSY) {
+		return rc;
+	}
+	pthread_mutex_lock(&te->orphan_lock);
+	if (te->norphans == te->caporphans) {
+		size_t cap = te->caporphans ? te->caporphans * 2 : 16;
+		tide_te_batch_t *o = realloc(te->orphans, cap * sizeof(*o));
+
+		if (o == NULL) {
+			/* Cannot record it: the batch stays allocated (leaked until destroy,
+			 * which frees every batch) rather than freed under its requests. */
+			pthread_mutex_unlock(&te->orphan_lock);
+			TIDE_LOG_RATELIMIT(WARN, 10,
+					   "batch release: out of memory; kept until destroy");
+			return 0;
+		}
+		te->orphans = o;
+		te->caporphans = cap;
+	}
+	te->orphans[te->norphans++] = batch;
+	atomic_store_explicit(&te->norphans_hint, te->norphans, memory_order_relaxed);
+	pthread_mutex_unlock(&te->orphan_lock);
+	return 0;
+}
+
+int
+tide_te_transfer_sync(struct tide_te *te, tide_te_seg_t seg, enum tide_te_op op,
+		      const uint64_t *local, const uint64_t *remote, const uint64_t *len,
+		      uint32_t n, int timeout_ms)
+{
+	tide_te_batch_t b;
+	int rc;
+
+	if (n == 0 || n > TE_MAX_REQS) {
+		return -EINVAL;
+	}
+	rc = tide_te_batch_alloc(te, n, &b);
+	if (rc != 0) {
+		return rc;
+	}
+	rc = tide_te_submit_v(te, b, seg, op, local, remote, len, n);
+	if (rc == 0 || batch_get(te, b)->n > 0) {
+		/* Wait even after a failed later chunk: earlier requests are running. */
+		int w = tide_te_wait(te, b, timeout_ms);
+
+		if (w != 0) {
+			rc = w;
+		} else if (rc == 0) {
+			rc = tide_te_batch_result(te, b);
+		}
+	}
+	tide_te_batch_release(te, b);
+	return rc;
+}
+
+int
+tide_te_notify(struct tide_te *te, const char *segment_name, const char *name, const char *msg)
+{
+	char err[512] = "";
+	int rc;
+
+	if (segment_name == NULL || segment_name[0] == '\0' ||
+	    strlen(segment_name) >= TE_NAME_MAX || name == NULL || msg == NULL) {
+		return -EINVAL;
+	}
+	rc = te_meta_notify(te->meta, segment_name, name, msg, err, sizeof(err));
+	if (rc != 0) {
+		TIDE_LOG_RATELIMIT(WARN, 5, "notify: %s", err[0] ? err : tide_te_strerror(rc));
+	}
+	return rc;
+}
+
+int
+tide_te_get_notifies(struct tide_te *te, struct tide_te_notify **out, size_t *n)
+{
+	if (out == NULL || n == NULL) {
+		return -EINVAL;
+	}
+	return te_meta_notifies_take(te->meta, out, n);
+}
+
+void
+tide_te_notifies_free(struct tide_te_notify *v, size_t n)
+{
+	te_meta_notifies_free(v, n);
+}
+
+int
+tide_te_probe(struct tide_te *te, const char *segment_name)
+{
+	char err[512] = "";
+	int rc;
+
+	if (segment_name == NULL || segment_name[0] == '\0' ||
+	    strlen(segment_name) >= TE_NAME_MAX) {
+		return -EINVAL;
+	}
+	rc = te_meta_probe(te->meta, segment_name, err, sizeof(err));
+	if (rc != 0) {
+		TIDE_LOG(INFO, "probe: %s", err[0] ? err : tide_te_strerror(rc));
+	}
+	return rc;
+}
+
 void
 tide_te_stats_get(const struct tide_te *te, struct tide_te_stats *st)
 {
@@ -1534,6 +1814,8 @@ tide_te_destroy(struct tide_te *te)
 		}
 	}
 	free(te->batches);
+	free(te->orphans);
+	pthread_mutex_destroy(&te->orphan_lock);
 	free(te->mem);
 	free(te->lmem);
 	pthread_rwlock_destroy(&te->mem_lock);

@@ -151,6 +151,9 @@ int tide_te_create(const struct tide_te_opts *opts, struct tide_te **out);
  * MOONCAKE_DEVICE; MC_IB_PORT, MC_GID_INDEX, MC_NUM_QP_PER_EP, MC_MTU as in Mooncake),
  * registers every buffer registered so far, and also installs "tcp", so the descriptor
  * advertises both: a peer with RDMA devices is then reached over RDMA, any other over TCP.
+ * On a node without libibverbs or without an RDMA device, "rdma" fails unless the node
+ * environment sets TIDE_RDMA_AS_TCP=1: then it installs "tcp" alone (logged once, naming
+ * the key), so callers that hard-code "rdma" run over TCP on such nodes.
  * \return 0; -EPROTONOSUPPORT unknown protocol, or rdma on a node without libibverbs or
  *         without an RDMA device (logged: what is missing, and MOONCAKE_PROTOCOL=tcp);
  *         -ENETDOWN a listed device's port is down; -EINVAL a bad MC_* value or device list;
@@ -166,8 +169,10 @@ const char *tide_te_transport_name(const struct tide_te *te);
 /**
  * Register [addr, addr+len) for remote access and republish the descriptor.
  * \param location  Mooncake's location tag ("*", "cpu:0"); kept, not interpreted.
- * \return 0; -EINVAL addr NULL, len 0 or wrap-around; -EEXIST overlaps a registered
- *         buffer; -ENOMEM; a metadata error (the buffer stays registered locally).
+ * \return 0; -EINVAL addr NULL, len 0 or wrap-around; -EFAULT part of the range is not
+ *         mapped in this process (a device pointer, a freed buffer: the engine could
+ *         not read or write it); -EEXIST overlaps a registered buffer; -ENOMEM; a
+ *         metadata error (the buffer stays registered locally).
  * Ownership: the memory stays the caller's; keep it valid until unregistered.
  */
 int tide_te_register(struct tide_te *te, void *addr, size_t len, const char *location);
@@ -187,7 +192,8 @@ int tide_te_unregister(struct tide_te *te, void *addr);
  * range is not inside a registered buffer (tide_te_register or this) is copied through
  * a registered staging area instead. Never registers per transfer. A range inside a
  * tide_te_register()ed buffer is accepted and needs nothing new.
- * \return 0; -EINVAL addr NULL, len 0 or wrap-around; -EEXIST overlaps another local
+ * \return 0; -EINVAL addr NULL, len 0 or wrap-around; -EFAULT part of the range is not
+ *         mapped in this process; -EEXIST overlaps another local
  *         registration or straddles a registered buffer's edge; -ENOMEM; a verbs error
  *         (-ENOMEM / -EPERM / -EFAULT: raise the memlock limit, logged).
  * Ownership: the memory stays the caller's; keep it valid and do not pass it to
@@ -267,6 +273,88 @@ int tide_te_status(struct tide_te *te, tide_te_batch_t batch, uint32_t task_id,
  * \return 0 all ended (check each status); -ETIMEDOUT; -ENOENT unknown batch.
  */
 int tide_te_wait(struct tide_te *te, tide_te_batch_t batch, int timeout_ms);
+
+/**
+ * Submit n requests of one opcode to one segment, given as three parallel arrays
+ * (local[i] -> remote[i], len[i] bytes): what tide_te_submit() does with a request
+ * array, without the caller building one (language bindings pass arrays).
+ * \return as tide_te_submit(); -EINVAL also for NULL arrays with n > 0.
+ * Thread: any, but one submitter per batch at a time.
+ */
+int tide_te_submit_v(struct tide_te *te, tide_te_batch_t batch, tide_te_seg_t seg,
+		     enum tide_te_op op, const uint64_t *local, const uint64_t *remote,
+		     const uint64_t *len, uint32_t n);
+
+/**
+ * Outcome of a batch, from its requests' states.
+ * \return 0 every request COMPLETED (a batch with none counts as completed);
+ *         -EINPROGRESS some request is still WAITING or PENDING; otherwise the error of
+ *         the first request that ended FAILED or TIMEOUT (-ETIMEDOUT for TIMEOUT);
+ *         -ENOENT unknown batch.
+ * Thread: any.
+ */
+int tide_te_batch_result(struct tide_te *te, tide_te_batch_t batch);
+
+/**
+ * Give a batch back: freed now when no request is open, else when its last open
+ * request ends (requests end on their own within io_timeout_ms). For a caller that
+ * stops waiting at its own deadline: the batch id is invalid after this call either way.
+ * \return 0; -ENOENT unknown batch.
+ * Thread: any, once per batch, not concurrently with a submit to it.
+ */
+int tide_te_batch_release(struct tide_te *te, tide_te_batch_t batch);
+
+/**
+ * One synchronous batch: allocate, submit the n requests (as tide_te_submit_v), wait
+ * until they end or timeout_ms passes (-1: no limit), then release the batch.
+ * \return 0 every request completed; -ETIMEDOUT the deadline passed first (the
+ *         requests go on and the batch is freed when they end); the first failed
+ *         request's error (see tide_te_batch_result); -EINVAL bad arguments (n 0 or
+ *         above 1<<20, bad segment or opcode); -ENOMEM; -ENOSPC too many live batches.
+ * Thread: any; many threads may transfer at once, to the same segment or others.
+ */
+int tide_te_transfer_sync(struct tide_te *te, tide_te_seg_t seg, enum tide_te_op op,
+			  const uint64_t *local, const uint64_t *remote, const uint64_t *len,
+			  uint32_t n, int timeout_ms);
+
+/** A notification a peer sent (Mooncake's TransferMetadata::NotifyDesc). */
+struct tide_te_notify {
+	char *name; /**< the sender's text, NUL-terminated */
+	char *msg;  /**< the message, NUL-terminated (JSON strings cannot hold NUL) */
+};
+
+/**
+ * Send a notification to the engine named segment_name through its handshake daemon
+ * (Mooncake's Notify message: {"name": name, "notify_msg": msg}); the peer keeps it for
+ * its next tide_te_get_notifies(). Stock and Tide engines accept it alike.
+ * \return 0 the peer accepted it; -EINVAL a NULL or over-long argument; -ECONNREFUSED
+ *         the peer refused it (its queue is full); -EPROTO a reply that is not a notify
+ *         reply; a handshake or metadata error (-ETIMEDOUT, -ECONNREFUSED,
+ *         -EHOSTUNREACH, -ENOENT no such segment); -ENOMEM.
+ * Thread: any.
+ */
+int tide_te_notify(struct tide_te *te, const char *segment_name, const char *name, const char *msg);
+
+/**
+ * Take every notification received since the last call, oldest first (the engine
+ * keeps at most 65536 of them, 64 MiB in all; a peer sending past that is refused
+ * and told so). *out is NULL when n is 0.
+ * \return 0; -ENOMEM (nothing taken).
+ * Ownership: *out is the caller's; free it with tide_te_notifies_free(*out, *n).
+ * Thread: any.
+ */
+int tide_te_get_notifies(struct tide_te *te, struct tide_te_notify **out, size_t *n);
+
+/** Free what tide_te_get_notifies() returned. NULL is ignored. Thread: any. */
+void tide_te_notifies_free(struct tide_te_notify *v, size_t n);
+
+/**
+ * Ask the engine named segment_name whether it answers (Mooncake's Probe message).
+ * \return 0 it answered; -EINVAL bad name; a handshake or metadata error
+ *         (-ECONNREFUSED, -ETIMEDOUT, -EHOSTUNREACH, -ENOENT no such segment).
+ * Thread: any.
+ */
+int tide_te_probe(struct tide_te *te, const char *segment_name);
 
 /** Name (segment name) peers use to reach this engine. Thread: any. */
 const char *tide_te_local_name(const struct tide_te *te);

@@ -85,6 +85,9 @@ struct tide_store {
 	/* tide_store_set_rdma_devices(); NULL: MOONCAKE_DEVICE of the node environment. */
 	char *rdma_devices;
 	struct tide_te *te;
+	/* tide_store_set_engine(): the caller's engine, used as te and never destroyed
+	 * here; everything this store registers with it is unregistered at close. */
+	struct tide_te *shared_te;
 	struct store_mc mc; /* master connections, client id, HA leader lookup (store_mc.h) */
 	struct store_leases leases; /* one-round-trip puts (store_lease.h) */
 	struct tide_mc_uuid seg_id;
@@ -371,6 +374,29 @@ buffers_release(struct tide_store *s)
 	tide_reg_table_fini(&s->reg);
 }
 
+/*
+ * Give back what this store registered with a caller's engine (tide_store_set_engine),
+ * which outlives the store: the segment (unregistering waits for peers' copies into
+ * it, as destroying the engine would), the local buffer, large registered buffers and
+ * mapped regions. What was never registered answers -ENOENT, which is fine.
+ */
+static void
+shared_engine_release(struct tide_store *s)
+{
+	if (s->seg_registered)
+		tide_te_unregister(s->te, s->seg_base);
+	if (s->lbuf != NULL)
+		tide_te_unregister_local(s->te, s->lbuf);
+	pthread_mutex_lock(&s->buf_lock);
+	for (size_t i = 0; s->reg.t != NULL && i < s->reg.cap; i++) {
+		if (s->reg.t[i].addr != 0 && s->reg.t[i].len >= REG_ENGINE_MIN)
+			tide_te_unregister_local(s->te, (void *)s->reg.t[i].addr);
+	}
+	for (struct mapped *m = s->maps; m != NULL; m = m->next)
+		tide_te_unregister_local(s->te, m->base);
+	pthread_mutex_unlock(&s->buf_lock);
+}
+
 /* Undo whatever setup did; safe on a partly set-up store. */
 static void
 teardown(struct tide_store *s)
@@ -391,8 +417,10 @@ teardown(struct tide_store *s)
 			TIDE_LOG(WARN, "unmount of our segment failed");
 	}
 	s->mounted = false;
-	/* The engine goes before the memory: peers may still be copying into it. */
-	tide_te_destroy(s->te);
+	if (s->te != NULL && s->te == s->shared_te)
+		shared_engine_release(s);
+	else
+		tide_te_destroy(s->te); /* before the memory: peers may still copy into it */
 	s->te = NULL;
 	s->seg_registered = false;
 	tide_seg_warm_stop(s->seg_warm);
@@ -491,6 +519,22 @@ setup_engine(struct tide_store *s, const struct tide_store_cfg *cfg)
 		port = free_port(host);
 		if (port == 0)
 			return -EADDRNOTAVAIL;
+	}
+	if (s->shared_te != NULL) {
+		/* The caller's engine (SGLang shares one between its KV transfers and the
+		 * store): its name is the segment's endpoint; a bare host takes that name. */
+		s->te = s->shared_te;
+		if (!had_port) {
+			free(s->hostname);
+			s->hostname = strdup(tide_te_local_name(s->te));
+			if (s->hostname == NULL)
+				return -ENOMEM;
+		}
+		rc = tide_te_install_transport(s->te, s->proto);
+		if (rc != 0 && rc != -EPROTONOSUPPORT)
+			TIDE_LOG(ERR, "transport %s on the given engine: %s", s->proto,
+				 tide_te_strerror(rc));
+		return rc;
 	}
 	snprintf(name, sizeof(name), "%s:%u", host, port);
 	tide_te_opts_init(&o, sizeof(o));
@@ -641,11 +685,23 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 {
 	struct tide_agent_conn *a = NULL;
 	struct tide_nodeenv *ne = NULL; /* the node file, read once for the set-up */
+	struct tide_store_cfg c_engine; /* cfg with the agent off, when an engine was given */
 	char why[160] = "";
 	int rc;
 
 	if (s == NULL || cfg == NULL || s->set_up || s->agent != NULL)
 		return -EINVAL;
+	if (s->shared_te != NULL) {
+		/* The caller's engine runs in this process: an agent would leave it idle. */
+		if (cfg->agent == TIDE_STORE_AGENT_REQUIRED) {
+			TIDE_LOG(ERR, "setup: an engine was given (engine=...) but the agent is "
+				      "required; pass one or the other");
+			return -EINVAL;
+		}
+		c_engine = *cfg;
+		c_engine.agent = TIDE_STORE_AGENT_OFF;
+		cfg = &c_engine;
+	}
 	rc = tide_agent_setup(cfg, &ne, &a, why, sizeof(why));
 	if (rc < 0) {
 		free(ne);
@@ -709,6 +765,15 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 fail:
 	teardown(s);
 	return rc;
+}
+
+int
+tide_store_set_engine(struct tide_store *s, struct tide_te *te)
+{
+	if (s == NULL || s->set_up)
+		return -EINVAL;
+	s->shared_te = te;
+	return 0;
 }
 
 int

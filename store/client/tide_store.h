@@ -161,6 +161,22 @@ int tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg);
  */
 int tide_store_set_rdma_devices(struct tide_store *s, const char *devices);
 
+struct tide_te;
+/**
+ * Run the next tide_store_setup() on the caller's transfer engine instead of one of
+ * its own (Mooncake's setup(..., engine=te.get_engine())): the store's segment and
+ * buffers are registered with it, its protocol installed on it (a no-op when it has
+ * it), and its name is the segment's endpoint (a local_hostname without a port takes
+ * that name). The store never attaches to an agent then (the node file's TIDE_AGENT does
+ * not apply). At close the store unregisters what it registered and leaves the engine
+ * running. NULL: own engine again.
+ * \return 0; -EINVAL s NULL or already set up. tide_store_setup() then fails with
+ *         -EINVAL when cfg->agent is TIDE_STORE_AGENT_REQUIRED.
+ * Ownership: te stays the caller's; it must outlive tide_store_close().
+ * Thread: the thread that calls tide_store_setup(), before it.
+ */
+int tide_store_set_engine(struct tide_store *s, struct tide_te *te);
+
 /**
  * Store an object: PutStart (with the config's placement, pin and group),
  * write every replica with the transfer engine, PutEnd. If any write fails

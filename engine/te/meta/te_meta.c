@@ -21,10 +21,21 @@
 #include "te_meta.h"
 #include "tide_etcd.h"
 #include "tide_log.h"
+#include "tide_te.h"
 
 #define SUPPORTED                                                        \
 	"supported: \"P2PHANDSHAKE\", \"http://host[:port][/path]\" or " \
 	"\"etcd://host:port[;host:port...]\" (also without etcd://)"
+
+/* Notifications kept for te_meta_notifies_take(): a bound on count and bytes, so
+ * a peer that notifies faster than the application reads cannot grow us without
+ * limit. Past it the daemon refuses (an empty notify_msg, which a stock sender
+ * reports as "Notify rejected") instead of dropping what it already holds. */
+#define NOTIFY_MAX_COUNT 65536
+#define NOTIFY_MAX_BYTES (64u << 20)
+/* Mooncake's reply to an accepted Notify (TransferMetadata::receivePeerNotify). */
+#define NOTIFY_OK      "{\"name\":\"\",\"notify_msg\":\"success\"}"
+#define NOTIFY_REFUSED "{\"name\":\"\",\"notify_msg\":\"\"}"
 
 /* Mooncake answers a refused RDMA Connection with a HandShakeDesc carrying reply_msg. */
 #define CONN_REFUSAL "{\"reply_msg\":\"tide: RDMA connections are not supported (TCP only)\"}"
@@ -47,6 +58,11 @@ struct te_meta {
 	pthread_mutex_t conn_lock;
 	te_hs_handler_fn conn_fn;
 	void *conn_arg;
+	/* Notifications received, oldest first; a ring would save a memmove per
+	 * take, but takes hand over the whole array at once. */
+	pthread_mutex_t notify_lock;
+	struct tide_te_notify *nq;
+	size_t nq_len, nq_cap, nq_bytes;
 };
 
 static void __attribute__((format(printf, 3, 4)))
@@ -75,6 +91,145 @@ dupreply(const char *s, size_t n, char **reply, size_t *reply_len)
 	return 0;
 }
 
+/* A JSON member as a malloc'd string: "" when absent or not a string (Mooncake's asString). */
+static char *
+json_str_dup(const cJSON *root, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+
+	return strdup(cJSON_IsString(v) && v->valuestring != NULL ? v->valuestring : "");
+}
+
+/* Daemon thread: queue one Notify request ({"name":...,"notify_msg":...}). 0 kept. */
+static int
+notify_keep(struct te_meta *m, const char *json, size_t len)
+{
+	struct tide_te_notify n;
+	cJSON *root = cJSON_ParseWithLength(json, len);
+	size_t bytes;
+	int rc = 0;
+
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		TIDE_LOG_RATELIMIT(WARN, 10,
+				   "handshake: Notify request is not a JSON object: refused");
+		return -EPROTO;
+	}
+	n.name = json_str_dup(root, "name");
+	n.msg = json_str_dup(root, "notify_msg");
+	cJSON_Delete(root);
+	if (n.name == NULL || n.msg == NULL) {
+		free(n.name);
+		free(n.msg);
+		return -ENOMEM;
+	}
+	bytes = strlen(n.name) + strlen(n.msg) + 2;
+	pthread_mutex_lock(&m->notify_lock);
+	if (m->nq_len >= NOTIFY_MAX_COUNT || m->nq_bytes + bytes > NOTIFY_MAX_BYTES) {
+		rc = -ENOSPC;
+	} else if (m->nq_len == m->nq_cap) {
+		size_t cap = m->nq_cap ? m->nq_cap * 2 : 16;
+		struct tide_te_notify *q = realloc(m->nq, cap * sizeof(*q));
+
+		if (q == NULL) {
+			rc = -ENOMEM;
+		} else {
+			m->nq = q;
+			m->nq_cap = cap;
+		}
+	}
+	if (rc == 0) {
+		m->nq[m->nq_len++] = n;
+		m->nq_bytes += bytes;
+	}
+	pthread_mutex_unlock(&m->notify_lock);
+	if (rc != 0) {
+		TIDE_LOG_RATELIMIT(WARN, 10,
+				   "handshake: Notify from \"%.64s\" refused: %s (%d held, at most "
+				   "%d / %u MiB; the application has not called get_notifies)",
+				   n.name, rc == -ENOSPC ? "queue full" : strerror(-rc),
+				   (int)m->nq_len, NOTIFY_MAX_COUNT, NOTIFY_MAX_BYTES >> 20);
+		free(n.name);
+		free(n.msg);
+	}
+	return rc;
+}
+
+void
+te_meta_notifies_free(struct tide_te_notify *v, size_t n)
+{
+	for (size_t i = 0; v != NULL && i < n; i++) {
+		free(v[i].name);
+		free(v[i].msg);
+	}
+	free(v);
+}
+
+int
+te_meta_notifies_take(struct te_meta *m, struct tide_te_notify **out, size_t *n)
+{
+	pthread_mutex_lock(&m->notify_lock);
+	*out = m->nq;
+	*n = m->nq_len;
+	m->nq = NULL;
+	m->nq_len = m->nq_cap = m->nq_bytes = 0;
+	pthread_mutex_unlock(&m->notify_lock);
+	return 0;
+}
+
+int
+te_meta_notify(struct te_meta *m, const char *peer, const char *name, const char *msg, char *err,
+	       size_t errlen)
+{
+	cJSON *root = cJSON_CreateObject(), *ok;
+	char *json = NULL, *reply = NULL;
+	size_t reply_len = 0;
+	int rc = -ENOMEM;
+
+	if (root == NULL || cJSON_AddStringToObject(root, "name", name) == NULL ||
+	    cJSON_AddStringToObject(root, "notify_msg", msg) == NULL ||
+	    (json = cJSON_PrintUnformatted(root)) == NULL)
+		goto out;
+	if (strlen(json) >= TE_HS_MAX_LEN) {
+		seterr(err, errlen, "notify to %.200s: message over %d bytes", peer, TE_HS_MAX_LEN);
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = te_meta_request(m, peer, TE_HS_NOTIFY, json, strlen(json), &reply, &reply_len, err,
+			     errlen);
+	if (rc < 0)
+		goto out;
+	cJSON_Delete(root);
+	root = cJSON_ParseWithLength(reply, reply_len);
+	ok = cJSON_GetObjectItemCaseSensitive(root, "notify_msg");
+	if (!cJSON_IsObject(root) || !cJSON_IsString(ok)) {
+		seterr(err, errlen, "notify to %.200s: reply is not a notify reply", peer);
+		rc = -EPROTO;
+	} else if (ok->valuestring[0] == '\0') {
+		/* Mooncake's sender's rule: an empty notify_msg is a refusal. */
+		seterr(err, errlen, "notify to %.200s: refused by the peer", peer);
+		rc = -ECONNREFUSED;
+	} else {
+		rc = 0;
+	}
+out:
+	cJSON_Delete(root);
+	cJSON_free(json);
+	free(reply);
+	return rc;
+}
+
+int
+te_meta_probe(struct te_meta *m, const char *peer, char *err, size_t errlen)
+{
+	char *reply = NULL;
+	size_t reply_len = 0;
+	int rc = te_meta_request(m, peer, TE_HS_PROBE, "{}", 2, &reply, &reply_len, err, errlen);
+
+	free(reply);
+	return rc < 0 ? rc : 0;
+}
+
 static int
 hs_handler(void *arg, uint8_t type, const char *json, size_t len, char **reply, size_t *reply_len)
 {
@@ -94,7 +249,9 @@ hs_handler(void *arg, uint8_t type, const char *json, size_t len, char **reply, 
 	case TE_HS_PROBE:
 		return dupreply("{\"status\":\"success\"}", 20, reply, reply_len);
 	case TE_HS_NOTIFY:
-		return dupreply("{}", 2, reply, reply_len);
+		if (notify_keep(m, json, len) == 0)
+			return dupreply(NOTIFY_OK, sizeof(NOTIFY_OK) - 1, reply, reply_len);
+		return dupreply(NOTIFY_REFUSED, sizeof(NOTIFY_REFUSED) - 1, reply, reply_len);
 	case TE_HS_CONNECTION:
 		pthread_mutex_lock(&m->conn_lock);
 		if (m->conn_fn != NULL) {
@@ -129,6 +286,7 @@ te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int timeo
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->publish_lock, NULL);
 	pthread_mutex_init(&m->conn_lock, NULL);
+	pthread_mutex_init(&m->notify_lock, NULL);
 	if (strcmp(conn, "P2PHANDSHAKE") == 0) {
 		m->p2p = true;
 	} else if (strncasecmp(conn, "http://", 7) == 0) {
@@ -181,6 +339,8 @@ fail:
 	tide_etcd_close(m->etcd);
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->publish_lock);
+	pthread_mutex_destroy(&m->conn_lock);
+	pthread_mutex_destroy(&m->notify_lock);
 	free(m);
 	return rc;
 }
@@ -521,6 +681,8 @@ te_meta_close(struct te_meta *m)
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->publish_lock);
 	pthread_mutex_destroy(&m->conn_lock);
+	te_meta_notifies_free(m->nq, m->nq_len);
+	pthread_mutex_destroy(&m->notify_lock);
 	free(m);
 }
 

@@ -310,6 +310,27 @@ int te_meta_fetch(struct te_meta *m, const char *name, struct te_desc **desc, ch
  * Thread: any but the daemon's.
  */
 void te_meta_set_conn_handler(struct te_meta *m, te_hs_handler_fn fn, void *arg);
+struct tide_te_notify;
+/**
+ * Hand over every Notify the daemon has kept, oldest first (*out NULL when *n is 0);
+ * the caller frees them with tide_te_notifies_free(). \return 0. Thread: any.
+ */
+int te_meta_notifies_take(struct te_meta *m, struct tide_te_notify **out, size_t *n);
+/** Free n notifications and the array (NULL ignored). Thread: any. */
+void te_meta_notifies_free(struct tide_te_notify *v, size_t n);
+/**
+ * Send a Notify ({"name","notify_msg"}) to the daemon of segment peer.
+ * \return 0 accepted; -ECONNREFUSED refused (empty notify_msg in the reply); -EPROTO a
+ * reply that is not a notify reply; -EINVAL message over TE_HS_MAX_LEN; errors of
+ * te_meta_request(); -ENOMEM. err says why. Thread: any.
+ */
+int te_meta_notify(struct te_meta *m, const char *peer, const char *name, const char *msg,
+		   char *err, size_t errlen);
+/**
+ * Send a Probe to the daemon of segment peer. \return 0 it answered; errors of
+ * te_meta_request(). err says why. Thread: any.
+ */
+int te_meta_probe(struct te_meta *m, const char *peer, char *err, size_t errlen);
 /**
  * Send one handshake request of `type` to the daemon of segment `name` (P2P: the name's
  * host:port; HTTP: its rpc_meta) and return the reply (malloc'd, NUL-terminated).

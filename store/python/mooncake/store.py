@@ -53,8 +53,6 @@ a sanitizer build), or by the dynamic loader (ldconfig, e.g. after `meson instal
 import bisect
 import gc
 import ctypes
-import ctypes.util
-import glob
 import operator
 import os
 import re
@@ -123,44 +121,7 @@ _REGISTER_CODES = {_E.EEXIST: _INVALID_PARAMS}
 _UNREGISTER_CODES = {_E.ENOENT: _INVALID_PARAMS}
 
 
-# In every libtidestore.so with the ReplicateConfig ABI (tide_store_put taking a
-# struct tide_store_rc *); older builds would be called with the wrong arguments.
-_ABI_MARKER = "tide_store_health_check"
-
-
-def _usable(path):
-    """A build with the current ABI that loads into python3 (no sanitizer runtime)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return False
-    return (_ABI_MARKER.encode() + b"\0" in data and b"libasan.so" not in data
-            and b"libubsan.so" not in data and b"libtsan.so" not in data)
-
-
-def _find_lib():
-    env = os.environ.get("LIBTIDESTORE")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    cands = [os.path.join(here, "libtidestore.so")]
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    built = glob.glob(os.path.join(repo, "build*", "store", "client", "libtidestore.so"))
-    cands += sorted(built, key=os.path.getmtime, reverse=True)  # the newest build first
-    for c in cands:
-        if os.path.exists(c) and _usable(c):
-            return c
-    found = ctypes.util.find_library("tidestore")
-    if found:
-        return found
-    raise ImportError("mooncake.store: no usable libtidestore.so (current ABI, not a sanitizer "
-                      "build) next to the package or in build*/store/client; set LIBTIDESTORE, "
-                      "build Tide (meson setup build && ninja -C build), or install it "
-                      "(meson install -C build && ldconfig)")
-
-
-_lib = ctypes.CDLL(_find_lib())
+from mooncake._native import ABI_MARKER as _ABI_MARKER, lib as _lib  # noqa: E402
 _libc_free = ctypes.CDLL(None).free  # tide_store_get()'s buffer is malloc'd
 _libc_free.restype = None
 _libc_free.argtypes = [ctypes.c_void_p]
@@ -222,6 +183,7 @@ _SIGS = {
     "tide_store_close": (None, [_vp]),
     "tide_store_strerror": (_cp, [ctypes.c_int]),
     "tide_store_set_rdma_devices": (ctypes.c_int, [_vp, _cp]),
+    "tide_store_set_engine": (ctypes.c_int, [_vp, _vp]),
 }
 _HAVE = set()
 for _name, (_res, _args) in _SIGS.items():
@@ -446,8 +408,11 @@ class _Life:
     mapped regions) keep it alive; close() stops new calls, waits for calls in flight
     and frees the handle once nothing is pinned."""
 
-    def __init__(self, h):
+    def __init__(self, h, engine=None):
         self.h = h
+        # setup(engine=...): the C store runs on that engine until the handle is freed,
+        # which may be after the store object is gone (leases pin the handle).
+        self.engine = engine
         self.cv = threading.Condition(threading.Lock())
         self.busy = 0
         self.pins = 0
@@ -531,7 +496,8 @@ class MooncakeDistributedStore:
             c = dict(args[0])
         else:
             names = ["local_hostname", "metadata_server", "global_segment_size",
-                     "local_buffer_size", "protocol", "rdma_devices", "master_server_addr"]
+                     "local_buffer_size", "protocol", "rdma_devices", "master_server_addr",
+                     "engine"]
             c = dict(zip(names, args))
             c.update(kwargs)
         env = os.environ
@@ -556,6 +522,24 @@ class MooncakeDistributedStore:
         except ValueError as e:
             print(f"mooncake.store: setup: {e}", file=sys.stderr)
             return _INVALID_PARAMS
+        engine = c.get("engine")
+        engine_ptr = None
+        if engine is not None:
+            # mooncake.engine's TransferEngine.get_engine(): run on that engine.
+            from mooncake.engine import InnerTransferEngine
+            if not isinstance(engine, InnerTransferEngine):
+                print("mooncake.store: setup: engine must come from "
+                      "mooncake.engine.TransferEngine.get_engine()", file=sys.stderr)
+                return _INVALID_PARAMS
+            engine_ptr = engine._ptr()
+            if not engine_ptr:
+                print("mooncake.store: setup: the engine given is not initialized",
+                      file=sys.stderr)
+                return _INVALID_PARAMS
+            if "tide_store_set_engine" not in _HAVE:
+                print(f"mooncake.store: setup: {_lib._name} cannot share an engine; rebuild "
+                      "it", file=sys.stderr)
+                return _INVALID_PARAMS
         if proto not in ("tcp", "rdma"):
             print(f"mooncake.store: setup: protocol {proto!r} is not supported by Tide; use "
                   "'tcp' or 'rdma' (MOONCAKE_PROTOCOL)", file=sys.stderr)
@@ -574,6 +558,11 @@ class MooncakeDistributedStore:
                 return _mc_code(rc)
             if devices is not None and "tide_store_set_rdma_devices" in _HAVE:
                 rc = _lib.tide_store_set_rdma_devices(h, devices.encode())
+                if rc != 0:
+                    _lib.tide_store_close(h)
+                    return _mc_code(rc)
+            if engine_ptr is not None:
+                rc = _lib.tide_store_set_engine(h, engine_ptr)
                 if rc != 0:
                     _lib.tide_store_close(h)
                     return _mc_code(rc)
@@ -600,7 +589,7 @@ class MooncakeDistributedStore:
                 base, n = _vp(), _sz()
                 if _lib.tide_store_local_buffer(h, ctypes.byref(base), ctypes.byref(n)) == 0:
                     self._lbuf = (base.value or 0, n.value if base.value else 0)
-            self._life = _Life(h)
+            self._life = _Life(h, engine)
             with _STORES_LOCK:
                 _STORES[h.value] = weakref.ref(self)
         return 0
