@@ -810,6 +810,22 @@ install_tcp(struct tide_te *te)
 	return 0;
 }
 
+/* TIDE_RDMA_AS_TCP of the node environment (false when it does not load: the
+ * install that follows reports that). */
+static bool
+rdma_as_tcp(const struct tide_te *te)
+{
+	struct tide_nodeenv *ne;
+	bool yes;
+
+	if (node_env_load(te, &ne) != 0) {
+		return false;
+	}
+	yes = ne->rdma_as_tcp;
+	free(ne);
+	return yes;
+}
+
 #if TE_HAVE_RDMA
 /* Handshake daemon thread: a peer's Connection request. */
 static int
@@ -886,6 +902,7 @@ install_rdma(struct tide_te *te)
 	}
 	xport_cfg(te, &cfg);
 	cfg.rdma_devices = te->o.rdma_devices;
+	cfg.absent_ok = rdma_as_tcp(te);
 	cfg.meta.conn_request = hook_conn_request;
 	cfg.meta.fetch_desc = hook_fetch_desc;
 	cfg.meta.arg = te;
@@ -936,15 +953,7 @@ fail:
 static int
 rdma_unavailable(struct tide_te *te, int rc)
 {
-	struct tide_nodeenv *ne;
-	bool as_tcp;
-
-	if (node_env_load(te, &ne) != 0) {
-		return rc;
-	}
-	as_tcp = ne->rdma_as_tcp;
-	free(ne);
-	if (!as_tcp) {
+	if (!rdma_as_tcp(te)) {
 		TIDE_LOG(ERR, "protocol 'rdma' is not available on this node; set "
 			      "TIDE_RDMA_AS_TCP=1 (node file or environment) to serve it with "
 			      "Tide's TCP path, or ask for protocol tcp");
@@ -953,8 +962,8 @@ rdma_unavailable(struct tide_te *te, int rc)
 	rc = install_tcp(te);
 	if (rc == 0) {
 		TIDE_LOG(NOTICE,
-			 "protocol 'rdma': no RDMA device on this node; serving it over %s "
-			 "because TIDE_RDMA_AS_TCP=1",
+			 "protocol 'rdma': no RDMA device on this node (or no verbs library); "
+			 "serving it over %s because TIDE_RDMA_AS_TCP=1",
 			 te->xops->name);
 	}
 	return rc;

@@ -122,6 +122,12 @@ struct te_xport_cfg {
 	 * transport's destroy returned (destroy the borrower first).
 	 */
 	struct tide_lcore_group *shared_lcores;
+	/*
+	 * rdma: a node without verbs or without a device is expected (the core serves
+	 * rdma over TCP there, TIDE_RDMA_AS_TCP): say why at INFO, not ERR, and still
+	 * fail with -EPROTONOSUPPORT.
+	 */
+	bool absent_ok;
 };
 
 struct te_xport;

@@ -1486,7 +1486,10 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 
 	rc = tide_vrb_glue_get(&ops, err, sizeof(err));
 	if (rc != 0) {
-		TIDE_LOG(ERR, "protocol 'rdma': %s", err);
+		if (cfg->absent_ok)
+			TIDE_LOG(INFO, "protocol 'rdma': %s", err);
+		else
+			TIDE_LOG(ERR, "protocol 'rdma': %s", err);
 		return -EPROTONOSUPPORT;
 	}
 	if (env_int("MC_IB_PORT", 1, 255, 1, &port) != 0 ||
@@ -1535,7 +1538,10 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 				   : IBV_MTU_256;
 	rc = tide_vrb_open(ops, &vc, &x->v, err, sizeof(err));
 	if (rc != 0) {
-		TIDE_LOG(ERR, "protocol 'rdma': %s", err);
+		if (rc == -ENODEV && cfg->absent_ok)
+			TIDE_LOG(INFO, "protocol 'rdma': %s", err);
+		else
+			TIDE_LOG(ERR, "protocol 'rdma': %s", err);
 		free(ne);
 		rdma_destroy(x);
 		return rc == -ENODEV ? -EPROTONOSUPPORT : rc;
