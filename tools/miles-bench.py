@@ -18,13 +18,18 @@ Payload bytes are the values' own (8 bytes per Python int or float, the arrays' 
 the stored objects' sizes. Every value read is compared with what was put (type and bits)
 after its timing. Data generation and process start-up are outside every timing.
 
-  /usr/bin/python3 tools/miles-bench.py BUILD_DIR [--steps 4] [--runs 3]
+  /usr/bin/python3 tools/miles-bench.py BUILD_DIR [--steps 4] [--runs 3] [--json F] [--png F]
 
 Prints each step's rates, then medians over the runs' first steps (processes, leases and the
 holder's segment fresh) and over all later steps, and the median over runs of steps 0 and 1
 taken together (bytes over summed time: how the reference measured stock, 333 MB per two
 steps), each with its ratio against the reference figures' midpoints (put 316 MiB/s, get
 165 MiB/s).
+
+Writes the results (command, commit, date, load, every step's figures, the medians) as JSON
+and draws them as a PNG (tools/benchplot.py): put and get MiB/s per measure and per step
+beside stock's figures, and the writer's time per put; by default
+BUILD_DIR/bench/miles-bench.json and .png.
 """
 import argparse
 import contextlib
@@ -44,6 +49,7 @@ PY = "/usr/bin/python3"
 MiB = 1 << 20
 sys.path.insert(0, os.path.join(REPO, "store", "python"))
 sys.path.insert(0, HERE)
+import benchplot  # noqa: E402  (results file and picture)
 import storecluster  # noqa: E402  (free ports, clean environments, the master)
 # reference-figures.md, "Miles rollout flow on stock Mooncake" (2026-12-02): put 294-338 MiB/s,
 # get 153-177 MiB/s; the midpoints.
@@ -306,6 +312,7 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--master")
     ap.add_argument("--reader", type=int, default=0)
+    benchplot.add_output_args(ap)
     a = ap.parse_args()
     roles = {"holder": role_holder, "writer": role_writer, "reader": role_reader,
              "driver": role_driver}
@@ -315,7 +322,12 @@ def main():
     build = os.path.abspath(a.role_or_build)
     if a.steps < 2:
         raise SystemExit("--steps must be at least 2 (the first step of a run is reported apart)")
-    first, rows, pairs = [], [], []
+    json_path, png_path = benchplot.default_paths(build, "miles-bench", a.json, a.png)
+    rec = benchplot.Recorder("miles-bench", "Miles' rollout flow over "
+                             "mooncake.structured_object_store, kernel TCP, no agent", params={
+                                 "steps": a.steps, "runs": a.runs, "stock_put_mib_s": STOCK_PUT,
+                                 "stock_get_mib_s": STOCK_GET})
+    first, rows, pairs, raw = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="tide-miles-bench-") as tmp:
         for run in range(a.runs):
             r = run_once(build, a.steps, tmp, run)
@@ -325,6 +337,13 @@ def main():
             # over time summed (stock: 333 MB per two steps).
             mib = r[0][4] + r[1][4]
             pairs.append((mib / (r[0][5] + r[1][5]), mib / (r[0][6] + r[1][6])))
+            for step, x in enumerate(r):
+                raw.append({"run": run, "step": step, "measure": MEASURES[0 if step == 0 else 1],
+                            "put_mib_s": x[0], "get_mib_s": x[1], "dense_ms": x[2],
+                            "moe_ms": x[3], "mib": x[4], "put_s": x[5], "get_s": x[6]})
+            raw.append({"run": run, "step": "0+1", "measure": MEASURES[2],
+                        "put_mib_s": pairs[-1][0], "get_mib_s": pairs[-1][1], "mib": mib,
+                        "put_s": r[0][5] + r[1][5], "get_s": r[0][6] + r[1][6]})
     for what, rs in (("first steps (fresh processes and segment)", first),
                      ("later steps", rows)):
         put = statistics.median(r[0] for r in rs)
@@ -339,6 +358,66 @@ def main():
           f"put {put:.0f} MiB/s ({put / STOCK_PUT:.1f}x stock), get {get:.0f} MiB/s "
           f"({get / STOCK_GET:.1f}x stock)")
     print(f"stock = midpoints of {REF}")
+    finish(rec, raw, json_path, png_path)
+
+
+MEASURES = ("first step of each run", "later steps", "steps 0+1 together (reference measure)")
+
+
+def finish(rec, raw, json_path, png_path):
+    """The medians by measure and by step, the panels and the table; writes JSON and PNG."""
+    by_measure = benchplot.medians([dict(r, view="measure") for r in raw], ["view", "measure"])
+    by_step = benchplot.medians([dict(r, view="step") for r in raw
+                                 if isinstance(r["step"], int)], ["view", "step"])
+    for r in by_measure + by_step:
+        r["put_vs_stock"] = r["put_mib_s"] / STOCK_PUT
+        r["get_vs_stock"] = r["get_mib_s"] / STOCK_GET
+    hl = [{"label": f"stock Mooncake put, {STOCK_PUT:.0f} MiB/s (reference midpoint)",
+           "y": STOCK_PUT, "color": COLORS_PUT_GET[0]},
+          {"label": f"stock Mooncake get, {STOCK_GET:.0f} MiB/s (reference midpoint)",
+           "y": STOCK_GET, "color": COLORS_PUT_GET[1]}]
+    panels = [
+        {"kind": "bar", "title": "Put and get throughput per measure (median, range of runs)",
+         "x": "measure", "y": "put_mib_s", "xlabel": "measure",
+         "ylabel": "payload throughput (MiB/s)", "hlines": hl, "series": [
+             {"label": "Tide put (writer's time in put)", "where": {"view": "measure"},
+              "y": "put_mib_s", "color": COLORS_PUT_GET[0]},
+             {"label": "Tide get (two readers, wall time)", "where": {"view": "measure"},
+              "y": "get_mib_s", "color": COLORS_PUT_GET[1]}]},
+        {"kind": "xy", "title": "Per step (median over runs, range of runs)", "x": "step",
+         "xint": True,
+         "y": "put_mib_s", "xlabel": "step (0 = fresh processes and segment)",
+         "ylabel": "payload throughput (MiB/s)", "hlines": hl, "series": [
+             {"label": "Tide put", "where": {"view": "step"}, "y": "put_mib_s",
+              "color": COLORS_PUT_GET[0]},
+             {"label": "Tide get", "where": {"view": "step"}, "y": "get_mib_s",
+              "color": COLORS_PUT_GET[1]}]},
+        {"kind": "bar", "title": "Writer's time per put (latency)", "x": "measure",
+         "y": "dense_ms", "xlabel": "measure", "ylabel": "time per put (ms)",
+         "series": [
+             {"label": "a dense shard (~2 MiB of Python lists)", "y": "dense_ms",
+              "where": {"view": "measure"}, "color": 2},
+             {"label": "the MoE batch (~150 MiB of int32 arrays)", "y": "moe_ms",
+              "where": {"view": "measure"}, "color": 4}]}]
+    tables = [{"title": "", "where": {"view": "measure"}, "columns": [
+        {"key": "measure", "head": "measure"},
+        {"key": "put_mib_s", "head": "put MiB/s", "fmt": ".0f"},
+        {"key": "get_mib_s", "head": "get MiB/s", "fmt": ".0f"},
+        {"key": "put_vs_stock", "head": "put vs stock", "fmt": "x"},
+        {"key": "get_vs_stock", "head": "get vs stock", "fmt": "x"},
+        {"key": "dense_ms", "head": "dense shard put ms", "fmt": ".1f"},
+        {"key": "moe_ms", "head": "MoE batch put ms", "fmt": ".1f"},
+        {"key": "n", "head": "steps (or runs)", "fmt": "d"}]}]
+    rec.finish(raw, by_measure + by_step, panels, tables, json_path=json_path,
+               png_path=png_path, notes=[
+                   "Payload bytes are the values' own (8 bytes per Python int or float, the "
+                   "arrays' nbytes); put MiB/s = payload / the writer's time in "
+                   "MooncakeBundleTransfer.put; get MiB/s = payload / wall time from the first "
+                   "reader's first get to the last reader's last release_result.",
+                   f"Stock figures are not measured in this run: midpoints of {REF}."])
+
+
+COLORS_PUT_GET = ("#1f77b4", "#d62728")
 
 
 if __name__ == "__main__":

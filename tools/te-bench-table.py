@@ -23,12 +23,19 @@ the node's own address (what peers on other hosts use). Each row is the median
 of --runs runs, alternating targets, with the initiator's and the target's CPU
 time per slice.
 
-usage: tools/te-bench-table.py BUILD_DIR [--duration S] [--json FILE] [--sizes 4K,64M]
-                                         [--mixed | --only-mixed] [--runs N]
+Every row of both tables runs --runs times (default 3), the paths interleaved within each
+run; cells are medians over the runs, and "vs kernel" is the median of the same-run ratios.
+
+Writes the results (command, commit, date, load, every run's figures, the medians) as JSON
+and draws them as a PNG (tools/benchplot.py): MiB/s against block size per path beside
+stock's reference figures, batch latency p50/p99, and for the mixed table MiB/s and CPU time
+per slice. By default BUILD_DIR/bench/te-bench.json and .png.
+
+usage: tools/te-bench-table.py BUILD_DIR [--duration S] [--runs N] [--sizes 4K,64M]
+                               [--mixed | --only-mixed] [--duplex] [--json FILE] [--png FILE]
 No stock reference figure exists for 64 MiB: its "vs Mooncake" cell is "-".
 """
 import argparse
-import json
 import os
 import re
 import signal
@@ -37,9 +44,16 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchplot  # noqa: E402
+
 # ../shared/spec/reference-figures.md: stock TE, batch 32, 1 thread, pool off (read, write).
 MOONCAKE_REF = {4096: (55, 55), 65536: (771, 708), 1 << 20: (1748, 1696)}
 SIZES = [(4096, "4K"), (65536, "64K"), (1 << 20, "1M"), (64 << 20, "64M")]
+PATH_LABEL = {"memif": "Tide user-space TCP (memif)",
+              "memif-duplex": "Tide user-space TCP (two one-way memif links)",
+              "kernel": "Tide over kernel TCP (loopback)"}
+REF_LABEL = "stock Mooncake TE, kernel TCP, pool off (reference figures, 2026-12-02)"
 
 
 def batch_for(bs):
@@ -185,10 +199,12 @@ def node_address():
 
 
 def mixed_table(build_dir, duration, runs):
+    """The mixed-cluster rows: (every run's rows, their medians, failed)."""
     bench = os.path.join(build_dir, "tools", "te_bench", "tide-bench")
     peer = os.path.join(build_dir, "tools", "te_bench", "tide-stock-peer")
     addr = node_address()
     targets = []
+    raw, failed = [], False
     try:
         t, name = start_target(bench, [], clean_env())
         targets.append(("tide kernel", t, name))
@@ -197,12 +213,10 @@ def mixed_table(build_dir, duration, runs):
         if addr:
             t, name = start_target(bench, [f"--host={addr}"], clean_env())
             targets.append((f"tide kernel @{addr}", t, name))
-        rows, failed = [], False
         for bs, label in [s for s in SIZES if s[0] in MOONCAKE_REF]:
             for op in ("read", "write"):
                 for pool in (False, True):
-                    res = {k: [] for k, _, _ in targets}
-                    for _ in range(runs):
+                    for run in range(runs):
                         for kind, t, name in targets:
                             r, out = run_peer(peer, t, name, op, bs, pool, duration)
                             if r is None:
@@ -210,16 +224,19 @@ def mixed_table(build_dir, duration, runs):
                                       f"FAILED\n{out}", file=sys.stderr)
                                 failed = True
                                 continue
-                            res[kind].append(r)
-                    for kind, vals in res.items():
-                        if not vals:
-                            continue
-                        med = sorted(vals, key=lambda v: v["mib_s"])[len(vals) // 2]
-                        rows.append({"block": label, "bs": bs, "op": op, "pool": pool,
-                                     "target": kind, "runs": len(vals), **med})
+                            raw.append({"table": "mixed", "block": label, "bs": bs, "op": op,
+                                        "pool": pool, "target": kind, "run": run, **r})
     finally:
         for _, t, _ in targets:
             stop(t)
+    rows = benchplot.medians(raw, ["table", "block", "bs", "op", "pool", "target"])
+    for r in rows:
+        model = next((x for x in rows if x["block"] == r["block"] and x["op"] == r["op"] and
+                      x["pool"] == r["pool"] and x["target"] == "stock model"), None)
+        r["vs_model"] = r["mib_s"] / model["mib_s"] if model else None
+        r["vs_stock"] = None if r["pool"] else \
+            r["mib_s"] / MOONCAKE_REF[r["bs"]][0 if r["op"] == "read" else 1]
+        r["pool_text"] = "on" if r["pool"] else "off"
     print(f"\nmixed cluster: tide-stock-peer as a stock initiator (batch 32, v2 framing), "
           f"median of {runs} runs of {duration:g} s; 'stock model' = tide-stock-peer's "
           "one-thread stock-style server; Mooncake = stock -> stock, pool off "
@@ -227,90 +244,190 @@ def mixed_table(build_dir, duration, runs):
     print(f"{'block':>5} {'op':>5} {'pool':>4} {'target':>26} {'MiB/s':>8} {'slices/s':>9} "
           f"{'ini us/sl':>9} {'tgt us/sl':>9} {'vs model':>8} {'vs Mooncake':>11}")
     for r in rows:
-        model = next((x for x in rows if x["block"] == r["block"] and x["op"] == r["op"] and
-                      x["pool"] == r["pool"] and x["target"] == "stock model"), None)
-        vs_m = f"{r['mib_s'] / model['mib_s']:.2f}x" if model else "-"
-        ref = MOONCAKE_REF[r["bs"]][0 if r["op"] == "read" else 1]
-        vs_ref = f"{r['mib_s'] / ref:.2f}x" if not r["pool"] else "-"
-        print(f"{r['block']:>5} {r['op']:>5} {'on' if r['pool'] else 'off':>4} "
-              f"{r['target']:>26} {r['mib_s']:8.1f} {r['slices_s']:9d} {r['ini_us']:9.1f} "
+        vs_m = f"{r['vs_model']:.2f}x" if r["vs_model"] else "-"
+        vs_ref = f"{r['vs_stock']:.2f}x" if r["vs_stock"] else "-"
+        print(f"{r['block']:>5} {r['op']:>5} {r['pool_text']:>4} "
+              f"{r['target']:>26} {r['mib_s']:8.1f} {r['slices_s']:9.0f} {r['ini_us']:9.1f} "
               f"{r['tgt_us']:9.1f} {vs_m:>8} {vs_ref:>11}")
-    return rows, failed
+    return raw, rows, failed
+
+
+def ref_points(op):
+    """Stock's reference figures for one operation, as (block bytes, MiB/s) points."""
+    return [[bs, ref[0 if op == "read" else 1]] for bs, ref in sorted(MOONCAKE_REF.items())]
+
+
+def panels_and_tables(paths, mixed):
+    """What the PNG draws and tools/bench-doc.py prints, as views of the medians."""
+    panels, tables = [], []
+    if paths:
+        for op in ("read", "write"):
+            series = [{"label": PATH_LABEL[p], "where": {"table": "main", "path": p, "op": op},
+                       "color": i} for i, p in enumerate(paths)]
+            series.append({"label": REF_LABEL, "points": ref_points(op), "color": 8})
+            panels.append({"kind": "xy", "title": f"{op.upper()}: throughput (batch 32; "
+                           "64 MiB: 4), median and range of runs", "x": "bs", "y": "mib_s",
+                           "xlog2": True, "xlabel": "block size (log2)",
+                           "ylabel": "throughput (MiB/s)", "series": series})
+        for op in ("read", "write"):
+            series = []
+            for i, p in enumerate(paths):
+                for q, style in (("p50_us", "-"), ("p99_us", "--")):
+                    series.append({"label": f"{PATH_LABEL[p]}, {q[:3]}", "y": q,
+                                   "where": {"table": "main", "path": p, "op": op},
+                                   "color": i, "style": style})
+            panels.append({"kind": "xy", "title": f"{op.upper()}: batch latency "
+                           "percentiles (p50 solid, p99 dashed)", "x": "bs", "y": "p50_us",
+                           "xlog2": True, "ylog": True, "xlabel": "block size (log2)",
+                           "ylabel": "batch latency (µs, log)", "series": series})
+        tables.append({"title": "", "where": {"table": "main"}, "columns": [
+            {"key": "bs", "head": "block", "fmt": "size"},
+            {"key": "op", "head": "op"},
+            {"key": "path_label", "head": "path"},
+            {"key": "mib_s", "head": "MiB/s", "fmt": ".0f"},
+            {"key": "ops_s", "head": "ops/s", "fmt": "int"},
+            {"key": "p50_us", "head": "p50 µs", "fmt": ".0f"},
+            {"key": "p99_us", "head": "p99 µs", "fmt": ".0f"},
+            {"key": "vs_kernel", "head": "vs kernel (same run)", "fmt": "x"},
+            {"key": "vs_stock", "head": "vs stock Mooncake", "fmt": "x"},
+            {"key": "n", "head": "runs", "fmt": "d"}]})
+    if mixed:
+        series = []
+        for i, (tgt, lbl) in enumerate((("tide kernel", "Tide target (kernel sockets)"),
+                                        ("stock model", "stock-model target"))):
+            for pool, style in ((False, "-"), (True, "--")):
+                series.append({"label": f"{lbl}, pool {'on' if pool else 'off'}",
+                               "where": {"table": "mixed", "target": tgt, "op": "read",
+                                         "pool": pool}, "color": i + 3, "style": style})
+        series.append({"label": REF_LABEL, "points": ref_points("read"), "color": 8})
+        panels.append({"kind": "xy", "title": "Stock-style initiator (tide-stock-peer), "
+                       "READ, batch 32", "x": "bs", "y": "mib_s", "xlog2": True,
+                       "xlabel": "block size (log2)", "ylabel": "throughput (MiB/s)",
+                       "series": series})
+        series = []
+        for i, (tgt, lbl) in enumerate((("tide kernel", "Tide target"),
+                                        ("stock model", "stock-model target"))):
+            for key, who, style in (("tgt_us", "target", "-"), ("ini_us", "initiator", "--")):
+                series.append({"label": f"{who} CPU, against {lbl}", "y": key,
+                               "where": {"table": "mixed", "target": tgt, "op": "read",
+                                         "pool": False}, "color": i + 3, "style": style})
+        panels.append({"kind": "xy", "title": "Stock-style initiator, READ, pool off: "
+                       "CPU time per slice", "x": "bs", "y": "tgt_us", "xlog2": True,
+                       "ylog": True, "xlabel": "block size (log2)",
+                       "ylabel": "CPU time per slice (µs, log)", "series": series})
+        tables.append({"title": "", "where": {"table": "mixed"}, "columns": [
+            {"key": "bs", "head": "block", "fmt": "size"},
+            {"key": "op", "head": "op"},
+            {"key": "pool_text", "head": "pool"},
+            {"key": "target", "head": "target"},
+            {"key": "mib_s", "head": "MiB/s", "fmt": ".0f"},
+            {"key": "slices_s", "head": "slices/s", "fmt": "int"},
+            {"key": "ini_us", "head": "initiator CPU µs/slice", "fmt": ".1f"},
+            {"key": "tgt_us", "head": "target CPU µs/slice", "fmt": ".1f"},
+            {"key": "vs_model", "head": "vs stock model", "fmt": "x"},
+            {"key": "vs_stock", "head": "vs stock Mooncake", "fmt": "x"},
+            {"key": "n", "head": "runs", "fmt": "d"}]})
+    return panels, tables
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build_dir")
     ap.add_argument("--duration", type=float, default=3.0)
-    ap.add_argument("--json")
+    benchplot.add_output_args(ap)
     ap.add_argument("--mixed", action="store_true", help="also the mixed-cluster table")
     ap.add_argument("--only-mixed", action="store_true", help="only the mixed-cluster table")
-    ap.add_argument("--runs", type=int, default=3, help="mixed table: runs per row (median)")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs per row of either table, interleaved (median; default 3)")
     ap.add_argument("--duplex", action="store_true",
                     help="also user-space TCP over two one-way memif links (TIDE_DPDK_RX_DEVICE, "
                          "each node the zero-copy client of the link it receives on)")
     ap.add_argument("--sizes", help="comma-separated subset of " +
                     ",".join(label for _, label in SIZES))
     a = ap.parse_args()
+    if a.runs < 1:
+        ap.error("--runs must be >= 1")
     sizes = SIZES
     if a.sizes:
         want = a.sizes.upper().split(",")
         sizes = [(bs, label) for bs, label in SIZES if label in want]
         if len(sizes) != len(want):
             ap.error(f"--sizes: choose from {','.join(label for _, label in SIZES)}")
-    if a.only_mixed:
-        rows, failed = mixed_table(a.build_dir, a.duration, a.runs)
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(rows, f, indent=1)
-        return 1 if failed else 0
+    json_path, png_path = benchplot.default_paths(a.build_dir, "te-bench", a.json, a.png)
+    paths = [] if a.only_mixed else \
+        (["memif", "memif-duplex", "kernel"] if a.duplex else ["memif", "kernel"])
+    rec = benchplot.Recorder("te-bench", "Transfer engine: tide-bench initiator and target "
+                             "as two processes, 1 initiator thread", params={
+                                 "duration_s": a.duration, "runs": a.runs, "duplex": a.duplex,
+                                 "sizes": [bs for bs, _ in sizes], "mixed": a.mixed or
+                                 a.only_mixed, "batch": "32 (4 for 64 MiB blocks)",
+                                 "stock_reference": {str(k): v for k, v in MOONCAKE_REF.items()}})
     bench = os.path.join(a.build_dir, "tools", "te_bench", "tide-bench")
-    rows, failed = [], False
+    raw, failed = [], False
     tmp = tempfile.mkdtemp(prefix="tide-tebench-")
     n = 0
-    for bs, label in sizes:
-        for op in ("read", "write"):
-            for kind in ("memif", "memif-duplex", "kernel") if a.duplex else ("memif", "kernel"):
-                n += 1
-                if kind == "kernel":
-                    res, out = run_kernel(bench, op, bs, a.duration)
-                else:
-                    res, out = run_memif(bench, op, bs, a.duration, tmp, n,
-                                         duplex=kind == "memif-duplex")
-                if res is None:
-                    print(f"tide-bench {kind} {op} {label}: FAILED\n{out}", file=sys.stderr)
-                    failed = True
-                    continue
-                res.update({"path": kind, "op": op, "block": label})
-                rows.append(res)
-    print(f"\nbatch 32 (64 MiB: 4), 1 initiator thread, {a.duration:g} s per row; Mooncake = stock TE over "
-          "kernel TCP loopback (../shared/spec/reference-figures.md, 2026-12-02)")
-    print(f"{'block':>5} {'op':>5} {'path':>22} {'MiB/s':>9} {'ops/s':>9} {'p50 us':>7} "
-          f"{'p99 us':>7} {'vs Mooncake':>11} {'vs kernel':>9}")
-    for bs, label in sizes:
-        for op in ("read", "write"):
-            kern = next((r for r in rows if r["block"] == label and r["op"] == op and
-                         r["path"] == "kernel"), None)
-            for r in rows:
-                if r["block"] != label or r["op"] != op:
-                    continue
-                ref = MOONCAKE_REF.get(bs, (0, 0))[0 if op == "read" else 1]
-                vs_k = f"{r['mib_s'] / kern['mib_s']:.2f}x" if kern else "-"
-                vs_m = f"{r['mib_s'] / ref:.1f}x" if ref else "-"
-                path = r["transport"] + (" duplex" if r["path"] == "memif-duplex" else "")
-                print(f"{label:>5} {op:>5} {path:>22} {r['mib_s']:9.1f} "
-                      f"{r['ops_s']:9d} {r['p50_us']:7d} {r['p99_us']:7d} "
-                      f"{vs_m:>11} {vs_k:>9}")
-    if a.mixed:
-        mrows, mfailed = mixed_table(a.build_dir, a.duration, a.runs)
+    for run in range(a.runs if paths else 0):
+        for bs, label in sizes:
+            for op in ("read", "write"):
+                for kind in paths:
+                    n += 1
+                    if kind == "kernel":
+                        res, out = run_kernel(bench, op, bs, a.duration)
+                    else:
+                        res, out = run_memif(bench, op, bs, a.duration, tmp, n,
+                                             duplex=kind == "memif-duplex")
+                    if res is None:
+                        print(f"tide-bench {kind} {op} {label}: FAILED\n{out}", file=sys.stderr)
+                        failed = True
+                        continue
+                    res.update({"table": "main", "path": kind, "op": op, "block": label,
+                                "bs": bs, "run": run, "path_label": PATH_LABEL[kind]})
+                    raw.append(res)
+                    print(f"run {run + 1}/{a.runs} {label:>4} {op:>5} {kind:>12}: "
+                          f"{res['mib_s']:.1f} MiB/s", flush=True)
+    subprocess.run(["rm", "-rf", tmp], check=False)
+    # Each run's ratio to the kernel-socket row of the same run; the median of those.
+    for r in raw:
+        kern = next((k for k in raw if k["path"] == "kernel" and k["run"] == r["run"] and
+                     k["bs"] == r["bs"] and k["op"] == r["op"]), None)
+        if kern and r["path"] != "kernel":
+            r["vs_kernel"] = r["mib_s"] / kern["mib_s"]
+    rows = benchplot.medians(raw, ["table", "path", "op", "block", "bs"])
+    for r in rows:
+        ref = MOONCAKE_REF.get(r["bs"])
+        r["vs_stock"] = r["mib_s"] / ref[0 if r["op"] == "read" else 1] if ref else None
+        r.setdefault("vs_kernel", None)
+    if paths:
+        print(f"\nbatch 32 (64 MiB: 4), 1 initiator thread, {a.duration:g} s per row, median "
+              f"of {a.runs} run(s); Mooncake = stock TE over kernel TCP loopback "
+              "(../shared/spec/reference-figures.md, 2026-12-02)")
+        print(f"{'block':>5} {'op':>5} {'path':>22} {'MiB/s':>9} {'ops/s':>9} {'p50 us':>7} "
+              f"{'p99 us':>7} {'vs Mooncake':>11} {'vs kernel':>9}")
+        for bs, label in sizes:
+            for op in ("read", "write"):
+                for r in rows:
+                    if r["block"] != label or r["op"] != op:
+                        continue
+                    vs_k = f"{r['vs_kernel']:.2f}x" if r["vs_kernel"] else "-"
+                    vs_m = f"{r['vs_stock']:.1f}x" if r["vs_stock"] else "-"
+                    path = r["transport"] + (" duplex" if r["path"] == "memif-duplex" else "")
+                    print(f"{label:>5} {op:>5} {path:>22} {r['mib_s']:9.1f} "
+                          f"{r['ops_s']:9.0f} {r['p50_us']:7.0f} {r['p99_us']:7.0f} "
+                          f"{vs_m:>11} {vs_k:>9}")
+    if a.mixed or a.only_mixed:
+        mraw, mrows, mfailed = mixed_table(a.build_dir, a.duration, a.runs)
+        raw += mraw
         rows += mrows
         failed = failed or mfailed
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(rows, f, indent=1)
-    subprocess.run(["rm", "-rf", tmp], check=False)
+    panels, tables = panels_and_tables(paths, a.mixed or a.only_mixed)
+    rec.finish(raw, rows, panels, tables, json_path=json_path, png_path=png_path, notes=[
+        "MiB/s = 2^20 bytes per second moved by the initiator; batch latency = time from "
+        "submitting a batch to its completion.",
+        "Stock Mooncake figures are not measured in this run: they are stock TE "
+        "(transfer_engine_bench, HEAD 3b5a5941) over kernel TCP loopback, batch 32, "
+        "1 thread, connection pool off, on a quiet 2-core VM, 2026-12-02 "
+        "(../shared/spec/reference-figures.md)."])
     return 1 if failed else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
