@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,6 +107,9 @@ struct tide_te {
 	 * and who may connect to them; both fixed at create. */
 	char bind_ip[INET6_ADDRSTRLEN];
 	struct tide_cidr_list allow;
+	/* MC_MIN_RPC_PORT..MC_MAX_RPC_PORT: where the handshake and kernel-TCP data ports
+	 * are picked when the options leave them 0, as stock picks them. */
+	uint16_t port_lo, port_hi;
 	uint64_t instance;
 	struct te_meta *meta;
 
@@ -227,6 +231,46 @@ node_env_load(const struct tide_te *te, struct tide_nodeenv **out)
 }
 
 /*
+ * A port of [te->port_lo, te->port_hi] free on te->bind_ip, 0 when none is. From a
+ * random start, so processes starting together spread over the range; a probe
+ * socket with SO_REUSEADDR, as the listeners set it. At most one bind per port of
+ * the range (2001 with the defaults). The port may be taken between this probe and
+ * the listener's bind: the caller picks again on -EADDRINUSE.
+ */
+static uint16_t
+pick_port(const struct tide_te *te)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	uint32_t span = (uint32_t)te->port_hi - te->port_lo + 1, start = 0;
+	int one = 1;
+
+	if (te->port_lo == 0 || te->port_hi < te->port_lo ||
+	    inet_pton(AF_INET, te->bind_ip, &a.sin_addr) != 1) {
+		return 0;
+	}
+	if (getrandom(&start, sizeof(start), 0) != sizeof(start)) {
+		start = (uint32_t)tide_mono_ns();
+	}
+	for (uint32_t i = 0; i < span; i++) {
+		uint16_t port = (uint16_t)(te->port_lo + (start + i) % span);
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		bool ok;
+
+		if (fd < 0) {
+			return 0;
+		}
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		a.sin_port = htons(port);
+		ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+		close(fd);
+		if (ok) {
+			return port;
+		}
+	}
+	return 0;
+}
+
+/*
  * Where the handshake and kernel-TCP data ports listen, and who may connect
  * (MC_TCP_BIND_ADDRESS and TIDE_ALLOW_NETS of the node file). By default the
  * engine listens only on the address it names itself by: peers, stock ones
@@ -257,6 +301,8 @@ listen_policy(struct tide_te *te)
 		TIDE_LOG(ERR, "TIDE_ALLOW_NETS: %s", err);
 		goto out;
 	}
+	te->port_lo = ne->min_rpc_port;
+	te->port_hi = ne->max_rpc_port;
 	if (ne->tcp_bind_address_set) {
 		inet_ntop(AF_INET, &ne->tcp_bind_address, te->bind_ip, sizeof(te->bind_ip));
 		goto out;
@@ -673,8 +719,24 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 	if (rc != 0) {
 		goto fail;
 	}
-	rc = te_meta_open(te->metadata, te->bind_ip, opts->rpc_port, (int)te->o.connect_timeout_ms,
-			  &te->meta, err, sizeof(err));
+	/* A port of the range when none was asked for; picked again if another process
+	 * took it between the probe and the listener (a few tries: each is one bind). */
+	for (int tries = 0;; tries++) {
+		uint16_t port = opts->rpc_port != 0 ? opts->rpc_port : pick_port(te);
+
+		if (port == 0 && opts->rpc_port == 0 && tries == 0) {
+			TIDE_LOG(
+				WARN,
+				"transfer engine: no free port in MC_MIN_RPC_PORT..MC_MAX_RPC_PORT "
+				"(%u..%u) on %s; the handshake port is an ephemeral one",
+				te->port_lo, te->port_hi, te->bind_ip);
+		}
+		rc = te_meta_open(te->metadata, te->bind_ip, port, (int)te->o.connect_timeout_ms,
+				  &te->meta, err, sizeof(err));
+		if (rc != -EADDRINUSE || opts->rpc_port != 0 || port == 0 || tries == 7) {
+			break;
+		}
+	}
 	if (rc == -EADDRNOTAVAIL) {
 		TIDE_LOG(ERR,
 			 "transfer engine: cannot listen on %s (host '%s'): not an address of this "
@@ -798,7 +860,18 @@ install_tcp(struct tide_te *te)
 #endif
 	}
 	xport_cfg(te, &cfg);
-	rc = ops->create(&cfg, &te->x);
+	if (ops == &te_tcp_kernel_ops && cfg.data_port == 0) {
+		/* The kernel data port from the range too (stock's TCP transport does). */
+		for (int tries = 0;; tries++) {
+			cfg.data_port = pick_port(te);
+			rc = ops->create(&cfg, &te->x);
+			if (rc != -EADDRINUSE || cfg.data_port == 0 || tries == 7) {
+				break;
+			}
+		}
+	} else {
+		rc = ops->create(&cfg, &te->x);
+	}
 	if (rc != 0) {
 		TIDE_LOG(ERR, "transport %s: start failed: %s", ops->name, tide_te_strerror(rc));
 		te->x = NULL;
@@ -935,7 +1008,10 @@ install_rdma(struct tide_te *te)
 	te_meta_set_conn_handler(te->meta, conn_handler, te);
 	return 0;
 fail:
-	if (tcp_here) {
+	/* With TIDE_RDMA_AS_TCP the TCP transport started here is what will serve rdma
+	 * (rdma_unavailable): keep it. A user-space one could not be started twice in
+	 * one process anyway (the DPDK EAL starts once). */
+	if (tcp_here && !(rc == -EPROTONOSUPPORT && cfg.absent_ok)) {
 		uninstall_tcp(te);
 	}
 	return rc;
@@ -1070,6 +1146,18 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 		te_desc_free(d);
 		TIDE_LOG(ERR, "segment '%s': no transport installed", sg->name);
 		return -ENOTCONN;
+	}
+	if (sg->peer != NULL && sg->pops == te->xops && !(te->rx != NULL && te_desc_is_rdma(d)) &&
+	    pa.instance != 0 && pa.instance == sg->addr.instance &&
+	    pa.data_port == sg->addr.data_port && pa.proto == sg->addr.proto &&
+	    strcmp(pa.host, sg->addr.host) == 0) {
+		/* The same peer process at the same data address registered or dropped
+		 * buffers: a TCP peer keeps nothing of the descriptor, so its connections
+		 * (and the slices on them) stay; only the bounds checked here change. */
+		te_desc_free(sg->desc);
+		sg->desc = d;
+		sg->stale = false;
+		return 0;
 	}
 	/* The best transport both ends have: RDMA when both advertise devices, else TCP. */
 	snprintf(pa.name, sizeof(pa.name), "%s", sg->name);
@@ -1439,7 +1527,12 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 		task_end(t, 0);
 		return;
 	}
-	if (!te_desc_contains(sg->desc, r->remote_addr, r->len)) {
+	if (!te_desc_contains(sg->desc, r->remote_addr, r->len) &&
+	    (seg_load(te, sg) != 0 || !te_desc_contains(sg->desc, r->remote_addr, r->len))) {
+		/* Checked against a fresh descriptor before refusing: the peer may have
+		 * registered the buffer after we opened it (SGLang registers a buffer per
+		 * embedding and announces it out of band). One handshake round trip per
+		 * such request; a request that is really outside costs one as well. */
 		TIDE_LOG(WARN,
 			 "request to '%s' [0x%" PRIx64 ", +%" PRIu64
 			 ") is outside its registered buffers: refused",

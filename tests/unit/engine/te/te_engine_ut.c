@@ -289,6 +289,85 @@ test_transfer_sync(void)
 	free(back);
 }
 
+/* A buffer the peer registers after we opened it is found (the descriptor is
+ * fetched again before a request is refused), and the connections stay. */
+static void
+test_peer_registers_late(void)
+{
+	struct tide_te *a = mk(5000, 0), *b = mk(5000, 0);
+	uint8_t *x = calloc(1, MIB), *y = calloc(1, MIB), *src = malloc(4096);
+	struct tide_te_stats st0, st1;
+	tide_te_seg_t s;
+
+	fill(src, 4096, 9);
+	CU_ASSERT_FATAL(tide_te_register(a, x, MIB, "*") == 0);
+	CU_ASSERT_FATAL(tide_te_open_segment(b, tide_te_local_name(a), &s) == 0);
+	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)x, 4096).state == TIDE_TE_COMPLETED);
+	tide_te_stats_get(b, &st0);
+	CU_ASSERT_FATAL(tide_te_register(a, y, MIB, "*") == 0);
+	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y + 100, 4096).state ==
+		  TIDE_TE_COMPLETED);
+	CU_ASSERT(memcmp(y + 100, src, 4096) == 0);
+	tide_te_stats_get(b, &st1);
+	CU_ASSERT(st1.desc_refreshes == st0.desc_refreshes); /* not taken for a restart */
+	CU_ASSERT(st1.conn_failures == st0.conn_failures);
+	/* Really outside: still refused, after the fetch. */
+	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y + MIB, 4096).error == -EFAULT);
+	/* Unregistered on the peer: refused from the fresh descriptor too. */
+	CU_ASSERT(tide_te_unregister(a, y) == 0);
+	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y, 4096).error == -EFAULT);
+	tide_te_destroy(b);
+	tide_te_destroy(a);
+	free(x);
+	free(y);
+	free(src);
+}
+
+/* MC_MIN_RPC_PORT..MC_MAX_RPC_PORT: the handshake and kernel data ports come from the
+ * range when the options leave them 0, as stock picks them. */
+static void
+test_port_range(void)
+{
+	struct tide_te_opts o;
+	struct tide_te *te = NULL, *te2 = NULL;
+	uint16_t rpc = 0, data = 0, rpc2 = 0, data2 = 0;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sa);
+	char lo[16], hi[16];
+	unsigned p;
+
+	/* A free port p and the next three (the range), found the way a user would. */
+	CU_ASSERT_FATAL(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+			getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
+	p = ntohs(sa.sin_port);
+	close(fd);
+	if (p > 65000) {
+		p = 40000;
+	}
+	snprintf(lo, sizeof(lo), "%u", p);
+	snprintf(hi, sizeof(hi), "%u", p + 3);
+	setenv("MC_MIN_RPC_PORT", lo, 1);
+	setenv("MC_MAX_RPC_PORT", hi, 1);
+	tide_te_opts_init(&o, sizeof(o));
+	o.host = "127.0.0.1";
+	CU_ASSERT_FATAL(tide_te_create(&o, &te) == 0);
+	CU_ASSERT_FATAL(tide_te_install_transport(te, "tcp") == 0);
+	tide_te_local_addr(te, NULL, 0, &rpc, &data);
+	CU_ASSERT(rpc >= p && rpc <= p + 3);
+	CU_ASSERT(data >= p && data <= p + 3 && data != rpc);
+	/* A second engine takes the two ports left. */
+	CU_ASSERT_FATAL(tide_te_create(&o, &te2) == 0);
+	CU_ASSERT_FATAL(tide_te_install_transport(te2, "tcp") == 0);
+	tide_te_local_addr(te2, NULL, 0, &rpc2, &data2);
+	CU_ASSERT(rpc2 >= p && rpc2 <= p + 3 && rpc2 != rpc && rpc2 != data);
+	CU_ASSERT(data2 >= p && data2 <= p + 3 && data2 != rpc && data2 != data && data2 != rpc2);
+	tide_te_destroy(te2);
+	tide_te_destroy(te);
+	unsetenv("MC_MIN_RPC_PORT");
+	unsetenv("MC_MAX_RPC_PORT");
+}
+
 /* Mooncake's Notify and Probe handshake messages, both directions of one pair. */
 static void
 test_notify_probe(void)
@@ -749,6 +828,8 @@ register_tests(void)
 	CU_add_test(s, "register_unmapped", test_register_unmapped);
 	CU_add_test(s, "transfer_sync", test_transfer_sync);
 	CU_add_test(s, "notify_probe", test_notify_probe);
+	CU_add_test(s, "peer_registers_late", test_peer_registers_late);
+	CU_add_test(s, "port_range", test_port_range);
 	CU_add_test(s, "rdma_as_tcp", test_rdma_as_tcp);
 }
 
