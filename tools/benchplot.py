@@ -299,17 +299,29 @@ def _color(s, i):
     return COLORS[c % len(COLORS)] if isinstance(c, int) else c
 
 
+def _dodge(x, k, n, log2):
+    """Series k of n measured ones, moved a little sideways so their range bars do not
+    overlap: up to a fifth of an octave on a log2 axis, of a unit on a linear one."""
+    off = (k - (n - 1) / 2) * min(0.05, 0.2 / max(n - 1, 1))
+    return x * 2 ** off if log2 else x + off
+
+
 def _draw_xy(ax, doc, panel):
     xs_all = set()
+    measured = [s for s in panel["series"] if "points" not in s]
     for i, s in enumerate(panel["series"]):
         pts = sorted(_series_points(doc, panel, s), key=lambda p: p[0])
         if not pts:  # named in the legend all the same, so a failed path is not silent
             ax.plot([], [], linestyle=s.get("style", "-"), color=_color(s, i),
                     label=s["label"] + " (no data: failed)")
             continue
+        xs_all.update(p[0] for p in pts)
+        if "points" not in s:
+            k = next(j for j, m in enumerate(measured) if m is s)
+            pts = [(_dodge(p[0], k, len(measured), panel.get("xlog2")),) + tuple(p[1:])
+                   for p in pts]
         xs = [p[0] for p in pts]
         ys = [p[1] for p in pts]
-        xs_all.update(xs)
         ref = "points" in s
         style = s.get("style", ":" if ref else "-")
         marker = s.get("marker", "x" if ref else "o")
@@ -360,6 +372,19 @@ def _draw_bar(ax, doc, panel):
                        ha="right" if panel.get("xrotate") else "center", fontsize=8)
 
 
+def _place_legends(fig, axes):
+    """Each legend just under its axes' x label (tick labels turned or not)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in axes:
+        leg = ax.get_legend()
+        if leg is None:
+            continue
+        bottom = ax.xaxis.label.get_window_extent(renderer).y0
+        y = ax.transAxes.inverted().transform((0, bottom))[1]
+        leg.set_bbox_to_anchor((0.5, y - 0.01), transform=ax.transAxes)
+
+
 def _tick_text(v, _pos=None):
     return f"{v:,.0f}" if v >= 1 else f"{v:g}"
 
@@ -385,7 +410,9 @@ def plot(doc, path):
     w, h = figure_size(len(panels))
     cols = min(MAX_COLS, len(panels))
     nrows = math.ceil(len(panels) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(w / DPI, h / DPI), dpi=DPI, squeeze=False)
+    # A quarter pixel over, so that truncating or rounding the inches back gives w x h.
+    fig, axes = plt.subplots(nrows, cols, figsize=((w + 0.25) / DPI, (h + 0.25) / DPI), dpi=DPI,
+                             squeeze=False)
     for ax, panel in zip(axes.flat, panels):
         (_draw_bar if panel.get("kind") == "bar" else _draw_xy)(ax, doc, panel)
         for j, hl in enumerate(panel.get("hlines") or []):
@@ -405,9 +432,9 @@ def plot(doc, path):
         ax.set_ylabel(panel.get("ylabel", ""))
         ax.grid(True, which="major", alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            # Below the axes, so it never hides a point.
-            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2 if
-                      panel.get("xrotate") else -0.13), ncol=1, frameon=False)
+            # Below the axes (never over a point); moved under the x label by _place_legends.
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=1,
+                      frameon=False)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     commit = (doc.get("commit") or "unknown")[:10]
@@ -415,7 +442,10 @@ def plot(doc, path):
                  f"{' (+ uncommitted changes)' if doc.get('dirty_files') else ''}, "
                  f"{doc.get('date', '')[:16].replace('T', ' ')} UTC, {load_text(doc)} "
                  f"on {doc.get('machine', {}).get('cpus', '?')} CPUs", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 1 - HEAD_H / (h / DPI)))
+    for _ in range(2):
+        _place_legends(fig, axes.flat)
+        fig.tight_layout(rect=(0, 0, 1, 1 - HEAD_H / (h / DPI)))
+    _place_legends(fig, axes.flat)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
