@@ -1030,10 +1030,7 @@ static int
 rdma_unavailable(struct tide_te *te, int rc)
 {
 	if (!rdma_as_tcp(te)) {
-		TIDE_LOG(ERR, "protocol 'rdma' is not available on this node; set "
-			      "TIDE_RDMA_AS_TCP=1 (node file or environment) to serve it with "
-			      "Tide's TCP path, or ask for protocol tcp");
-		return rc;
+		return rc; /* the transport's one line named the key */
 	}
 	rc = install_tcp(te);
 	if (rc == 0) {
@@ -1057,8 +1054,12 @@ tide_te_install_transport(struct tide_te *te, const char *proto)
 #if TE_HAVE_RDMA
 		rc = install_rdma(te);
 #else
-		TIDE_LOG(ERR, "protocol 'rdma': this build has no verbs transport (built without "
-			      "libibverbs-dev)");
+		if (!rdma_as_tcp(te)) {
+			TIDE_LOG(ERR, "protocol 'rdma': this build has no verbs transport (built "
+				      "without libibverbs-dev); use protocol tcp "
+				      "(MOONCAKE_PROTOCOL=tcp), or set TIDE_RDMA_AS_TCP=1 to serve "
+				      "protocol rdma with TCP on this node");
+		}
 		rc = -EPROTONOSUPPORT;
 #endif
 		if (rc == -EPROTONOSUPPORT) {

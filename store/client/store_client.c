@@ -1002,7 +1002,8 @@ tide_store_put_from(struct tide_store *s, const char *key, const void *buf, size
 
 /* Through an agent: its size, then a read into a buffer of that size. */
 static int
-agent_get(struct tide_store *s, const char *key, void **out, size_t *len)
+agent_get(struct tide_store *s, const char *key, tide_store_alloc_fn alloc,
+	  tide_store_release_fn release, void *arg, void **out, size_t *len)
 {
 	/* Objects are write-once, but a key may be removed and put again with
 	 * another size between the two calls: retry a few times, then give up. */
@@ -1012,7 +1013,7 @@ agent_get(struct tide_store *s, const char *key, void **out, size_t *len)
 
 		if (size < 0)
 			return (int)size;
-		buf = malloc(size > 0 ? (size_t)size : 1);
+		buf = alloc(arg, (size_t)size);
 		if (buf == NULL)
 			return -ENOMEM;
 		got = tide_agent_get_into(s->agent, key, buf, (size_t)size);
@@ -1021,7 +1022,8 @@ agent_get(struct tide_store *s, const char *key, void **out, size_t *len)
 			*len = (size_t)got;
 			return 0;
 		}
-		free(buf);
+		if (release != NULL)
+			release(arg, buf);
 		if (got != -ENOBUFS)
 			return (int)got;
 	}
@@ -1029,7 +1031,8 @@ agent_get(struct tide_store *s, const char *key, void **out, size_t *len)
 }
 
 int
-tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
+tide_store_get_with(struct tide_store *s, const char *key, tide_store_alloc_fn alloc,
+		    tide_store_release_fn release, void *arg, void **out, size_t *len)
 {
 	struct store_xfer_eng e;
 	struct tide_mc_resp resp;
@@ -1038,12 +1041,12 @@ tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
 	void *buf;
 	int rc;
 
-	if (out == NULL || len == NULL)
+	if (out == NULL || len == NULL || alloc == NULL)
 		return -EINVAL;
 	*out = NULL;
 	*len = 0;
 	if (s != NULL && s->agent != NULL)
-		return agent_get(s, key, out, len);
+		return agent_get(s, key, alloc, release, arg, out, len);
 	/* In process: one GetReplicaList gives the size and the location, so the
 	 * buffer is sized from the same list it is read with (no size round trip,
 	 * and no race with a remove and re-put in between). */
@@ -1052,7 +1055,7 @@ tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
 	if (rc != 0)
 		return rc;
 	size = store_xfer_replica_size(&resp.u.replica_list.val);
-	buf = size >= 0 ? malloc(size > 0 ? (size_t)size : 1) : NULL;
+	buf = size >= 0 ? alloc(arg, (size_t)size) : NULL;
 	if (size < 0 || buf == NULL) {
 		tide_mc_resp_free(&resp);
 		return size < 0 ? (int)size : -ENOMEM;
@@ -1061,12 +1064,34 @@ tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
 	got = store_xfer_read_replica(&e, &resp.u.replica_list.val, buf, (size_t)size, t0);
 	tide_mc_resp_free(&resp);
 	if (got < 0) {
-		free(buf);
+		if (release != NULL)
+			release(arg, buf);
 		return (int)got;
 	}
 	*out = buf;
 	*len = (size_t)got;
 	return 0;
+}
+
+/* tide_store_get's allocator: malloc, at least 1 byte so an empty object is not NULL. */
+static void *
+get_malloc(void *arg, size_t size)
+{
+	(void)arg;
+	return malloc(size > 0 ? size : 1);
+}
+
+static void
+get_free(void *arg, void *p)
+{
+	(void)arg;
+	free(p);
+}
+
+int
+tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len)
+{
+	return tide_store_get_with(s, key, get_malloc, get_free, NULL, out, len);
 }
 
 int64_t

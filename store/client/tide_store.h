@@ -233,6 +233,27 @@ int64_t tide_store_get_into(struct tide_store *s, const char *key, void *buf, si
  */
 int tide_store_get(struct tide_store *s, const char *key, void **out, size_t *len);
 
+/** Memory for tide_store_get_with(): size bytes (size may be 0), or NULL (-ENOMEM). */
+typedef void *(*tide_store_alloc_fn)(void *arg, size_t size);
+/** Give back a block tide_store_get_with() obtained but does not return. */
+typedef void (*tide_store_release_fn)(void *arg, void *p);
+
+/**
+ * tide_store_get() into memory the caller allocates: once the size is known, alloc
+ * gives the destination and the bytes are received into it, with no copy in
+ * between (a language binding allocates its own object, e.g. a Python bytes, and
+ * the socket fills it). Through an agent alloc may be called up to 3 times (the
+ * object was replaced by a larger one in between); every block not returned in
+ * *out goes to release (NULL: the caller tracks them itself).
+ * \param[out] out  The block holding the object (from alloc); NULL on error.
+ * \param[out] len  The object's size.
+ * \return as tide_store_get(); -EINVAL also for a NULL alloc.
+ * Ownership: every block alloc returned is the caller's. Thread: any; alloc and
+ * release run on the calling thread.
+ */
+int tide_store_get_with(struct tide_store *s, const char *key, tide_store_alloc_fn alloc,
+			tide_store_release_fn release, void *arg, void **out, size_t *len);
+
 /**
  * Size of an object (GetReplicaList).
  * \return the size (>= 0); -ENOENT; master errors as mapped above.

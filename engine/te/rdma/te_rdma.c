@@ -81,6 +81,10 @@
 #include "tide_te.h"
 #include "tide_vrb.h"
 
+/* Appended to the one line that says rdma cannot run here: the node-file switch that
+ * serves rdma over TCP instead (te_engine.c, TIDE_RDMA_AS_TCP). */
+#define AS_TCP_HINT "; or set TIDE_RDMA_AS_TCP=1 to serve protocol rdma with TCP on this node"
+
 #define TE_RDMA_MAX_EPS      1024
 #define TE_RDMA_QP_DEPTH     128
 #define TE_RDMA_SIGNAL_EVERY 16
@@ -1489,7 +1493,7 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		if (cfg->absent_ok)
 			TIDE_LOG(INFO, "protocol 'rdma': %s", err);
 		else
-			TIDE_LOG(ERR, "protocol 'rdma': %s", err);
+			TIDE_LOG(ERR, "protocol 'rdma': %s" AS_TCP_HINT, err);
 		return -EPROTONOSUPPORT;
 	}
 	if (env_int("MC_IB_PORT", 1, 255, 1, &port) != 0 ||
@@ -1540,6 +1544,8 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	if (rc != 0) {
 		if (rc == -ENODEV && cfg->absent_ok)
 			TIDE_LOG(INFO, "protocol 'rdma': %s", err);
+		else if (rc == -ENODEV)
+			TIDE_LOG(ERR, "protocol 'rdma': %s" AS_TCP_HINT, err);
 		else
 			TIDE_LOG(ERR, "protocol 'rdma': %s", err);
 		free(ne);
