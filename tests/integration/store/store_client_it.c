@@ -531,6 +531,72 @@ test_get_allocating(void)
 	TIDE_UT_OK(tide_store_remove(sa, "alloc-get", true));
 }
 
+/* tide_store_get_with: the caller's allocator, asked once for the object's size
+ * (in process: one GetReplicaList), the bytes received into its block. */
+struct get_with_ctx {
+	unsigned allocs, releases;
+	size_t last_size;
+	unsigned char block[8192];
+};
+
+static void *
+get_with_alloc(void *arg, size_t size)
+{
+	struct get_with_ctx *c = arg;
+
+	c->allocs++;
+	c->last_size = size;
+	return size <= sizeof(c->block) ? c->block : NULL;
+}
+
+static void
+get_with_release(void *arg, void *p)
+{
+	struct get_with_ctx *c = arg;
+
+	CU_ASSERT_PTR_EQUAL(p, c->block);
+	c->releases++;
+}
+
+static void
+test_get_with(void)
+{
+	static unsigned char src[5000];
+	struct get_with_ctx c = {0};
+	void *out = NULL;
+	size_t len = 0;
+
+	fill(src, sizeof(src), 45);
+	CU_ASSERT_EQUAL(tide_store_put_from(sa, "get-with", src, sizeof(src), NULL), 0);
+	TIDE_UT_OK(tide_store_get_with(sb, "get-with", get_with_alloc, get_with_release, &c, &out,
+				       &len));
+	CU_ASSERT_EQUAL(c.allocs, 1);
+	CU_ASSERT_EQUAL(c.releases, 0);
+	CU_ASSERT_EQUAL(c.last_size, sizeof(src));
+	CU_ASSERT_PTR_EQUAL(out, c.block);
+	CU_ASSERT_EQUAL(len, sizeof(src));
+	CU_ASSERT_EQUAL(memcmp(c.block, src, sizeof(src)), 0);
+	/* No such key: the allocator is not asked. */
+	CU_ASSERT_EQUAL(
+		tide_store_get_with(sb, "get-with-none", get_with_alloc, NULL, &c, &out, &len),
+		-ENOENT);
+	CU_ASSERT_EQUAL(c.allocs, 1);
+	CU_ASSERT_PTR_NULL(out);
+	/* An allocator that fails (the object is larger than its block): -ENOMEM. */
+	static unsigned char big[sizeof(c.block) + 1];
+
+	TIDE_UT_OK(tide_store_put_from(sa, "get-with-big", big, sizeof(big), NULL));
+	c.allocs = 0;
+	CU_ASSERT_EQUAL(tide_store_get_with(sb, "get-with-big", get_with_alloc, get_with_release,
+					    &c, &out, &len),
+			-ENOMEM);
+	CU_ASSERT_EQUAL(c.allocs, 1);
+	CU_ASSERT_PTR_NULL(out);
+	CU_ASSERT_EQUAL(tide_store_get_with(sb, "get-with", NULL, NULL, NULL, &out, &len), -EINVAL);
+	TIDE_UT_OK(tide_store_remove(sa, "get-with", true));
+	TIDE_UT_OK(tide_store_remove(sa, "get-with-big", true));
+}
+
 static void
 test_no_space(void)
 {
@@ -1169,6 +1235,7 @@ register_tests(void)
 	CU_add_test(s, "small_object_cost", test_small_object_cost);
 	CU_add_test(s, "zero_length", test_zero_length);
 	CU_add_test(s, "get_allocating", test_get_allocating);
+	CU_add_test(s, "get_with", test_get_with);
 	CU_add_test(s, "put_sizes_edges", test_put_sizes_edges);
 	CU_add_test(s, "group_ids", test_group_ids);
 	CU_add_test(s, "hard_pin_forwarded", test_hard_pin_forwarded);
