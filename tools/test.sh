@@ -3,8 +3,8 @@
 # check that every program and Python module the suites call is there
 # (tools/check-prereqs.sh; no suite skips for a missing one), build, and run
 # every suite: unit + integration (hugepages when they can be
-# reserved), the same under ASan+UBSan with --no-huge, and the bounded
-# libFuzzer run over the master codec. Prints CUnit counts per test.
+# reserved), the same under ASan+UBSan with --no-huge, and the libFuzzer
+# targets, each over a fixed number of inputs. Prints CUnit counts per test.
 # Budget: well under 30 minutes on 2 cores (each test has its own timeout).
 set -uo pipefail
 cd "$(dirname "$0")/.."
