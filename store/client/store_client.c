@@ -767,6 +767,33 @@ fail:
 	return rc;
 }
 
+unsigned
+tide_store_abi_version(void)
+{
+	return TIDE_STORE_ABI_VERSION;
+}
+
+size_t
+tide_store_abi_sizeof(const char *type)
+{
+	static const struct {
+		const char *name;
+		size_t size;
+	} types[] = {
+		{"tide_store_cfg", sizeof(struct tide_store_cfg)},
+		{"tide_store_rc", sizeof(struct tide_store_rc)},
+		{"tide_store_frag", sizeof(struct tide_store_frag)},
+		{"tide_te_opts", sizeof(struct tide_te_opts)},
+		{"tide_te_notify", sizeof(struct tide_te_notify)},
+	};
+
+	for (size_t i = 0; type != NULL && i < sizeof(types) / sizeof(types[0]); i++) {
+		if (strcmp(type, types[i].name) == 0)
+			return types[i].size;
+	}
+	return 0;
+}
+
 int
 tide_store_set_engine(struct tide_store *s, struct tide_te *te)
 {

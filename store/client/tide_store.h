@@ -447,6 +447,23 @@ void tide_store_close(struct tide_store *s);
  */
 const char *tide_store_strerror(int err);
 
+/**
+ * Version of this library's binary interface: bumped whenever a function's arguments
+ * or a public struct's layout change. Bindings that mirror the structs (the Python
+ * package) refuse a library whose version they were not written for.
+ */
+#define TIDE_STORE_ABI_VERSION 2
+
+/** TIDE_STORE_ABI_VERSION of the library as built. Thread: any. */
+unsigned tide_store_abi_version(void);
+
+/**
+ * sizeof() of a public struct of this library, by its name: "tide_store_cfg",
+ * "tide_store_rc", "tide_store_frag", "tide_te_opts" or "tide_te_notify"; 0 for any
+ * other name. Bindings compare it with their mirror's size at load. Thread: any.
+ */
+size_t tide_store_abi_sizeof(const char *type);
+
 #ifdef __cplusplus
 }
 #endif

@@ -836,3 +836,21 @@ def test_agent_miles_pattern_two_nodes(master, agents, tmp_path):
                             "--chunk-mib", "8", "--handle", handle)
     assert "every byte verified" in run(1, "reader", "--handle", handle)
     assert "none left" in run(0, "driver", "--handle", handle)
+
+
+def test_binary_interface_checked():
+    """The package refuses a library built from another tide_store.h: the ABI version is
+    compared at import and every mirrored struct's size with the library's sizeof."""
+    import ctypes as _ct
+    from mooncake import _native
+    assert _native.lib.tide_store_abi_version() == _native.ABI_VERSION
+    for name in ("tide_store_cfg", "tide_store_rc", "tide_store_frag", "tide_te_opts",
+                 "tide_te_notify"):
+        assert _native.lib.tide_store_abi_sizeof(name.encode()) > 0, name
+    assert _native.lib.tide_store_abi_sizeof(b"no_such_struct") == 0
+
+    class Short(_ct.Structure):
+        _fields_ = [("x", _ct.c_int)]
+
+    with pytest.raises(ImportError, match="tide_store_rc"):
+        _native.check_struct(Short, "tide_store_rc")

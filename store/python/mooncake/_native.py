@@ -12,11 +12,12 @@ import ctypes.util
 import glob
 import os
 
-__all__ = ["lib", "path"]
+__all__ = ["lib", "path", "check_struct"]
 
-# In every libtidestore.so with the ReplicateConfig ABI (tide_store_put taking a
-# struct tide_store_rc *); older builds would be called with the wrong arguments.
-ABI_MARKER = "tide_store_health_check"
+# The interface this package is written for: TIDE_STORE_ABI_VERSION of tide_store.h.
+# A library that does not export its version predates the check and is not used.
+ABI_VERSION = 2
+ABI_MARKER = "tide_store_abi_version"
 
 
 def _usable(p):
@@ -53,3 +54,24 @@ def _find():
 
 path = _find()
 lib = ctypes.CDLL(path)
+if not hasattr(lib, "tide_store_abi_version"):
+    raise ImportError(f"mooncake: {path} predates the binary interface check (no "
+                      "tide_store_abi_version): rebuild or reinstall Tide")
+lib.tide_store_abi_version.restype = ctypes.c_uint
+lib.tide_store_abi_version.argtypes = []
+lib.tide_store_abi_sizeof.restype = ctypes.c_size_t
+lib.tide_store_abi_sizeof.argtypes = [ctypes.c_char_p]
+if lib.tide_store_abi_version() != ABI_VERSION:
+    raise ImportError(f"mooncake: {path} has binary interface version "
+                      f"{lib.tide_store_abi_version()}, this package needs {ABI_VERSION}: "
+                      "rebuild or reinstall Tide so the library and the package match")
+
+
+def check_struct(mirror, c_name):
+    """ImportError unless the ctypes mirror has the C struct's size (a layout drift
+    would otherwise pass wrong arguments silently)."""
+    want = lib.tide_store_abi_sizeof(c_name.encode())
+    if ctypes.sizeof(mirror) != want:
+        raise ImportError(f"mooncake: struct {c_name} is {want} bytes in {path} but "
+                          f"{ctypes.sizeof(mirror)} in this package: they were built from "
+                          "different versions of tide_store.h")

@@ -45,7 +45,7 @@ import threading
 import time
 import weakref
 
-from mooncake._native import lib as _lib
+from mooncake._native import check_struct, lib as _lib
 
 __all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "InnerTransferEngine"]
 
@@ -78,6 +78,9 @@ class _Notify(ctypes.Structure):
     """struct tide_te_notify."""
     _fields_ = [("name", _vp), ("msg", _vp)]
 
+
+check_struct(_Opts, "tide_te_opts")
+check_struct(_Notify, "tide_te_notify")
 
 _SIGS = {
     "tide_te_opts_init": (None, [_P(_Opts), ctypes.c_size_t]),

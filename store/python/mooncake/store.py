@@ -121,7 +121,7 @@ _REGISTER_CODES = {_E.EEXIST: _INVALID_PARAMS}
 _UNREGISTER_CODES = {_E.ENOENT: _INVALID_PARAMS}
 
 
-from mooncake._native import ABI_MARKER as _ABI_MARKER, lib as _lib  # noqa: E402
+from mooncake._native import check_struct, lib as _lib  # noqa: E402
 _libc_free = ctypes.CDLL(None).free  # tide_store_get()'s buffer is malloc'd
 _libc_free.restype = None
 _libc_free.argtypes = [ctypes.c_void_p]
@@ -151,6 +151,10 @@ class _Frag(ctypes.Structure):
     _fields_ = [("key", _sz), ("src_off", ctypes.c_uint64), ("dst", _vp),
                 ("len", ctypes.c_uint64), ("result", ctypes.c_int64)]
 
+
+check_struct(_Cfg, "tide_store_cfg")
+check_struct(_RC, "tide_store_rc")
+check_struct(_Frag, "tide_store_frag")
 
 _P = ctypes.POINTER
 _SIGS = {
@@ -198,9 +202,6 @@ for _name, (_res, _args) in _SIGS.items():
 _CORE = {"tide_store_create", "tide_store_setup", "tide_store_put", "tide_store_get_into",
          "tide_store_get_size", "tide_store_get", "tide_store_is_exist", "tide_store_remove",
          "tide_store_endpoint", "tide_store_close", "tide_store_strerror"}
-if _ABI_MARKER not in _HAVE:
-    raise ImportError(f"mooncake.store: {_lib._name} predates the ReplicateConfig ABI of "
-                      "tide_store.h; rebuild it (ninja -C <build dir>)")
 if not _CORE <= _HAVE:
     raise ImportError(f"mooncake.store: {_lib._name} lacks {sorted(_CORE - _HAVE)}")
 
