@@ -33,6 +33,7 @@
 #include "agent_proto.h"
 #include "seg_warm.h"
 #include "store_agent.h"
+#include "store_backend.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
 
@@ -55,6 +56,7 @@ struct region {
 };
 
 struct tide_agent_conn {
+	struct store_backend be; /* ops: store_agent_ops */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char endpoint[256];
 	char protocol[16]; /* the agent's transport, from its hello */
@@ -515,6 +517,7 @@ tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_nodeenv **ne,
 	}
 	pthread_mutex_init(&a->io_lock, NULL);
 	pthread_mutex_init(&a->reg_lock, NULL);
+	a->be.ops = &store_agent_ops;
 	a->staging = -1;
 	a->sock = -1;
 	pthread_mutex_lock(&a->io_lock);
@@ -1022,3 +1025,190 @@ tide_agent_unmap_buffer(struct tide_agent_conn *a, void *ptr)
 	pthread_mutex_unlock(&a->io_lock);
 	return rc;
 }
+
+/* ------------------------------------------------------------------ backend */
+
+struct store_backend *
+tide_agent_backend(struct tide_agent_conn *a)
+{
+	return &a->be;
+}
+
+static struct tide_agent_conn *
+conn_of(struct store_backend *b)
+{
+	return store_backend_of(b, struct tide_agent_conn, be);
+}
+
+static int
+be_put(struct store_backend *b, const char *key, const void *buf, size_t len,
+       const struct tide_store_rc *repl)
+{
+	return tide_agent_put(conn_of(b), key, buf, len, repl);
+}
+
+static int
+be_batch_put(struct store_backend *b, const char *const *keys, const void *const *bufs,
+	     const size_t *lens, size_t n, const struct tide_store_rc *repl, int *rcs)
+{
+	return tide_agent_batch_put_from(conn_of(b), keys, bufs, lens, n, repl, rcs);
+}
+
+static int64_t
+be_get_into(struct store_backend *b, const char *key, void *buf, size_t len)
+{
+	return tide_agent_get_into(conn_of(b), key, buf, len);
+}
+
+/*
+ * The agent answers sizes and reads, not both in one request: the size, then a
+ * read into a block of that size. Objects are write-once, but a key may be
+ * removed and put again with another size between the two requests, so the
+ * pair is tried at most 3 times (-EAGAIN after that).
+ */
+static int
+be_get_with(struct store_backend *b, const char *key, tide_store_alloc_fn alloc,
+	    tide_store_release_fn release, void *arg, void **out, size_t *len)
+{
+	struct tide_agent_conn *a = conn_of(b);
+
+	for (int tries = 0; tries < 3; tries++) {
+		int64_t size = tide_agent_get_size(a, key), got;
+		void *buf;
+
+		if (size < 0)
+			return (int)size;
+		buf = alloc(arg, (size_t)size);
+		if (buf == NULL)
+			return -ENOMEM;
+		got = tide_agent_get_into(a, key, buf, (size_t)size);
+		if (got >= 0) {
+			*out = buf;
+			*len = (size_t)got;
+			return 0;
+		}
+		if (release != NULL)
+			release(arg, buf);
+		if (got != -ENOBUFS)
+			return (int)got;
+	}
+	return -EAGAIN;
+}
+
+static int64_t
+be_get_size(struct store_backend *b, const char *key)
+{
+	return tide_agent_get_size(conn_of(b), key);
+}
+
+static int
+be_batch_get_into(struct store_backend *b, const char *const *keys, void *const *bufs,
+		  const size_t *lens, size_t n, int64_t *sizes)
+{
+	return tide_agent_batch_get_into(conn_of(b), keys, bufs, lens, n, sizes);
+}
+
+static int
+be_get_into_ranges(struct store_backend *b, const char *const *keys, size_t nkeys,
+		   struct tide_store_frag *frags, size_t nfrags)
+{
+	return tide_agent_get_into_ranges(conn_of(b), keys, nkeys, frags, nfrags);
+}
+
+static int
+be_exist(struct store_backend *b, const char *key)
+{
+	return tide_agent_is_exist(conn_of(b), key);
+}
+
+static int
+be_batch_exist(struct store_backend *b, const char *const *keys, size_t n, int *out)
+{
+	return tide_agent_batch_is_exist(conn_of(b), keys, n, out);
+}
+
+static int
+be_remove(struct store_backend *b, const char *key, bool force)
+{
+	return tide_agent_remove(conn_of(b), key, force);
+}
+
+static int
+be_batch_remove(struct store_backend *b, const char *const *keys, size_t n, bool force, int *rcs)
+{
+	return tide_agent_batch_remove(conn_of(b), keys, n, force, rcs);
+}
+
+static int64_t
+be_remove_all(struct store_backend *b, bool force)
+{
+	return tide_agent_remove_all(conn_of(b), force);
+}
+
+static int64_t
+be_remove_by_regex(struct store_backend *b, const char *pattern, bool force)
+{
+	return tide_agent_remove_by_regex(conn_of(b), pattern, force);
+}
+
+static int
+be_local_buffer(struct store_backend *b, void **base, size_t *len)
+{
+	return tide_agent_local_buffer(conn_of(b), base, len);
+}
+
+static int
+be_map_buffer(struct store_backend *b, size_t len, void **out)
+{
+	return tide_agent_map_buffer(conn_of(b), len, out);
+}
+
+static int
+be_unmap_buffer(struct store_backend *b, void *ptr)
+{
+	return tide_agent_unmap_buffer(conn_of(b), ptr);
+}
+
+static int
+be_health_check(struct store_backend *b)
+{
+	return tide_agent_health_check(conn_of(b));
+}
+
+static const char *
+be_endpoint(const struct store_backend *b)
+{
+	return tide_agent_endpoint(store_backend_of(b, const struct tide_agent_conn, be));
+}
+
+static const char *
+be_protocol(const struct store_backend *b)
+{
+	return tide_agent_protocol(store_backend_of(b, const struct tide_agent_conn, be));
+}
+
+/* The agent maps the caller's regions itself: registered buffers need nothing here
+ * (register_memory NULL), memory outside every region is bounced (plan()). */
+const struct store_backend_ops store_agent_ops = {
+	.name = "agent",
+	.attached = true,
+	.put = be_put,
+	.batch_put = be_batch_put,
+	.get_into = be_get_into,
+	.get_with = be_get_with,
+	.get_size = be_get_size,
+	.batch_get_into = be_batch_get_into,
+	.get_into_ranges = be_get_into_ranges,
+	.exist = be_exist,
+	.batch_exist = be_batch_exist,
+	.remove = be_remove,
+	.batch_remove = be_batch_remove,
+	.remove_all = be_remove_all,
+	.remove_by_regex = be_remove_by_regex,
+	.local_buffer = be_local_buffer,
+	.map_buffer = be_map_buffer,
+	.unmap_buffer = be_unmap_buffer,
+	.health_check = be_health_check,
+	.endpoint = be_endpoint,
+	.protocol = be_protocol,
+};

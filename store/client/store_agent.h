@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal to store/client: the client side of the per-node agent
- * (tide-node). When a store is attached, every public tide_store_X(s, ...)
- * (except the registered-buffer bookkeeping, which store_client.c keeps for
- * both modes) forwards to tide_agent_X(s->agent, ...) with the same arguments, results
- * and error conventions as documented in tide_store.h; the agent runs the
- * operation on its embedded store with the caller's memory mapped (shared
+ * (tide-node), the "agent" backend of store_backend.h. When a store is
+ * attached, every public tide_store_X(s, ...) (except the registered-buffer
+ * bookkeeping, which store_client.c keeps for both backends) runs
+ * tide_agent_X(a, ...) through store_agent_ops, with the same arguments,
+ * results and error conventions as documented in tide_store.h; the agent runs
+ * the operation on its embedded store with the caller's memory mapped (shared
  * regions) or bounced through a shared staging area (other memory).
  * Thread rules are those of the matching tide_store_X().
  */
@@ -14,6 +15,7 @@
 
 #include "tide_store.h"
 
+struct store_backend;
 struct tide_agent_conn;
 
 struct tide_nodeenv;
@@ -44,6 +46,8 @@ int tide_agent_setup(const struct tide_store_cfg *cfg, struct tide_nodeenv **ne,
 		     struct tide_agent_conn **out, char *why, size_t whylen);
 /* Detach: unmap every shared region, close the socket, free. NULL-safe. */
 void tide_agent_close(struct tide_agent_conn *a);
+/* a as a store backend (ops: store_agent_ops); valid until tide_agent_close(a). */
+struct store_backend *tide_agent_backend(struct tide_agent_conn *a);
 const char *tide_agent_endpoint(const struct tide_agent_conn *a);
 const char *tide_agent_protocol(const struct tide_agent_conn *a);
 

@@ -1,0 +1,775 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The in-process backend (store_inproc.h): each call is master RPCs
+ * (store_mc.c) for placement and lookups, and one engine batch (store_xfer.c)
+ * per round of transfers. The state it runs on is set up by store_client.c.
+ *
+ * Small objects: a 256 B put costs two master round trips and one transfer
+ * (one round trip through a lease). The calls keep their arrays on the stack
+ * up to a typical size (store_scratch.h: no malloc per call apart from the
+ * decoded answers), and a replica in this process's own segment is copied
+ * with memcpy without going through an engine batch.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "store_inproc.h"
+#include "store_rc.h"
+#include "store_scratch.h"
+#include "tide_log.h"
+#include "tide_te.h"
+
+static struct store_inproc *
+ip_of(struct store_backend *b)
+{
+	return store_backend_of(b, struct store_inproc, be);
+}
+
+static bool
+key_ok(const char *key)
+{
+	return key != NULL && key[0] != '\0';
+}
+
+/* Whether every one of n keys is a valid key (n in 1..UINT32_MAX). */
+static bool
+keys_ok(const char *const *keys, size_t n)
+{
+	if (keys == NULL || n == 0 || n > UINT32_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!key_ok(keys[i]))
+			return false;
+	return true;
+}
+
+/* ------------------------------------------------------------------------------ objects */
+
+/* A put the lease path can take: one replica, placed anywhere or on one preferred
+ * segment, small enough that a master round trip is a large part of its cost
+ * (store_lease.h). */
+static bool
+lease_eligible(const struct tide_store_rc *rc, size_t len)
+{
+	return len <= STORE_LEASE_MAX_OBJ &&
+	       (rc == NULL || (rc->replica_num <= 1 && rc->n_preferred_segments == 0 &&
+			       !rc->prefer_alloc_in_same_node));
+}
+
+/* One master round trip: place in our lease, write, commit. -EAGAIN: nothing was
+ * stored, put it the plain way. */
+static int
+lease_put(struct store_inproc *ip, const char *key, const void *buf, size_t len,
+	  const struct tide_store_rc *rc, const struct tide_mc_replicate_config *cfg)
+{
+	struct store_lease *l;
+	struct store_xfer x;
+	struct store_xfer_eng e = store_inproc_eng(ip);
+	uint64_t off;
+	int ret;
+
+	if (store_lease_place(&ip->leases, &ip->mc, rc != NULL ? rc->preferred_segment : NULL, len,
+			      &l, &off) != 0)
+		return -EAGAIN;
+	x = (struct store_xfer){
+		.ep = l->ep, .raddr = l->addr + off, .local = (void *)buf, .len = len};
+	ret = store_xfer_run(&e, TIDE_TE_WRITE, &x, 1);
+	if (ret != 0) {
+		/* Its segment may be gone: the next put gets a lease elsewhere. */
+		store_lease_giveback(&ip->leases, &ip->mc, l, off, len, true);
+		return ret == -EAGAIN ? -EIO : ret;
+	}
+	return store_lease_commit(&ip->leases, &ip->mc, l, key, off, len, cfg);
+}
+
+static int
+be_put(struct store_backend *b, const char *key, const void *buf, size_t len,
+       const struct tide_store_rc *rc)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_str strs_inl[STORE_XFER_INLINE], *strs = strs_inl;
+	struct store_xfer x_inl[STORE_XFER_INLINE], *x = x_inl;
+	struct store_xfer_eng e;
+	struct tide_mc_replicate_config cfg;
+	const struct tide_mc_replica_desc_vec *v;
+	struct tide_mc_resp resp;
+	size_t nstrs, nx = 0;
+	int ret;
+
+	/* A 0-byte object is refused by the master (INVALID_PARAMS): spare the trip. */
+	if (!key_ok(key) || buf == NULL || len == 0 || tide_store_rc_check(rc, 1) != 0)
+		return -EINVAL;
+	nstrs = tide_store_rc_nstrs(rc, 1);
+	if (nstrs > STORE_XFER_INLINE) {
+		strs = calloc(nstrs, sizeof(*strs));
+		if (strs == NULL)
+			return -ENOMEM;
+	}
+	tide_store_rc_fill(rc, 1, strs, &cfg);
+	ret = lease_eligible(rc, len) ? lease_put(ip, key, buf, len, rc, &cfg) : -EAGAIN;
+	if (ret == -EAGAIN) /* no lease: PutStart, the write, PutEnd */
+		ret = store_mc_put_start(&ip->mc, key, len, &cfg, &resp);
+	else if (ret == 0)
+		ret = 1; /* stored through the lease */
+	if (strs != strs_inl)
+		free(strs);
+	if (ret != 0) {
+		/* Spec 5.3 step 1: an existing key (1) is a successful put. */
+		return ret == 1 ? 0 : ret;
+	}
+	v = &resp.u.put_start.val;
+	if (v->n > STORE_XFER_INLINE) {
+		x = calloc(v->n, sizeof(*x));
+		if (x == NULL)
+			ret = -ENOMEM;
+	}
+	if (ret == 0)
+		ret = store_xfer_replica_writes(v, buf, len, x, &nx);
+	if (ret == 0) {
+		e = store_inproc_eng(ip);
+		ret = store_xfer_run(&e, TIDE_TE_WRITE, x, nx);
+	}
+	if (x != x_inl)
+		free(x);
+	tide_mc_resp_free(&resp);
+	/* PutEnd, or PutRevoke of whatever failed. */
+	return store_mc_put_end(&ip->mc, key, ret);
+}
+
+/* GetReplicaList; resp is valid (free it) when 0 is returned. */
+static int
+replica_list(struct store_inproc *ip, const char *key, struct tide_mc_resp *resp)
+{
+	if (!key_ok(key))
+		return -EINVAL;
+	return store_mc_replica_list(&ip->mc, key, resp);
+}
+
+static int64_t
+be_get_into(struct store_backend *b, const char *key, void *buf, size_t len)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct store_xfer_eng e;
+	struct tide_mc_resp resp;
+	int64_t ret;
+	uint64_t t0;
+	int rc;
+
+	if (buf == NULL && len > 0)
+		return -EINVAL;
+	t0 = store_xfer_now_ms();
+	rc = replica_list(ip, key, &resp);
+	if (rc != 0)
+		return rc;
+	e = store_inproc_eng(ip);
+	ret = store_xfer_read_replica(&e, &resp.u.replica_list.val, buf, len, t0);
+	tide_mc_resp_free(&resp);
+	return ret;
+}
+
+static int
+be_get_with(struct store_backend *b, const char *key, tide_store_alloc_fn alloc,
+	    tide_store_release_fn release, void *arg, void **out, size_t *len)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct store_xfer_eng e;
+	struct tide_mc_resp resp;
+	int64_t size, got;
+	uint64_t t0;
+	void *buf;
+	int rc;
+
+	/* In process: one GetReplicaList gives the size and the location, so the
+	 * buffer is sized from the same list it is read with (no size round trip,
+	 * and no race with a remove and re-put in between). */
+	t0 = store_xfer_now_ms();
+	rc = replica_list(ip, key, &resp);
+	if (rc != 0)
+		return rc;
+	size = store_xfer_replica_size(&resp.u.replica_list.val);
+	buf = size >= 0 ? alloc(arg, (size_t)size) : NULL;
+	if (size < 0 || buf == NULL) {
+		tide_mc_resp_free(&resp);
+		return size < 0 ? (int)size : -ENOMEM;
+	}
+	e = store_inproc_eng(ip);
+	got = store_xfer_read_replica(&e, &resp.u.replica_list.val, buf, (size_t)size, t0);
+	tide_mc_resp_free(&resp);
+	if (got < 0) {
+		if (release != NULL)
+			release(arg, buf);
+		return (int)got;
+	}
+	*out = buf;
+	*len = (size_t)got;
+	return 0;
+}
+
+static int64_t
+be_get_size(struct store_backend *b, const char *key)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_resp resp;
+	int64_t ret;
+	int rc;
+
+	rc = replica_list(ip, key, &resp);
+	if (rc != 0)
+		return rc;
+	ret = store_xfer_replica_size(&resp.u.replica_list.val);
+	tide_mc_resp_free(&resp);
+	return ret;
+}
+
+static int
+be_is_exist(struct store_backend *b, const char *key)
+{
+	struct store_inproc *ip = ip_of(b);
+	if (!key_ok(key))
+		return -EINVAL;
+	return store_mc_exist_key(&ip->mc, key);
+}
+
+static int
+be_remove(struct store_backend *b, const char *key, bool force)
+{
+	struct store_inproc *ip = ip_of(b);
+	if (!key_ok(key))
+		return -EINVAL;
+	return store_mc_remove(&ip->mc, key, force);
+}
+
+static int64_t
+be_remove_all(struct store_backend *b, bool force)
+{
+	struct store_inproc *ip = ip_of(b);
+	return store_mc_remove_all(&ip->mc, force);
+}
+
+static int64_t
+be_remove_by_regex(struct store_backend *b, const char *pattern, bool force)
+{
+	struct store_inproc *ip = ip_of(b);
+	if (!key_ok(pattern))
+		return -EINVAL;
+	return store_mc_remove_by_regex(&ip->mc, pattern, force);
+}
+
+/* ------------------------------------------------------------------------------ batches */
+
+static int
+first_error(const int *rcs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rcs[i] != 0)
+			return rcs[i];
+	return 0;
+}
+
+/*
+ * A batch through one lease: every key placed in the same lease, written in one
+ * engine batch, committed in one call (one master round trip for the batch).
+ * Returns -EAGAIN when nothing was done (a key does not fit a lease, the keys
+ * did not all land in one, no lease to be had): the caller takes the plain
+ * path. Else 0 and rcs[] filled; a key the lease could not take after its
+ * write (the lease ended) is put again on its own.
+ */
+static int
+lease_batch(struct store_inproc *ip, const char *const *keys, const void *const *bufs,
+	    const size_t *lens, size_t n, const struct tide_store_rc *rc,
+	    const struct tide_mc_replicate_config *cfg, struct tide_mc_str *ks, int *rcs)
+{
+	struct tide_mc_replicate_config sub = *cfg;
+	struct store_xfer_eng e = store_inproc_eng(ip);
+	struct store_lease *l = NULL, *li;
+	struct store_xfer *x;
+	struct store_scratch sc;
+	struct tide_mc_str *gids = NULL;
+	uint64_t *offs, *clens, total = 0;
+	size_t i, m, *owner;
+	int *res;
+
+	for (i = 0; i < n; i++) {
+		if (lens[i] == 0 || lens[i] > STORE_LEASE_MAX_OBJ)
+			return -EAGAIN;
+		total += lens[i];
+	}
+	/* More than half a lease would rarely fit in the current one: plain. The lease
+	 * may be smaller than asked for (a share of a small segment). */
+	if (total > store_lease_room(&ip->leases, rc != NULL ? rc->preferred_segment : NULL) / 2)
+		return -EAGAIN;
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*offs)) * 2 + store_sc_size(n, sizeof(*x)) +
+					store_sc_size(n, sizeof(*owner)) +
+					store_sc_size(n, sizeof(*res)) +
+					store_sc_size(n, sizeof(*gids))))
+		return -EAGAIN;
+	offs = store_sc_take(&sc, n, sizeof(*offs));
+	clens = store_sc_take(&sc, n, sizeof(*clens));
+	x = store_sc_take(&sc, n, sizeof(*x));
+	owner = store_sc_take(&sc, n, sizeof(*owner));
+	res = store_sc_take(&sc, n, sizeof(*res));
+	gids = store_sc_take(&sc, n, sizeof(*gids));
+	for (i = 0; i < n; i++) {
+		int prc = store_lease_place(&ip->leases, &ip->mc,
+					    rc != NULL ? rc->preferred_segment : NULL, lens[i], &li,
+					    &offs[i]);
+
+		if (prc == 0 && l != NULL && li != l) {
+			store_lease_giveback(&ip->leases, &ip->mc, li, offs[i], lens[i], false);
+			prc = -EAGAIN;
+		}
+		if (prc != 0) {
+			/* Not all in one lease: everything back, the plain way. */
+			while (i-- > 0)
+				store_lease_giveback(&ip->leases, &ip->mc, l, offs[i], lens[i],
+						     false);
+			store_sc_fini(&sc);
+			return -EAGAIN;
+		}
+		l = li;
+		x[i] = (struct store_xfer){.ep = l->ep,
+					   .raddr = l->addr + offs[i],
+					   .local = (void *)bufs[i],
+					   .len = lens[i]};
+	}
+	store_xfer_run(&e, TIDE_TE_WRITE, x, n);
+	/* Written keys to commit (m of them, in order); a failed write ends its key. */
+	for (i = m = 0; i < n; i++) {
+		if (x[i].rc != 0) {
+			rcs[i] = x[i].rc == -EAGAIN ? -EIO : x[i].rc;
+			store_lease_giveback(&ip->leases, &ip->mc, l, offs[i], lens[i], true);
+			continue;
+		}
+		owner[m] = i;
+		ks[m] = tide_store_mstr(keys[i]);
+		offs[m] = offs[i];
+		clens[m] = lens[i];
+		if (cfg->group_ids.has)
+			gids[m] = cfg->group_ids.val.v[i];
+		m++;
+	}
+	if (m > 0) {
+		sub.group_ids.val.v = cfg->group_ids.has ? gids : NULL;
+		sub.group_ids.val.n = cfg->group_ids.has ? m : 0;
+		store_lease_commit_n(&ip->leases, &ip->mc, l, ks, offs, clens, m, &sub, res);
+	}
+	for (size_t k = 0; k < m; k++) {
+		i = owner[k];
+		rcs[i] = res[k];
+		if (res[k] == -EAGAIN) {
+			/* The lease ended under us: this key on its own (a new lease, or
+			 * PutStart), with its own group id. */
+			struct tide_store_rc one = rc != NULL ? *rc : (struct tide_store_rc){0};
+
+			if (rc != NULL && rc->group_ids != NULL)
+				one.group_ids = &rc->group_ids[i];
+			rcs[i] = be_put(&ip->be, keys[i], bufs[i], lens[i],
+					rc != NULL ? &one : NULL);
+		}
+	}
+	store_sc_fini(&sc);
+	return 0;
+}
+
+static int
+be_batch_put_from(struct store_backend *b, const char *const *keys, const void *const *bufs,
+		  const size_t *lens, size_t n, const struct tide_store_rc *rc, int *rcs)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_replicate_config cfg;
+	struct tide_mc_object_meta *metas;
+	struct tide_mc_str *ks, *strs;
+	struct store_scratch sc, sc2;
+	struct store_xfer_eng e;
+	struct tide_mc_resp resp;
+	struct store_xfer *x = NULL;
+	size_t *idx, *owner = NULL, nx, cap, nstrs, i, k;
+	uint64_t *slens;
+	bool *pending;
+	int ret;
+
+	if (keys == NULL || bufs == NULL || lens == NULL || rcs == NULL || n == 0 || n > UINT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
+			return -EINVAL;
+	if (tide_store_rc_check(rc, n) != 0) {
+		/* e.g. fewer group ids than keys: every key is refused. */
+		for (i = 0; i < n; i++)
+			rcs[i] = -EINVAL;
+		return -EINVAL;
+	}
+	nstrs = tide_store_rc_nstrs(rc, n);
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks)) + store_sc_size(n, sizeof(*slens)) +
+					store_sc_size(n, sizeof(*pending)) +
+					store_sc_size(n, sizeof(*metas)) +
+					store_sc_size(n, sizeof(*idx)) +
+					store_sc_size(nstrs, sizeof(*strs))))
+		return -ENOMEM;
+	ks = store_sc_take(&sc, n, sizeof(*ks));
+	slens = store_sc_take(&sc, n, sizeof(*slens));
+	pending = store_sc_take(&sc, n, sizeof(*pending));
+	metas = store_sc_take(&sc, n, sizeof(*metas));
+	idx = store_sc_take(&sc, n, sizeof(*idx));
+	strs = store_sc_take(&sc, nstrs, sizeof(*strs));
+	for (i = 0; i < n; i++) {
+		ks[i] = tide_store_mstr(keys[i]);
+		slens[i] = lens[i];
+		pending[i] = false;
+	}
+	tide_store_rc_fill(rc, n, strs, &cfg);
+	if (lease_eligible(rc, 0) && lease_batch(ip, keys, bufs, lens, n, rc, &cfg, ks, rcs) == 0) {
+		ret = first_error(rcs, n);
+		goto out;
+	}
+	ret = store_mc_batch_put_start(&ip->mc, ks, slens, n, &cfg, &resp);
+	if (ret != 0)
+		goto out;
+	cap = store_xfer_put_replicas(&resp.u.batch_put_start, n, rcs, pending);
+	sc2.heap = NULL;
+	if (cap > 0 && store_sc_init(&sc2, store_sc_size(cap, sizeof(*x)) +
+						   store_sc_size(cap, sizeof(*owner)))) {
+		x = store_sc_take(&sc2, cap, sizeof(*x));
+		owner = store_sc_take(&sc2, cap, sizeof(*owner));
+	}
+	nx = store_xfer_plan_puts(&resp.u.batch_put_start, bufs, lens, n, pending, rcs, x, cap,
+				  owner);
+	if (nx > 0) {
+		e = store_inproc_eng(ip);
+		store_xfer_run(&e, TIDE_TE_WRITE, x, nx);
+	}
+	for (k = 0; k < nx; k++)
+		if (x[k].rc != 0 && rcs[owner[k]] == 0)
+			rcs[owner[k]] = x[k].rc;
+	store_sc_fini(&sc2);
+	tide_mc_resp_free(&resp);
+	store_mc_batch_finish(&ip->mc, keys, n, pending, rcs, ks, metas, idx);
+	ret = first_error(rcs, n);
+out:
+	store_sc_fini(&sc);
+	return ret;
+}
+
+static int
+be_batch_get_into(struct store_backend *b, const char *const *keys, void *const *bufs,
+		  const size_t *lens, size_t n, int64_t *sizes)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct store_xfer_eng e;
+	struct tide_mc_resp resp;
+	struct tide_mc_str *ks;
+	struct store_scratch sc;
+	struct store_xfer *x;
+	size_t *owner, nx, i, k;
+	int ret;
+
+	if (keys == NULL || bufs == NULL || lens == NULL || sizes == NULL || n == 0 ||
+	    n > UINT32_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
+			return -EINVAL;
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks)) + store_sc_size(n, sizeof(*x)) +
+					store_sc_size(n, sizeof(*owner))))
+		return -ENOMEM;
+	ks = store_sc_take(&sc, n, sizeof(*ks));
+	x = store_sc_take(&sc, n, sizeof(*x));
+	owner = store_sc_take(&sc, n, sizeof(*owner));
+	ret = store_mc_batch_replica_list(&ip->mc, keys, n, ks, &resp);
+	if (ret != 0)
+		goto out;
+	nx = store_xfer_plan_gets(&resp.u.batch_replica_list, bufs, lens, n, sizes, x, owner);
+	if (nx > 0) {
+		e = store_inproc_eng(ip);
+		store_xfer_run(&e, TIDE_TE_READ, x, nx);
+	}
+	tide_mc_resp_free(&resp);
+	/* A failed first replica: the single-key path tries the others. */
+	for (k = 0; k < nx; k++)
+		if (x[k].rc != 0)
+			sizes[owner[k]] = be_get_into(&ip->be, keys[owner[k]], bufs[owner[k]],
+						      lens[owner[k]]);
+	ret = 0;
+	for (i = 0; i < n && ret == 0; i++)
+		ret = sizes[i] < 0 ? (int)sizes[i] : 0;
+out:
+	store_sc_fini(&sc);
+	return ret;
+}
+
+/*
+ * One BatchGetReplicaList, then rounds of one engine batch each: round r
+ * reads every still-failing fragment from its key's r-th COMPLETE replica,
+ * so the number of rounds is bounded by the replica count (a handful).
+ */
+static int
+be_get_into_ranges(struct store_backend *b, const char *const *keys, size_t nkeys,
+		   struct tide_store_frag *frags, size_t nfrags)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct store_xfer_eng e;
+	struct tide_mc_resp resp;
+	struct tide_mc_str *ks;
+	struct store_scratch sc;
+	struct store_rkey *ki;
+	struct store_xfer *x;
+	uint32_t *next;
+	bool *todo;
+	size_t *owner, nx, f;
+	uint64_t t0;
+	int ret;
+
+	if (frags == NULL || nfrags == 0 || nfrags > UINT32_MAX || !keys_ok(keys, nkeys))
+		return -EINVAL;
+	for (f = 0; f < nfrags; f++)
+		if (frags[f].dst == NULL && frags[f].len > 0)
+			return -EINVAL;
+	if (!store_sc_init(&sc, store_sc_size(nkeys, sizeof(*ks)) +
+					store_sc_size(nkeys, sizeof(*ki)) +
+					store_sc_size(nfrags, sizeof(*next)) +
+					store_sc_size(nfrags, sizeof(*todo)) +
+					store_sc_size(nfrags, sizeof(*x)) +
+					store_sc_size(nfrags, sizeof(*owner))))
+		return -ENOMEM;
+	ks = store_sc_take(&sc, nkeys, sizeof(*ks));
+	ki = store_sc_take(&sc, nkeys, sizeof(*ki));
+	next = store_sc_take(&sc, nfrags, sizeof(*next));
+	todo = store_sc_take(&sc, nfrags, sizeof(*todo));
+	x = store_sc_take(&sc, nfrags, sizeof(*x));
+	owner = store_sc_take(&sc, nfrags, sizeof(*owner));
+	t0 = store_xfer_now_ms();
+	ret = store_mc_batch_replica_list(&ip->mc, keys, nkeys, ks, &resp);
+	if (ret != 0)
+		goto out;
+	store_xfer_rkeys(&resp.u.batch_replica_list, nkeys, ki);
+	/* Fragments that cannot be read are settled now; the others read in rounds. */
+	store_xfer_frags_settle(ki, nkeys, frags, nfrags, next, todo);
+	e = store_inproc_eng(ip);
+	while ((nx = store_xfer_frags_round(ki, frags, nfrags, next, todo, x, owner)) > 0) {
+		store_xfer_run(&e, TIDE_TE_READ, x, nx);
+		store_xfer_frags_done(x, owner, nx, frags, todo);
+	}
+	store_xfer_frags_lease(ki, nkeys, frags, nfrags, t0);
+	tide_mc_resp_free(&resp);
+	ret = 0;
+	for (f = 0; f < nfrags && ret == 0; f++)
+		ret = frags[f].result < 0 ? (int)frags[f].result : 0;
+out:
+	store_sc_fini(&sc);
+	return ret;
+}
+
+/* BatchExistKey or BatchRemove of n valid keys; resp valid (free it) on 0. */
+static int
+batch_keys_call(struct store_inproc *ip, enum tide_mc_fn fn, const char *const *keys, size_t n,
+		bool force, struct tide_mc_resp *resp)
+{
+	struct tide_mc_str *ks;
+	struct store_scratch sc;
+	int ret;
+
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks))))
+		return -ENOMEM;
+	ks = store_sc_take(&sc, n, sizeof(*ks));
+	ret = store_mc_batch_keys(&ip->mc, fn, keys, n, force, ks, resp);
+	store_sc_fini(&sc);
+	return ret;
+}
+
+static int
+be_batch_is_exist(struct store_backend *b, const char *const *keys, size_t n, int *out)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_resp resp;
+	int ret;
+
+	if (out == NULL || !keys_ok(keys, n))
+		return -EINVAL;
+	ret = batch_keys_call(ip, TIDE_MC_FN_BATCH_EXIST_KEY, keys, n, false, &resp);
+	if (ret != 0)
+		return ret;
+	for (size_t i = 0; i < n; i++) {
+		const struct tide_mc_exp_bool *e =
+			i < resp.u.batch_exist.n ? &resp.u.batch_exist.v[i] : NULL;
+
+		if (e == NULL)
+			out[i] = -EBADMSG;
+		else if (e->ok)
+			out[i] = e->val ? 1 : 0;
+		else
+			out[i] = e->err == TIDE_MC_EC_OBJECT_NOT_FOUND ? 0 : store_mc_errno(e->err);
+	}
+	tide_mc_resp_free(&resp);
+	return 0;
+}
+
+static int
+be_batch_remove(struct store_backend *b, const char *const *keys, size_t n, bool force, int *rcs)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_resp resp;
+	int ret;
+
+	if (rcs == NULL || !keys_ok(keys, n))
+		return -EINVAL;
+	ret = batch_keys_call(ip, TIDE_MC_FN_BATCH_REMOVE, keys, n, force, &resp);
+	if (ret != 0)
+		return ret;
+	for (size_t i = 0; i < n; i++)
+		rcs[i] = store_mc_vec_status(&resp, i);
+	tide_mc_resp_free(&resp);
+	return first_error(rcs, n);
+}
+
+/* ------------------------------------------------------------------------------- memory */
+
+static int
+be_local_buffer(struct store_backend *b, void **base, size_t *len)
+{
+	struct store_inproc *ip = ip_of(b);
+
+	if (base == NULL || len == NULL)
+		return -EINVAL;
+	*base = ip->lbuf;
+	*len = ip->lbuf_len;
+	return 0;
+}
+
+static int
+be_map_buffer(struct store_backend *b, size_t len, void **out)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct store_mapped *m;
+	void *p;
+	int rc;
+
+	if (len == 0 || out == NULL)
+		return -EINVAL;
+	m = malloc(sizeof(*m));
+	if (m == NULL)
+		return -ENOMEM;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+		 0);
+	if (p == MAP_FAILED) {
+		free(m);
+		return -ENOMEM;
+	}
+	rc = tide_te_register_local(ip->te, p, len);
+	if (rc != 0) {
+		munmap(p, len);
+		free(m);
+		return rc;
+	}
+	m->base = p;
+	m->len = len;
+	pthread_mutex_lock(&ip->map_lock);
+	m->next = ip->maps;
+	ip->maps = m;
+	pthread_mutex_unlock(&ip->map_lock);
+	*out = p;
+	return 0;
+}
+
+static int
+be_unmap_buffer(struct store_backend *b, void *ptr)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct store_mapped **pp, *m = NULL;
+
+	pthread_mutex_lock(&ip->map_lock);
+	for (pp = &ip->maps; *pp != NULL; pp = &(*pp)->next) {
+		if ((*pp)->base == ptr) {
+			m = *pp;
+			*pp = m->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ip->map_lock);
+	if (m == NULL)
+		return -ENOENT;
+	tide_te_unregister_local(ip->te, m->base);
+	munmap(m->base, m->len);
+	free(m);
+	return 0;
+}
+
+/* tide_te_register_local: with RDMA an MR per device, so the NIC moves the buffer in
+ * place; with TCP a record. A range already covered (inside the local buffer) is
+ * -EEXIST, which the caller takes as success. */
+static int
+be_register_memory(struct store_backend *b, void *ptr, size_t len)
+{
+	return tide_te_register_local(ip_of(b)->te, ptr, len);
+}
+
+static void
+be_unregister_memory(struct store_backend *b, void *ptr)
+{
+	(void)tide_te_unregister_local(ip_of(b)->te, ptr); /* -ENOENT: it was covered */
+}
+
+/* ------------------------------------------------------------------------------- status */
+
+static int
+be_health_check(struct store_backend *b)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_pool_conn *m;
+	int32_t ec = 0;
+	int rc;
+
+	/* ServiceReady: no side effect at the master (a Ping would register a client). */
+	m = tide_mc_pool_get(&ip->mc.pool, STORE_HEALTH_TIMEOUT_MS, &rc);
+	if (m == NULL)
+		return 2;
+	tide_mc_client_set_timeout(m->c, STORE_HEALTH_TIMEOUT_MS);
+	rc = tide_mc_client_service_ready(m->c, NULL, 0, &ec);
+	tide_mc_client_set_timeout(m->c, 0);
+	tide_mc_pool_put(m);
+	return rc == 0 && ec == 0 ? 0 : 2;
+}
+
+static const char *
+be_endpoint(const struct store_backend *b)
+{
+	const struct store_inproc *ip = store_backend_of(b, const struct store_inproc, be);
+
+	return ip->te != NULL ? tide_te_local_name(ip->te) : "";
+}
+
+static const char *
+be_protocol(const struct store_backend *b)
+{
+	const struct store_inproc *ip = store_backend_of(b, const struct store_inproc, be);
+
+	return ip->proto != NULL ? ip->proto : "";
+}
+
+const struct store_backend_ops store_inproc_ops = {
+	.name = "in-process",
+	.attached = false,
+	.put = be_put,
+	.batch_put = be_batch_put_from,
+	.get_into = be_get_into,
+	.get_with = be_get_with,
+	.get_size = be_get_size,
+	.batch_get_into = be_batch_get_into,
+	.get_into_ranges = be_get_into_ranges,
+	.exist = be_is_exist,
+	.batch_exist = be_batch_is_exist,
+	.remove = be_remove,
+	.batch_remove = be_batch_remove,
+	.remove_all = be_remove_all,
+	.remove_by_regex = be_remove_by_regex,
+	.local_buffer = be_local_buffer,
+	.map_buffer = be_map_buffer,
+	.unmap_buffer = be_unmap_buffer,
+	.register_memory = be_register_memory,
+	.unregister_memory = be_unregister_memory,
+	.health_check = be_health_check,
+	.endpoint = be_endpoint,
+	.protocol = be_protocol,
+};
