@@ -3,8 +3,9 @@
  * Store client core (spec mooncake-master.md section 5): the store's life
  * cycle and its public entry points. Set-up builds one backend
  * (store_backend.h): in process (store_inproc.c: placement through the master,
- * bytes through this process's transfer engine) or attached to the node's agent
- * (store_agent.c); every call after that is one call through the backend's ops.
+ * bytes through this process's transfer engine, every put one sequence in
+ * store_put.c) or attached to the node's agent (store_agent.c); every call
+ * after that is one call through the backend's ops.
  *
  * Master connections: a small pool for caller operations (each connection is
  * locked for one RPC at a time, never across a transfer, so concurrent callers

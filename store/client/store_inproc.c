@@ -2,7 +2,8 @@
 /*
  * The in-process backend (store_inproc.h): each call is master RPCs
  * (store_mc.c) for placement and lookups, and one engine batch (store_xfer.c)
- * per round of transfers. The state it runs on is set up by store_client.c.
+ * per round of transfers; puts, single or batched, are the one sequence of
+ * store_put.c. The state it runs on is set up by store_client.c.
  *
  * Small objects: a 256 B put costs two master round trips and one transfer
  * (one round trip through a lease). The calls keep their arrays on the stack
@@ -17,6 +18,7 @@
 #include <sys/mman.h>
 
 #include "store_inproc.h"
+#include "store_put.h"
 #include "store_rc.h"
 #include "store_scratch.h"
 #include "tide_log.h"
@@ -48,95 +50,34 @@ keys_ok(const char *const *keys, size_t n)
 
 /* ------------------------------------------------------------------------------ objects */
 
-/* A put the lease path can take: one replica, placed anywhere or on one preferred
- * segment, small enough that a master round trip is a large part of its cost
- * (store_lease.h). */
-static bool
-lease_eligible(const struct tide_store_rc *rc, size_t len)
+/* Puts run the sequence of store_put.h against this process's master and engine. */
+static struct store_put_ctx
+put_ctx(struct store_inproc *ip)
 {
-	return len <= STORE_LEASE_MAX_OBJ &&
-	       (rc == NULL || (rc->replica_num <= 1 && rc->n_preferred_segments == 0 &&
-			       !rc->prefer_alloc_in_same_node));
-}
+	struct store_put_ctx c = {.mc = &ip->mc,
+				  .leases = &ip->leases,
+				  .eng = store_inproc_eng(ip),
+				  .move = store_xfer_run};
 
-/* One master round trip: place in our lease, write, commit. -EAGAIN: nothing was
- * stored, put it the plain way. */
-static int
-lease_put(struct store_inproc *ip, const char *key, const void *buf, size_t len,
-	  const struct tide_store_rc *rc, const struct tide_mc_replicate_config *cfg)
-{
-	struct store_lease *l;
-	struct store_xfer x;
-	struct store_xfer_eng e = store_inproc_eng(ip);
-	uint64_t off;
-	int ret;
-
-	if (store_lease_place(&ip->leases, &ip->mc, rc != NULL ? rc->preferred_segment : NULL, len,
-			      &l, &off) != 0)
-		return -EAGAIN;
-	x = (struct store_xfer){
-		.ep = l->ep, .raddr = l->addr + off, .local = (void *)buf, .len = len};
-	ret = store_xfer_run(&e, TIDE_TE_WRITE, &x, 1);
-	if (ret != 0) {
-		/* Its segment may be gone: the next put gets a lease elsewhere. */
-		store_lease_giveback(&ip->leases, &ip->mc, l, off, len, true);
-		return ret == -EAGAIN ? -EIO : ret;
-	}
-	return store_lease_commit(&ip->leases, &ip->mc, l, key, off, len, cfg);
+	return c;
 }
 
 static int
 be_put(struct store_backend *b, const char *key, const void *buf, size_t len,
-       const struct tide_store_rc *rc)
+       const struct tide_store_rc *repl)
 {
 	struct store_inproc *ip = ip_of(b);
-	struct tide_mc_str strs_inl[STORE_XFER_INLINE], *strs = strs_inl;
-	struct store_xfer x_inl[STORE_XFER_INLINE], *x = x_inl;
-	struct store_xfer_eng e;
-	struct tide_mc_replicate_config cfg;
-	const struct tide_mc_replica_desc_vec *v;
-	struct tide_mc_resp resp;
-	size_t nstrs, nx = 0;
+	struct store_put_ctx c = put_ctx(ip);
+	struct store_put_req r = {
+		.keys = &key, .bufs = &buf, .lens = &len, .n = 1, .repl = repl, .single = true};
+	struct store_put_key out;
 	int ret;
 
 	/* A 0-byte object is refused by the master (INVALID_PARAMS): spare the trip. */
-	if (!key_ok(key) || buf == NULL || len == 0 || tide_store_rc_check(rc, 1) != 0)
+	if (!key_ok(key) || buf == NULL || len == 0 || tide_store_rc_check(repl, 1) != 0)
 		return -EINVAL;
-	nstrs = tide_store_rc_nstrs(rc, 1);
-	if (nstrs > STORE_XFER_INLINE) {
-		strs = calloc(nstrs, sizeof(*strs));
-		if (strs == NULL)
-			return -ENOMEM;
-	}
-	tide_store_rc_fill(rc, 1, strs, &cfg);
-	ret = lease_eligible(rc, len) ? lease_put(ip, key, buf, len, rc, &cfg) : -EAGAIN;
-	if (ret == -EAGAIN) /* no lease: PutStart, the write, PutEnd */
-		ret = store_mc_put_start(&ip->mc, key, len, &cfg, &resp);
-	else if (ret == 0)
-		ret = 1; /* stored through the lease */
-	if (strs != strs_inl)
-		free(strs);
-	if (ret != 0) {
-		/* Spec 5.3 step 1: an existing key (1) is a successful put. */
-		return ret == 1 ? 0 : ret;
-	}
-	v = &resp.u.put_start.val;
-	if (v->n > STORE_XFER_INLINE) {
-		x = calloc(v->n, sizeof(*x));
-		if (x == NULL)
-			ret = -ENOMEM;
-	}
-	if (ret == 0)
-		ret = store_xfer_replica_writes(v, buf, len, x, &nx);
-	if (ret == 0) {
-		e = store_inproc_eng(ip);
-		ret = store_xfer_run(&e, TIDE_TE_WRITE, x, nx);
-	}
-	if (x != x_inl)
-		free(x);
-	tide_mc_resp_free(&resp);
-	/* PutEnd, or PutRevoke of whatever failed. */
-	return store_mc_put_end(&ip->mc, key, ret);
+	ret = store_put_run(&c, &r, &out);
+	return ret != 0 ? ret : store_put_errno(&out);
 }
 
 /* GetReplicaList; resp is valid (free it) when 0 is returned. */
@@ -269,126 +210,17 @@ first_error(const int *rcs, size_t n)
 	return 0;
 }
 
-/*
- * A batch through one lease: every key placed in the same lease, written in one
- * engine batch, committed in one call (one master round trip for the batch).
- * Returns -EAGAIN when nothing was done (a key does not fit a lease, the keys
- * did not all land in one, no lease to be had): the caller takes the plain
- * path. Else 0 and rcs[] filled; a key the lease could not take after its
- * write (the lease ended) is put again on its own.
- */
 static int
-lease_batch(struct store_inproc *ip, const char *const *keys, const void *const *bufs,
-	    const size_t *lens, size_t n, const struct tide_store_rc *rc,
-	    const struct tide_mc_replicate_config *cfg, struct tide_mc_str *ks, int *rcs)
-{
-	struct tide_mc_replicate_config sub = *cfg;
-	struct store_xfer_eng e = store_inproc_eng(ip);
-	struct store_lease *l = NULL, *li;
-	struct store_xfer *x;
-	struct store_scratch sc;
-	struct tide_mc_str *gids = NULL;
-	uint64_t *offs, *clens, total = 0;
-	size_t i, m, *owner;
-	int *res;
-
-	for (i = 0; i < n; i++) {
-		if (lens[i] == 0 || lens[i] > STORE_LEASE_MAX_OBJ)
-			return -EAGAIN;
-		total += lens[i];
-	}
-	/* More than half a lease would rarely fit in the current one: plain. The lease
-	 * may be smaller than asked for (a share of a small segment). */
-	if (total > store_lease_room(&ip->leases, rc != NULL ? rc->preferred_segment : NULL) / 2)
-		return -EAGAIN;
-	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*offs)) * 2 + store_sc_size(n, sizeof(*x)) +
-					store_sc_size(n, sizeof(*owner)) +
-					store_sc_size(n, sizeof(*res)) +
-					store_sc_size(n, sizeof(*gids))))
-		return -EAGAIN;
-	offs = store_sc_take(&sc, n, sizeof(*offs));
-	clens = store_sc_take(&sc, n, sizeof(*clens));
-	x = store_sc_take(&sc, n, sizeof(*x));
-	owner = store_sc_take(&sc, n, sizeof(*owner));
-	res = store_sc_take(&sc, n, sizeof(*res));
-	gids = store_sc_take(&sc, n, sizeof(*gids));
-	for (i = 0; i < n; i++) {
-		int prc = store_lease_place(&ip->leases, &ip->mc,
-					    rc != NULL ? rc->preferred_segment : NULL, lens[i], &li,
-					    &offs[i]);
-
-		if (prc == 0 && l != NULL && li != l) {
-			store_lease_giveback(&ip->leases, &ip->mc, li, offs[i], lens[i], false);
-			prc = -EAGAIN;
-		}
-		if (prc != 0) {
-			/* Not all in one lease: everything back, the plain way. */
-			while (i-- > 0)
-				store_lease_giveback(&ip->leases, &ip->mc, l, offs[i], lens[i],
-						     false);
-			store_sc_fini(&sc);
-			return -EAGAIN;
-		}
-		l = li;
-		x[i] = (struct store_xfer){.ep = l->ep,
-					   .raddr = l->addr + offs[i],
-					   .local = (void *)bufs[i],
-					   .len = lens[i]};
-	}
-	store_xfer_run(&e, TIDE_TE_WRITE, x, n);
-	/* Written keys to commit (m of them, in order); a failed write ends its key. */
-	for (i = m = 0; i < n; i++) {
-		if (x[i].rc != 0) {
-			rcs[i] = x[i].rc == -EAGAIN ? -EIO : x[i].rc;
-			store_lease_giveback(&ip->leases, &ip->mc, l, offs[i], lens[i], true);
-			continue;
-		}
-		owner[m] = i;
-		ks[m] = tide_store_mstr(keys[i]);
-		offs[m] = offs[i];
-		clens[m] = lens[i];
-		if (cfg->group_ids.has)
-			gids[m] = cfg->group_ids.val.v[i];
-		m++;
-	}
-	if (m > 0) {
-		sub.group_ids.val.v = cfg->group_ids.has ? gids : NULL;
-		sub.group_ids.val.n = cfg->group_ids.has ? m : 0;
-		store_lease_commit_n(&ip->leases, &ip->mc, l, ks, offs, clens, m, &sub, res);
-	}
-	for (size_t k = 0; k < m; k++) {
-		i = owner[k];
-		rcs[i] = res[k];
-		if (res[k] == -EAGAIN) {
-			/* The lease ended under us: this key on its own (a new lease, or
-			 * PutStart), with its own group id. */
-			struct tide_store_rc one = rc != NULL ? *rc : (struct tide_store_rc){0};
-
-			if (rc != NULL && rc->group_ids != NULL)
-				one.group_ids = &rc->group_ids[i];
-			rcs[i] = be_put(&ip->be, keys[i], bufs[i], lens[i],
-					rc != NULL ? &one : NULL);
-		}
-	}
-	store_sc_fini(&sc);
-	return 0;
-}
-
-static int
-be_batch_put_from(struct store_backend *b, const char *const *keys, const void *const *bufs,
-		  const size_t *lens, size_t n, const struct tide_store_rc *rc, int *rcs)
+be_batch_put(struct store_backend *b, const char *const *keys, const void *const *bufs,
+	     const size_t *lens, size_t n, const struct tide_store_rc *repl, int *rcs)
 {
 	struct store_inproc *ip = ip_of(b);
-	struct tide_mc_replicate_config cfg;
-	struct tide_mc_object_meta *metas;
-	struct tide_mc_str *ks, *strs;
-	struct store_scratch sc, sc2;
-	struct store_xfer_eng e;
-	struct tide_mc_resp resp;
-	struct store_xfer *x = NULL;
-	size_t *idx, *owner = NULL, nx, cap, nstrs, i, k;
-	uint64_t *slens;
-	bool *pending;
+	struct store_put_ctx c = put_ctx(ip);
+	struct store_put_req r = {
+		.keys = keys, .bufs = bufs, .lens = lens, .n = n, .repl = repl, .single = false};
+	struct store_put_key *out;
+	struct store_scratch sc;
+	size_t i;
 	int ret;
 
 	if (keys == NULL || bufs == NULL || lens == NULL || rcs == NULL || n == 0 || n > UINT32_MAX)
@@ -396,59 +228,21 @@ be_batch_put_from(struct store_backend *b, const char *const *keys, const void *
 	for (i = 0; i < n; i++)
 		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
 			return -EINVAL;
-	if (tide_store_rc_check(rc, n) != 0) {
+	if (tide_store_rc_check(repl, n) != 0) {
 		/* e.g. fewer group ids than keys: every key is refused. */
 		for (i = 0; i < n; i++)
 			rcs[i] = -EINVAL;
 		return -EINVAL;
 	}
-	nstrs = tide_store_rc_nstrs(rc, n);
-	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks)) + store_sc_size(n, sizeof(*slens)) +
-					store_sc_size(n, sizeof(*pending)) +
-					store_sc_size(n, sizeof(*metas)) +
-					store_sc_size(n, sizeof(*idx)) +
-					store_sc_size(nstrs, sizeof(*strs))))
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*out))))
 		return -ENOMEM;
-	ks = store_sc_take(&sc, n, sizeof(*ks));
-	slens = store_sc_take(&sc, n, sizeof(*slens));
-	pending = store_sc_take(&sc, n, sizeof(*pending));
-	metas = store_sc_take(&sc, n, sizeof(*metas));
-	idx = store_sc_take(&sc, n, sizeof(*idx));
-	strs = store_sc_take(&sc, nstrs, sizeof(*strs));
-	for (i = 0; i < n; i++) {
-		ks[i] = tide_store_mstr(keys[i]);
-		slens[i] = lens[i];
-		pending[i] = false;
-	}
-	tide_store_rc_fill(rc, n, strs, &cfg);
-	if (lease_eligible(rc, 0) && lease_batch(ip, keys, bufs, lens, n, rc, &cfg, ks, rcs) == 0) {
+	out = store_sc_take(&sc, n, sizeof(*out));
+	ret = store_put_run(&c, &r, out);
+	if (ret == 0) {
+		for (i = 0; i < n; i++)
+			rcs[i] = store_put_errno(&out[i]);
 		ret = first_error(rcs, n);
-		goto out;
 	}
-	ret = store_mc_batch_put_start(&ip->mc, ks, slens, n, &cfg, &resp);
-	if (ret != 0)
-		goto out;
-	cap = store_xfer_put_replicas(&resp.u.batch_put_start, n, rcs, pending);
-	sc2.heap = NULL;
-	if (cap > 0 && store_sc_init(&sc2, store_sc_size(cap, sizeof(*x)) +
-						   store_sc_size(cap, sizeof(*owner)))) {
-		x = store_sc_take(&sc2, cap, sizeof(*x));
-		owner = store_sc_take(&sc2, cap, sizeof(*owner));
-	}
-	nx = store_xfer_plan_puts(&resp.u.batch_put_start, bufs, lens, n, pending, rcs, x, cap,
-				  owner);
-	if (nx > 0) {
-		e = store_inproc_eng(ip);
-		store_xfer_run(&e, TIDE_TE_WRITE, x, nx);
-	}
-	for (k = 0; k < nx; k++)
-		if (x[k].rc != 0 && rcs[owner[k]] == 0)
-			rcs[owner[k]] = x[k].rc;
-	store_sc_fini(&sc2);
-	tide_mc_resp_free(&resp);
-	store_mc_batch_finish(&ip->mc, keys, n, pending, rcs, ks, metas, idx);
-	ret = first_error(rcs, n);
-out:
 	store_sc_fini(&sc);
 	return ret;
 }
@@ -752,7 +546,7 @@ const struct store_backend_ops store_inproc_ops = {
 	.name = "in-process",
 	.attached = false,
 	.put = be_put,
-	.batch_put = be_batch_put_from,
+	.batch_put = be_batch_put,
 	.get_into = be_get_into,
 	.get_with = be_get_with,
 	.get_size = be_get_size,

@@ -369,30 +369,32 @@ store_lease_giveback(struct store_leases *L, struct store_mc *mc, struct store_l
 
 /* What one key's commit answer means for its range and for the lease (mu held).
  * rc: the call's result; ec: the key's ErrorCode when rc is 0. */
-static int
+static enum store_put_result
 commit_one(struct store_leases *L, struct store_lease *l, const struct tide_mc_str *key,
-	   uint64_t off, uint64_t len, int rc, int32_t ec, uint64_t t0)
+	   uint64_t off, uint64_t len, int rc, int32_t ec, uint64_t t0, int *err)
 {
+	*err = 0;
 	if (rc == -EOPNOTSUPP) {
 		/* Refused as a call (an error frame): nothing was stored. */
 		(void)store_lease_free(l, off, len);
 		L->mode = -1;
 		retire(L, l);
-		return -EAGAIN;
+		return STORE_PUT_FALLBACK;
 	}
 	if (rc != 0) {
 		/* No answer: the object may exist, so the range is not placed again. */
 		retire(L, l);
-		return rc;
+		*err = rc;
+		return STORE_PUT_FAILED;
 	}
 	if (ec == 0) {
 		if (t0 > l->base_ms)
 			l->base_ms = t0;
-		return 0;
+		return STORE_PUT_STORED;
 	}
 	if (ec == TIDE_MC_EC_OBJECT_ALREADY_EXISTS) {
 		(void)store_lease_free(l, off, len);
-		return 0; /* an existing key is a successful put, as Mooncake's */
+		return STORE_PUT_EXISTS;
 	}
 	if (ec == TIDE_MC_EC_LEASE_EXPIRED) {
 		if (!l->gone)
@@ -402,20 +404,21 @@ commit_one(struct store_leases *L, struct store_lease *l, const struct tide_mc_s
 				 (unsigned long long)l->id, (int)key->len, key->ptr);
 		l->gone = true;
 		retire(L, l);
-		return -EAGAIN;
+		return STORE_PUT_FALLBACK;
 	}
 	/* The master refused this range (its piece bound, a disagreement about what
 	 * is free): stop using the lease, put this key the plain way. */
 	TIDE_LOG(DEBUG, "lease %llu: commit of %.*s refused (%d): retiring it",
 		 (unsigned long long)l->id, (int)key->len, key->ptr, ec);
 	retire(L, l);
-	return -EAGAIN;
+	return STORE_PUT_FALLBACK;
 }
 
 void
 store_lease_commit_n(struct store_leases *L, struct store_mc *mc, struct store_lease *l,
 		     struct tide_mc_str *ks, uint64_t *offs, uint64_t *lens, size_t n,
-		     const struct tide_mc_replicate_config *cfg, int *res)
+		     const struct tide_mc_replicate_config *cfg, enum store_put_result *res,
+		     int *err)
 {
 	struct store_lease *done = NULL;
 	struct tide_mc_resp resp;
@@ -428,7 +431,7 @@ store_lease_commit_n(struct store_leases *L, struct store_mc *mc, struct store_l
 
 		if (rc == 0 && i < resp.u.batch_status.n)
 			ec = resp.u.batch_status.v[i].ok ? 0 : resp.u.batch_status.v[i].err;
-		res[i] = commit_one(L, l, &ks[i], offs[i], lens[i], rc, ec, t0);
+		res[i] = commit_one(L, l, &ks[i], offs[i], lens[i], rc, ec, t0, &err[i]);
 		done = settle(l);
 	}
 	pthread_mutex_unlock(&L->mu);
@@ -437,15 +440,18 @@ store_lease_commit_n(struct store_leases *L, struct store_mc *mc, struct store_l
 	release_free(mc, done);
 }
 
-int
+enum store_put_result
 store_lease_commit(struct store_leases *L, struct store_mc *mc, struct store_lease *l,
 		   const char *key, uint64_t off, uint64_t len,
-		   const struct tide_mc_replicate_config *cfg)
+		   const struct tide_mc_replicate_config *cfg, int *err)
 {
 	struct tide_mc_str ks = {(char *)key, strlen(key)};
-	int res;
+	enum store_put_result res;
+	int e;
 
-	store_lease_commit_n(L, mc, l, &ks, &off, &len, 1, cfg, &res);
+	store_lease_commit_n(L, mc, l, &ks, &off, &len, 1, cfg, &res, &e);
+	if (err != NULL)
+		*err = e;
 	return res;
 }
 

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "store_mc.h"
+#include "store_put.h"
 
 /* Lease size asked for, and the largest object placed in a lease: above it the
  * transfer dwarfs a master round trip and the plain put is used. */
@@ -99,7 +100,7 @@ void store_leases_fini(struct store_leases *L, struct store_mc *mc);
  * places a PutStart with that preference), granting a new one when the
  * current is full, close to its deadline or absent. 0: *lease and *off (from
  * the lease's start) hold the place, to end with exactly one of
- * store_lease_commit() / store_lease_giveback(). -EOPNOTSUPP: use a plain put
+ * store_lease_commit_n() / store_lease_giveback(). -EOPNOTSUPP: use a plain put
  * (the master has no leases, none is free now, leases are off, pref too long,
  * len larger than the last lease granted for pref: its segment is small).
  */
@@ -117,23 +118,29 @@ void store_lease_giveback(struct store_leases *L, struct store_mc *mc, struct st
 			  uint64_t off, uint64_t len, bool retire);
 
 /*
- * TideLeaseCommit of key (len bytes written at off of lease l, cfg's pins and
- * group). 0 committed, or the key existed already (the put succeeded, as
- * Mooncake's; the range is free again); -EAGAIN the lease is gone or refused
- * the range: nothing was stored, do a plain put; else the put's error (the
- * range is then never placed again: the commit may have happened).
- */
-int store_lease_commit(struct store_leases *L, struct store_mc *mc, struct store_lease *l,
-		       const char *key, uint64_t off, uint64_t len,
-		       const struct tide_mc_replicate_config *cfg);
-
-/*
- * store_lease_commit() of n keys placed in the same lease l, in one call:
- * res[i] as that function returns for key i. cfg's group ids, if any, are n.
+ * TideLeaseCommit of n keys placed in the same lease l and written (ks[i],
+ * lens[i] bytes at offs[i] from the lease's start; cfg's pins and group ids,
+ * n of them if any), in one call. res[i] and err[i] for key i:
+ *   STORE_PUT_STORED   committed: the object is visible;
+ *   STORE_PUT_EXISTS   the key existed already (its range is free again);
+ *   STORE_PUT_FALLBACK the lease is gone (expired, a new leader) or refused the
+ *                      range, or the master serves no leases: nothing was
+ *                      stored, put the key with PutStart;
+ *   STORE_PUT_FAILED   err[i]: the call had no answer (connection lost); the
+ *                      commit may have happened, so the range is never placed
+ *                      again.
+ * err[i] is 0 for the first three.
  */
 void store_lease_commit_n(struct store_leases *L, struct store_mc *mc, struct store_lease *l,
 			  struct tide_mc_str *ks, uint64_t *offs, uint64_t *lens, size_t n,
-			  const struct tide_mc_replicate_config *cfg, int *res);
+			  const struct tide_mc_replicate_config *cfg, enum store_put_result *res,
+			  int *err);
+
+/* store_lease_commit_n() of one key; *err (may be NULL) as err[0] there. */
+enum store_put_result store_lease_commit(struct store_leases *L, struct store_mc *mc,
+					 struct store_lease *l, const char *key, uint64_t off,
+					 uint64_t len, const struct tide_mc_replicate_config *cfg,
+					 int *err);
 
 /* Pure helpers over one lease's free list (store_lease_ut.c tests them). */
 /* First fit of len (rounded up to the granule): 0 and *off, or -ENOSPC. */

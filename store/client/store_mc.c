@@ -288,7 +288,7 @@ store_mc_put_start(struct store_mc *mc, const char *key, uint64_t len,
 		return rc;
 	if (o.ec != 0) {
 		tide_mc_resp_free(resp);
-		return o.ec == TIDE_MC_EC_OBJECT_ALREADY_EXISTS ? 1 : store_mc_errno(o.ec);
+		return store_mc_errno(o.ec); /* an existing key: -EEXIST */
 	}
 	return 0;
 }

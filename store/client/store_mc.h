@@ -83,8 +83,9 @@ bool store_mc_failover_retry(struct store_mc *mc, int rc, uint64_t *until);
 
 /*
  * PutStart of key (len bytes). 0: *resp (free it) holds the replicas to write;
- * 1: the key exists already (spec 5.3 step 1: a put that succeeded, nothing to
- * write); else -errno. Sent once. Thread: any.
+ * -EEXIST: the key exists already (OBJECT_ALREADY_EXISTS; spec 5.3 step 1 makes
+ * that a put that succeeded, with nothing to write); else -errno. Sent once.
+ * Thread: any.
  */
 int store_mc_put_start(struct store_mc *mc, const char *key, uint64_t len,
 		       const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp);

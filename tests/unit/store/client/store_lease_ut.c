@@ -177,9 +177,12 @@ test_place_commit(void)
 	CU_ASSERT_EQUAL(o2, (100 + l1->granule - 1) / l1->granule * l1->granule);
 	CU_ASSERT(o3 >= o2 + 5000);
 	/* Committed out of order: each object where it was placed, of its size. */
-	TIDE_UT_OK(store_lease_commit(&L, &mc, l3, "k3", o3, 64, &cfg));
-	TIDE_UT_OK(store_lease_commit(&L, &mc, l1, "k1", o1, 100, &cfg));
-	TIDE_UT_OK(store_lease_commit(&L, &mc, l2, "k2", o2, 5000, &cfg));
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l3, "k3", o3, 64, &cfg, NULL),
+			STORE_PUT_STORED);
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l1, "k1", o1, 100, &cfg, NULL),
+			STORE_PUT_STORED);
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l2, "k2", o2, 5000, &cfg, NULL),
+			STORE_PUT_STORED);
 	CU_ASSERT_EQUAL(replica_at(&mc, "k1", &sz), l1->addr + o1);
 	CU_ASSERT_EQUAL(sz, 100);
 	CU_ASSERT_EQUAL(replica_at(&mc, "k2", &sz), l1->addr + o2);
@@ -188,7 +191,8 @@ test_place_commit(void)
 	CU_ASSERT_EQUAL(l1->inflight, 0);
 	/* An existing key: a successful put, nothing changes, the range comes back. */
 	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 200, &l4, &o4));
-	TIDE_UT_OK(store_lease_commit(&L, &mc, l4, "k1", o4, 200, &cfg));
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l4, "k1", o4, 200, &cfg, NULL),
+			STORE_PUT_EXISTS);
 	CU_ASSERT_EQUAL(replica_at(&mc, "k1", &sz), l1->addr + o1);
 	CU_ASSERT_EQUAL(sz, 100);
 	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 200, &l4, &o4));
@@ -229,7 +233,8 @@ test_segment_share(void)
 		CU_ASSERT_EQUAL(l->size, 2 * mib);
 		addr[i] = l->addr;
 		snprintf(key, sizeof(key), "share-%u", i);
-		TIDE_UT_OK(store_lease_commit(&L, &mc, l, key, off[i], mib, &cfg));
+		CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l, key, off[i], mib, &cfg, NULL),
+				STORE_PUT_STORED);
 		CU_ASSERT_EQUAL(replica_at(&mc, key, &sz), addr[i] + off[i]);
 		CU_ASSERT_EQUAL(sz, mib);
 	}
@@ -291,12 +296,14 @@ test_lease_gone(void)
 	/* The master lets it go behind our back (expiry, a new leader): the commit
 	 * says so, nothing was stored, and the next placement asks for a new one. */
 	TIDE_UT_OK(store_mc_lease_release(&mc, id));
-	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l, "gone", off, 4096, &cfg), -EAGAIN);
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l, "gone", off, 4096, &cfg, NULL),
+			STORE_PUT_FALLBACK);
 	CU_ASSERT_EQUAL(replica_at(&mc, "gone", &sz), 0);
 	CU_ASSERT_PTR_NULL(L.slot[0].cur);
 	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 4096, &l2, &off2));
 	CU_ASSERT_NOT_EQUAL(l2->id, id);
-	TIDE_UT_OK(store_lease_commit(&L, &mc, l2, "gone", off2, 4096, &cfg));
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l2, "gone", off2, 4096, &cfg, NULL),
+			STORE_PUT_STORED);
 	CU_ASSERT_EQUAL(replica_at(&mc, "gone", &sz), l2->addr + off2);
 	/* The master moved (a new leader): the lease is not used again, and released
 	 * (here the master that granted it stands for a new leader that granted it
@@ -327,7 +334,8 @@ test_fini_releases(void)
 	mc_open(&mc, srv);
 	store_leases_init(&L, true);
 	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 4096, &l, &off));
-	TIDE_UT_OK(store_lease_commit(&L, &mc, l, "kept", off, 4096, &cfg));
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l, "kept", off, 4096, &cfg, NULL),
+			STORE_PUT_STORED);
 	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "big", SEG_SIZE - (8ull << 20), &cfg, &resp),
 			-ENOSPC);
 	store_leases_fini(&L, &mc);
@@ -393,7 +401,8 @@ test_preferences(void)
 	store_leases_init(&L, true);
 	/* The mounted segment's name: the master honours it. */
 	TIDE_UT_OK(store_lease_place(&L, &mc, "127.0.0.1:9", 100, &l[0], &off));
-	TIDE_UT_OK(store_lease_commit(&L, &mc, l[0], "pref-0", off, 100, &cfg));
+	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l[0], "pref-0", off, 100, &cfg, NULL),
+			STORE_PUT_STORED);
 	CU_ASSERT_EQUAL(replica_at(&mc, "pref-0", &sz), l[0]->addr + off);
 	for (unsigned i = 1; i <= STORE_LEASE_SLOTS; i++) {
 		snprintf(pref, sizeof(pref), "nowhere-%u:1", i);

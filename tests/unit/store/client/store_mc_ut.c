@@ -297,8 +297,8 @@ test_single_key_calls(void)
 	CU_ASSERT_EQUAL(resp.u.replica_list.val.replicas.v[0].status, TIDE_MC_RS_COMPLETE);
 	CU_ASSERT_EQUAL(resp.u.replica_list.val.replicas.v[0].u.memory.size, 100);
 	tide_mc_resp_free(&resp);
-	/* Put again: the key exists (1, a successful put with nothing to write). */
-	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "a", 100, &cfg, &resp), 1);
+	/* Put again: the key exists (-EEXIST, a successful put with nothing to write). */
+	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "a", 100, &cfg, &resp), -EEXIST);
 	/* A put whose transfer failed is revoked: its error, and the key never shows. */
 	put_start_ok(&mc, "b", 10);
 	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "b", -EIO), -EIO);
