@@ -20,6 +20,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,9 @@ struct te_batch {
 	uint32_t gen;
 	struct te_task *tasks;
 	_Atomic uint32_t open; /* submitted requests not yet ended */
+	/* Threads between dropping open and leaving the batch (their wake-up): a
+	 * free waits for 0, so nobody locks a freed mutex (batch_open_drop). */
+	_Atomic uint32_t waking;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 };
@@ -231,13 +235,15 @@ node_env_load(const struct tide_te *te, struct tide_nodeenv **out)
 }
 
 /*
- * A port of [te->port_lo, te->port_hi] free on te->bind_ip, 0 when none is. From a
- * random start, so processes starting together spread over the range; a probe
- * socket with SO_REUSEADDR, as the listeners set it. At most one bind per port of
- * the range (2001 with the defaults). The port may be taken between this probe and
- * the listener's bind: the caller picks again on -EADDRINUSE.
+ * A port of [te->port_lo, te->port_hi] free on te->bind_ip; -EADDRINUSE when every
+ * one is taken; another -errno when none can be (bind_ip is not an address of this
+ * machine: the listener's own bind then says so). From a random start, so processes
+ * starting together spread over the range; a probe socket with SO_REUSEADDR, as the
+ * listeners set it. At most one bind per port of the range (2001 with the defaults).
+ * The port may be taken between this probe and the listener's bind: the caller
+ * picks again on -EADDRINUSE.
  */
-static uint16_t
+static int
 pick_port(const struct tide_te *te)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET};
@@ -246,28 +252,30 @@ pick_port(const struct tide_te *te)
 
 	if (te->port_lo == 0 || te->port_hi < te->port_lo ||
 	    inet_pton(AF_INET, te->bind_ip, &a.sin_addr) != 1) {
-		return 0;
+		return -EINVAL;
 	}
 	if (getrandom(&start, sizeof(start), 0) != sizeof(start)) {
 		start = (uint32_t)tide_mono_ns();
 	}
 	for (uint32_t i = 0; i < span; i++) {
 		uint16_t port = (uint16_t)(te->port_lo + (start + i) % span);
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		bool ok;
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), err;
 
 		if (fd < 0) {
-			return 0;
+			return -errno;
 		}
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		a.sin_port = htons(port);
-		ok = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+		err = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 ? 0 : errno;
 		close(fd);
-		if (ok) {
+		if (err == 0) {
 			return port;
 		}
+		if (err != EADDRINUSE && err != EACCES) {
+			return -err; /* not an address of this machine, ...: no port will do */
+		}
 	}
-	return 0;
+	return -EADDRINUSE;
 }
 
 /*
@@ -436,7 +444,7 @@ build_desc(struct tide_te *te, struct te_desc *d)
  * but P2P peers may ask before; they then see tcp_data_port 0... which the
  * decoder rejects, so we publish only after a transport is installed. */
 static int
-publish(struct tide_te *te)
+publish_now(struct tide_te *te)
 {
 	struct te_desc d;
 	int rc;
@@ -455,6 +463,28 @@ publish(struct tide_te *te)
 	}
 	free(d.bufs);
 	return rc;
+}
+
+/* The daemon's refresh function (te_meta_set_refresh): P2P descriptors are built when
+ * a peer asks for one. */
+static int
+publish_refresh(void *arg)
+{
+	return publish_now(arg);
+}
+
+/*
+ * Publish the descriptor after a change: in P2P mode only marked stale (rebuilt on
+ * the next Metadata request, so registering n buffers costs O(n log n), not O(n^2)
+ * encodes); in HTTP and etcd mode written now, so the caller sees a failure.
+ */
+static int
+publish(struct tide_te *te)
+{
+	if (te->x != NULL && te_meta_publish_later(te->meta)) {
+		return 0;
+	}
+	return publish_now(te);
 }
 
 /*
@@ -722,17 +752,24 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 	/* A port of the range when none was asked for; picked again if another process
 	 * took it between the probe and the listener (a few tries: each is one bind). */
 	for (int tries = 0;; tries++) {
-		uint16_t port = opts->rpc_port != 0 ? opts->rpc_port : pick_port(te);
+		int port = opts->rpc_port != 0 ? opts->rpc_port : pick_port(te);
 
-		if (port == 0 && opts->rpc_port == 0 && tries == 0) {
+		if (port == -EADDRINUSE) {
+			/* As stock: an engine on a port outside the range the operator opened
+			 * (firewalls) would start but be unreachable. */
 			TIDE_LOG(
-				WARN,
+				ERR,
 				"transfer engine: no free port in MC_MIN_RPC_PORT..MC_MAX_RPC_PORT "
-				"(%u..%u) on %s; the handshake port is an ephemeral one",
+				"(%u..%u) on %s for the handshake port; widen the range",
 				te->port_lo, te->port_hi, te->bind_ip);
+			rc = -EADDRINUSE;
+			goto fail;
 		}
-		rc = te_meta_open(te->metadata, te->bind_ip, port, (int)te->o.connect_timeout_ms,
-				  &te->meta, err, sizeof(err));
+		if (port < 0) {
+			port = 0; /* te_meta_open's own bind says what is wrong (address...) */
+		}
+		rc = te_meta_open(te->metadata, te->bind_ip, (uint16_t)port,
+				  (int)te->o.connect_timeout_ms, &te->meta, err, sizeof(err));
 		if (rc != -EADDRINUSE || opts->rpc_port != 0 || port == 0 || tries == 7) {
 			break;
 		}
@@ -751,6 +788,7 @@ tide_te_create(const struct tide_te_opts *opts, struct tide_te **out)
 	}
 	/* Before anything is published: until now the daemon has nothing to tell. */
 	te_meta_set_allow(te->meta, &te->allow);
+	te_meta_set_refresh(te->meta, publish_refresh, te);
 	if (opts->local_server_name != NULL && opts->local_server_name[0] != '\0') {
 		snprintf(te->name, sizeof(te->name), "%s", opts->local_server_name);
 	} else if (te_meta_is_p2p(te->meta)) {
@@ -778,6 +816,7 @@ fail:
 	pthread_rwlock_destroy(&te->mem_lock);
 	pthread_mutex_destroy(&te->seg_lock);
 	pthread_mutex_destroy(&te->batch_lock);
+	pthread_mutex_destroy(&te->orphan_lock);
 	free(te);
 	return rc;
 }
@@ -863,9 +902,22 @@ install_tcp(struct tide_te *te)
 	if (ops == &te_tcp_kernel_ops && cfg.data_port == 0) {
 		/* The kernel data port from the range too (stock's TCP transport does). */
 		for (int tries = 0;; tries++) {
-			cfg.data_port = pick_port(te);
+			int port = pick_port(te);
+
+			if (port == -EADDRINUSE) {
+				TIDE_LOG(ERR,
+					 "transfer engine: no free port in "
+					 "MC_MIN_RPC_PORT..MC_MAX_RPC_"
+					 "PORT (%u..%u) on %s for the kernel-TCP data port; widen "
+					 "the "
+					 "range",
+					 te->port_lo, te->port_hi, te->bind_ip);
+				rc = -EADDRINUSE;
+				break;
+			}
+			cfg.data_port = port > 0 ? (uint16_t)port : 0;
 			rc = ops->create(&cfg, &te->x);
-			if (rc != -EADDRINUSE || cfg.data_port == 0 || tries == 7) {
+			if (rc != -EADDRINUSE || port <= 0 || tries == 7) {
 				break;
 			}
 		}
@@ -1149,12 +1201,14 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 		return -ENOTCONN;
 	}
 	if (sg->peer != NULL && sg->pops == te->xops && !(te->rx != NULL && te_desc_is_rdma(d)) &&
-	    pa.instance != 0 && pa.instance == sg->addr.instance &&
-	    pa.data_port == sg->addr.data_port && pa.proto == sg->addr.proto &&
-	    strcmp(pa.host, sg->addr.host) == 0) {
+	    pa.instance == sg->addr.instance && pa.data_port == sg->addr.data_port &&
+	    pa.proto == sg->addr.proto && strcmp(pa.host, sg->addr.host) == 0) {
 		/* The same peer process at the same data address registered or dropped
 		 * buffers: a TCP peer keeps nothing of the descriptor, so its connections
-		 * (and the slices on them) stay; only the bounds checked here change. */
+		 * (and the slices on them, other threads' too) stay; only the bounds
+		 * checked here change. A stock peer advertises no instance (0 == 0): its
+		 * data address and port decide; a restart there comes with a new random
+		 * data port, or breaks the connections, which marks the segment stale. */
 		te_desc_free(sg->desc);
 		sg->desc = d;
 		sg->stale = false;
@@ -1211,11 +1265,28 @@ tide_te_open_segment(struct tide_te *te, const char *name, tide_te_seg_t *seg)
 		*seg = TIDE_TE_LOCAL_SEG;
 		return 0;
 	}
+again:
 	pthread_mutex_lock(&te->seg_lock);
 	for (int i = 1; i < TE_MAX_SEGS; i++) {
 		if (te->segs[i].used && strcmp(te->segs[i].name, name) == 0) {
-			*seg = i;
+			struct te_seg *found = &te->segs[i];
+			uint32_t gen = found->gen;
+			bool ready;
+
 			pthread_mutex_unlock(&te->seg_lock);
+			/* Another thread may be opening it: its lock is held across the fetch.
+			 * Hand out the handle only once loaded; if that open failed the slot
+			 * was released (or reused for another name): look again. Each pass
+			 * waits for one fetch, which ends within the metadata timeout. */
+			pthread_mutex_lock(&found->lock);
+			ready = found->used && found->gen == gen && found->desc != NULL &&
+				strcmp(found->name, name) == 0;
+			pthread_mutex_unlock(&found->lock);
+			if (!ready) {
+				sched_yield(); /* a failed open is releasing the slot */
+				goto again;
+			}
+			*seg = i;
 			return 0;
 		}
 		if (!te->segs[i].used && free_slot < 0) {
@@ -1424,11 +1495,31 @@ tide_te_batch_free(struct tide_te *te, tide_te_batch_t id)
 	pthread_mutex_lock(&te->batch_lock);
 	te->batches[idx] = NULL;
 	pthread_mutex_unlock(&te->batch_lock);
-	/* A completion may still be inside task_end's wake-up: take the lock once. */
-	pthread_mutex_lock(&b->lock);
-	pthread_mutex_unlock(&b->lock);
+	/* A completion that dropped the last open request may still be waking
+	 * waiters: it counted itself in waking before the drop, so it is seen here.
+	 * The window is a lock, a broadcast and an unlock. */
+	while (atomic_load_explicit(&b->waking, memory_order_acquire) != 0) {
+		sched_yield();
+	}
 	batch_destroy(b);
 	return 0;
+}
+
+/*
+ * One open request (or the submit guard) ends: the last one wakes the waiters.
+ * waking covers the wake-up, so tide_te_batch_free never frees the batch under
+ * a thread that is about to lock its mutex.
+ */
+static void
+batch_open_drop(struct te_batch *b)
+{
+	atomic_fetch_add_explicit(&b->waking, 1, memory_order_seq_cst);
+	if (atomic_fetch_sub_explicit(&b->open, 1, memory_order_seq_cst) == 1) {
+		pthread_mutex_lock(&b->lock);
+		pthread_cond_broadcast(&b->cond);
+		pthread_mutex_unlock(&b->lock);
+	}
+	atomic_fetch_sub_explicit(&b->waking, 1, memory_order_release);
 }
 
 static void
@@ -1451,11 +1542,7 @@ task_end(struct te_task *t, int err)
 	}
 	atomic_store_explicit(&t->err, err, memory_order_relaxed);
 	atomic_store_explicit(&t->state, state, memory_order_release);
-	if (atomic_fetch_sub_explicit(&b->open, 1, memory_order_acq_rel) == 1) {
-		pthread_mutex_lock(&b->lock);
-		pthread_cond_broadcast(&b->cond);
-		pthread_mutex_unlock(&b->lock);
-	}
+	batch_open_drop(b);
 }
 
 /* Connection-level errors mean the peer may have restarted or moved; a refused
@@ -1508,9 +1595,35 @@ local_copy(struct tide_te *te, const struct tide_te_req *r)
 	return rc;
 }
 
+/*
+ * Descriptor fetches of one tide_te_submit() call: at most one per segment per call
+ * (for the segment its requests last went to), so a batch of a thousand slices to a
+ * peer that stopped answering costs one handshake timeout, not a thousand, and
+ * requests outside the descriptor cost one fetch between them.
+ */
+struct submit_fetch {
+	tide_te_seg_t seg; /* segment of the fetch below; -1 none */
+	bool fetched;
+	int rc; /* its result */
+};
+
+/* seg_load at most once per submit call and segment; the same result after that. */
+static int
+seg_load_once(struct tide_te *te, struct te_seg *sg, tide_te_seg_t idx, struct submit_fetch *f)
+{
+	if (f->seg == idx && f->fetched) {
+		return f->rc;
+	}
+	f->seg = idx;
+	f->fetched = true;
+	f->rc = seg_load(te, sg);
+	return f->rc;
+}
+
 /* One request to a remote segment; caller holds sg->lock. Ends the task on any error. */
 static void
-submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r, struct te_task *t)
+submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r, struct te_task *t,
+	      struct submit_fetch *f)
 {
 	int rc;
 	if (!sg->used) {
@@ -1518,7 +1631,10 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 		return;
 	}
 	if (__atomic_load_n(&sg->stale, __ATOMIC_RELAXED) || sg->desc == NULL) {
-		rc = seg_load(te, sg);
+		rc = seg_load_once(te, sg, r->seg, f);
+		if (rc == 0 && sg->desc == NULL) {
+			rc = -ENOTCONN;
+		}
 		if (rc != 0) {
 			task_end(t, rc);
 			return;
@@ -1529,15 +1645,16 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 		return;
 	}
 	if (!te_desc_contains(sg->desc, r->remote_addr, r->len) &&
-	    (seg_load(te, sg) != 0 || !te_desc_contains(sg->desc, r->remote_addr, r->len))) {
+	    (seg_load_once(te, sg, r->seg, f) != 0 || sg->desc == NULL ||
+	     !te_desc_contains(sg->desc, r->remote_addr, r->len))) {
 		/* Checked against a fresh descriptor before refusing: the peer may have
 		 * registered the buffer after we opened it (SGLang registers a buffer per
 		 * embedding and announces it out of band). One handshake round trip per
 		 * such request; a request that is really outside costs one as well. */
-		TIDE_LOG(WARN,
-			 "request to '%s' [0x%" PRIx64 ", +%" PRIu64
-			 ") is outside its registered buffers: refused",
-			 sg->name, r->remote_addr, r->len);
+		TIDE_LOG_RATELIMIT(WARN, 5,
+				   "request to '%s' [0x%" PRIx64 ", +%" PRIu64
+				   ") is outside its registered buffers: refused",
+				   sg->name, r->remote_addr, r->len);
 		task_end(t, -EFAULT);
 		return;
 	}
@@ -1595,6 +1712,8 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 		}
 	}
 	pthread_mutex_unlock(&te->seg_lock);
+	struct submit_fetch fetch = {.seg = -1};
+
 	/* A guard count: a request that ends at once must not let a waiter on
 	 * another thread free the batch while this loop still fills it. */
 	atomic_fetch_add_explicit(&b->open, 1, memory_order_acq_rel);
@@ -1619,15 +1738,11 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 			continue;
 		}
 		pthread_mutex_lock(&sg->lock);
-		submit_remote(te, sg, r, t);
+		submit_remote(te, sg, r, t, &fetch);
 		pthread_mutex_unlock(&sg->lock);
 	}
 	/* Drop the guard: only now may a waiter see the batch idle and free it. */
-	if (atomic_fetch_sub_explicit(&b->open, 1, memory_order_acq_rel) == 1) {
-		pthread_mutex_lock(&b->lock);
-		pthread_cond_broadcast(&b->cond);
-		pthread_mutex_unlock(&b->lock);
-	}
+	batch_open_drop(b);
 	return 0;
 }
 
@@ -1700,7 +1815,19 @@ tide_te_submit_v(struct tide_te *te, tide_te_batch_t batch, tide_te_seg_t seg, e
 		return -ENOENT;
 	}
 	if (n > b->cap - b->n) {
-		return -ENOSPC; /* all or nothing, as tide_te_submit */
+		return -ENOSPC;
+	}
+	/* Every argument checked before the first chunk goes, so a bad slice anywhere
+	 * refuses the whole call as tide_te_submit does (a segment closed by another
+	 * thread between chunks is the one failure left midway: its requests end
+	 * -ECANCELED and the chunks before keep running). */
+	if ((op != TIDE_TE_READ && op != TIDE_TE_WRITE) || seg < 0 || seg >= TE_MAX_SEGS) {
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (len[i] > 0 && local[i] == 0) {
+			return -EINVAL;
+		}
 	}
 	for (uint32_t i = 0; i < n;) {
 		uint32_t k = 0;
@@ -1715,9 +1842,8 @@ tide_te_submit_v(struct tide_te *te, tide_te_batch_t batch, tide_te_seg_t seg, e
 		int rc = tide_te_submit(te, batch, reqs, k);
 
 		if (rc != 0) {
-			/* Only the first chunk can fail on its arguments before anything
-			 * started; a later one that does leaves earlier requests running,
-			 * which the caller's wait and result see. */
+			/* Only a segment closed since the checks above: the requests of
+			 * earlier chunks are running; the caller's wait and result see them. */
 			return rc;
 		}
 		i += k;
@@ -1888,6 +2014,8 @@ tide_te_destroy(struct tide_te *te)
 	if (te == NULL) {
 		return;
 	}
+	/* No descriptor rebuild from the daemon while the transports go away. */
+	te_meta_set_refresh(te->meta, NULL, NULL);
 	/* Peers, then the transport: they end every slice they own (-ECANCELED),
 	 * so no completion runs after the batches are freed. */
 	for (int i = 1; i < TE_MAX_SEGS; i++) {

@@ -130,6 +130,9 @@ void tide_te_opts_init(struct tide_te_opts *opts, size_t opts_size);
  * and publish the (empty) segment descriptor. Reads the node environment
  * (opts->node_env) for the listen address and TIDE_ALLOW_NETS (peers from
  * other addresses are closed at accept on every port of the engine).
+ * With rpc_port 0 the handshake port is picked from MC_MIN_RPC_PORT..MC_MAX_RPC_PORT of
+ * the node environment (15000..17000), as stock picks it, and so is the kernel-TCP data
+ * port at install; -EADDRINUSE when no port of the range is free.
  * \return 0 and *out set; -EINVAL bad option (logged with what was wrong), an
  *         invalid node file, or a host with no IPv4 address; -ENOENT/-EIO the
  *         node file named cannot be read; -EADDRNOTAVAIL the host is not an
@@ -278,6 +281,9 @@ int tide_te_wait(struct tide_te *te, tide_te_batch_t batch, int timeout_ms);
  * Submit n requests of one opcode to one segment, given as three parallel arrays
  * (local[i] -> remote[i], len[i] bytes): what tide_te_submit() does with a request
  * array, without the caller building one (language bindings pass arrays).
+ * Every argument is checked before the first request starts (-EINVAL for any slice
+ * with len > 0 and local 0), so a refused call started nothing, except when another
+ * thread closes the segment midway: then the requests submitted before end -ECANCELED.
  * \return as tide_te_submit(); -EINVAL also for NULL arrays with n > 0.
  * Thread: any, but one submitter per batch at a time.
  */
@@ -296,9 +302,11 @@ int tide_te_submit_v(struct tide_te *te, tide_te_batch_t batch, tide_te_seg_t se
 int tide_te_batch_result(struct tide_te *te, tide_te_batch_t batch);
 
 /**
- * Give a batch back: freed now when no request is open, else when its last open
- * request ends (requests end on their own within io_timeout_ms). For a caller that
- * stops waiting at its own deadline: the batch id is invalid after this call either way.
+ * Give a batch back: freed now when no request is open, else by the first
+ * tide_te_batch_alloc() after its last open request ended (requests end on their own
+ * within io_timeout_ms; until destroy when no batch is allocated again). For a caller
+ * that stops waiting at its own deadline: the batch id is invalid after this call
+ * either way.
  * \return 0; -ENOENT unknown batch.
  * Thread: any, once per batch, not concurrently with a submit to it.
  */
@@ -339,7 +347,7 @@ int tide_te_notify(struct tide_te *te, const char *segment_name, const char *nam
  * Take every notification received since the last call, oldest first (the engine
  * keeps at most 65536 of them, 64 MiB in all; a peer sending past that is refused
  * and told so). *out is NULL when n is 0.
- * \return 0; -ENOMEM (nothing taken).
+ * \return 0; -EINVAL out or n NULL.
  * Ownership: *out is the caller's; free it with tide_te_notifies_free(*out, *n).
  * Thread: any.
  */

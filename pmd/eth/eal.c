@@ -5,6 +5,8 @@
  * because the EAL itself only fails late and noisily when pages are short.
  */
 #include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -204,6 +206,8 @@ tide_eal_init(const struct tide_eal_opts *o, struct tide_eal_info *info)
 	uint64_t mem = o->mem_bytes != 0 ? o->mem_bytes : DEFAULT_MEM;
 	uint64_t page = o->hugepage_size != 0 ? o->hugepage_size : 2 * MIB;
 	int rc = 0, usable = 0;
+	cpu_set_t mask;
+	bool have_mask;
 
 	if (eal_up)
 		return -EALREADY;
@@ -268,8 +272,16 @@ tide_eal_init(const struct tide_eal_opts *o, struct tide_eal_info *info)
 			off += (size_t)snprintf(line + off, sizeof(line) - off, "%s ", a.argv[i]);
 		TIDE_LOG(INFO, "EAL: %s", line);
 	}
+	/* The EAL pins the calling thread to its main lcore (CPU 0 with -l0), and
+	 * every thread started afterwards inherits that: a Python process's interpreter
+	 * and thread pools would all share CPU 0 with whatever polls there. Tide pins
+	 * its own pollers (engine/lcore), so the caller gets its affinity back. */
+	have_mask = pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask) == 0;
 	/* rte_eal_init permutes argv; it works on our private copy. */
 	rc = rte_eal_init(a.argc, a.argv);
+	if (rc >= 0 && have_mask &&
+	    pthread_setaffinity_np(pthread_self(), sizeof(mask), &mask) != 0)
+		TIDE_LOG(WARN, "EAL: could not restore the calling thread's CPU affinity");
 	if (rc < 0) {
 		rc = rte_errno != 0 ? -rte_errno : -EINVAL;
 		tide_memif_forget_all();

@@ -516,6 +516,18 @@ def test_failure_contract(te, peers):
     assert te.unregister_memory(src.addr) == 0
 
 
+def port_free(port):
+    s = socket.socket()
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((HOST, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def test_rpc_port_range(monkeypatch):
     """Stock picks the P2P handshake port in [MC_MIN_RPC_PORT, MC_MAX_RPC_PORT] (default
     15000-17000; firewalls are opened for that range); equal bounds fix it."""
@@ -524,13 +536,25 @@ def test_rpc_port_range(monkeypatch):
     assert e.initialize(HOST, "P2PHANDSHAKE", "tcp", "") == 0
     if not 15000 <= e.get_rpc_port() <= 17000:
         bad.append(f"no MC_*_RPC_PORT: port {e.get_rpc_port()}, not in 15000-17000")
+    # Two free neighbours: the range holds the handshake port and, as in stock, the
+    # kernel-TCP data port too.
     port = free_port()
+    while not port_free(port + 1):
+        port = free_port()
     monkeypatch.setenv("MC_MIN_RPC_PORT", str(port))
-    monkeypatch.setenv("MC_MAX_RPC_PORT", str(port))
+    monkeypatch.setenv("MC_MAX_RPC_PORT", str(port + 1))
     e2 = TransferEngine()
     assert e2.initialize(HOST, "P2PHANDSHAKE", "tcp", "") == 0
-    if e2.get_rpc_port() != port:
-        bad.append(f"MC_MIN_RPC_PORT=MC_MAX_RPC_PORT={port}: port {e2.get_rpc_port()}")
+    if e2.get_rpc_port() not in (port, port + 1):
+        bad.append(f"MC_MIN_RPC_PORT..MC_MAX_RPC_PORT={port}..{port + 1}: "
+                   f"port {e2.get_rpc_port()}")
+    # A range with no free port: initialize fails, as stock's does (an engine outside
+    # the range the firewall opens would be unreachable).
+    monkeypatch.setenv("MC_MIN_RPC_PORT", str(e2.get_rpc_port()))
+    monkeypatch.setenv("MC_MAX_RPC_PORT", str(e2.get_rpc_port()))
+    e3 = TransferEngine()
+    if e3.initialize(HOST, "P2PHANDSHAKE", "tcp", "") != -1:
+        bad.append("a range with no free port did not fail initialize")
     assert bad == [], "; ".join(bad)
 
 

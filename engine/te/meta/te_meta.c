@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,14 @@ struct te_meta {
 	pthread_mutex_t notify_lock;
 	struct tide_te_notify *nq;
 	size_t nq_len, nq_cap, nq_bytes;
+	/* P2P: the descriptor is rebuilt when asked for, not on every change (a
+	 * thousand registrations would otherwise encode it a thousand times, each
+	 * with every buffer: quadratic). refresh_lock is held across each call of
+	 * refresh_fn so te_meta_set_refresh() can wait for a running one. */
+	pthread_mutex_t refresh_lock;
+	te_meta_refresh_fn refresh_fn;
+	void *refresh_arg;
+	_Atomic bool pub_stale;
 };
 
 static void __attribute__((format(printf, 3, 4)))
@@ -106,7 +116,7 @@ notify_keep(struct te_meta *m, const char *json, size_t len)
 {
 	struct tide_te_notify n;
 	cJSON *root = cJSON_ParseWithLength(json, len);
-	size_t bytes;
+	size_t bytes, held;
 	int rc = 0;
 
 	if (!cJSON_IsObject(root)) {
@@ -142,13 +152,16 @@ notify_keep(struct te_meta *m, const char *json, size_t len)
 		m->nq[m->nq_len++] = n;
 		m->nq_bytes += bytes;
 	}
+	held = m->nq_len;
 	pthread_mutex_unlock(&m->notify_lock);
 	if (rc != 0) {
-		TIDE_LOG_RATELIMIT(WARN, 10,
-				   "handshake: Notify from \"%.64s\" refused: %s (%d held, at most "
-				   "%d / %u MiB; the application has not called get_notifies)",
-				   n.name, rc == -ENOSPC ? "queue full" : strerror(-rc),
-				   (int)m->nq_len, NOTIFY_MAX_COUNT, NOTIFY_MAX_BYTES >> 20);
+		/* The name is the peer's text: its length is printed, not the text. */
+		TIDE_LOG_RATELIMIT(
+			WARN, 10,
+			"handshake: a Notify (name of %zu bytes) refused: %s (%zu held, at "
+			"most %d / %u MiB; the application has not called get_notifies)",
+			strlen(n.name), rc == -ENOSPC ? "queue full" : strerror(-rc), held,
+			NOTIFY_MAX_COUNT, NOTIFY_MAX_BYTES >> 20);
 		free(n.name);
 		free(n.msg);
 	}
@@ -238,7 +251,12 @@ hs_handler(void *arg, uint8_t type, const char *json, size_t len, char **reply, 
 
 	switch (type) {
 	case TE_HS_METADATA:
-		/* The request carries the caller's descriptor; we do not need it. */
+		/* The request carries the caller's descriptor; we do not need it. The flag
+		 * is cleared before the rebuild, so a change made during it marks it again. */
+		pthread_mutex_lock(&m->refresh_lock);
+		if (m->refresh_fn != NULL && atomic_exchange(&m->pub_stale, false))
+			m->refresh_fn(m->refresh_arg); /* it logs its own failure */
+		pthread_mutex_unlock(&m->refresh_lock);
 		pthread_mutex_lock(&m->lock);
 		if (m->pub_json != NULL)
 			rc = dupreply(m->pub_json, m->pub_len, reply, reply_len);
@@ -287,6 +305,7 @@ te_meta_open(const char *conn, const char *bind_ip, uint16_t rpc_port, int timeo
 	pthread_mutex_init(&m->publish_lock, NULL);
 	pthread_mutex_init(&m->conn_lock, NULL);
 	pthread_mutex_init(&m->notify_lock, NULL);
+	pthread_mutex_init(&m->refresh_lock, NULL);
 	if (strcmp(conn, "P2PHANDSHAKE") == 0) {
 		m->p2p = true;
 	} else if (strncasecmp(conn, "http://", 7) == 0) {
@@ -341,6 +360,7 @@ fail:
 	pthread_mutex_destroy(&m->publish_lock);
 	pthread_mutex_destroy(&m->conn_lock);
 	pthread_mutex_destroy(&m->notify_lock);
+	pthread_mutex_destroy(&m->refresh_lock);
 	free(m);
 	return rc;
 }
@@ -683,7 +703,32 @@ te_meta_close(struct te_meta *m)
 	pthread_mutex_destroy(&m->conn_lock);
 	te_meta_notifies_free(m->nq, m->nq_len);
 	pthread_mutex_destroy(&m->notify_lock);
+	pthread_mutex_destroy(&m->refresh_lock);
 	free(m);
+}
+
+void
+te_meta_set_refresh(struct te_meta *m, te_meta_refresh_fn fn, void *arg)
+{
+	pthread_mutex_lock(&m->refresh_lock);
+	m->refresh_fn = fn;
+	m->refresh_arg = arg;
+	pthread_mutex_unlock(&m->refresh_lock);
+}
+
+bool
+te_meta_publish_later(struct te_meta *m)
+{
+	bool later;
+
+	if (!m->p2p)
+		return false;
+	pthread_mutex_lock(&m->refresh_lock);
+	later = m->refresh_fn != NULL;
+	if (later)
+		atomic_store(&m->pub_stale, true);
+	pthread_mutex_unlock(&m->refresh_lock);
+	return later;
 }
 
 void

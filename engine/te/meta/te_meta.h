@@ -310,6 +310,24 @@ int te_meta_fetch(struct te_meta *m, const char *name, struct te_desc **desc, ch
  * Thread: any but the daemon's.
  */
 void te_meta_set_conn_handler(struct te_meta *m, te_hs_handler_fn fn, void *arg);
+/** Rebuilds and publishes (te_meta_publish) the caller's descriptor; 0 or -errno. */
+typedef int (*te_meta_refresh_fn)(void *arg);
+/**
+ * P2P mode: publish lazily. After this, te_meta_publish_later() only marks the descriptor
+ * stale, and the daemon calls fn (on its thread) before it answers the next Metadata
+ * request; peers fetch the descriptor only that way in P2P mode, so they see every change
+ * made before their request. fn NULL: back to publishing at once. Setting waits for a
+ * running fn, so after te_meta_set_refresh(m, NULL, NULL) its arg may be freed.
+ * Thread: any but the daemon's.
+ */
+void te_meta_set_refresh(struct te_meta *m, te_meta_refresh_fn fn, void *arg);
+/**
+ * Mark the descriptor stale for the daemon's next Metadata request. \return true when
+ * that is how it will be published (P2P mode with a refresh function set); false: the
+ * caller must publish now (te_meta_publish). Thread: any.
+ */
+bool te_meta_publish_later(struct te_meta *m);
+
 struct tide_te_notify;
 /**
  * Hand over every Notify the daemon has kept, oldest first (*out NULL when *n is 0);

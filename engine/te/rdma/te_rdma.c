@@ -81,6 +81,18 @@
 #include "tide_te.h"
 #include "tide_vrb.h"
 
+/* Whether the verbs library lists any RDMA device on this node. */
+static bool
+devices_present(const struct tide_vrb_ops *ops)
+{
+	int n = 0;
+	struct ibv_device **list = ops->get_device_list(&n);
+
+	if (list != NULL)
+		ops->free_device_list(list);
+	return list != NULL && n > 0;
+}
+
 /* Appended to the one line that says rdma cannot run here: the node-file switch that
  * serves rdma over TCP instead (te_engine.c, TIDE_RDMA_AS_TCP). */
 #define AS_TCP_HINT "; or set TIDE_RDMA_AS_TCP=1 to serve protocol rdma with TCP on this node"
@@ -1542,15 +1554,23 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 				   : IBV_MTU_256;
 	rc = tide_vrb_open(ops, &vc, &x->v, err, sizeof(err));
 	if (rc != 0) {
-		if (rc == -ENODEV && cfg->absent_ok)
+		/* Absent means no device at all. A node that has devices but not the ones
+		 * named, or none usable, is a broken RDMA set-up: TIDE_RDMA_AS_TCP must not
+		 * hide it behind TCP, so it fails with -ENODEV (not -EPROTONOSUPPORT, which
+		 * the core serves with TCP when the key is set). */
+		bool absent = rc == -ENODEV && !devices_present(ops);
+
+		if (absent && cfg->absent_ok)
 			TIDE_LOG(INFO, "protocol 'rdma': %s", err);
-		else if (rc == -ENODEV)
+		else if (rc == -ENODEV && !cfg->absent_ok)
 			TIDE_LOG(ERR, "protocol 'rdma': %s" AS_TCP_HINT, err);
 		else
 			TIDE_LOG(ERR, "protocol 'rdma': %s", err);
 		free(ne);
 		rdma_destroy(x);
-		return rc == -ENODEV ? -EPROTONOSUPPORT : rc;
+		if (rc == -ENODEV && (absent || !cfg->absent_ok))
+			return -EPROTONOSUPPORT;
+		return rc;
 	}
 	x->ndev = tide_vrb_ndev(x->v);
 	if (cfg->shared_lcores != NULL) {

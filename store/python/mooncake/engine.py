@@ -35,6 +35,7 @@ engine releases the GIL (ctypes), so a pool of threads transfers in parallel.
 No GPU path: the *_on_cuda methods raise RuntimeError, and memory the engine cannot
 reach (not mapped in this process) is refused at registration.
 """
+import array
 import ctypes
 import enum
 import errno as _E
@@ -132,6 +133,7 @@ _ERR_INVALID_ARGUMENT = -1
 _ERR_ADDRESS_OVERLAPPED = -7
 
 _TE_READ, _TE_WRITE = 0, 1
+_INT_MAX = (1 << 31) - 1
 _TE_MAX_REQS = 1 << 20  # requests per batch (TE_MAX_REQS in te_engine.c)
 _P2P = "P2PHANDSHAKE"
 
@@ -186,17 +188,43 @@ class InnerTransferEngine:
     def _ptr(self):
         return self._owner._te
 
+    def _add_user(self, close):
+        """A store runs on this engine: close (a bound method, held weakly) is called
+        before the engine goes."""
+        self._owner._state["users"].append(weakref.WeakMethod(close))
+
+    def _remove_user(self, close):
+        users = self._owner._state["users"]
+        users[:] = [r for r in users if r() is not None and r() != close]
+
 
 def _u64_array(values, what):
-    """A C uint64_t array of an int sequence; TypeError/ValueError name the argument."""
+    """A C uint64_t array of an int sequence, built through array.array (about 4x
+    faster than ctypes' constructor at batch 1024); TypeError/OverflowError name it."""
     try:
-        return (_u64 * len(values))(*values)
+        a = array.array("Q", values)
     except TypeError:
         raise TypeError(f"{what}: expected a sequence of ints") from None
+    except OverflowError:
+        raise OverflowError(f"{what}: a value is negative or above 2**64-1") from None
+    if not a:
+        return (_u64 * 0)()
+    return (_u64 * len(a)).from_buffer(a)
 
 
 def _destroy(state):
-    """Engine teardown (weakref.finalize: runs once, at GC or interpreter exit)."""
+    """Engine teardown (weakref.finalize: runs once, at GC or interpreter exit). Stores
+    set up on this engine (setup(engine=...)) are closed first: at exit the finalizer
+    runs before their own teardown, which would otherwise reach a freed engine."""
+    for ref in list(state.get("users", ())):
+        close = ref()  # weak: a store that is gone already gave its registrations back
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:  # a store that cannot close must not keep the engine alive
+            pass
+    state["users"] = []
     te = state.get("te")
     if te:
         state["te"] = None
@@ -221,12 +249,14 @@ class TransferEngine:
             secs = 30
         self._timeout_ns = secs * 1_000_000_000
         self._lock = threading.Lock()      # segment cache, async table, managed buffers
-        self._state = {"te": None, "chunks": [], "large": set()}
+        self._state = {"te": None, "chunks": [], "large": set(), "users": []}
         self._fin = weakref.finalize(self, _destroy, self._state)
         self._segs = {}                    # peer name -> segment handle
+        self._opening = {}                 # peer name -> lock of the thread opening it
         self._async = {}                   # batch id -> deadline (monotonic ns)
         self._free = [[] for _ in _SLAB_KB]  # per class: free block addresses
         self._large = self._state["large"]  # managed buffers above the largest class
+        self._given = {}                   # managed block address -> its size class
 
     @property
     def _te(self):
@@ -268,6 +298,9 @@ class TransferEngine:
             o.rpc_port = port
         devices = str(device_name or "").strip()
         o.rdma_devices = devices.encode() if devices else None
+        # A request with no progress for MC_TRANSFER_TIMEOUT ends TIMEOUT in the engine
+        # (what transfer_check_status reports as -2, and what bounds an async batch).
+        o.io_timeout_ms = min(_INT_MAX, self._timeout_ns // 1_000_000)
         te = _vp()
         rc = _lib.tide_te_create(ctypes.byref(o), ctypes.byref(te))
         if rc != 0:
@@ -327,6 +360,10 @@ class TransferEngine:
                                    str(location).encode())
         if rc == -_E.EEXIST:
             return _ERR_ADDRESS_OVERLAPPED
+        if rc not in (0, -_E.EINVAL, -_E.EFAULT, -_E.ENOMEM):
+            # Registered here but not published (HTTP or etcd metadata failed): undo it,
+            # so a failed call leaves nothing behind, as the caller will assume.
+            _lib.tide_te_unregister(te, int(buffer_addr))
         return 0 if rc == 0 else _ERR_INVALID_ARGUMENT
 
     def unregister_memory(self, buffer_addr):
@@ -369,11 +406,15 @@ class TransferEngine:
                 return p
             if not self._free[cls] and not self._split(cls):
                 return 0
-            return self._free[cls].pop()
+            p = self._free[cls].pop()
+            self._given[p] = cls
+            return p
 
     def free_managed_buffer(self, buffer_addr, length):
         addr, cls = int(buffer_addr), _class_of(int(length))
         with self._lock:
+            if self._te is None:
+                return _ERR_INVALID_ARGUMENT
             if cls < 0:
                 if addr not in self._large:
                     return _ERR_INVALID_ARGUMENT
@@ -381,6 +422,10 @@ class TransferEngine:
                 _lib.tide_te_unregister(self._te, addr)
                 _libc.free(addr)
                 return 0
+            if self._given.pop(addr, None) != cls:
+                # Not handed out by allocate_managed_buffer, already freed, or freed with
+                # another size class: refusing keeps two callers off one block.
+                return _ERR_INVALID_ARGUMENT
             self._free[cls].append(addr)
         return 0
 
@@ -391,7 +436,7 @@ class TransferEngine:
         p = _libc.malloc(n)
         if not p:
             return 0
-        if _lib.tide_te_register(te, p, n, b"*") != 0:
+        if self.register_memory(p, n) != 0:  # leaves nothing registered on failure
             _libc.free(p)
             return 0
         return p
@@ -412,7 +457,17 @@ class TransferEngine:
         return True
 
     def write_bytes_to_buffer(self, dest_address, src_ptr, length):
-        ctypes.memmove(int(dest_address), bytes(src_ptr)[:int(length)], int(length))
+        """Copy `length` bytes of src_ptr (bytes, bytearray, memoryview or str) to
+        dest_address; ValueError when src_ptr is shorter (stock would read past it)."""
+        src = src_ptr.encode() if isinstance(src_ptr, str) else src_ptr
+        n = int(length)
+        if isinstance(src, int) or len(memoryview(src).cast("B")) < n:
+            raise ValueError(f"write_bytes_to_buffer: source shorter than length {n}")
+        if isinstance(src, bytes):
+            ctypes.memmove(int(dest_address), src, n)
+        else:
+            ctypes.memmove(int(dest_address), (ctypes.c_char * n).from_buffer_copy(
+                memoryview(src).cast("B")[:n]), n)
         return 0
 
     def read_bytes_from_buffer(self, source_address, length):
@@ -431,21 +486,41 @@ class TransferEngine:
     # ---- transfers ----------------------------------------------------------------
 
     def _segment(self, name):
-        """The open segment of peer `name` (opened once, then cached); None on failure."""
+        """The open segment of peer `name` (opened once, then cached); None on failure.
+        One opener per name at a time (as stock opens under its lock): the others wait
+        for its result instead of racing it for a half-opened slot."""
         te = self._te
         if te is None:
             return None
         with self._lock:
             seg = self._segs.get(name)
-        if seg is not None:
-            return seg
-        h = ctypes.c_int64()
-        rc = _lib.tide_te_open_segment(te, name.encode(), ctypes.byref(h))
+            if seg is not None:
+                return seg
+            opening = self._opening.setdefault(name, threading.Lock())
+        with opening:
+            with self._lock:
+                seg = self._segs.get(name)
+            if seg is not None:
+                return seg
+            h = ctypes.c_int64()
+            rc = _lib.tide_te_open_segment(te, name.encode(), ctypes.byref(h))
+            with self._lock:
+                self._opening.pop(name, None)
+                if rc == 0:
+                    self._segs[name] = h.value
         if rc != 0:
             _warn(f"cannot open segment {name!r}: {_errstr(rc)}")
             return None
+        return h.value
+
+    def _forget(self, name, seg, rc):
+        """After a failure that says the handle is gone (closed, or no longer the
+        peer's), drop it from the cache so the next call opens the peer again."""
+        if rc not in (-_E.ECANCELED, -_E.EINVAL, -_E.ENOENT):
+            return
         with self._lock:
-            return self._segs.setdefault(name, h.value)
+            if self._segs.get(name) == seg:
+                del self._segs[name]
 
     def _arrays(self, buffers, peer_buffer_addresses, lengths):
         if not (len(buffers) == len(peer_buffer_addresses) == len(lengths)):
@@ -463,7 +538,8 @@ class TransferEngine:
             return None
 
     def _timeout_ms(self, total):
-        return int((self._timeout_ns + total) // 1_000_000) + 1
+        """The deadline of a call moving `total` bytes, in ms, clamped to a C int."""
+        return min(_INT_MAX, int((self._timeout_ns + total) // 1_000_000) + 1)
 
     def _sync(self, target, arrays, opcode, notify):
         te = self._te
@@ -480,6 +556,7 @@ class TransferEngine:
         rc = _lib.tide_te_transfer_sync(te, seg, op, src, dst, lens, n,
                                         self._timeout_ms(sum(lens)))
         if rc != 0:
+            self._forget(str(target), seg, rc)
             _warn(f"transfer to {target}: {_errstr(rc)}"
                   + (" (MC_TRANSFER_TIMEOUT)" if rc == -_E.ETIMEDOUT else ""))
             return -1
@@ -540,6 +617,7 @@ class TransferEngine:
             rc = _lib.tide_te_submit_v(te, b, seg, op, src, dst, lens, len(src))
             if rc != 0:
                 _lib.tide_te_batch_release(te, b)
+                self._forget(str(target), seg, rc)
         if rc != 0:
             _warn(f"submit to {target}: {_errstr(rc)}")
             return 0
@@ -580,13 +658,15 @@ class TransferEngine:
         te = self._te
         ids = [int(b) for b in batch_ids]
         deadlines = [self._take(b) for b in ids]
-        failed = te is None or any(d is None for d in deadlines)
+        if te is None:
+            return -1
+        failed = any(d is None for d in deadlines)
         for b, dl in zip(ids, deadlines):
             if dl is None:
                 continue
             if not failed:
                 left_ms = max(0, (dl - time.monotonic_ns()) // 1_000_000)
-                rc = _lib.tide_te_wait(te, b, int(left_ms))
+                rc = _lib.tide_te_wait(te, b, int(min(left_ms, _INT_MAX)))
                 if rc == 0:
                     rc = _lib.tide_te_batch_result(te, b)
                 if rc != 0:
@@ -596,8 +676,9 @@ class TransferEngine:
         return -1 if failed else 0
 
     def transfer_check_status(self, batch_id):
-        """1 completed, 0 still running, -1 failed (or unknown id), -2 timed out. A batch
-        that ended (1, -1, -2) is given back: its id is unknown afterwards."""
+        """1 completed, 0 still running, -1 failed (or unknown id), -2 the engine timed
+        it out (no progress for its io timeout). A batch that ended (1, -1, -2) is given
+        back: its id is unknown afterwards."""
         te, b = self._te, int(batch_id)
         with self._lock:
             dl = self._async.get(b)
@@ -605,9 +686,7 @@ class TransferEngine:
             return -1
         rc = _lib.tide_te_batch_result(te, b)
         if rc == -_E.EINPROGRESS:
-            if time.monotonic_ns() < dl:
-                return 0
-            rc = -_E.ETIMEDOUT
+            return 0  # as stock: pending until the engine ends it (io_timeout_ms bounds that)
         self._take(b)
         _lib.tide_te_batch_release(te, b)
         if rc == 0:

@@ -227,13 +227,17 @@ _get_tls = threading.local()
 
 @ctypes.CFUNCTYPE(_vp, _vp, _sz)
 def _get_alloc_cb(arg, size):
-    """tide_store_get_with's allocator; runs on the calling thread (holding the GIL)."""
+    """tide_store_get_with's allocator; runs on the calling thread (holding the GIL).
+    It must return a pointer or NULL whatever happens: an exception escaping a ctypes
+    callback leaves C with an undefined return value. So everything (MemoryError, a
+    KeyboardInterrupt delivered here) is caught, kept, and raised again by get()."""
     try:
         b = _pyapi.PyBytes_FromStringAndSize(None, size)
-    except MemoryError:
+        _get_tls.obj = b
+        return id(b) + _BYTES_DATA
+    except BaseException as e:  # noqa: B036 (re-raised by the caller)
+        _get_tls.exc = e
         return None
-    _get_tls.obj = b
-    return id(b) + _BYTES_DATA
 
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
 
@@ -437,6 +441,8 @@ class _Life:
         # which may be after the store object is gone (leases pin the handle).
         self.engine = engine
         self.cv = threading.Condition(threading.Lock())
+        if engine is not None:
+            engine._add_user(self.engine_gone)
         self.busy = 0
         self.pins = 0
         self.closing = False
@@ -480,6 +486,18 @@ class _Life:
     def _maybe_free(self):
         with self.cv:
             if not self.closing or self.busy or self.pins or self.freed:
+                return
+            self.freed = True
+        _lib.tide_store_close(self.h)
+        if self.engine is not None:
+            self.engine._remove_user(self.engine_gone)
+
+    def engine_gone(self):
+        """The shared engine is being destroyed (interpreter exit): free the C store now,
+        pins or not, so it gives back what it registered while the engine exists."""
+        with self.cv:
+            self.closing = True
+            if self.freed:
                 return
             self.freed = True
         _lib.tide_store_close(self.h)
@@ -714,13 +732,18 @@ class MooncakeDistributedStore:
         error (as Mooncake's get)."""
         p, n = _vp(), _sz()
         if "tide_store_get_with" in _HAVE:
-            _get_tls.obj = None
+            # Saved and restored around the call: a get() run inside the callback (a
+            # finalizer, a signal handler) must not take this call's object.
+            saved = (getattr(_get_tls, "obj", None), getattr(_get_tls, "exc", None))
+            _get_tls.obj = _get_tls.exc = None
             try:
                 rc = _lib.tide_store_get_with(h, k, _get_alloc_cb, None, None, ctypes.byref(p),
                                               ctypes.byref(n))
-                b = _get_tls.obj
+                b, exc = _get_tls.obj, _get_tls.exc
             finally:
-                _get_tls.obj = None
+                _get_tls.obj, _get_tls.exc = saved
+            if exc is not None and not isinstance(exc, MemoryError):
+                raise exc  # e.g. KeyboardInterrupt during the get
             if rc != 0 or b is None:
                 return b""
             # Through an agent the object may have shrunk between its size and its read.

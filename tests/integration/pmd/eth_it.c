@@ -5,6 +5,8 @@
  * --no-huge unless TIDE_HUGEPAGES=auto/on and hugepages are free.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,9 @@
 #define NPKTS 20000
 
 static struct tide_eal_info eal_info;
+
+/* Affinity of the thread that ran suite_init, before the EAL came up. */
+static cpu_set_t aff_before;
 
 static int
 suite_init(void)
@@ -33,11 +38,23 @@ suite_init(void)
 	o.huge = huge != NULL && strcmp(huge, "auto") == 0 ? TIDE_EAL_HUGE_AUTO : TIDE_EAL_HUGE_OFF;
 	o.mem_bytes = 128u << 20;
 	o.vdevs[0] = "net_ring0";
+	if (pthread_getaffinity_np(pthread_self(), sizeof(aff_before), &aff_before) != 0)
+		return -1;
 	if (tide_eal_init(&o, &eal_info) != 0)
 		return -1;
 	printf("\nEAL up: %s (%s), %u ports\n", eal_info.hugepages ? "hugepages" : "no-huge",
 	       eal_info.huge_reason, eal_info.ports);
 	return 0;
+}
+
+static void
+test_eal_keeps_caller_affinity(void)
+{
+	cpu_set_t now;
+
+	/* The EAL pins its caller to the main lcore; tide_eal_init gives the mask back. */
+	CU_ASSERT_EQUAL_FATAL(pthread_getaffinity_np(pthread_self(), sizeof(now), &now), 0);
+	CU_ASSERT(CPU_EQUAL(&now, &aff_before));
 }
 
 static int
@@ -220,6 +237,7 @@ register_tests(void)
 	CU_add_test(s, "vdev_loopback_port", test_vdev_loopback_port);
 	CU_add_test(s, "open_unknown_port_fails", test_open_unknown_port_fails);
 	CU_add_test(s, "second_eal_init_refused", test_second_eal_init_refused);
+	CU_add_test(s, "eal_keeps_caller_affinity", test_eal_keeps_caller_affinity);
 	CU_add_test(s, "hugepage_policy_rejects_bad_page_size",
 		    test_hugepage_policy_rejects_bad_page_size);
 }

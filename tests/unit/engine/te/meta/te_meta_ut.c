@@ -7,6 +7,7 @@
 
 #include "meta_internal.h"
 #include "te_meta.h"
+#include "tide_te.h"
 #include "tide_ut.h"
 #include "ut_http_srv.h"
 
@@ -114,15 +115,77 @@ test_daemon_replies(void)
 	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_PROBE, "{}", 2, 1000, &r, &rl));
 	CU_ASSERT_STRING_EQUAL(r, "{\"status\":\"success\"}");
 	free(r);
+	/* Notify: kept and answered as stock's receivePeerNotify does; a body that is
+	 * not a JSON object is refused (an empty notify_msg, which senders read so). */
 	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_NOTIFY, "{\"x\":1}", 7, 1000, &r, &rl));
-	CU_ASSERT_STRING_EQUAL(r, "{}");
+	CU_ASSERT_STRING_EQUAL(r, "{\"name\":\"\",\"notify_msg\":\"success\"}");
 	free(r);
+	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_NOTIFY, "[1]", 3, 1000, &r, &rl));
+	CU_ASSERT_STRING_EQUAL(r, "{\"name\":\"\",\"notify_msg\":\"\"}");
+	free(r);
+	{
+		struct tide_te_notify *v = NULL;
+		size_t n = 0;
+
+		TIDE_UT_OK(te_meta_notifies_take(m, &v, &n));
+		CU_ASSERT_EQUAL_FATAL(n, 1);
+		CU_ASSERT_STRING_EQUAL(v[0].name, ""); /* absent members read as "" */
+		CU_ASSERT_STRING_EQUAL(v[0].msg, "");
+		te_meta_notifies_free(v, n);
+	}
 	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_CONNECTION, "{}", 2, 1000, &r, &rl));
 	CU_ASSERT_PTR_NOT_NULL(strstr(r, "\"reply_msg\":\"tide: RDMA"));
 	free(r);
 	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_METADATA, "{}", 2, 1000, &r, &rl));
 	CU_ASSERT_STRING_EQUAL(r, "{}");
 	free(r);
+	te_meta_close(m);
+}
+
+/* P2P descriptors published lazily: marked stale, rebuilt by the daemon when a peer
+ * asks, once per change. */
+static int refreshes;
+static struct te_meta *refresh_meta;
+
+static int
+count_refresh(void *arg)
+{
+	struct te_desc d = {0};
+
+	(void)arg;
+	refreshes++;
+	snprintf(d.name, sizeof(d.name), "lazy");
+	snprintf(d.protocol, sizeof(d.protocol), "tcp");
+	d.tcp_data_port = 1234;
+	return te_meta_publish(refresh_meta, &d, "127.0.0.1");
+}
+
+static void
+test_lazy_publish(void)
+{
+	struct te_meta *m = NULL;
+	char *r = NULL;
+	size_t rl = 0;
+	uint16_t p;
+
+	TIDE_UT_OK(te_meta_open("P2PHANDSHAKE", "127.0.0.1", 0, 1000, &m, err, sizeof(err)));
+	p = te_meta_rpc_port(m);
+	refresh_meta = m;
+	refreshes = 0;
+	CU_ASSERT_FALSE(te_meta_publish_later(m)); /* no refresh function: publish now */
+	te_meta_set_refresh(m, count_refresh, NULL);
+	CU_ASSERT_TRUE(te_meta_publish_later(m));
+	CU_ASSERT_TRUE(te_meta_publish_later(m)); /* two changes, one rebuild */
+	CU_ASSERT_EQUAL(refreshes, 0);
+	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_METADATA, "{}", 2, 1000, &r, &rl));
+	CU_ASSERT_PTR_NOT_NULL(strstr(r, "\"lazy\""));
+	free(r);
+	CU_ASSERT_EQUAL(refreshes, 1);
+	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_METADATA, "{}", 2, 1000, &r, &rl));
+	free(r);
+	CU_ASSERT_EQUAL(refreshes, 1); /* nothing changed since */
+	te_meta_set_refresh(m, NULL, NULL);
+	CU_ASSERT_FALSE(te_meta_publish_later(m));
 	te_meta_close(m);
 }
 
@@ -297,6 +360,7 @@ register_tests(void)
 
 	CU_add_test(s, "p2p_two_instances", test_p2p);
 	CU_add_test(s, "daemon_replies", test_daemon_replies);
+	CU_add_test(s, "lazy_publish", test_lazy_publish);
 	CU_add_test(s, "modes", test_modes);
 	CU_add_test(s, "http_publish_fetch_close", test_http);
 	CU_add_test(s, "http_cluster_id_and_slash", test_http_cluster_and_slash);
