@@ -168,20 +168,20 @@ agent_r_loc(struct agent_rbuf *r, struct agent_loc *l)
 }
 
 void
-agent_w_rc(struct agent_wbuf *w, const struct tide_store_rc *rc, size_t n_keys)
+agent_w_rc(struct agent_wbuf *w, const struct tide_store_rc *repl, size_t n_keys)
 {
 	size_t i;
 
-	agent_w_u32(w, rc && rc->replica_num ? rc->replica_num : 1);
-	agent_w_u8(w, rc && rc->with_hard_pin);
-	agent_w_u8(w, rc && rc->prefer_alloc_in_same_node);
-	agent_w_str(w, rc ? rc->preferred_segment : NULL);
-	agent_w_u32(w, rc && rc->preferred_segments ? (uint32_t)rc->n_preferred_segments : 0);
-	for (i = 0; rc && rc->preferred_segments && i < rc->n_preferred_segments; i++)
-		agent_w_str(w, rc->preferred_segments[i]);
-	agent_w_u8(w, rc && rc->group_ids);
-	for (i = 0; rc && rc->group_ids && i < n_keys; i++)
-		agent_w_str(w, rc->group_ids[i]);
+	agent_w_u32(w, repl && repl->replica_num ? repl->replica_num : 1);
+	agent_w_u8(w, repl && repl->with_hard_pin);
+	agent_w_u8(w, repl && repl->prefer_alloc_in_same_node);
+	agent_w_str(w, repl ? repl->preferred_segment : NULL);
+	agent_w_u32(w, repl && repl->preferred_segments ? (uint32_t)repl->n_preferred_segments : 0);
+	for (i = 0; repl && repl->preferred_segments && i < repl->n_preferred_segments; i++)
+		agent_w_str(w, repl->preferred_segments[i]);
+	agent_w_u8(w, repl && repl->group_ids);
+	for (i = 0; repl && repl->group_ids && i < n_keys; i++)
+		agent_w_str(w, repl->group_ids[i]);
 }
 
 /* Preferred segments a config may name; more is a malformed request. */
@@ -194,20 +194,20 @@ str_ok(const char *s)
 }
 
 bool
-agent_rc_ok(const struct tide_store_rc *rc, size_t n_keys)
+agent_rc_ok(const struct tide_store_rc *repl, size_t n_keys)
 {
 	size_t i;
 
-	if (rc == NULL)
+	if (repl == NULL)
 		return true;
-	if (!str_ok(rc->preferred_segment) ||
-	    (rc->preferred_segments != NULL && rc->n_preferred_segments > RC_MAX_PREFS))
+	if (!str_ok(repl->preferred_segment) ||
+	    (repl->preferred_segments != NULL && repl->n_preferred_segments > RC_MAX_PREFS))
 		return false;
-	for (i = 0; rc->preferred_segments != NULL && i < rc->n_preferred_segments; i++)
-		if (!str_ok(rc->preferred_segments[i]))
+	for (i = 0; repl->preferred_segments != NULL && i < repl->n_preferred_segments; i++)
+		if (!str_ok(repl->preferred_segments[i]))
 			return false;
-	for (i = 0; rc->group_ids != NULL && i < n_keys; i++)
-		if (!str_ok(rc->group_ids[i]))
+	for (i = 0; repl->group_ids != NULL && i < n_keys; i++)
+		if (!str_ok(repl->group_ids[i]))
 			return false;
 	return true;
 }
@@ -248,18 +248,18 @@ agent_r_rc(struct agent_rbuf *r, struct agent_rc *out, size_t n_keys)
 }
 
 void
-agent_rc_free(struct agent_rc *rc, size_t n_keys)
+agent_rc_free(struct agent_rc *repl, size_t n_keys)
 {
 	size_t i;
 
-	free(rc->preferred);
-	for (i = 0; rc->prefs && i < rc->n_prefs; i++)
-		free(rc->prefs[i]);
-	free(rc->prefs);
-	for (i = 0; rc->groups && i < n_keys; i++)
-		free(rc->groups[i]);
-	free(rc->groups);
-	memset(rc, 0, sizeof(*rc));
+	free(repl->preferred);
+	for (i = 0; repl->prefs && i < repl->n_prefs; i++)
+		free(repl->prefs[i]);
+	free(repl->prefs);
+	for (i = 0; repl->groups && i < n_keys; i++)
+		free(repl->groups[i]);
+	free(repl->groups);
+	memset(repl, 0, sizeof(*repl));
 }
 
 int

@@ -97,14 +97,14 @@ void agent_r_loc(struct agent_rbuf *r, struct agent_loc *l);
 /*
  * ReplicateConfig on the wire: u32 replica_num, u8 hard_pin, u8 same_node,
  * str preferred_segment, u32 n + n x str preferred_segments, u8 has_groups,
- * then (has_groups) n_keys x str group ids. rc NULL encodes the defaults.
+ * then (has_groups) n_keys x str group ids. repl NULL encodes the defaults.
  */
 struct tide_store_rc;
-void agent_w_rc(struct agent_wbuf *w, const struct tide_store_rc *rc, size_t n_keys);
-/* Whether the agent takes rc (NULL: yes) for n_keys keys: strings of at most
+void agent_w_rc(struct agent_wbuf *w, const struct tide_store_rc *repl, size_t n_keys);
+/* Whether the agent takes repl (NULL: yes) for n_keys keys: strings of at most
  * AGENT_MAX_KEY bytes, at most 1024 preferred segments. A config beyond that is a
  * malformed request to the agent, which closes the connection: check it first. */
-bool agent_rc_ok(const struct tide_store_rc *rc, size_t n_keys);
+bool agent_rc_ok(const struct tide_store_rc *repl, size_t n_keys);
 
 /* A decoded config that owns its strings (free with agent_rc_free()). */
 struct agent_rc {
@@ -118,7 +118,7 @@ struct agent_rc {
 
 /* Decode for a call with n_keys keys (bad set on any error). */
 void agent_r_rc(struct agent_rbuf *r, struct agent_rc *out, size_t n_keys);
-void agent_rc_free(struct agent_rc *rc, size_t n_keys);
+void agent_rc_free(struct agent_rc *repl, size_t n_keys);
 
 /*
  * Send one message (header + body), with fd attached when fd >= 0.

@@ -662,7 +662,7 @@ keys_ok(const char *const *keys, size_t n)
 int
 tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 			  const void *const *bufs, const size_t *lens, size_t n,
-			  const struct tide_store_rc *rc, int *rcs)
+			  const struct tide_store_rc *repl, int *rcs)
 {
 	struct agent_wbuf w;
 	uint8_t *body = NULL;
@@ -671,7 +671,7 @@ tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 
 	if (!keys_ok(keys, n) || bufs == NULL || lens == NULL || rcs == NULL)
 		return -EINVAL;
-	if (!agent_rc_ok(rc, n)) {
+	if (!agent_rc_ok(repl, n)) {
 		TIDE_LOG(ERR,
 			 "put: a replicate config string longer than %u bytes, or more than "
 			 "1024 preferred segments: refused",
@@ -692,7 +692,7 @@ tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 	if (err == 0) {
 		agent_w_init(&w);
 		agent_w_u32(&w, (uint32_t)n);
-		agent_w_rc(&w, rc, n);
+		agent_w_rc(&w, repl, n);
 		for (i = 0; i < n; i++) {
 			agent_w_str(&w, keys[i]);
 			agent_w_loc(&w, &locs[i]);
@@ -714,13 +714,13 @@ out:
 
 int
 tide_agent_put(struct tide_agent_conn *a, const char *key, const void *buf, size_t len,
-	       const struct tide_store_rc *rc)
+	       const struct tide_store_rc *repl)
 {
 	int one = 0, err;
 
 	if (key == NULL || (buf == NULL && len > 0))
 		return -EINVAL;
-	err = tide_agent_batch_put_from(a, &key, &buf, &len, 1, rc, &one);
+	err = tide_agent_batch_put_from(a, &key, &buf, &len, 1, repl, &one);
 	return err == 0 || err == one ? one : err;
 }
 

@@ -52,7 +52,7 @@ const char *tide_agent_endpoint(const struct tide_agent_conn *a);
 const char *tide_agent_protocol(const struct tide_agent_conn *a);
 
 int tide_agent_put(struct tide_agent_conn *a, const char *key, const void *buf, size_t len,
-		   const struct tide_store_rc *rc);
+		   const struct tide_store_rc *repl);
 int64_t tide_agent_get_into(struct tide_agent_conn *a, const char *key, void *buf, size_t len);
 int64_t tide_agent_get_size(struct tide_agent_conn *a, const char *key);
 int tide_agent_is_exist(struct tide_agent_conn *a, const char *key);
@@ -60,7 +60,7 @@ int tide_agent_remove(struct tide_agent_conn *a, const char *key, bool force);
 int64_t tide_agent_remove_all(struct tide_agent_conn *a, bool force);
 int tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 			      const void *const *bufs, const size_t *lens, size_t n,
-			      const struct tide_store_rc *rc, int *rcs);
+			      const struct tide_store_rc *repl, int *rcs);
 int tide_agent_batch_get_into(struct tide_agent_conn *a, const char *const *keys, void *const *bufs,
 			      const size_t *lens, size_t n, int64_t *sizes);
 int tide_agent_get_into_ranges(struct tide_agent_conn *a, const char *const *keys, size_t nkeys,

@@ -37,7 +37,7 @@
 #include "store_agent.h"
 #include "store_backend.h"
 #include "store_inproc.h"
-#include "store_rc.h"
+#include "store_repl.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
 #include "tide_nodeenv.h"
@@ -118,12 +118,12 @@ segment_fill(const struct tide_store *s, struct tide_mc_segment *seg)
 {
 	memset(seg, 0, sizeof(*seg));
 	seg->id = s->seg_id;
-	seg->name = tide_store_mstr(s->hostname);
+	seg->name = store_mc_str(s->hostname);
 	seg->base = (uint64_t)(uintptr_t)s->ip.seg_base;
 	seg->size = s->ip.seg_size;
-	seg->te_endpoint = tide_store_mstr(tide_te_local_name(s->ip.te));
-	seg->protocol = tide_store_mstr(s->ip.proto);
-	seg->host_id = tide_store_mstr("");
+	seg->te_endpoint = store_mc_str(tide_te_local_name(s->ip.te));
+	seg->protocol = store_mc_str(s->ip.proto);
+	seg->host_id = store_mc_str("");
 }
 
 static bool

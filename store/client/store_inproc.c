@@ -19,7 +19,7 @@
 
 #include "store_inproc.h"
 #include "store_put.h"
-#include "store_rc.h"
+#include "store_repl.h"
 #include "store_scratch.h"
 #include "tide_log.h"
 #include "tide_te.h"
@@ -74,7 +74,7 @@ be_put(struct store_backend *b, const char *key, const void *buf, size_t len,
 	int ret;
 
 	/* A 0-byte object is refused by the master (INVALID_PARAMS): spare the trip. */
-	if (!key_ok(key) || buf == NULL || len == 0 || tide_store_rc_check(repl, 1) != 0)
+	if (!key_ok(key) || buf == NULL || len == 0 || store_repl_check(repl, 1) != 0)
 		return -EINVAL;
 	ret = store_put_run(&c, &r, &out);
 	return ret != 0 ? ret : store_put_errno(&out);
@@ -228,7 +228,7 @@ be_batch_put(struct store_backend *b, const char *const *keys, const void *const
 	for (i = 0; i < n; i++)
 		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
 			return -EINVAL;
-	if (tide_store_rc_check(repl, n) != 0) {
+	if (store_repl_check(repl, n) != 0) {
 		/* e.g. fewer group ids than keys: every key is refused. */
 		for (i = 0; i < n; i++)
 			rcs[i] = -EINVAL;

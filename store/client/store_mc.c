@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "store_mc.h"
-#include "store_rc.h"
+#include "store_repl.h"
 #include "tide_clock.h"
 #include "tide_etcd.h"
 #include "tide_log.h"
@@ -397,7 +397,7 @@ store_mc_remove_by_regex(struct store_mc *mc, const char *pattern, bool force)
 	int rc;
 
 	store_mc_req_init(&r, TIDE_MC_FN_REMOVE_BY_REGEX);
-	r.u.remove.key = tide_store_mstr(pattern);
+	r.u.remove.key = store_mc_str(pattern);
 	r.u.remove.force = force;
 	r.u.remove.tenant_id = tenant_default;
 	rc = tide_mc_pool_call(&mc->pool, &r, &resp);
@@ -464,7 +464,7 @@ store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n, co
 
 	for (i = 0; i < n; i++) {
 		if (pending[i] && rcs[i] == 0) {
-			metas[ne].key = tide_store_mstr(keys[i]);
+			metas[ne].key = store_mc_str(keys[i]);
 			metas[ne].object_checksum.has = false;
 			metas[ne].object_checksum.val = 0;
 			idx[ne++] = i;
@@ -481,7 +481,7 @@ store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n, co
 	}
 	for (i = 0; i < n; i++)
 		if (pending[i] && rcs[i] != 0)
-			ks[nr++] = tide_store_mstr(keys[i]);
+			ks[nr++] = store_mc_str(keys[i]);
 	/* Nothing partly stored (or not ended) may stay visible. */
 	if (nr > 0) {
 		rc = batch_put_done(mc, TIDE_MC_FN_BATCH_PUT_REVOKE, ks, nr, &resp);
@@ -502,7 +502,7 @@ store_mc_batch_replica_list(struct store_mc *mc, const char *const *keys, size_t
 	int rc;
 
 	for (size_t i = 0; i < n; i++)
-		ks[i] = tide_store_mstr(keys[i]);
+		ks[i] = store_mc_str(keys[i]);
 	store_mc_req_init(&r, TIDE_MC_FN_BATCH_GET_REPLICA_LIST);
 	r.u.keys.keys.v = ks;
 	r.u.keys.keys.n = n;
@@ -520,7 +520,7 @@ store_mc_batch_keys(struct store_mc *mc, enum tide_mc_fn fn, const char *const *
 	struct tide_mc_req r;
 
 	for (size_t i = 0; i < n; i++)
-		ks[i] = tide_store_mstr(keys[i]);
+		ks[i] = store_mc_str(keys[i]);
 	store_mc_req_init(&r, fn);
 	if (fn == TIDE_MC_FN_BATCH_REMOVE) {
 		r.u.batch_remove.keys.v = ks;

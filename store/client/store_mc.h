@@ -21,11 +21,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "mc_pool.h"
 #include "tide_mc_client.h"
 
 struct tide_etcd;
+
+/* A borrowed C string as a codec string (NULL: empty). Thread: any. */
+static inline struct tide_mc_str
+store_mc_str(const char *p)
+{
+	struct tide_mc_str r = {(char *)p, p ? strlen(p) : 0};
+
+	return r;
+}
 
 struct store_mc {
 	struct tide_mc_pool pool;      /* master connections (mc_pool.h) */

@@ -19,7 +19,7 @@
 
 #include "store_lease.h"
 #include "store_put.h"
-#include "store_rc.h"
+#include "store_repl.h"
 #include "store_scratch.h"
 
 /* One placement's turn at the keys the previous ones left. */
@@ -361,7 +361,7 @@ round_init(struct put_round *rd, const struct store_put_req *r,
 		pk->keys[k] = r->keys[i];
 		pk->bufs[k] = r->bufs[i];
 		pk->lens[k] = r->lens[i];
-		pk->ks[k] = tide_store_mstr(r->keys[i]);
+		pk->ks[k] = store_mc_str(r->keys[i]);
 		if (cfg->group_ids.has)
 			pk->gids[k] = cfg->group_ids.val.v[i];
 		pk->res[k] = STORE_PUT_FALLBACK;
@@ -396,7 +396,7 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 	struct store_put_key *kout;
 	struct store_scratch sc;
 	struct put_keys pk;
-	size_t n = r->n, nstrs = tide_store_rc_nstrs(r->repl, n), settled = 0, i, k, m;
+	size_t n = r->n, nstrs = store_repl_nstrs(r->repl, n), settled = 0, i, k, m;
 	int ret = 0;
 
 	if (!store_sc_init(&sc, store_sc_size(nstrs, sizeof(*strs)) +
@@ -420,7 +420,7 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 	pk.res = store_sc_take(&sc, n, sizeof(*pk.res));
 	pk.err = store_sc_take(&sc, n, sizeof(*pk.err));
 	pk.held = store_sc_take(&sc, n, sizeof(*pk.held));
-	tide_store_rc_fill(r->repl, n, strs, &cfg);
+	store_repl_fill(r->repl, n, strs, &cfg);
 	for (i = 0; i < n; i++)
 		kout[i] = (struct store_put_key){.result = STORE_PUT_FALLBACK};
 	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {

@@ -71,7 +71,7 @@ struct store_put_req {
 	const size_t *lens;
 	size_t n; /* 1 .. UINT32_MAX */
 	/* The caller's replicate config (NULL: defaults), checked with
-	 * tide_store_rc_check(repl, n). */
+	 * store_repl_check(repl, n). */
 	const struct tide_store_rc *repl;
 	/* tide_store_put(): PutStart uses Mooncake's single-key RPCs (n is 1); else
 	 * the batch RPCs, whatever n is. */

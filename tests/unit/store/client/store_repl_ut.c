@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * store/client/store_rc.c: a tide_store_rc as Mooncake's ReplicateConfig.
+ * store/client/store_repl.c: a tide_store_rc as Mooncake's ReplicateConfig.
  * Defaults (NULL and zeroed configs), every field carried over, the strings
  * array laid out as preferred segments then group ids, and the refusals
  * (NULL preferred segment, a group-id array shorter than the keys).
@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "store_rc.h"
+#include "store_repl.h"
 #include "tide_ut.h"
 
 static int
@@ -23,17 +23,17 @@ test_defaults(void)
 	struct tide_mc_replicate_config out;
 	struct tide_store_rc zero = {0};
 
-	CU_ASSERT_EQUAL(tide_store_rc_check(NULL, 5), 0);
-	CU_ASSERT_EQUAL(tide_store_rc_nstrs(NULL, 5), 0);
-	tide_store_rc_fill(NULL, 5, NULL, &out);
+	CU_ASSERT_EQUAL(store_repl_check(NULL, 5), 0);
+	CU_ASSERT_EQUAL(store_repl_nstrs(NULL, 5), 0);
+	store_repl_fill(NULL, 5, NULL, &out);
 	CU_ASSERT_EQUAL(out.replica_num, 1);
 	CU_ASSERT_FALSE(out.with_hard_pin);
 	CU_ASSERT_EQUAL(out.preferred_segments.n, 0);
 	CU_ASSERT_FALSE(out.group_ids.has);
 	/* A zeroed config is the same as none: replica_num 0 means 1. */
-	CU_ASSERT_EQUAL(tide_store_rc_check(&zero, 5), 0);
-	CU_ASSERT_EQUAL(tide_store_rc_nstrs(&zero, 5), 0);
-	tide_store_rc_fill(&zero, 5, NULL, &out);
+	CU_ASSERT_EQUAL(store_repl_check(&zero, 5), 0);
+	CU_ASSERT_EQUAL(store_repl_nstrs(&zero, 5), 0);
+	store_repl_fill(&zero, 5, NULL, &out);
 	CU_ASSERT_EQUAL(out.replica_num, 1);
 	CU_ASSERT_EQUAL(out.preferred_segment.len, 0);
 }
@@ -43,19 +43,19 @@ test_every_field(void)
 {
 	static const char *const prefs[] = {"10.0.0.1:1", "10.0.0.2:2"};
 	static const char *const groups[] = {"g0", "", "g2"};
-	struct tide_store_rc rc = {.replica_num = 3,
-				   .with_hard_pin = true,
-				   .preferred_segment = "10.0.0.9:9",
-				   .preferred_segments = prefs,
-				   .n_preferred_segments = 2,
-				   .prefer_alloc_in_same_node = true,
-				   .group_ids = groups};
+	struct tide_store_rc repl = {.replica_num = 3,
+				     .with_hard_pin = true,
+				     .preferred_segment = "10.0.0.9:9",
+				     .preferred_segments = prefs,
+				     .n_preferred_segments = 2,
+				     .prefer_alloc_in_same_node = true,
+				     .group_ids = groups};
 	struct tide_mc_str strs[5];
 	struct tide_mc_replicate_config out;
 
-	CU_ASSERT_EQUAL(tide_store_rc_check(&rc, 3), 0);
-	CU_ASSERT_EQUAL_FATAL(tide_store_rc_nstrs(&rc, 3), 5);
-	tide_store_rc_fill(&rc, 3, strs, &out);
+	CU_ASSERT_EQUAL(store_repl_check(&repl, 3), 0);
+	CU_ASSERT_EQUAL_FATAL(store_repl_nstrs(&repl, 3), 5);
+	store_repl_fill(&repl, 3, strs, &out);
 	CU_ASSERT_EQUAL(out.replica_num, 3);
 	CU_ASSERT_TRUE(out.with_hard_pin);
 	CU_ASSERT_TRUE(out.prefer_alloc_in_same_node);
@@ -78,12 +78,12 @@ static void
 test_group_ids_without_preferred(void)
 {
 	static const char *const groups[] = {"a"};
-	struct tide_store_rc rc = {.group_ids = groups};
+	struct tide_store_rc repl = {.group_ids = groups};
 	struct tide_mc_str strs[1];
 	struct tide_mc_replicate_config out;
 
-	CU_ASSERT_EQUAL_FATAL(tide_store_rc_nstrs(&rc, 1), 1);
-	tide_store_rc_fill(&rc, 1, strs, &out);
+	CU_ASSERT_EQUAL_FATAL(store_repl_nstrs(&repl, 1), 1);
+	store_repl_fill(&repl, 1, strs, &out);
 	CU_ASSERT_EQUAL(out.preferred_segments.n, 0);
 	CU_ASSERT_PTR_EQUAL(out.group_ids.val.v, strs);
 	CU_ASSERT_TRUE(str_is(out.group_ids.val.v[0], "a"));
@@ -98,17 +98,17 @@ test_refusals(void)
 	struct tide_store_rc null_pref = {.preferred_segments = prefs, .n_preferred_segments = 2};
 	struct tide_store_rc groups = {.group_ids = short_groups};
 
-	CU_ASSERT_EQUAL(tide_store_rc_check(&no_array, 1), -EINVAL);
-	CU_ASSERT_EQUAL(tide_store_rc_check(&null_pref, 1), -EINVAL);
-	CU_ASSERT_EQUAL(tide_store_rc_check(&groups, 1), 0); /* entries past nkeys unread */
-	CU_ASSERT_EQUAL(tide_store_rc_check(&groups, 2), -EINVAL);
-	CU_ASSERT_EQUAL(tide_store_rc_check(&groups, 3), -EINVAL);
+	CU_ASSERT_EQUAL(store_repl_check(&no_array, 1), -EINVAL);
+	CU_ASSERT_EQUAL(store_repl_check(&null_pref, 1), -EINVAL);
+	CU_ASSERT_EQUAL(store_repl_check(&groups, 1), 0); /* entries past nkeys unread */
+	CU_ASSERT_EQUAL(store_repl_check(&groups, 2), -EINVAL);
+	CU_ASSERT_EQUAL(store_repl_check(&groups, 3), -EINVAL);
 }
 
 static void
 register_tests(void)
 {
-	CU_pSuite s = CU_add_suite("store_rc", NULL, NULL);
+	CU_pSuite s = CU_add_suite("store_repl", NULL, NULL);
 
 	CU_add_test(s, "defaults", test_defaults);
 	CU_add_test(s, "every_field", test_every_field);
