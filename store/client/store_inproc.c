@@ -2,8 +2,9 @@
 /*
  * The in-process backend (store_inproc.h): each call is master RPCs
  * (store_mc.c) for placement and lookups, and one engine batch (store_xfer.c)
- * per round of transfers; puts, single or batched, are the one sequence of
- * store_put.c. The state it runs on is set up by store_client.c.
+ * per round of transfers; puts are the one sequence of store_put.c (place n,
+ * move, commit n), gets those of store_get.c (locate n, read n). The state it
+ * runs on is set up by store_client.c.
  *
  * Small objects: a 256 B put costs two master round trips and one transfer
  * (one round trip through a lease). The calls keep their arrays on the stack
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "store_get.h"
 #include "store_inproc.h"
 #include "store_put.h"
 #include "store_repl.h"
@@ -80,71 +82,40 @@ be_put(struct store_backend *b, const char *key, const void *buf, size_t len,
 	return ret != 0 ? ret : store_put_errno(&out);
 }
 
-/* GetReplicaList; resp is valid (free it) when 0 is returned. */
-static int
-replica_list(struct store_inproc *ip, const char *key, struct tide_mc_resp *resp)
+/* Gets run the sequences of store_get.h against this process's master and engine. */
+static struct store_get_ctx
+get_ctx(struct store_inproc *ip)
 {
-	if (!key_ok(key))
-		return -EINVAL;
-	return store_mc_replica_list(&ip->mc, key, resp);
+	struct store_get_ctx c = {.mc = &ip->mc, .eng = store_inproc_eng(ip)};
+
+	return c;
 }
 
 static int64_t
 be_get_into(struct store_backend *b, const char *key, void *buf, size_t len)
 {
-	struct store_inproc *ip = ip_of(b);
-	struct store_xfer_eng e;
-	struct tide_mc_resp resp;
-	int64_t ret;
-	uint64_t t0;
-	int rc;
+	struct store_get_ctx c = get_ctx(ip_of(b));
+	struct store_get_dst d = {.buf = buf, .len = len};
 
-	if (buf == NULL && len > 0)
+	if ((buf == NULL && len > 0) || !key_ok(key))
 		return -EINVAL;
-	t0 = store_xfer_now_ms();
-	rc = replica_list(ip, key, &resp);
-	if (rc != 0)
-		return rc;
-	e = store_inproc_eng(ip);
-	ret = store_xfer_read_replica(&e, &resp.u.replica_list.val, buf, len, t0);
-	tide_mc_resp_free(&resp);
-	return ret;
+	return store_get_one(&c, key, &d);
 }
 
 static int
 be_get_with(struct store_backend *b, const char *key, tide_store_alloc_fn alloc,
 	    tide_store_release_fn release, void *arg, void **out, size_t *len)
 {
-	struct store_inproc *ip = ip_of(b);
-	struct store_xfer_eng e;
-	struct tide_mc_resp resp;
-	int64_t size, got;
-	uint64_t t0;
-	void *buf;
-	int rc;
+	struct store_get_ctx c = get_ctx(ip_of(b));
+	struct store_get_dst d = {.alloc = alloc, .release = release, .arg = arg};
+	int64_t got;
 
-	/* In process: one GetReplicaList gives the size and the location, so the
-	 * buffer is sized from the same list it is read with (no size round trip,
-	 * and no race with a remove and re-put in between). */
-	t0 = store_xfer_now_ms();
-	rc = replica_list(ip, key, &resp);
-	if (rc != 0)
-		return rc;
-	size = store_xfer_replica_size(&resp.u.replica_list.val);
-	buf = size >= 0 ? alloc(arg, (size_t)size) : NULL;
-	if (size < 0 || buf == NULL) {
-		tide_mc_resp_free(&resp);
-		return size < 0 ? (int)size : -ENOMEM;
-	}
-	e = store_inproc_eng(ip);
-	got = store_xfer_read_replica(&e, &resp.u.replica_list.val, buf, (size_t)size, t0);
-	tide_mc_resp_free(&resp);
-	if (got < 0) {
-		if (release != NULL)
-			release(arg, buf);
+	if (!key_ok(key))
+		return -EINVAL;
+	got = store_get_one(&c, key, &d);
+	if (got < 0)
 		return (int)got;
-	}
-	*out = buf;
+	*out = d.buf;
 	*len = (size_t)got;
 	return 0;
 }
@@ -152,23 +123,18 @@ be_get_with(struct store_backend *b, const char *key, tide_store_alloc_fn alloc,
 static int64_t
 be_get_size(struct store_backend *b, const char *key)
 {
-	struct store_inproc *ip = ip_of(b);
-	struct tide_mc_resp resp;
-	int64_t ret;
-	int rc;
+	struct store_get_ctx c = get_ctx(ip_of(b));
 
-	rc = replica_list(ip, key, &resp);
-	if (rc != 0)
-		return rc;
-	ret = store_xfer_replica_size(&resp.u.replica_list.val);
-	tide_mc_resp_free(&resp);
-	return ret;
+	if (!key_ok(key))
+		return -EINVAL;
+	return store_get_one(&c, key, NULL);
 }
 
 static int
 be_is_exist(struct store_backend *b, const char *key)
 {
 	struct store_inproc *ip = ip_of(b);
+
 	if (!key_ok(key))
 		return -EINVAL;
 	return store_mc_exist_key(&ip->mc, key);
@@ -178,6 +144,7 @@ static int
 be_remove(struct store_backend *b, const char *key, bool force)
 {
 	struct store_inproc *ip = ip_of(b);
+
 	if (!key_ok(key))
 		return -EINVAL;
 	return store_mc_remove(&ip->mc, key, force);
@@ -187,6 +154,7 @@ static int64_t
 be_remove_all(struct store_backend *b, bool force)
 {
 	struct store_inproc *ip = ip_of(b);
+
 	return store_mc_remove_all(&ip->mc, force);
 }
 
@@ -194,6 +162,7 @@ static int64_t
 be_remove_by_regex(struct store_backend *b, const char *pattern, bool force)
 {
 	struct store_inproc *ip = ip_of(b);
+
 	if (!key_ok(pattern))
 		return -EINVAL;
 	return store_mc_remove_by_regex(&ip->mc, pattern, force);
@@ -251,109 +220,29 @@ static int
 be_batch_get_into(struct store_backend *b, const char *const *keys, void *const *bufs,
 		  const size_t *lens, size_t n, int64_t *sizes)
 {
-	struct store_inproc *ip = ip_of(b);
-	struct store_xfer_eng e;
-	struct tide_mc_resp resp;
-	struct tide_mc_str *ks;
-	struct store_scratch sc;
-	struct store_xfer *x;
-	size_t *owner, nx, i, k;
-	int ret;
+	struct store_get_ctx c = get_ctx(ip_of(b));
 
 	if (keys == NULL || bufs == NULL || lens == NULL || sizes == NULL || n == 0 ||
 	    n > UINT32_MAX)
 		return -EINVAL;
-	for (i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++)
 		if (!key_ok(keys[i]) || (bufs[i] == NULL && lens[i] > 0))
 			return -EINVAL;
-	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks)) + store_sc_size(n, sizeof(*x)) +
-					store_sc_size(n, sizeof(*owner))))
-		return -ENOMEM;
-	ks = store_sc_take(&sc, n, sizeof(*ks));
-	x = store_sc_take(&sc, n, sizeof(*x));
-	owner = store_sc_take(&sc, n, sizeof(*owner));
-	ret = store_mc_batch_replica_list(&ip->mc, keys, n, ks, &resp);
-	if (ret != 0)
-		goto out;
-	nx = store_xfer_plan_gets(&resp.u.batch_replica_list, bufs, lens, n, sizes, x, owner);
-	if (nx > 0) {
-		e = store_inproc_eng(ip);
-		store_xfer_run(&e, TIDE_TE_READ, x, nx);
-	}
-	tide_mc_resp_free(&resp);
-	/* A failed first replica: the single-key path tries the others. */
-	for (k = 0; k < nx; k++)
-		if (x[k].rc != 0)
-			sizes[owner[k]] = be_get_into(&ip->be, keys[owner[k]], bufs[owner[k]],
-						      lens[owner[k]]);
-	ret = 0;
-	for (i = 0; i < n && ret == 0; i++)
-		ret = sizes[i] < 0 ? (int)sizes[i] : 0;
-out:
-	store_sc_fini(&sc);
-	return ret;
+	return store_get_batch(&c, keys, bufs, lens, n, sizes);
 }
 
-/*
- * One BatchGetReplicaList, then rounds of one engine batch each: round r
- * reads every still-failing fragment from its key's r-th COMPLETE replica,
- * so the number of rounds is bounded by the replica count (a handful).
- */
 static int
 be_get_into_ranges(struct store_backend *b, const char *const *keys, size_t nkeys,
 		   struct tide_store_frag *frags, size_t nfrags)
 {
-	struct store_inproc *ip = ip_of(b);
-	struct store_xfer_eng e;
-	struct tide_mc_resp resp;
-	struct tide_mc_str *ks;
-	struct store_scratch sc;
-	struct store_rkey *ki;
-	struct store_xfer *x;
-	uint32_t *next;
-	bool *todo;
-	size_t *owner, nx, f;
-	uint64_t t0;
-	int ret;
+	struct store_get_ctx c = get_ctx(ip_of(b));
 
 	if (frags == NULL || nfrags == 0 || nfrags > UINT32_MAX || !keys_ok(keys, nkeys))
 		return -EINVAL;
-	for (f = 0; f < nfrags; f++)
+	for (size_t f = 0; f < nfrags; f++)
 		if (frags[f].dst == NULL && frags[f].len > 0)
 			return -EINVAL;
-	if (!store_sc_init(&sc, store_sc_size(nkeys, sizeof(*ks)) +
-					store_sc_size(nkeys, sizeof(*ki)) +
-					store_sc_size(nfrags, sizeof(*next)) +
-					store_sc_size(nfrags, sizeof(*todo)) +
-					store_sc_size(nfrags, sizeof(*x)) +
-					store_sc_size(nfrags, sizeof(*owner))))
-		return -ENOMEM;
-	ks = store_sc_take(&sc, nkeys, sizeof(*ks));
-	ki = store_sc_take(&sc, nkeys, sizeof(*ki));
-	next = store_sc_take(&sc, nfrags, sizeof(*next));
-	todo = store_sc_take(&sc, nfrags, sizeof(*todo));
-	x = store_sc_take(&sc, nfrags, sizeof(*x));
-	owner = store_sc_take(&sc, nfrags, sizeof(*owner));
-	t0 = store_xfer_now_ms();
-	ret = store_mc_batch_replica_list(&ip->mc, keys, nkeys, ks, &resp);
-	if (ret != 0)
-		goto out;
-	store_xfer_rkeys(&resp.u.batch_replica_list, nkeys, ki);
-	/* Fragments that cannot be read are settled now; the others read in rounds. */
-	store_xfer_frags_settle(ki, nkeys, frags, nfrags, next, todo);
-	e = store_inproc_eng(ip);
-	while ((nx = store_xfer_frags_round(ki, frags, nfrags, next, todo, x, owner)) > 0) {
-		store_xfer_run(&e, TIDE_TE_READ, x, nx);
-		store_xfer_frags_done(x, owner, nx, frags, todo);
-	}
-	store_xfer_frags_lease(ki, nkeys, frags, nfrags, t0);
-	tide_mc_resp_free(&resp);
-	ret = 0;
-	for (f = 0; f < nfrags && ret == 0; f++)
-		ret = frags[f].result < 0 ? (int)frags[f].result : 0;
-out:
-	store_sc_fini(&sc);
-	return ret;
+	return store_get_ranges(&c, keys, nkeys, frags, nfrags);
 }
 
 /* BatchExistKey or BatchRemove of n valid keys; resp valid (free it) on 0. */
