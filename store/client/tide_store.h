@@ -183,7 +183,11 @@ int tide_store_set_engine(struct tide_store *s, struct tide_te *te);
  * the object is revoked (PutRevoke), so nothing partly written becomes
  * visible. Mooncake's put and put_from are both this call: buf may be any
  * memory; registered memory (tide_store_register_buffer(), the local buffer)
- * is not copied on the way.
+ * is not copied on the way. In process, an object of at most 1 MiB with one
+ * replica and no preference beyond preferred_segment is first placed in space
+ * a Tide master leased to this client (one master round trip instead of two;
+ * TIDE_PUT_LEASE=0 of the node environment turns that off); where no lease can
+ * take it, it is put as above within the same call, with the same results.
  * \param key  NUL-terminated key (non-empty).
  * \param buf  len bytes; only read.
  * \param len  Object size; 0 is refused by the master (-EINVAL), as in Mooncake.
@@ -287,6 +291,10 @@ int64_t tide_store_remove_all(struct tide_store *s, bool force);
  * Store n objects with one BatchPutStart, one batch of transfer-engine writes and
  * one BatchPutEnd; keys whose writes (or End) failed are revoked with one
  * BatchPutRevoke, so none of them stays partly visible.
+ * In process, a batch that tide_store_put() would put through a lease, key by
+ * key, and that takes at most half a lease in all, is placed in one lease,
+ * written in one batch and committed with one call; keys the lease cannot take
+ * go through BatchPutStart within the same call.
  * \param keys, bufs, lens  n keys (non-empty), sources and sizes (as tide_store_put()).
  * \param rc               Config for every key (NULL: defaults); group_ids, if set, has
  *                         n entries, else every key gets -EINVAL.
