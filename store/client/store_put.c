@@ -2,9 +2,9 @@
 /*
  * The put sequence (store_put.h). The keys one placement is asked for form a
  * round: placed, written in one engine batch, committed. A call runs at most
- * one round per placement (two), so a put costs at most two master round
- * trips more than the placement it ends with: in the worst case a lease
- * commit that found its lease gone, then PutStart and PutEnd.
+ * one round per placement (two), so it makes at most two engine batches and,
+ * in the worst case (a lease commit that found its lease gone, then PutStart
+ * and PutEnd), three master round trips besides any lease grant.
  *
  * A placement holds a key between place and commit (held[]): a range of a
  * lease, or a PutStart the master is waiting to see ended. Commit ends every
@@ -49,6 +49,7 @@ struct put_round {
 	/* What place keeps for commit (its arrays are in sc and xsc, below). */
 	struct store_lease *lease; /* lease: the one lease every key is placed in */
 	uint64_t *offs;            /* lease: each key's place in it */
+	/* lease: the commit's arrays, the written keys only (key cown[j] is j-th). */
 	struct tide_mc_str *cks, *cgids;
 	uint64_t *coffs, *clens;
 	size_t *cown;
@@ -435,6 +436,7 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 		round_init(&rd, r, &cfg, &rcfg, &pk, m);
 		if (!pl->takes(c, &rd))
 			continue;
+		/* Place the round's keys. */
 		ret = pl->place(c, &rd);
 		if (ret != 0) {
 			/* Before any key was settled the whole call failed: say so. */
@@ -446,12 +448,14 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 			ret = 0;
 			break;
 		}
+		/* Move the bytes: one engine batch; a key's first failed write is its error. */
 		if (rd.nx > 0) {
 			(void)c->move(&c->eng, TIDE_TE_WRITE, rd.x, rd.nx);
 			for (k = 0; k < rd.nx; k++)
 				if (rd.x[k].rc != 0 && rd.err[rd.owner[k]] == 0)
 					rd.err[rd.owner[k]] = rd.x[k].rc;
 		}
+		/* Commit what was written, undo the rest; keys still FALLBACK go on. */
 		pl->commit(c, &rd);
 		for (k = 0; k < m; k++) {
 			if (rd.res[k] == STORE_PUT_FALLBACK)

@@ -50,7 +50,7 @@ enum store_put_result {
 struct store_put_key {
 	enum store_put_result result;
 	int err;             /* STORE_PUT_FAILED: -errno; else 0 */
-	const char *settled; /* the placement that settled it: "lease", "put-start" */
+	const char *settled; /* the placement that settled it: "lease", "put-start" (NULL: none) */
 };
 
 /* What a put runs against. */
