@@ -458,6 +458,19 @@ setup_engine(struct tide_store *s, const struct tide_store_cfg *cfg)
 			if (s->hostname == NULL)
 				return -ENOMEM;
 		}
+		/* An engine that runs already keeps its transport: installing another while
+		 * its owner transfers is not allowed (tide_te_install_transport). The store
+		 * moves its bytes over whatever the engine runs. */
+		if (tide_te_transport_name(s->ip.te)[0] != '\0') {
+			if (strcmp(s->ip.proto, "rdma") == 0 &&
+			    strcmp(tide_te_transport_name(s->ip.te), "rdma") != 0)
+				TIDE_LOG(
+					NOTICE,
+					"store: protocol rdma asked, but the given engine runs %s; "
+					"the store uses that",
+					tide_te_transport_name(s->ip.te));
+			return 0;
+		}
 		rc = tide_te_install_transport(s->ip.te, s->ip.proto);
 		if (rc != 0 && rc != -EPROTONOSUPPORT)
 			TIDE_LOG(ERR, "transport %s on the given engine: %s", s->ip.proto,
