@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Receive interrupts of net_memif queues (memif_intr.h): the queue's eventfd
- * and its ring's MASK_INT flag, reached through the PMD's private structures
- * of DPDK 22.11, every pointer checked against public state before use.
+ * and its ring's MASK_INT flag, and the device's control channel lock that
+ * orders bursts with a peer's disconnect, reached through the PMD's private
+ * structures of DPDK 22.11, every pointer checked against public state before
+ * use.
  */
 /* rte_intr_fd_get() is experimental in 22.11. */
 #define ALLOW_EXPERIMENTAL_API 1
@@ -12,13 +14,16 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
+#include <rte_spinlock.h>
 #include <rte_version.h>
 
+#include "memif_publish.h"
 #include "tide_eth.h"
 #include "tide_log.h"
 
@@ -62,12 +67,23 @@ struct m_proc_private {
 };
 
 #define M_FLAG_CONNECTED (1u << 1)
+#define M_SECRET_SIZE    24 /* ETH_MEMIF_SECRET_SIZE */
+#define M_DEFAULT_SOCKET "/run/memif.sock"
 
 struct m_pmd {
 	uint32_t id;
 	int role;
 	uint32_t flags;
+	char *socket_filename; /* the socket= devarg, or M_DEFAULT_SOCKET */
+	char secret[M_SECRET_SIZE];
+	void *cc;
+	rte_spinlock_t cc_lock; /* memif_disconnect holds it between flag and unmap */
 };
+
+/* Where 22.11.11's memif_disconnect takes the lock: "xchg %eax,0x38(%rbx)" with
+ * rbx = dev_private, after "andl $0xfffffffc,0x8(%rbx)" cleared the flags. */
+_Static_assert(offsetof(struct m_pmd, flags) == 8, "memif pmd_internals.flags");
+_Static_assert(offsetof(struct m_pmd, cc_lock) == 0x38, "memif pmd_internals.cc_lock");
 
 struct m_queue {
 	struct rte_mempool *mempool;
@@ -98,13 +114,12 @@ struct m_ring {
  * ethdev_driver.h, which Debian's libdpdk-dev does not install. */
 struct rte_eth_dev *rte_eth_dev_allocated(const char *name);
 
-/* The device and queue behind (port_id, q), or why not (a static string). */
+/* The memif device behind port_id, or why not (a static string). */
 static const char *
-resolve(uint16_t port_id, uint16_t q, struct m_eth_dev **devp, struct m_queue **mqp)
+resolve_dev(uint16_t port_id, struct m_eth_dev **devp)
 {
 	char name[RTE_ETH_NAME_MAX_LEN];
 	struct m_eth_dev *dev;
-	struct m_queue *mq;
 	struct rte_eth_dev_info di;
 
 	if (rte_eth_dev_info_get(port_id, &di) != 0 ||
@@ -116,13 +131,29 @@ resolve(uint16_t port_id, uint16_t q, struct m_eth_dev **devp, struct m_queue **
 	if (dev == NULL || dev->data == NULL ||
 	    strncmp(dev->data->name, name, sizeof(dev->data->name)) != 0)
 		return "the device is not found by its name";
+	if (dev->data->dev_private == NULL)
+		return "the device has no private data";
+	*devp = dev;
+	return NULL;
+}
+
+/* The device and queue behind (port_id, q), or why not (a static string). */
+static const char *
+resolve(uint16_t port_id, uint16_t q, struct m_eth_dev **devp, struct m_queue **mqp)
+{
+	struct m_eth_dev *dev;
+	struct m_queue *mq;
+	const char *why = resolve_dev(port_id, &dev);
+
+	if (why != NULL)
+		return why;
 	if (dev->data->rx_queues == NULL || q >= dev->data->nb_rx_queues)
 		return "no such receive queue";
 	mq = dev->data->rx_queues[q];
 	/* The public fast-path table holds the same queue pointer once started. */
 	if (mq == NULL || (void *)mq != rte_eth_fp_ops[port_id].rxq.data[q])
 		return "the queue differs from the fast-path table's";
-	if (mq->in_port != port_id || mq->intr_handle == NULL || dev->data->dev_private == NULL)
+	if (mq->in_port != port_id || mq->intr_handle == NULL)
 		return "the queue's fields do not match this port";
 	*devp = dev;
 	*mqp = mq;
@@ -135,6 +166,50 @@ connected(const struct m_eth_dev *dev)
 	const struct m_pmd *pmd = dev->data->dev_private;
 
 	return __atomic_load_n(&pmd->flags, __ATOMIC_ACQUIRE) & M_FLAG_CONNECTED;
+}
+
+static rte_spinlock_t *
+lock_of(const struct m_eth_dev *dev)
+{
+	return &((struct m_pmd *)dev->data->dev_private)->cc_lock;
+}
+
+int
+tide_memif_burst_lock(uint16_t port_id, rte_spinlock_t **out)
+{
+	struct rte_eth_dev_info di;
+	struct m_eth_dev *dev = NULL;
+	const struct m_pmd *pmd;
+	const char *why = resolve_dev(port_id, &dev), *args, *sock = NULL;
+	size_t len = 0;
+
+	if (why == NULL) {
+		/* The PMD keeps its own copy of the socket path: equal to the devarg
+		 * only if every field up to it sits where the mirror says. */
+		pmd = dev->data->dev_private;
+		args = rte_eth_dev_info_get(port_id, &di) == 0 ? tide_memif_devargs(&di) : NULL;
+		if (args != NULL)
+			sock = tide_memif_arg_find(args, "socket", &len);
+		if (sock == NULL) {
+			sock = M_DEFAULT_SOCKET;
+			len = strlen(M_DEFAULT_SOCKET);
+		}
+		if (args == NULL || pmd->socket_filename == NULL ||
+		    strlen(pmd->socket_filename) != len ||
+		    memcmp(pmd->socket_filename, sock, len) != 0)
+			why = "its socket path differs from the devargs' (another layout)";
+		else if (pmd->cc_lock.locked != 0 && pmd->cc_lock.locked != 1)
+			why = "its control channel lock is neither free nor taken";
+	}
+	if (why != NULL) {
+		TIDE_LOG(WARN,
+			 "port %u: bursts are not ordered with a memif peer's disconnect (%s): "
+			 "a peer that leaves while this port is polled may crash this process",
+			 port_id, why);
+		return -ENOTSUP;
+	}
+	*out = lock_of(dev);
+	return 0;
 }
 
 /* The queue's ring while the link is up and its cookie checks out, else NULL. */
@@ -165,8 +240,12 @@ tide_memif_rxq_intr_open(uint16_t port_id, uint16_t q, struct tide_eth_rx_intr *
 	struct m_queue *mq;
 	const char *why = resolve(port_id, q, &dev, &mq);
 
-	if (why == NULL && connected(dev) && ring_of(dev, mq) == NULL)
-		why = "the connected queue's ring does not check out";
+	if (why == NULL) {
+		rte_spinlock_lock(lock_of(dev));
+		if (connected(dev) && ring_of(dev, mq) == NULL)
+			why = "the connected queue's ring does not check out";
+		rte_spinlock_unlock(lock_of(dev));
+	}
 	if (why != NULL) {
 		if (!atomic_exchange(&logged, true))
 			TIDE_LOG(NOTICE,
@@ -183,36 +262,60 @@ int
 tide_memif_rxq_arm(const struct tide_eth_rx_intr *ri)
 {
 	const struct m_queue *mq = ri->rxq;
-	struct m_ring *ring = ring_of(ri->dev, mq);
-	int fd = rte_intr_fd_get(mq->intr_handle);
+	rte_spinlock_t *lock = lock_of(ri->dev);
+	struct m_ring *ring;
+	int fd;
 
-	if (ring == NULL || fd < 0)
-		return -ENOTCONN;
-	/* Only the receiver writes its rings' flags. */
-	__atomic_store_n(&ring->flags, (uint16_t)(ring->flags & ~M_MASK_INT), __ATOMIC_RELAXED);
-	/* The flag store before the caller's next look at the ring's head. */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return fd;
+	/* The ring stays mapped while we hold the lock (memif_intr.h). */
+	rte_spinlock_lock(lock);
+	ring = ring_of(ri->dev, mq);
+	fd = rte_intr_fd_get(mq->intr_handle);
+	if (ring != NULL && fd >= 0) {
+		/* Only the receiver writes its rings' flags. */
+		__atomic_store_n(&ring->flags, (uint16_t)(ring->flags & ~M_MASK_INT),
+				 __ATOMIC_RELAXED);
+		/* The flag store before the caller's next look at the ring's head. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	}
+	rte_spinlock_unlock(lock);
+	return ring != NULL && fd >= 0 ? fd : -ENOTCONN;
 }
 
 void
 tide_memif_rxq_disarm(const struct tide_eth_rx_intr *ri)
 {
 	const struct m_queue *mq = ri->rxq;
-	struct m_ring *ring = ring_of(ri->dev, mq);
-	int fd = rte_intr_fd_get(mq->intr_handle);
+	rte_spinlock_t *lock = lock_of(ri->dev);
+	struct m_ring *ring;
+	int fd;
 	uint64_t v;
 
+	rte_spinlock_lock(lock);
+	ring = ring_of(ri->dev, mq);
+	fd = rte_intr_fd_get(mq->intr_handle);
 	/* No descriptor: the queue is not part of this connection, and its ring fields may be
 	 * another queue's (left from an earlier one): leave every ring alone. */
-	if (ring == NULL || fd < 0)
-		return;
-	__atomic_store_n(&ring->flags, (uint16_t)(ring->flags | M_MASK_INT), __ATOMIC_RELAXED);
-	/* Non-blocking (memif makes them EFD_NONBLOCK): empty or not, at once. */
-	(void)!read(fd, &v, sizeof(v));
+	if (ring != NULL && fd >= 0) {
+		__atomic_store_n(&ring->flags, (uint16_t)(ring->flags | M_MASK_INT),
+				 __ATOMIC_RELAXED);
+		/* Non-blocking (memif makes them EFD_NONBLOCK): empty or not, at once. */
+		(void)!read(fd, &v, sizeof(v));
+	}
+	rte_spinlock_unlock(lock);
 }
 
 #else /* another DPDK than 22.11: the private layout is unknown */
+
+int
+tide_memif_burst_lock(uint16_t port_id, rte_spinlock_t **out)
+{
+	(void)out;
+	TIDE_LOG(WARN,
+		 "port %u: bursts are not ordered with a memif peer's disconnect (DPDK %s): a "
+		 "peer that leaves while this port is polled may crash this process",
+		 port_id, rte_version());
+	return -ENOTSUP;
+}
 
 int
 tide_memif_rxq_intr_open(uint16_t port_id, uint16_t q, struct tide_eth_rx_intr *out)

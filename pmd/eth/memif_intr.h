@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /**
  * \file
- * Receive interrupts of net_memif queues (pmd/eth internal, not installed).
+ * Receive interrupts of net_memif queues, and the lock that keeps a peer's
+ * disconnect from unmapping rings under a burst (pmd/eth internal, not
+ * installed).
  *
  * The memif protocol has interrupts: each ring has an eventfd shared by its
  * two ends, and a transmitter writes it after a burst unless the receiver set
@@ -20,12 +22,18 @@
  * flags, with no fence between; a receiver that unmasks and re-checks can
  * miss a frame published in that window, so callers must bound their sleep.
  *
- * The same exposure as the PMD's own rx_burst: a peer's disconnect, run on
- * the EAL interrupt thread, unmaps the rings; arm and disarm check the
- * device's connected flag first, as rx_burst does, and find the ring and the
- * eventfd again every time (a reconnect maps new rings and new eventfds); the
- * device and queue pointers, stable while the port is configured, are resolved
- * once.
+ * A peer's disconnect, run on the EAL interrupt thread (memif_disconnect),
+ * clears the device's connected flag and then unmaps the rings and frees
+ * the regions, with no lock against rx_burst, tx_burst or the ring flags
+ * here: a burst that read the flag before it was cleared and was then
+ * descheduled touches unmapped memory when it resumes (SIGSEGV). Between the
+ * flag and the unmap, memif_disconnect takes and releases its control channel
+ * lock (pmd_internals.cc_lock). A caller that holds that lock around each
+ * burst (tide_memif_burst_lock) therefore either finishes before the unmap
+ * starts, or sees the flag cleared and touches nothing. Arm and disarm take
+ * it themselves, check the connected flag, and find the ring and the eventfd
+ * again every time (a reconnect maps new rings and new eventfds); the device
+ * and queue pointers, stable while the port is configured, are resolved once.
  *
  * Thread: the lcore that owns the queue (as for rte_eth_rx_burst).
  */
@@ -34,7 +42,21 @@
 
 #include <stdint.h>
 
+#include <rte_spinlock.h>
+
 struct tide_eth_rx_intr;
+
+/**
+ * The lock memif_disconnect takes between clearing the connected flag and
+ * unmapping the rings (see the file comment): hold it around every burst on
+ * the port. Resolved once the port is started; checked against public state
+ * (the device found by name, its socket path against the devargs' socket=).
+ * \param[out] out  the PMD's lock, valid until the port is closed
+ * \return 0; -ENOTSUP another DPDK version or driver, or a structure that does
+ *         not check out (then nothing orders bursts with a peer's disconnect).
+ * Thread: the main thread, at port start.
+ */
+int tide_memif_burst_lock(uint16_t port_id, rte_spinlock_t **out);
 
 /**
  * Resolve receive queue q of memif port port_id into *out (once, at set-up):

@@ -67,7 +67,10 @@ struct tide_eth_port {
 	bool tx_shared;
 	bool started;
 	bool lsc_registered;
-	bool memif;            /* net_memif: close under an interrupt-thread hold */
+	bool memif; /* net_memif: close under an interrupt-thread hold */
+	/* net_memif: the PMD's lock its peer-disconnect takes before unmapping the
+	 * rings (memif_intr.h); held around every burst. NULL: none to take. */
+	rte_spinlock_t *burst_lock;
 	unsigned zc_ring_bufs; /* memif zero-copy client: mbufs its RX rings keep after close */
 	int socket;
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES]; /* per socket, NULL if unused */
@@ -395,6 +398,31 @@ memif_zc_ring_bufs(const struct rte_eth_dev_info *di, uint16_t nb_rxq)
 	return log2 <= 14 ? (unsigned)nb_rxq << log2 : 0;
 }
 
+/*
+ * Device bursts. On net_memif a peer's disconnect runs on the EAL interrupt
+ * thread and unmaps the rings a burst reads (memif_intr.h); holding the PMD's
+ * lock for the burst makes the disconnect wait until the burst is over, and a
+ * burst that starts after the disconnect took the lock finds the link down
+ * and touches nothing. Bounds: the lock is held for one burst (at most n
+ * frames copied) or, by the interrupt thread, for the head of a disconnect
+ * (a control message and a callback unregistration); queues of one memif
+ * port serialise their bursts on it.
+ */
+enum burst_dir { BURST_RX, BURST_TX };
+
+static inline uint16_t
+dev_burst(const struct tide_eth_port *p, enum burst_dir dir, uint16_t q, struct rte_mbuf **pkts,
+	  uint16_t n)
+{
+	if (p->burst_lock != NULL)
+		rte_spinlock_lock(p->burst_lock);
+	n = dir == BURST_RX ? rte_eth_rx_burst(p->port_id, q, pkts, n)
+			    : rte_eth_tx_burst(p->port_id, q, pkts, n);
+	if (p->burst_lock != NULL)
+		rte_spinlock_unlock(p->burst_lock);
+	return n;
+}
+
 static uint64_t
 mono_ms(void)
 {
@@ -593,6 +621,9 @@ port_start(struct tide_eth_port *p, const struct tide_eth_port_opts *o)
 		return rc;
 	}
 	p->started = true;
+	/* Logs why when the lock cannot be found; the port works without it. */
+	if (strcmp(p->caps.driver, "net_memif") == 0)
+		(void)tide_memif_burst_lock(p->port_id, &p->burst_lock);
 	p->zc_ring_bufs = memif_zc_ring_bufs(&di, p->dev_rxq);
 	if (p->steer == TIDE_ETH_STEER_HW) {
 		rc = hw_rss_sync(p);
@@ -803,7 +834,7 @@ tide_eth_port_close(struct tide_eth_port *p)
 		uint16_t n;
 
 		for (unsigned b = 0; b < DRAIN_BURSTS; b++) {
-			n = rte_eth_rx_burst(p->port_id, q, pkts, 64);
+			n = dev_burst(p, BURST_RX, q, pkts, 64);
 			if (n == 0)
 				break;
 			rte_pktmbuf_free_bulk(pkts, n);
@@ -820,6 +851,7 @@ tide_eth_port_close(struct tide_eth_port *p)
 	if (p->memif && hold != -EDEADLK)
 		(void)tide_intr_hold_sync(INTR_DEADLINE_MS);
 	tide_memif_unpublish(p->name);
+	p->burst_lock = NULL; /* it lives in the device close frees */
 	(void)rte_eth_dev_close(p->port_id);
 	tide_memif_forget(p->name);
 	if (p->sq != NULL) {
@@ -1122,7 +1154,7 @@ distribute(struct tide_eth_port *p)
 		uint16_t dq = p->rx_next, n;
 
 		p->rx_next = (uint16_t)((p->rx_next + 1) % p->dev_rxq);
-		n = rte_eth_rx_burst(p->port_id, dq, m, STEER_BURST);
+		n = dev_burst(p, BURST_RX, dq, m, STEER_BURST);
 		/* Reading the headers is the cost of steering without a NIC: a
 		 * cache miss per frame unless fetched ahead. */
 		for (uint16_t k = 0; k < n && k < PREFETCH_AHEAD; k++)
@@ -1154,7 +1186,7 @@ tide_eth_rx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_
 	if (p->rxp != NULL)
 		p = p->rxp;
 	if (p->sq == NULL)
-		return rte_eth_rx_burst(p->port_id, q, pkts, n);
+		return dev_burst(p, BURST_RX, q, pkts, n);
 	if (p->steer == TIDE_ETH_STEER_SW) {
 		if (rte_ring_count(p->sq[q].ring) < n && rte_spinlock_trylock(&p->rx_lock)) {
 			distribute(p);
@@ -1166,7 +1198,7 @@ tide_eth_rx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_
 	 * to the other queues' rings by queue 0's owner (the rings' one producer). */
 	got = (uint16_t)rte_ring_sc_dequeue_burst(p->sq[q].ring, (void **)pkts, n, NULL);
 	if (got < n)
-		got += rte_eth_rx_burst(p->port_id, q, pkts + got, n - got);
+		got += dev_burst(p, BURST_RX, q, pkts + got, n - got);
 	if (q == 0) {
 		for (uint16_t k = 0; k < got; k++) {
 			const uint8_t *d = rte_pktmbuf_mtod(pkts[k], const uint8_t *);
@@ -1213,10 +1245,10 @@ tide_eth_tx(struct tide_eth_port *p, uint16_t q, struct rte_mbuf **pkts, uint16_
 	uint16_t dq, sent;
 
 	if (!p->tx_shared)
-		return rte_eth_tx_burst(p->port_id, q, pkts, n);
+		return dev_burst(p, BURST_TX, q, pkts, n);
 	dq = q % p->dev_txq;
 	rte_spinlock_lock(&p->tx_lock[dq]);
-	sent = rte_eth_tx_burst(p->port_id, dq, pkts, n);
+	sent = dev_burst(p, BURST_TX, dq, pkts, n);
 	rte_spinlock_unlock(&p->tx_lock[dq]);
 	return sent;
 }

@@ -3,12 +3,17 @@
  * Two processes joined by net_memif (server and client over a UNIX socket and
  * shared memory), each with its own EAL. The parent sends numbered frames, the
  * child echoes them, the parent checks order and content. Teardown is two-phase
- * (a "bye" frame answered by "bye-ack" after the child stopped polling) because
- * the memif server crashes if the client vanishes while it polls. Both ends
+ * (a "bye" frame answered by "bye-ack" after the child stopped polling), as it
+ * had to be before bursts held memif's lock (a client that vanished while the
+ * server polled could unmap the rings under a burst: the third case). Both ends
  * also check the port's checksum policy (TIDE_CSUM): elision allowed, no
  * offloads. A second case closes both ends at the same instant, many times
  * over, in fresh processes: a port closed while its peer's disconnect is
- * handled on the EAL interrupt thread must not crash either side.
+ * handled on the EAL interrupt thread must not crash either side. A third
+ * holds the port's burst lock (memif_intr.h) while the peer leaves: the
+ * disconnect must leave the rings mapped until the lock is released (a burst
+ * in progress finishes on mapped memory), unmap them afterwards, and later
+ * bursts must find the link down and return nothing.
  */
 #include <errno.h>
 #include <signal.h>
@@ -21,7 +26,9 @@
 
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
+#include <rte_spinlock.h>
 
+#include "memif_intr.h"
 #include "memif_it.h"
 #include "tide_eth.h"
 #include "tide_eth_net.h"
@@ -298,6 +305,109 @@ test_memif_close_races_peer_exit(void)
 	CU_ASSERT_EQUAL(failed, 0);
 }
 
+/* Mappings of memif regions in this process (memfd "memif_region_N"); -1 unreadable. */
+static int
+region_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strstr(line, "memif_region_") != NULL)
+			n++;
+	fclose(f);
+	return n;
+}
+
+/*
+ * Server of the lock test: hold the burst lock as a burst would, let the
+ * client leave, and check that the disconnect (on our interrupt thread) took
+ * the link down but left the rings mapped until the lock was released.
+ * 0 or the step that failed.
+ */
+static int
+held_server_main(int ready, int go)
+{
+	struct tide_eth_port *p = NULL;
+	struct rte_mbuf *pkts[8], *m;
+	rte_spinlock_t *lock = NULL;
+	uint64_t end;
+	char prefix[64], b = 'g';
+
+	snprintf(prefix, sizeof(prefix), "tide-memif-held-s-%d", (int)getppid());
+	if (eal_up("server", prefix) != 0 || tide_eth_port_open("net_memif0", NULL, &p) != 0)
+		return 10;
+	if (!memif_it_wait_link(p, 15000) || read(ready, &b, 1) != 1)
+		return 11;
+	if (tide_memif_burst_lock(tide_eth_port_id(p), &lock) != 0)
+		return 12;
+	if (region_maps() <= 0)
+		return 13; /* connected: the client's regions are mapped here */
+	rte_spinlock_lock(lock);
+	if (write(go, &b, 1) != 1)
+		return 14;
+	/* The disconnect clears the link before it takes the lock. */
+	end = memif_it_now_ms() + 10000;
+	while (tide_eth_port_link_up(p) && memif_it_now_ms() < end)
+		usleep(1000);
+	if (tide_eth_port_link_up(p))
+		return 15;
+	usleep(300000);
+	if (region_maps() <= 0)
+		return 16; /* unmapped under a burst: the crash this lock prevents */
+	rte_spinlock_unlock(lock);
+	end = memif_it_now_ms() + 10000;
+	while (region_maps() > 0 && memif_it_now_ms() < end)
+		usleep(1000);
+	if (region_maps() != 0)
+		return 17;
+	/* Bursts after the disconnect: nothing received, nothing taken. */
+	if (tide_eth_rx(p, 0, pkts, 8) != 0)
+		return 18;
+	m = rte_pktmbuf_alloc(tide_eth_port_pool(p));
+	if (m == NULL || rte_pktmbuf_append(m, 64) == NULL)
+		return 19;
+	if (tide_eth_tx(p, 0, &m, 1) != 0)
+		return 20;
+	rte_pktmbuf_free(m);
+	if (tide_eth_port_close(p) != 0)
+		return 21;
+	tide_eal_fini();
+	return 0;
+}
+
+static void
+test_memif_disconnect_waits_for_burst_lock(void)
+{
+	int ready[2], go[2], st[2] = {-1, -1};
+	pid_t pid[2];
+
+	snprintf(sock_path, sizeof(sock_path), "/tmp/tide-memif-held-%d.sock", (int)getpid());
+	unlink(sock_path);
+	CU_ASSERT_FATAL(pipe(ready) == 0 && pipe(go) == 0);
+	pid[0] = fork();
+	if (pid[0] == 0)
+		_exit(held_server_main(ready[0], go[1]));
+	pid[1] = fork();
+	if (pid[1] == 0)
+		_exit(race_end("client", RACE_ROUNDS, ready[1], go[0])); /* up, ready, leave */
+	CU_ASSERT_FATAL(pid[0] > 0 && pid[1] > 0);
+	for (int i = 0; i < 4; i++)
+		close(i < 2 ? ready[i] : go[i - 2]);
+	for (int i = 0; i < 2; i++) {
+		CU_ASSERT_EQUAL(waitpid(pid[i], &st[i], 0), pid[i]);
+		if (!WIFEXITED(st[i]) || WEXITSTATUS(st[i]) != 0)
+			fprintf(stderr, "%s: %s %d\n", i == 0 ? "server" : "client",
+				WIFEXITED(st[i]) ? "failed at step" : "killed by signal",
+				WIFEXITED(st[i]) ? WEXITSTATUS(st[i]) : WTERMSIG(st[i]));
+		CU_ASSERT_TRUE(WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0);
+	}
+	unlink(sock_path);
+}
+
 /*
  * A memif client in zero-copy mode gives its peer offsets into its one
  * mempool region, so a frame may not carry external buffers (registered
@@ -398,6 +508,8 @@ register_tests(void)
 
 	/* First: its ends are forked from a process that never had an EAL. */
 	CU_add_test(s, "memif_close_races_peer_exit", test_memif_close_races_peer_exit);
+	CU_add_test(s, "memif_disconnect_waits_for_burst_lock",
+		    test_memif_disconnect_waits_for_burst_lock);
 	CU_add_test(s, "memif_zero_copy_client_copies_external_buffers",
 		    test_memif_zero_copy_client_copies_external_buffers);
 	CU_add_test(s, "memif_two_processes_echo", test_memif_two_processes_echo);
