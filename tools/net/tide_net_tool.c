@@ -13,6 +13,13 @@
  * ...).
  * The stack runs on one pinned polling worker; the main thread only waits.
  * Payload bytes follow a fixed pattern so either side can verify them.
+ *
+ * Every run ends with one line saying how: "done: ..." (exit 0), "stopped by
+ * SIGTERM ..." (exit 0), "peer gone after N bytes (ERRNO)" or "failed: ..."
+ * (exit 1; on stderr). The peer is gone when the connection is reset or times
+ * out, or when the link stays down for LINK_GONE_MS (a memif peer that exits
+ * takes the link down, and nothing else would tell us before TCP's
+ * retransmission limit, about a minute).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,16 +42,27 @@
 #include "tide_node_rt.h"
 #include "tide_nodeenv.h"
 
-#define MAX_CONNS 64
+#define MAX_CONNS       64
+#define CONNECT_LIMIT_S 10   /* send: no connection within this long is a failure */
+#define LINK_GONE_MS    1000 /* the link down this long after it was up: the peer is gone */
 
-static atomic_bool stop_requested;
+/* The signal that asked us to stop (SIGINT, SIGTERM), 0 until one did. */
+static atomic_int stop_signal;
 
 static void
 on_signal(int sig)
 {
-	(void)sig;
-	atomic_store(&stop_requested, true);
+	atomic_store(&stop_signal, sig);
 }
+
+/* Why the main thread stopped waiting. */
+enum run_end {
+	END_FINISHED,   /* the worker finished (a.result says how, for a sender) */
+	END_SIGNAL,     /* SIGINT or SIGTERM */
+	END_DURATION,   /* serve --duration passed */
+	END_NO_CONNECT, /* send: no connection within CONNECT_LIMIT_S */
+	END_LINK_LOST,  /* the link stayed down for LINK_GONE_MS after it was up */
+};
 
 /* The byte at stream offset i; Linux-side test scripts compute the same. */
 static inline uint8_t
@@ -59,6 +77,7 @@ struct conn_state {
 	uint64_t rx, bad, tx;
 	uint8_t pend[4096]; /* echo bytes the send buffer had no room for */
 	size_t pend_len;
+	int err;          /* the reason it ended with (reset, timeout), 0 for the peer's FIN */
 	bool held;        /* on_recv took less than offered: the stack waits for recv_resume */
 	bool peer_closed; /* echo: FIN seen; close once everything is echoed */
 	bool done;
@@ -79,6 +98,8 @@ struct app {
 	struct tide_net_listener *listener;
 	struct conn_state conns[MAX_CONNS];
 	unsigned nconns, closed_conns;
+	unsigned failed_conns; /* serve: ended by a reset or timeout, not the peer's FIN */
+	int first_err;         /* serve: the first such reason */
 	uint64_t t_start, t_connected;
 	int result; /* 0 ok, -errno failed; written once by the worker */
 	atomic_bool finished;
@@ -162,7 +183,11 @@ serve_event(struct tide_net_conn *c, void *arg, enum tide_net_event ev, int reas
 	if (ev == TIDE_NET_EV_WRITABLE) {
 		conn_flush(cs, cs->app->now); /* echo_progress() resumes receiving */
 	} else if (ev == TIDE_NET_EV_CLOSED) {
-		conn_finish(cs, strerror(-reason));
+		/* Counted as done: a server outlives its clients (reported at exit). */
+		cs->err = reason != 0 ? reason : -ECONNRESET;
+		if (cs->app->failed_conns++ == 0)
+			cs->app->first_err = cs->err;
+		conn_finish(cs, strerror(-cs->err));
 	} else if (ev == TIDE_NET_EV_PEER_CLOSED) {
 		if (cs->app->echo)
 			cs->peer_closed = true; /* echo_progress() closes once drained */
@@ -403,6 +428,140 @@ print_stats(const struct app *a)
 		       nd->fault_stats.delayed);
 }
 
+/*
+ * Wait on the main thread (the worker does the work) until it finished, a
+ * signal, --duration, the connect limit or a lost link; 2 ms naps, so an end
+ * is noticed within a few ms.
+ */
+static enum run_end
+wait_for_end(struct app *a, double duration)
+{
+	const struct tide_eth_port *port = tide_node_rt_port(a->rt);
+	uint64_t down_since = 0;
+	bool was_up = false;
+
+	for (;;) {
+		uint64_t now = tide_mono_ns();
+
+		if (atomic_load(&a->finished))
+			return END_FINISHED;
+		if (atomic_load(&stop_signal) != 0)
+			return END_SIGNAL;
+		if (duration > 0 && (now - a->t_start) / 1e9 > duration)
+			return END_DURATION;
+		/* connected is the worker's; a late read only waits one more nap. */
+		if (!a->serve && !__atomic_load_n(&a->connected, __ATOMIC_RELAXED) &&
+		    (now - a->t_start) / 1e9 > CONNECT_LIMIT_S)
+			return END_NO_CONNECT;
+		if (tide_eth_port_link_up(port)) {
+			was_up = true;
+			down_since = 0;
+		} else if (was_up) {
+			if (down_since == 0)
+				down_since = now;
+			else if (now - down_since > (uint64_t)LINK_GONE_MS * 1000000)
+				return END_LINK_LOST;
+		}
+		usleep(2000);
+	}
+}
+
+static const char *
+errname(int err)
+{
+	const char *n = strerrorname_np(err < 0 ? -err : err);
+
+	return n != NULL ? n : "?";
+}
+
+/*
+ * The one line that says how the run ended, after everything was torn down
+ * (a crash before it leaves no such line). Success and SIGTERM on stdout
+ * (exit 0), failures on stderr (exit 1). Returns the exit status.
+ */
+static int
+report_end(const struct app *a, enum run_end end, double duration, unsigned held)
+{
+	char line[512], peer[INET_ADDRSTRLEN];
+	struct in_addr ia = {.s_addr = htonl(a->peer)};
+	uint64_t rx = 0, bad = 0;
+	int ok = 0;
+
+	inet_ntop(AF_INET, &ia, peer, sizeof(peer));
+	for (unsigned i = 0; i < a->nconns; i++) {
+		rx += a->conns[i].rx;
+		bad += a->conns[i].bad;
+	}
+	if (a->serve && bad != 0) {
+		/* Corrupt data fails the run however it ended. */
+		snprintf(line, sizeof(line),
+			 "failed: %" PRIu64 " of %" PRIu64 " bytes received broke the pattern", bad,
+			 rx);
+	} else if (end == END_SIGNAL) {
+		snprintf(line, sizeof(line), "stopped by SIG%s after %" PRIu64 " bytes%s",
+			 sigabbrev_np(atomic_load(&stop_signal)), a->serve ? rx : a->sent,
+			 a->serve ? " received" : " sent");
+		ok = 1;
+	} else if (end == END_LINK_LOST) {
+		snprintf(line, sizeof(line),
+			 "peer gone after %" PRIu64 " bytes (link down for %u ms, ENOLINK)",
+			 a->serve ? rx : a->sent, LINK_GONE_MS);
+	} else if (a->serve && end == END_DURATION && a->want_conns != UINT32_MAX &&
+		   a->closed_conns < a->want_conns) {
+		snprintf(line, sizeof(line),
+			 "failed: --duration %g s passed with %u of %u connection(s) done, %" PRIu64
+			 " bytes received",
+			 duration, a->closed_conns, a->want_conns, rx);
+	} else if (a->serve && a->closed_conns > 0 && a->failed_conns == a->closed_conns) {
+		/* Every client vanished (reset, timeout): nothing was served whole. */
+		snprintf(line, sizeof(line), "peer gone after %" PRIu64 " bytes (%s: %s)", rx,
+			 errname(a->first_err), strerror(-a->first_err));
+	} else if (a->serve) {
+		int k = snprintf(line, sizeof(line),
+				 "done: %" PRIu64 " bytes received on %u connection(s)", rx,
+				 a->closed_conns);
+
+		if (end == END_DURATION)
+			snprintf(line + k, sizeof(line) - (size_t)k, ", --duration %g s passed",
+				 duration);
+		else if (a->failed_conns > 0)
+			snprintf(line + k, sizeof(line) - (size_t)k,
+				 ", %u ended by the peer's %s (%s)", a->failed_conns,
+				 a->first_err == -ETIMEDOUT ? "silence" : "reset",
+				 errname(a->first_err));
+		else
+			snprintf(line + k, sizeof(line) - (size_t)k, ", peer closed");
+		ok = 1;
+	} else if (end == END_NO_CONNECT) {
+		snprintf(line, sizeof(line), "failed: no connection to %s:%u within %d s", peer,
+			 a->port, CONNECT_LIMIT_S);
+	} else if (a->result != 0 && !a->connected) {
+		snprintf(line, sizeof(line), "failed: no connection to %s:%u (%s: %s)", peer,
+			 a->port, errname(a->result), strerror(-a->result));
+	} else if (a->result != 0) {
+		snprintf(line, sizeof(line), "peer gone after %" PRIu64 " bytes (%s: %s)", a->sent,
+			 errname(a->result), strerror(-a->result));
+	} else if (a->sent == a->bytes) {
+		snprintf(line, sizeof(line),
+			 "done: sent %" PRIu64 " bytes, every byte acknowledged, FIN sent",
+			 a->sent);
+		ok = 1;
+	} else {
+		snprintf(line, sizeof(line), "failed after %" PRIu64 " of %" PRIu64 " bytes",
+			 a->sent, a->bytes);
+	}
+	if (held != 0) {
+		size_t k = strlen(line);
+
+		snprintf(line + k, sizeof(line) - k, "; %u packet buffers leaked", held);
+		ok = 0;
+	}
+	fflush(stdout);
+	fprintf(ok ? stdout : stderr, "tide-net: %s\n", line);
+	fflush(ok ? stdout : stderr);
+	return ok ? 0 : 1;
+}
+
 static void
 usage(FILE *f)
 {
@@ -438,8 +597,9 @@ main(int argc, char **argv)
 	char err[4096] = "";
 	double duration = 0;
 	uint64_t linger_us;
+	enum run_end how;
 	unsigned held;
-	int c, rc, status = 1;
+	int c, rc;
 
 	a.port = 5001;
 	a.bytes = 64ull << 20;
@@ -542,6 +702,10 @@ main(int argc, char **argv)
 				"environment\n");
 		return 1;
 	}
+	/* Before the runtime: a SIGTERM during start-up ends the run cleanly once
+	 * it is up (start-up is bounded: the EAL, a memif client's 30 s wait). */
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
 	ro.prog = "tide-net";
 	ro.max_lcores = 1; /* one stack: the connections live on one worker */
 	ro.lcore_init = setup_on_worker;
@@ -558,8 +722,6 @@ main(int argc, char **argv)
 	if (ri->published)
 		printf("tide-net: live counters: tools/tide-stats.py --file-prefix %s --index %u\n",
 		       ne.file_prefix, ri->publish_index);
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
 	printf("tide-net: %s on %s, %s/%u, worker on CPU %d, %s, checksums %s; %s port %u\n",
 	       a.serve ? "serving" : "sending", ne.dpdk_device, ri->ip_str, ne.data_prefix_len,
 	       ri->cpus[0], ri->hugepages ? "hugepages" : "no hugepages", ri->csum,
@@ -567,15 +729,7 @@ main(int argc, char **argv)
 	printf("tide-net: ready\n");
 	fflush(stdout);
 
-	while (!atomic_load(&a.finished) && !atomic_load(&stop_requested)) {
-		if (duration > 0 && (tide_mono_ns() - a.t_start) / 1e9 > duration)
-			break;
-		if (!a.serve && !a.connected && (tide_mono_ns() - a.t_start) / 1e9 > 10) {
-			a.result = -ETIMEDOUT;
-			break;
-		}
-		usleep(2000);
-	}
+	how = wait_for_end(&a, duration);
 	(void)tide_lcore_run_sync(tide_lcore_get(tide_node_rt_lcores(a.rt), 0), teardown_on_worker,
 				  &a);
 	/*
@@ -602,27 +756,9 @@ main(int argc, char **argv)
 	}
 	tide_node_rt_stop(a.rt);
 	print_stats(&a);
-	if (a.serve) {
-		uint64_t bad = 0;
-
-		for (unsigned i = 0; i < a.nconns; i++)
-			bad += a.conns[i].bad;
-		status = bad == 0 ? 0 : 1;
-		if (a.want_conns != UINT32_MAX && a.closed_conns < a.want_conns)
-			status = 1;
-	} else {
-		status = a.result == 0 && a.sent == a.bytes ? 0 : 1;
-		if (status != 0)
-			fprintf(stderr,
-				"tide-net: send failed after %" PRIu64 " of %" PRIu64
-				" bytes: %s\n",
-				a.sent, a.bytes, a.result != 0 ? strerror(-a.result) : "stopped");
-	}
 	a.stack = NULL;
 	held = tide_node_rt_destroy(a.rt);
 	/* Every packet buffer must be back in the pool once the stack is gone. */
 	printf("tide-net: packet buffers leaked: %u\n", held);
-	if (held != 0)
-		status = 1;
-	return status;
+	return report_end(&a, how, duration, held);
 }

@@ -7,7 +7,9 @@
  * the node's segment, mounts that segment at the master, and serves the
  * node's client processes on TIDE_AGENT_SOCKET (store/agent).
  *
- * Exit status: 0 after SIGTERM/SIGINT, 1 on a start-up error (printed).
+ * Exit status: 0 after SIGTERM/SIGINT, 1 on a start-up error (printed). Either
+ * way the last line says how it ended ("tide-node: stopped by SIGTERM after
+ * ..." once everything is torn down, or "tide-node: failed: ...").
  */
 #include <errno.h>
 #include <getopt.h>
@@ -88,26 +90,33 @@ main(int argc, char **argv)
 		return 1;
 	}
 	ne = malloc(sizeof(*ne));
-	if (ne == NULL)
+	if (ne == NULL) {
+		fprintf(stderr, "tide-node: failed: out of memory\n");
 		return 1;
+	}
 	rc = tide_nodeenv_load(ne, env_path, NULL, err, sizeof(err));
 	if (rc != 0) {
-		fprintf(stderr, "tide-node: node environment %s is not valid:\n%s",
+		fprintf(stderr, "tide-node: failed: node environment %s is not valid:\n%s",
 			ne->path[0] ? ne->path : "(defaults + environment)", err);
+		free(ne);
 		return 1;
 	}
 	tide_log_set_level(ne->log_level);
 	if (ne->master[0] == '\0') {
 		fprintf(stderr,
-			"tide-node: MOONCAKE_MASTER is not set (node file %s): the agent "
+			"tide-node: failed: MOONCAKE_MASTER is not set (node file %s): the agent "
 			"mounts the node's segment at a master; set MOONCAKE_MASTER=host:port\n",
 			ne->path[0] ? ne->path : "none");
+		free(ne);
 		return 1;
 	}
 	/* The embedded transfer engine reads the node file by itself: make sure
 	 * it reads this one. */
-	if (ne->path[0] != '\0' && setenv("TIDE_NODE_ENV", ne->path, 1) != 0)
+	if (ne->path[0] != '\0' && setenv("TIDE_NODE_ENV", ne->path, 1) != 0) {
+		fprintf(stderr, "tide-node: failed: setenv TIDE_NODE_ENV: %s\n", strerror(errno));
+		free(ne);
 		return 1;
+	}
 	/* Blocked before any thread starts, so every thread inherits the mask. */
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGTERM);
@@ -126,9 +135,10 @@ main(int argc, char **argv)
 	if (rc == 0)
 		rc = tide_store_setup(store, &cfg);
 	if (rc != 0) {
-		fprintf(stderr, "tide-node: cannot join the store at master %s: %s\n", ne->master,
-			tide_store_strerror(rc));
+		fprintf(stderr, "tide-node: failed: cannot join the store at master %s: %s\n",
+			ne->master, tide_store_strerror(rc));
 		tide_store_close(store);
+		free(ne);
 		return 1;
 	}
 	if (sock == NULL)
@@ -142,15 +152,17 @@ main(int argc, char **argv)
 	if (rc != 0) {
 		if (rc == -ENOENT && group != NULL)
 			fprintf(stderr,
-				"tide-node: cannot serve clients at %s: no group '%s' (%s)\n", sock,
-				group,
+				"tide-node: failed: cannot serve clients at %s: no group '%s' "
+				"(%s)\n",
+				sock, group,
 				group == ne->agent_socket_group ? "TIDE_AGENT_SOCKET_GROUP"
 								: "--socket-group");
 		else
-			fprintf(stderr, "tide-node: cannot serve clients at %s: %s\n", sock,
+			fprintf(stderr, "tide-node: failed: cannot serve clients at %s: %s\n", sock,
 				rc == -EADDRINUSE ? "another agent already answers there"
 						  : strerror(-rc));
 		tide_store_close(store);
+		free(ne);
 		return 1;
 	}
 	printf("tide-node: ready: segment %s (%" PRIu64 " bytes) at master %s; clients attach "
@@ -169,5 +181,8 @@ main(int argc, char **argv)
 	tide_agent_server_stop(srv);
 	tide_store_close(store);
 	free(ne);
+	/* Last, once the agent, the store and its engine (the DPDK port) are gone. */
+	printf("tide-node: stopped by SIG%s after %" PRIu64 " requests from %" PRIu64 " clients\n",
+	       sigabbrev_np(sig), st.requests, st.clients_total);
 	return 0;
 }

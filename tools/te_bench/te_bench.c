@@ -13,12 +13,17 @@
  * With --verify it writes a pattern, reads it back into a second area and compares, and fails on
  * the first mismatch. Prints a progress line each second (stderr), a summary line (stdout) and,
  * with --report=FILE, a JSON report.
+ *
+ * Every run ends, once the engine is destroyed, with one line saying how: "done: ..." and
+ * "stopped by SIGTERM ..." (exit 0, stdout), "peer gone after N bytes (ERRNO: ...)" and
+ * "failed: ..." (exit 1, stderr). Bad flags exit 2.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,12 +92,62 @@ static const struct tide_flag flag_tab[] = {
 	{"log_level", TIDE_FLAG_STR, &log_level, "error|warn|notice|info|debug"},
 };
 
-static volatile sig_atomic_t stop;
+/* stop: the initiator's threads end their loops (duration, a failure, a signal);
+ * stop_sig: the signal that asked for it, 0 if none did. */
+static volatile sig_atomic_t stop, stop_sig;
 static void
 on_signal(int sig)
 {
-	(void)sig;
+	stop_sig = sig;
 	stop = 1;
+}
+
+/* How a run ended: the exit status and the line main prints once all is torn down. */
+struct outcome {
+	int status;
+	char line[320];
+};
+
+static void outcome_set(struct outcome *oc, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void
+outcome_set(struct outcome *oc, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	oc->status = status;
+	va_start(ap, fmt);
+	vsnprintf(oc->line, sizeof(oc->line), fmt, ap);
+	va_end(ap);
+}
+
+/* Errors that mean the peer went away (process gone, link down, reset), not a local fault. */
+static bool
+peer_gone_err(int err)
+{
+	switch (err) {
+	case -ECONNRESET:
+	case -ECONNREFUSED:
+	case -ECONNABORTED:
+	case -ETIMEDOUT:
+	case -EPIPE:
+	case -ENOTCONN:
+	case -EHOSTUNREACH:
+	case -ENOLINK:
+	case -ESTALE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static const char *
+errname(int err)
+{
+	const char *n = strerrorname_np(err < 0 ? -err : err);
+
+	return n != NULL ? n : "?";
 }
 
 static double
@@ -242,8 +297,8 @@ cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int
-run_initiator(struct tide_te *te)
+static void
+run_initiator(struct tide_te *te, struct outcome *oc)
 {
 	tide_te_seg_t seg;
 	uint64_t raddr, rlen, per;
@@ -254,36 +309,44 @@ run_initiator(struct tide_te *te)
 	bool mismatch = false;
 
 	if (segment_id[0] == '\0') {
-		fprintf(stderr, "tide-bench: --segment_id is required in initiator mode (the "
-				"target prints its name)\n");
-		return 2;
+		outcome_set(oc, 2,
+			    "failed: --segment_id is required in initiator mode (the target prints "
+			    "its name)");
+		return;
 	}
 	double give_up = now_s() + open_retry_s;
 	while ((rc = tide_te_open_segment(te, segment_id, &seg)) != 0 && now_s() < give_up &&
 	       !stop) {
 		usleep(200000);
 	}
+	if (rc != 0 && stop_sig != 0) {
+		outcome_set(oc, 0, "stopped by SIG%s before segment '%s' opened, 0 bytes",
+			    sigabbrev_np(stop_sig), segment_id);
+		return;
+	}
 	if (rc != 0) {
-		fprintf(stderr, "tide-bench: open segment '%s': %s\n", segment_id,
-			tide_te_strerror(rc));
-		return 1;
+		outcome_set(oc, 1, "failed: open segment '%s': %s", segment_id,
+			    tide_te_strerror(rc));
+		return;
 	}
 	rc = tide_te_segment_buffer(te, seg, 0, &raddr, &rlen);
 	if (rc != 0) {
-		fprintf(stderr, "tide-bench: segment '%s' has no registered buffer\n", segment_id);
-		return 1;
+		outcome_set(oc, 1, "failed: segment '%s' has no registered buffer", segment_id);
+		tide_te_close_segment(te, seg);
+		return;
 	}
 	if (rlen > buffer_size) {
 		rlen = buffer_size;
 	}
 	per = rlen / threads;
 	if (per < batch_size * block_size * (verify ? 2 : 1)) {
-		fprintf(stderr,
-			"tide-bench: a batch (%" PRIu64 " x %" PRIu64 " B%s) does not fit in a "
-			"thread's share of the buffers (%" PRIu64 " B): lower --batch_size, "
-			"--block_size or --threads, or raise --buffer_size\n",
-			batch_size, block_size, verify ? ", twice for --verify" : "", per);
-		return 2;
+		outcome_set(oc, 2,
+			    "failed: a batch (%" PRIu64 " x %" PRIu64 " B%s) does not fit in a "
+			    "thread's share of the buffers (%" PRIu64 " B): lower --batch_size, "
+			    "--block_size or --threads, or raise --buffer_size",
+			    batch_size, block_size, verify ? ", twice for --verify" : "", per);
+		tide_te_close_segment(te, seg);
+		return;
 	}
 	ws = calloc(threads, sizeof(*ws));
 	for (unsigned i = 0; i < threads; i++) {
@@ -318,6 +381,8 @@ run_initiator(struct tide_te *te)
 		}
 	}
 	elapsed = now_s() - t0;
+	/* The signal that ended the loop, if one did (not one that came after it). */
+	int ended_by = stop_sig;
 	uint32_t nl = 0;
 	double *all;
 	for (unsigned i = 0; i < threads; i++) {
@@ -378,7 +443,23 @@ run_initiator(struct tide_te *te)
 	free(all);
 	free(ws);
 	tide_te_close_segment(te, seg);
-	return mismatch || failed || total_bytes == 0 ? 1 : 0;
+	if (mismatch)
+		outcome_set(oc, 1, "failed: data mismatch after %" PRIu64 " bytes", total_bytes);
+	else if (failed && peer_gone_err(err))
+		outcome_set(oc, 1, "peer gone after %" PRIu64 " bytes (%s: %s)", total_bytes,
+			    errname(err), tide_te_strerror(err));
+	else if (failed)
+		outcome_set(oc, 1, "failed after %" PRIu64 " bytes: %s", total_bytes,
+			    tide_te_strerror(err));
+	else if (ended_by != 0)
+		outcome_set(oc, 0, "stopped by SIG%s after %" PRIu64 " bytes in %.2f s%s",
+			    sigabbrev_np(ended_by), total_bytes, elapsed,
+			    verify ? ", verified" : "");
+	else if (total_bytes == 0)
+		outcome_set(oc, 1, "failed: no batch completed in %.2f s", elapsed);
+	else
+		outcome_set(oc, 0, "done: %" PRIu64 " bytes in %.2f s%s", total_bytes, elapsed,
+			    verify ? ", verified" : "");
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -388,6 +469,7 @@ main(int argc, char **argv)
 {
 	struct tide_te_opts o;
 	struct tide_te *te;
+	struct outcome oc = {.status = 1};
 	enum tide_log_level lvl;
 	char err[256], lhost[256];
 	uint16_t rp, dp;
@@ -418,6 +500,8 @@ main(int argc, char **argv)
 		return 2;
 	}
 	tide_log_set_level(lvl);
+	/* Before the engine starts its threads and the EAL: a SIGTERM at any time
+	 * after this ends the run through the same teardown. */
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -435,18 +519,19 @@ main(int argc, char **argv)
 	}
 	rc = tide_te_create(&o, &te);
 	if (rc != 0) {
-		fprintf(stderr, "tide-bench: engine: %s\n", tide_te_strerror(rc));
+		fprintf(stderr, "tide-bench: failed: engine: %s\n", tide_te_strerror(rc));
 		return 1;
 	}
 	rc = tide_te_install_transport(te, protocol);
 	if (rc != 0) {
-		fprintf(stderr, "tide-bench: transport '%s': %s\n", protocol, tide_te_strerror(rc));
+		fprintf(stderr, "tide-bench: failed: transport '%s': %s\n", protocol,
+			tide_te_strerror(rc));
 		tide_te_destroy(te);
 		return 1;
 	}
 	local_buf = map_buffer(buffer_size);
 	if (local_buf == NULL) {
-		fprintf(stderr, "tide-bench: cannot map --buffer_size %" PRIu64 " bytes\n",
+		fprintf(stderr, "tide-bench: failed: cannot map --buffer_size %" PRIu64 " bytes\n",
 			buffer_size);
 		tide_te_destroy(te);
 		return 1;
@@ -458,8 +543,9 @@ main(int argc, char **argv)
 	memset(local_buf, strcmp(mode, "target") == 0 ? 0xA5 : 0x5A, buffer_size);
 	rc = tide_te_register(te, local_buf, buffer_size, "cpu:0");
 	if (rc != 0) {
-		fprintf(stderr, "tide-bench: register: %s\n", tide_te_strerror(rc));
+		fprintf(stderr, "tide-bench: failed: register: %s\n", tide_te_strerror(rc));
 		tide_te_destroy(te);
+		munmap(local_buf, buffer_size);
 		return 1;
 	}
 	tide_te_local_addr(te, lhost, sizeof(lhost), &rp, &dp);
@@ -477,12 +563,24 @@ main(int argc, char **argv)
 		printf("tide-bench: target served %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
 		       " bytes, refused %" PRIu64 "\n",
 		       st.srv_reads, st.srv_writes, st.srv_bytes, st.srv_rejected);
-		rc = 0;
+		/* A target serves until told to stop: its peers come and go. */
+		outcome_set(&oc, 0, "stopped by SIG%s after serving %" PRIu64 " bytes",
+			    sigabbrev_np(stop_sig), st.srv_bytes);
 	} else {
-		rc = run_initiator(te);
+		run_initiator(te, &oc);
 	}
-	tide_te_unregister(te, local_buf);
+	/*
+	 * No tide_te_unregister first: it waits until no peer request holds the
+	 * buffer, and a zero-copy read served to a peer that vanished (a memif
+	 * initiator that exited before our last frames left) is held until its
+	 * connection ends: at TCP's retry limit, and while the link stays down
+	 * not at all (refused frames stay queued). Destroy ends every connection
+	 * and releases what they held; the buffer is unmapped after that.
+	 */
 	tide_te_destroy(te);
 	munmap(local_buf, buffer_size);
-	return rc;
+	/* Last, once the engine (and its DPDK port, on tcp-dpdk) is gone. */
+	fflush(stdout);
+	fprintf(oc.status == 0 ? stdout : stderr, "tide-bench: %s\n", oc.line);
+	return oc.status;
 }
