@@ -185,7 +185,7 @@ def free_port():
 PROGRESS = re.compile(r"^[\w-]+: +([\d.]+) s +([\d.]+) MiB/s\s*$")
 SUMMARY = re.compile(r"transport=(\S+) operation=(\S+) block_size=(\d+) batch_size=(\d+) "
                      r"threads=\d+.*?: ([\d.]+) MiB/s, (\d+) ops/s, batch latency p50 (\d+) us "
-                     r"p99 (\d+) us, (\d+) bytes in ([\d.]+) s(.*)$")
+                     r"p99 (\d+) us, (\d+) bytes in ([\d.]+) s(.*)$", re.M)  # not the last line
 
 
 def start_target(bench, env, extra):
