@@ -728,6 +728,9 @@ tide_store_abi_sizeof(const char *type)
 		{"tide_store_frag", sizeof(struct tide_store_frag)},
 		{"tide_te_opts", sizeof(struct tide_te_opts)},
 		{"tide_te_notify", sizeof(struct tide_te_notify)},
+		{"tide_te_req", sizeof(struct tide_te_req)},
+		{"tide_te_status", sizeof(struct tide_te_status)},
+		{"tide_te_stats", sizeof(struct tide_te_stats)},
 	};
 
 	for (size_t i = 0; type != NULL && i < sizeof(types) / sizeof(types[0]); i++) {

@@ -466,9 +466,10 @@ const char *tide_store_strerror(int err);
 unsigned tide_store_abi_version(void);
 
 /**
- * sizeof() of a public struct of this library, by its name: "tide_store_cfg",
- * "tide_store_rc", "tide_store_frag", "tide_te_opts" or "tide_te_notify"; 0 for any
- * other name. Bindings compare it with their mirror's size at load. Thread: any.
+ * sizeof() of a public struct of this library, by its name: any struct that
+ * tide_store.h or tide_te.h defines ("tide_store_cfg", "tide_te_opts", ...); 0 for any
+ * other name. Bindings compare it with their declaration's size at load (the Python
+ * package's come from store/python/gen_abi.py, which reads these headers). Thread: any.
  */
 size_t tide_store_abi_sizeof(const char *type);
 

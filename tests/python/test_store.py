@@ -22,6 +22,7 @@ import pytest
 for k in [k for k in os.environ if k.startswith(("TIDE_", "MOONCAKE_"))]:
     del os.environ[k]
 os.environ["MC_FORCE_TCP"] = "1"
+LIB = os.environ["LIBTIDESTORE"]  # set by meson: the build's libtidestore.so
 os.environ["TIDE_AGENT"] = "off"  # embedded: no tide-node agent in this test
 
 import mooncake  # noqa: E402
@@ -838,19 +839,47 @@ def test_agent_miles_pattern_two_nodes(master, agents, tmp_path):
     assert "none left" in run(0, "driver", "--handle", handle)
 
 
-def test_binary_interface_checked():
-    """The package refuses a library built from another tide_store.h: the ABI version is
-    compared at import and every mirrored struct's size with the library's sizeof."""
-    import ctypes as _ct
+def test_binary_interface_checked(tmp_path):
+    """The package binds the library with the declarations the build generated from the
+    same headers (tide_abi.py beside it), exports nothing but those functions, and refuses
+    a library whose interface version or struct sizes differ from its declarations'."""
+    import shutil
     from mooncake import _native
     assert _native.lib.tide_store_abi_version() == _native.ABI_VERSION
-    for name in ("tide_store_cfg", "tide_store_rc", "tide_store_frag", "tide_te_opts",
-                 "tide_te_notify"):
-        assert _native.lib.tide_store_abi_sizeof(name.encode()) > 0, name
+    assert os.path.dirname(_native.abi_path) == os.path.dirname(os.path.realpath(LIB))
+    for name, cls in _native.abi.STRUCTS.items():
+        assert _native.lib.tide_store_abi_sizeof(name.encode()) == ctypes.sizeof(cls), name
+    assert {"tide_store_cfg", "tide_store_rc", "tide_store_frag", "tide_te_opts",
+            "tide_te_notify"} <= set(_native.abi.STRUCTS)
     assert _native.lib.tide_store_abi_sizeof(b"no_such_struct") == 0
+    # The version script: the dynamic symbol table holds exactly the declared functions.
+    nm = subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True,
+                        check=True).stdout
+    exported = {ln.split()[-1] for ln in nm.splitlines() if ln.split()[1:2] == ["T"]}
+    assert exported == set(_native.abi.FUNCTIONS), sorted(exported ^ set(_native.abi.FUNCTIONS))
 
-    class Short(_ct.Structure):
-        _fields_ = [("x", _ct.c_int)]
+    gen = open(os.path.join(os.path.dirname(os.path.realpath(LIB)), "tide_abi.py")).read()
 
-    with pytest.raises(ImportError, match="tide_store_rc"):
-        _native.check_struct(Short, "tide_store_rc")
+    def load(abi_text):
+        d = tmp_path / f"lib{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        shutil.copy(LIB, d / "libtidestore.so")
+        if abi_text is not None:
+            (d / "tide_abi.py").write_text(abi_text)
+        env = dict(os.environ, LIBTIDESTORE=str(d / "libtidestore.so"))
+        r = subprocess.run([sys.executable, "-c", "import mooncake.store"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        return r.returncode, r.stderr
+
+    assert load(gen) == (0, "")
+    rc, err = load(None)
+    assert rc != 0 and "no tide_abi.py beside" in err, err
+    rc, err = load(gen.replace("TIDE_STORE_ABI_VERSION = ", "TIDE_STORE_ABI_VERSION = 9"))
+    assert rc != 0 and "binary interface version" in err, err
+    grown = gen.replace('    ("replica_num", ctypes.c_uint),',
+                        '    ("replica_num", ctypes.c_uint),\n    ("extra", ctypes.c_uint64),')
+    assert grown != gen
+    rc, err = load(grown)
+    assert rc != 0 and "struct tide_store_rc is" in err, err
+    rc, err = load(gen + '\nFUNCTIONS["tide_store_no_such_call"] = (None, [])\n')
+    assert rc != 0 and "lacks tide_store_no_such_call" in err, err

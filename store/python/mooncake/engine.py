@@ -46,7 +46,7 @@ import threading
 import time
 import weakref
 
-from mooncake._native import check_struct, lib as _lib
+from mooncake._native import abi as _abi, lib as _lib
 
 __all__ = ["TransferEngine", "TransferOpcode", "TransferNotify", "InnerTransferEngine"]
 
@@ -63,64 +63,11 @@ _u64 = ctypes.c_uint64
 _P = ctypes.POINTER
 
 
-class _Opts(ctypes.Structure):
-    """struct tide_te_opts. Its first field is its size: the C side copies only the
-    bytes this mirror declares, so a longer struct in a newer library stays safe."""
-    _fields_ = [("opts_size", ctypes.c_size_t), ("metadata", _cp),
-                ("local_server_name", _cp), ("host", _cp),
-                ("rpc_port", ctypes.c_uint16), ("data_port", ctypes.c_uint16),
-                ("slice_size", ctypes.c_uint32), ("conns_per_peer", ctypes.c_uint32),
-                ("io_threads", ctypes.c_uint32), ("force_proto", ctypes.c_uint32),
-                ("io_timeout_ms", ctypes.c_uint32), ("connect_timeout_ms", ctypes.c_uint32),
-                ("node_env", _cp), ("rdma_devices", _cp)]
-
-
-class _Notify(ctypes.Structure):
-    """struct tide_te_notify."""
-    _fields_ = [("name", _vp), ("msg", _vp)]
-
-
-check_struct(_Opts, "tide_te_opts")
-check_struct(_Notify, "tide_te_notify")
-
-_SIGS = {
-    "tide_te_opts_init": (None, [_P(_Opts), ctypes.c_size_t]),
-    "tide_te_create": (ctypes.c_int, [_P(_Opts), _P(_vp)]),
-    "tide_te_destroy": (None, [_vp]),
-    "tide_te_install_transport": (ctypes.c_int, [_vp, _cp]),
-    "tide_te_transport_name": (_cp, [_vp]),
-    "tide_te_local_name": (_cp, [_vp]),
-    "tide_te_local_addr": (None, [_vp, _cp, ctypes.c_size_t, _P(ctypes.c_uint16),
-                                  _P(ctypes.c_uint16)]),
-    "tide_te_register": (ctypes.c_int, [_vp, _vp, ctypes.c_size_t, _cp]),
-    "tide_te_unregister": (ctypes.c_int, [_vp, _vp]),
-    "tide_te_open_segment": (ctypes.c_int, [_vp, _cp, _P(ctypes.c_int64)]),
-    "tide_te_close_segment": (ctypes.c_int, [_vp, ctypes.c_int64]),
-    "tide_te_segment_buffer": (ctypes.c_int, [_vp, ctypes.c_int64, ctypes.c_uint32, _P(_u64),
-                                              _P(_u64)]),
-    "tide_te_batch_alloc": (ctypes.c_int, [_vp, ctypes.c_uint32, _P(_u64)]),
-    "tide_te_submit_v": (ctypes.c_int, [_vp, _u64, ctypes.c_int64, ctypes.c_int, _P(_u64),
-                                        _P(_u64), _P(_u64), ctypes.c_uint32]),
-    "tide_te_wait": (ctypes.c_int, [_vp, _u64, ctypes.c_int]),
-    "tide_te_batch_result": (ctypes.c_int, [_vp, _u64]),
-    "tide_te_batch_release": (ctypes.c_int, [_vp, _u64]),
-    "tide_te_transfer_sync": (ctypes.c_int, [_vp, ctypes.c_int64, ctypes.c_int, _P(_u64),
-                                             _P(_u64), _P(_u64), ctypes.c_uint32,
-                                             ctypes.c_int]),
-    "tide_te_notify": (ctypes.c_int, [_vp, _cp, _cp, _cp]),
-    "tide_te_get_notifies": (ctypes.c_int, [_vp, _P(_P(_Notify)), _P(ctypes.c_size_t)]),
-    "tide_te_notifies_free": (None, [_P(_Notify), ctypes.c_size_t]),
-    "tide_te_probe": (ctypes.c_int, [_vp, _cp]),
-    "tide_te_strerror": (_cp, [ctypes.c_int]),
-}
-_missing = [n for n in _SIGS if getattr(_lib, n, None) is None]
-if _missing:
-    raise ImportError(f"mooncake.engine: {_lib._name} lacks {', '.join(_missing)}; rebuild "
-                      "it (ninja -C <build dir>) or reinstall the package")
-for _name, (_res, _args) in _SIGS.items():
-    _fn = getattr(_lib, _name)
-    _fn.restype = _res
-    _fn.argtypes = _args
+# struct tide_te_opts (its first field is its size: the C side copies only the bytes a
+# binding declares, so an older binding stays safe against a longer struct) and struct
+# tide_te_notify, as the build declared them from tide_te.h.
+_Opts = _abi.tide_te_opts
+_Notify = _abi.tide_te_notify
 
 _libc = ctypes.CDLL(None)
 _libc.malloc.restype = _vp
@@ -132,7 +79,7 @@ _libc.free.argtypes = [_vp]
 _ERR_INVALID_ARGUMENT = -1
 _ERR_ADDRESS_OVERLAPPED = -7
 
-_TE_READ, _TE_WRITE = 0, 1
+_TE_READ, _TE_WRITE = _abi.TIDE_TE_READ, _abi.TIDE_TE_WRITE
 _INT_MAX = (1 << 31) - 1
 _TE_MAX_REQS = 1 << 20  # requests per batch (TE_MAX_REQS in te_engine.c)
 _P2P = "P2PHANDSHAKE"
@@ -704,8 +651,8 @@ class TransferEngine:
         if _lib.tide_te_get_notifies(te, ctypes.byref(v), ctypes.byref(n)) != 0:
             return []
         try:
-            return [TransferNotify(ctypes.string_at(v[i].name).decode(errors="replace"),
-                                   ctypes.string_at(v[i].msg).decode(errors="replace"))
+            return [TransferNotify(v[i].name.decode(errors="replace"),
+                                   v[i].msg.decode(errors="replace"))
                     for i in range(n.value)]
         finally:
             _lib.tide_te_notifies_free(v, n)

@@ -46,19 +46,16 @@ Threading: every call releases the GIL (ctypes) and may run from any thread. clo
 waits for calls in progress; if BufferPool leases are still held, the C store (and the
 memory the leases point into) is torn down when the last lease is released.
 
-The library is found through $LIBTIDESTORE, next to this package (libtidestore.so), in
-a build tree of the repository (the newest build*/store/client/libtidestore.so that is not
-a sanitizer build), or by the dynamic loader (ldconfig, e.g. after `meson install`).
+The library is found through $LIBTIDESTORE, next to this package (libtidestore.so), or
+by the dynamic loader (ldconfig, e.g. after `meson install`), and bound with the
+declarations the build generated from its headers (see mooncake._native).
 """
-import bisect
-import gc
 import ctypes
 import operator
 import os
 import re
 import sys
 import threading
-import time
 import weakref
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig"]
@@ -121,89 +118,17 @@ _REGISTER_CODES = {_E.EEXIST: _INVALID_PARAMS}
 _UNREGISTER_CODES = {_E.ENOENT: _INVALID_PARAMS}
 
 
-from mooncake._native import check_struct, lib as _lib  # noqa: E402
-_libc_free = ctypes.CDLL(None).free  # tide_store_get()'s buffer is malloc'd
-_libc_free.restype = None
-_libc_free.argtypes = [ctypes.c_void_p]
+from mooncake._native import abi as _abi, lib as _lib  # noqa: E402
 
 _vp = ctypes.c_void_p
 _cp = ctypes.c_char_p
 _sz = ctypes.c_size_t
 
-
-class _Cfg(ctypes.Structure):
-    _fields_ = [("local_hostname", _cp), ("metadata_server", _cp),
-                ("global_segment_size", ctypes.c_uint64), ("local_buffer_size", ctypes.c_uint64),
-                ("protocol", _cp), ("master_server_addr", _cp),
-                ("agent", ctypes.c_int), ("agent_socket", _cp)]
-
-
-class _RC(ctypes.Structure):
-    """struct tide_store_rc (Mooncake's ReplicateConfig)."""
-    _fields_ = [("replica_num", ctypes.c_uint), ("with_hard_pin", ctypes.c_bool),
-                ("preferred_segment", _cp), ("preferred_segments", ctypes.POINTER(_cp)),
-                ("n_preferred_segments", _sz), ("prefer_alloc_in_same_node", ctypes.c_bool),
-                ("group_ids", ctypes.POINTER(_cp))]
-
-
-class _Frag(ctypes.Structure):
-    """struct tide_store_frag (one fragment of get_into_ranges)."""
-    _fields_ = [("key", _sz), ("src_off", ctypes.c_uint64), ("dst", _vp),
-                ("len", ctypes.c_uint64), ("result", ctypes.c_int64)]
-
-
-check_struct(_Cfg, "tide_store_cfg")
-check_struct(_RC, "tide_store_rc")
-check_struct(_Frag, "tide_store_frag")
-
-_P = ctypes.POINTER
-_SIGS = {
-    "tide_store_create": (ctypes.c_int, [_P(_vp)]),
-    "tide_store_setup": (ctypes.c_int, [_vp, _P(_Cfg)]),
-    "tide_store_put": (ctypes.c_int, [_vp, _cp, _vp, _sz, _P(_RC)]),
-    "tide_store_get_into": (ctypes.c_int64, [_vp, _cp, _vp, _sz]),
-    "tide_store_get_size": (ctypes.c_int64, [_vp, _cp]),
-    "tide_store_get": (ctypes.c_int, [_vp, _cp, ctypes.POINTER(_vp), ctypes.POINTER(_sz)]),
-    "tide_store_is_exist": (ctypes.c_int, [_vp, _cp]),
-    "tide_store_remove": (ctypes.c_int, [_vp, _cp, ctypes.c_bool]),
-    "tide_store_remove_all": (ctypes.c_int64, [_vp, ctypes.c_bool]),
-    "tide_store_batch_put_from": (ctypes.c_int, [_vp, _P(_cp), _P(_vp), _P(_sz), _sz, _P(_RC),
-                                                 _P(ctypes.c_int)]),
-    "tide_store_batch_get_into": (ctypes.c_int, [_vp, _P(_cp), _P(_vp), _P(_sz), _sz,
-                                                 _P(ctypes.c_int64)]),
-    "tide_store_get_into_ranges": (ctypes.c_int, [_vp, _P(_cp), _sz, _P(_Frag), _sz]),
-    "tide_store_batch_is_exist": (ctypes.c_int, [_vp, _P(_cp), _sz, _P(ctypes.c_int)]),
-    "tide_store_batch_remove": (ctypes.c_int, [_vp, _P(_cp), _sz, ctypes.c_bool,
-                                               _P(ctypes.c_int)]),
-    "tide_store_remove_by_regex": (ctypes.c_int64, [_vp, _cp, ctypes.c_bool]),
-    "tide_store_register_buffer": (ctypes.c_int, [_vp, _vp, _sz]),
-    "tide_store_unregister_buffer": (ctypes.c_int, [_vp, _vp]),
-    "tide_store_local_buffer": (ctypes.c_int, [_vp, _P(_vp), _P(_sz)]),
-    "tide_store_map_buffer": (ctypes.c_int, [_vp, _sz, _P(_vp)]),
-    "tide_store_unmap_buffer": (ctypes.c_int, [_vp, _vp]),
-    "tide_store_health_check": (ctypes.c_int, [_vp]),
-    "tide_store_attached": (ctypes.c_int, [_vp]),
-    "tide_store_endpoint": (_cp, [_vp]),
-    "tide_store_close": (None, [_vp]),
-    "tide_store_strerror": (_cp, [ctypes.c_int]),
-    "tide_store_set_rdma_devices": (ctypes.c_int, [_vp, _cp]),
-    "tide_store_set_engine": (ctypes.c_int, [_vp, _vp]),
-    "tide_store_get_with": (ctypes.c_int, [_vp, _cp, _vp, _vp, _vp, ctypes.POINTER(_vp),
-                                           ctypes.POINTER(_sz)]),
-}
-_HAVE = set()
-for _name, (_res, _args) in _SIGS.items():
-    _fn = getattr(_lib, _name, None)
-    if _fn is None:
-        continue
-    _fn.restype = _res
-    _fn.argtypes = _args
-    _HAVE.add(_name)
-_CORE = {"tide_store_create", "tide_store_setup", "tide_store_put", "tide_store_get_into",
-         "tide_store_get_size", "tide_store_get", "tide_store_is_exist", "tide_store_remove",
-         "tide_store_endpoint", "tide_store_close", "tide_store_strerror"}
-if not _CORE <= _HAVE:
-    raise ImportError(f"mooncake.store: {_lib._name} lacks {sorted(_CORE - _HAVE)}")
+# The C structs, as the build declared them from tide_store.h (mooncake._native checked
+# their sizes against the library's).
+_Cfg = _abi.tide_store_cfg
+_RC = _abi.tide_store_rc  # Mooncake's ReplicateConfig
+_Frag = _abi.tide_store_frag  # one fragment of get_into_ranges
 
 # PyCapsule through the C API (PyDLL: called with the GIL held).
 _pyapi = ctypes.pythonapi
@@ -225,7 +150,10 @@ _BYTES_DATA = bytes.__basicsize__ - 1  # offset of ob_sval in a bytes object
 _get_tls = threading.local()
 
 
-@ctypes.CFUNCTYPE(_vp, _vp, _sz)
+_NO_RELEASE = _abi.tide_store_release_fn()  # a NULL release function
+
+
+@_abi.tide_store_alloc_fn
 def _get_alloc_cb(arg, size):
     """tide_store_get_with's allocator; runs on the calling thread (holding the GIL).
     It must return a pointer or NULL whatever happens: an exception escaping a ctypes
@@ -577,18 +505,9 @@ class MooncakeDistributedStore:
                 print("mooncake.store: setup: the engine given is not initialized",
                       file=sys.stderr)
                 return _INVALID_PARAMS
-            if "tide_store_set_engine" not in _HAVE:
-                print(f"mooncake.store: setup: {_lib._name} cannot share an engine; rebuild "
-                      "it", file=sys.stderr)
-                return _INVALID_PARAMS
         if proto not in ("tcp", "rdma"):
             print(f"mooncake.store: setup: protocol {proto!r} is not supported by Tide; use "
                   "'tcp' or 'rdma' (MOONCAKE_PROTOCOL)", file=sys.stderr)
-            return _INVALID_PARAMS
-        if proto == "rdma" and devices and "tide_store_set_rdma_devices" not in _HAVE:
-            print(f"mooncake.store: setup: {_lib._name} cannot take rdma_devices "
-                  f"{devices!r}; rebuild it, or leave rdma_devices out and set "
-                  "MOONCAKE_DEVICE", file=sys.stderr)
             return _INVALID_PARAMS
         with self._setup_lock:
             if self._life is not None and not self._life.closing:
@@ -597,7 +516,7 @@ class MooncakeDistributedStore:
             rc = _lib.tide_store_create(ctypes.byref(h))
             if rc != 0:
                 return _mc_code(rc)
-            if devices is not None and "tide_store_set_rdma_devices" in _HAVE:
+            if devices is not None:
                 rc = _lib.tide_store_set_rdma_devices(h, devices.encode())
                 if rc != 0:
                     _lib.tide_store_close(h)
@@ -626,10 +545,9 @@ class MooncakeDistributedStore:
             self._hostname = (_lib.tide_store_endpoint(h) or b"").decode()
             self._lbuf = (0, 0)
             self._arena = None
-            if "tide_store_local_buffer" in _HAVE:
-                base, n = _vp(), _sz()
-                if _lib.tide_store_local_buffer(h, ctypes.byref(base), ctypes.byref(n)) == 0:
-                    self._lbuf = (base.value or 0, n.value if base.value else 0)
+            base, n = _vp(), _sz()
+            if _lib.tide_store_local_buffer(h, ctypes.byref(base), ctypes.byref(n)) == 0:
+                self._lbuf = (base.value or 0, n.value if base.value else 0)
             self._life = _Life(h, engine)
             with _STORES_LOCK:
                 _STORES[h.value] = weakref.ref(self)
@@ -668,8 +586,6 @@ class MooncakeDistributedStore:
         if h is None:
             return 1
         try:
-            if "tide_store_health_check" not in _HAVE:
-                return 0
             return int(_lib.tide_store_health_check(h))
         finally:
             self._leave()
@@ -731,29 +647,22 @@ class MooncakeDistributedStore:
         """The bytes, received straight into the bytes object returned, or b"" on any
         error (as Mooncake's get)."""
         p, n = _vp(), _sz()
-        if "tide_store_get_with" in _HAVE:
-            # Saved and restored around the call: a get() run inside the callback (a
-            # finalizer, a signal handler) must not take this call's object.
-            saved = (getattr(_get_tls, "obj", None), getattr(_get_tls, "exc", None))
-            _get_tls.obj = _get_tls.exc = None
-            try:
-                rc = _lib.tide_store_get_with(h, k, _get_alloc_cb, None, None, ctypes.byref(p),
-                                              ctypes.byref(n))
-                b, exc = _get_tls.obj, _get_tls.exc
-            finally:
-                _get_tls.obj, _get_tls.exc = saved
-            if exc is not None and not isinstance(exc, MemoryError):
-                raise exc  # e.g. KeyboardInterrupt during the get
-            if rc != 0 or b is None:
-                return b""
-            # Through an agent the object may have shrunk between its size and its read.
-            return b if n.value == len(b) else b[:n.value]
-        if _lib.tide_store_get(h, k, ctypes.byref(p), ctypes.byref(n)) != 0:
-            return b""
+        # Saved and restored around the call: a get() run inside the callback (a
+        # finalizer, a signal handler) must not take this call's object.
+        saved = (getattr(_get_tls, "obj", None), getattr(_get_tls, "exc", None))
+        _get_tls.obj = _get_tls.exc = None
         try:
-            return ctypes.string_at(p.value, n.value)
+            rc = _lib.tide_store_get_with(h, k, _get_alloc_cb, _NO_RELEASE, None, ctypes.byref(p),
+                                          ctypes.byref(n))
+            b, exc = _get_tls.obj, _get_tls.exc
         finally:
-            _libc_free(p)
+            _get_tls.obj, _get_tls.exc = saved
+        if exc is not None and not isinstance(exc, MemoryError):
+            raise exc  # e.g. KeyboardInterrupt during the get
+        if rc != 0 or b is None:
+            return b""
+        # Through an agent the object may have shrunk between its size and its read.
+        return b if n.value == len(b) else b[:n.value]
 
     def remove(self, key, force=False):
         """0, -704 when the key does not exist, -706 when leased (force False)."""
@@ -1066,409 +975,16 @@ _UNTOUCHED = object()
 _SENTINEL_INT = -(1 << 31)
 _SENTINEL_I64 = -(1 << 63)
 
-# ------------------------------------------------------------------ BufferPool
-
-_GRAIN = 4096  # lease granularity: page-aligned leases
-_POLL = 0.05  # a waiting acquire() also looks for leases dropped without release()
+_POOL_NAMES = ("BufferPool", "RegisteredBufferPool", "BufferLease", "RegisteredBufferLease")
 
 
-def _round(n, a):
-    return (n + a - 1) // a * a
+def __getattr__(name):
+    """BufferPool lives in mooncake.buffer_pool, which imports this module; mooncake.store
+    exports it too, as stock's does, loaded at first use so either may be imported first."""
+    if name in _POOL_NAMES:
+        from mooncake import buffer_pool
+        return getattr(buffer_pool, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class _Extents:
-    """First-fit allocator over [0, size): sorted free extents, merged on free."""
-
-    def __init__(self, size):
-        self.size = size
-        self.starts = [0] if size else []
-        self.lens = {0: size} if size else {}
-        self.free = size
-
-    def alloc(self, n):
-        for i, s in enumerate(self.starts):
-            ln = self.lens[s]
-            if ln >= n:
-                del self.lens[s]
-                if ln == n:
-                    del self.starts[i]
-                else:
-                    self.starts[i] = s + n
-                    self.lens[s + n] = ln - n
-                self.free -= n
-                return s
-        return None
-
-    def release(self, off, n):
-        self.free += n
-        i = bisect.bisect_left(self.starts, off)
-        end = off + n
-        if i < len(self.starts) and self.starts[i] == end:
-            n += self.lens.pop(end)
-            del self.starts[i]
-        if i > 0:
-            p = self.starts[i - 1]
-            if p + self.lens[p] == off:
-                self.lens[p] += n
-                return
-        self.starts.insert(i, off)
-        self.lens[off] = n
-
-    def empty(self):
-        return self.free == self.size
-
-
-class _Region:
-    """A mapped overflow region (tide_store_map_buffer), unmapped when its last lease
-    is released."""
-
-    def __init__(self, base, size):
-        self.base = base
-        self.ext = _Extents(size)
-
-
-class _PoolTimeout(RuntimeError, TimeoutError):
-    """BufferPool.acquire timed out (a RuntimeError, as Mooncake's, and a TimeoutError)."""
-
-
-class BufferLease:
-    """Memory leased from a BufferPool: ptr, size, buffer (a new writable memoryview each
-    time), release(); a context manager that releases on exit."""
-
-    __slots__ = ("_pool", "_ptr", "_size", "_alloc", "_region", "_off", "_view",
-                 "_released", "__weakref__")
-
-    def __init__(self, pool, ptr, size, alloc, region, off):
-        self._pool = pool
-        self._ptr = ptr
-        self._size = size
-        self._alloc = alloc
-        self._region = region
-        self._off = off
-        self._released = False
-        self._view = None  # weakref to the ctypes array every live view hangs on
-
-    @property
-    def ptr(self):
-        if self._released:
-            raise RuntimeError("buffer lease is closed")
-        return self._ptr
-
-    @property
-    def size(self):
-        return self._size
-
-    @property
-    def buffer(self):
-        """A writable uint8 memoryview of the lease; while any such view (or a slice or
-        an array over it) is alive the lease cannot be released, and it keeps the lease
-        object alive."""
-        if self._released:
-            raise RuntimeError("buffer lease is closed")
-        arr = self._view() if self._view is not None else None
-        if arr is None:
-            arr = (ctypes.c_ubyte * self._size).from_address(self._ptr)
-            arr._lease = self
-            self._view = weakref.ref(arr)
-        return memoryview(arr).cast("B")
-
-    def _views_alive(self):
-        return self._view is not None and self._view() is not None
-
-    def release(self):
-        """Return the memory to the pool. Raises RuntimeError while memoryviews from
-        .buffer (or arrays over them) are alive; a second call does nothing."""
-        self._pool._release(self, check=True)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
-        return False
-
-    def __del__(self):
-        # May run inside any allocation (garbage collection), even while this thread
-        # holds the pool's lock: queue it, the pool takes it back under its lock.
-        if not self._released:
-            self._pool._dropped.append(self)
-
-    def __repr__(self):
-        state = "released" if self._released else hex(self._ptr)
-        return f"<BufferLease {state} size={self._size}>"
-
-
-BufferLeaseView = memoryview
-
-
-def _store_of(store):
-    if isinstance(store, MooncakeDistributedStore):
-        return store
-    get = getattr(store, "_get_pyclient_capsule", None)
-    if get is None:
-        raise RuntimeError("BufferPool store parameter must be a MooncakeDistributedStore or "
-                           "a store wrapper that implements _get_pyclient_capsule()")
-    cap = get()
-    if cap is None:
-        raise RuntimeError("MooncakeDistributedStore is not initialized")
-    if not _pyapi.PyCapsule_IsValid(cap, _CAPSULE_NAME):
-        raise RuntimeError("store wrapper returned an unexpected PyClient capsule type")
-    addr = _pyapi.PyCapsule_GetPointer(cap, _CAPSULE_NAME)
-    with _STORES_LOCK:
-        ref = _STORES.get(addr)
-    s = ref() if ref is not None else None
-    if s is None:
-        raise RuntimeError("the capsule's store is closed")
-    return s
-
-
-class BufferPool:
-    """Leases of registered memory for put_from/get_into: carved from the store's local
-    buffer (local_buffer_size of setup), then from overflow regions mapped on demand
-    (tide_store_map_buffer, in multiples of `alignment`, unmapped when unused).
-
-    max_bytes: leased bytes at once (0: twice the local buffer; never less than it).
-    min_size_class / max_size_class: validated (Mooncake's knobs); leases are rounded to
-    4 KiB. alignment: overflow regions are multiples of it (a power of two). When
-    exhausted, acquire() waits for a release (block_on_exhaustion, or block=True) up to
-    timeout seconds (default_timeout; None = forever), else raises RuntimeError.
-    max_regions: at most this many leases at once. prewarm is a no-op (the local buffer
-    is mapped and registered at setup), as Mooncake's."""
-
-    def __init__(self, store, max_bytes=0, min_size_class=64 * 1024, max_size_class=None,
-                 alignment=8 * 1024 * 1024, block_on_exhaustion=True, default_timeout=None,
-                 max_regions=None, prewarm_size=None, prewarm_count=0):
-        st = _store_of(store)
-        life = st._life
-        if life is None or life.closing:
-            raise RuntimeError("MooncakeDistributedStore is not initialized")
-        max_bytes, min_size_class, alignment = (operator.index(max_bytes),
-                                                operator.index(min_size_class),
-                                                operator.index(alignment))
-        if min_size_class <= 0 or alignment <= 0:
-            raise RuntimeError("min_size_class and alignment must be positive")
-        if alignment < ctypes.sizeof(_vp) or alignment & (alignment - 1):
-            raise RuntimeError("alignment must be a power of two and at least sizeof(void*)")
-        base, cap = st._lbuf
-        if not cap:
-            raise RuntimeError("BufferPool requires a store configured with a local buffer")
-        if max_bytes < 0:
-            raise RuntimeError("max_bytes must not be negative")
-        self._max_bytes = 2 * cap if max_bytes == 0 else max(max_bytes, cap)
-        self._max_size_class = (self._max_bytes if max_size_class is None
-                                else operator.index(max_size_class))
-        self._min_size_class = min_size_class
-        self._alignment = alignment
-        self._block = bool(block_on_exhaustion)
-        self._timeout = None if default_timeout is None else float(default_timeout)
-        self._max_regions = None if max_regions is None else operator.index(max_regions)
-        self._store = st
-        self._life = life
-        with life.cv:
-            if st._arena is None:
-                # one allocator (and one condition) for the local buffer per store,
-                # shared by every pool of that store
-                st._arena = (_Region(base, cap - cap % _GRAIN),
-                             threading.Condition(threading.Lock()))
-        self._local, self._cv = st._arena
-        self._regions = []
-        self._dropped = []  # leases garbage-collected without release()
-        self._used = 0
-        self._active = 0
-        self._closed = False
-        self.stats = {"acquire": 0, "release": 0, "wait": 0, "overflow_map": 0,
-                      "overflow_unmap": 0}
-        if prewarm_size is not None and prewarm_count:
-            self.prewarm(prewarm_size, prewarm_count)
-
-    def acquire(self, size, block=None, timeout=None):
-        """A lease of size bytes (page-aligned pointer)."""
-        size = operator.index(size)
-        if size < 0:
-            raise RuntimeError("size must not be negative")
-        should_block = self._block if block is None else bool(block)
-        t = self._timeout if timeout is None else float(timeout)
-        if t is not None and t < 0:
-            raise RuntimeError("timeout must be non-negative")
-        need = _round(max(size, 1), _GRAIN)
-        if need > self._max_bytes:
-            raise RuntimeError(f"requested buffer size {size} exceeds pool capacity "
-                               f"{self._max_bytes}")
-        deadline = None if t is None else time.monotonic() + t
-        collected = False
-        unpins = 0
-        try:
-            with self._cv:
-                while True:
-                    unpins += self._drain_locked()
-                    if self._closed:
-                        raise RuntimeError("buffer pool is closed")
-                    lease = self._try_locked(size, need)
-                    if lease is not None:
-                        self.stats["acquire"] += 1
-                        return lease
-                    if not collected and (self._active or self._dropped):
-                        # leases dropped without release() come back through __del__
-                        collected = True
-                        self._cv.release()
-                        try:
-                            gc.collect()
-                        finally:
-                            self._cv.acquire()
-                        continue
-                    if not should_block:
-                        raise RuntimeError("buffer pool is exhausted")
-                    self.stats["wait"] += 1
-                    left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
-                    if left <= 0:
-                        raise _PoolTimeout("timed out waiting for buffer")
-                    self._cv.wait(left)
-        finally:
-            for _ in range(unpins):
-                self._life.unpin()
-
-    buffer = acquire
-
-    def _try_locked(self, size, need):
-        if self._max_regions is not None and self._active >= self._max_regions:
-            return None
-        if self._used + need > self._max_bytes:
-            return None
-        if not self._life.pin():
-            raise RuntimeError("the store is closed")
-        try:
-            region, off = None, None
-            if need <= self._max_size_class:
-                off = self._local.ext.alloc(need)
-            if off is not None:
-                region = self._local
-            else:
-                for r in self._regions:
-                    off = r.ext.alloc(need)
-                    if off is not None:
-                        region = r
-                        break
-            if region is None:
-                region = self._map_locked(need)
-                if region is None:
-                    self._life.unpin()
-                    return None
-                off = region.ext.alloc(need)
-        except BaseException:
-            self._life.unpin()
-            raise
-        self._used += need
-        self._active += 1
-        return BufferLease(self, region.base + off, size, need, region, off)
-
-    def _map_locked(self, need):
-        if "tide_store_map_buffer" not in _HAVE:
-            return None
-        rsize = _round(need, self._alignment)
-        h = self._life.h  # pinned by the caller
-        p = _vp()
-        r = _lib.tide_store_map_buffer(h, rsize, ctypes.byref(p))
-        if r == -_E.ENOMEM:
-            return None  # wait for releases
-        if r != 0:
-            raise RuntimeError(f"overflow buffer mapping failed: "
-                               f"{_lib.tide_store_strerror(r).decode()}")
-        self._life.pin()  # the region keeps the store alive until unmapped
-        region = _Region(p.value, rsize)
-        self._regions.append(region)
-        self.stats["overflow_map"] += 1
-        return region
-
-    def _free_locked(self, lease):
-        """Give a lease's memory back; the number of store pins to drop (after unlocking)."""
-        lease._released = True
-        lease._region.ext.release(lease._off, lease._alloc)
-        self._used -= lease._alloc
-        self._active -= 1
-        unpins = 1
-        region = lease._region
-        if region is not self._local and region.ext.empty():
-            self._regions.remove(region)
-            _lib.tide_store_unmap_buffer(self._life.h, region.base)  # pinned: alive
-            self.stats["overflow_unmap"] += 1
-            unpins += 1
-        self.stats["release"] += 1
-        self._cv.notify_all()
-        return unpins
-
-    def _drain_locked(self):
-        unpins = 0
-        while self._dropped:
-            lease = self._dropped.pop()
-            if not lease._released:
-                unpins += self._free_locked(lease)
-        return unpins
-
-    def _release(self, lease, check):
-        with self._cv:
-            if lease._released:
-                return
-            if check and lease._views_alive():
-                raise RuntimeError("cannot release buffer while exported views exist")
-            unpins = self._free_locked(lease) + self._drain_locked()
-        for _ in range(unpins):
-            self._life.unpin()
-
-    def prewarm(self, size, count):
-        """No-op (as Mooncake's): the local buffer is mapped and registered at setup."""
-        operator.index(size)
-        operator.index(count)
-
-    def close(self):
-        """Refuse further acquires. Raises RuntimeError while leases are active; a second
-        call does nothing."""
-        with self._cv:
-            if self._closed:
-                return
-            unpins = self._drain_locked()
-            if unpins:
-                self._cv.release()
-                try:
-                    for _ in range(unpins):
-                        self._life.unpin()
-                finally:
-                    self._cv.acquire()
-            if self._active:
-                raise RuntimeError("cannot close buffer pool with active leases")
-            self._closed = True
-            self._cv.notify_all()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-
-RegisteredBufferPool = BufferPool
-RegisteredBufferLease = BufferLease
-
-# Expose only what the loaded library fully implements.
-_NEEDS = {
-    "put_from": {"tide_store_put"},
-    "batch_put_from": {"tide_store_batch_put_from"},
-    "get_into": {"tide_store_get_into"},
-    "batch_get_into": {"tide_store_batch_get_into"},
-    "get_into_ranges": {"tide_store_get_into_ranges"},
-    "register_buffer": {"tide_store_register_buffer", "tide_store_unregister_buffer"},
-    "unregister_buffer": {"tide_store_register_buffer", "tide_store_unregister_buffer"},
-    "batch_is_exist": {"tide_store_batch_is_exist"},
-    "batch_remove": {"tide_store_batch_remove"},
-    "remove_by_regex": {"tide_store_remove_by_regex"},
-    "remove_all": {"tide_store_remove_all"},
-    "_get_pyclient_capsule": {"tide_store_local_buffer", "tide_store_map_buffer",
-                              "tide_store_unmap_buffer"},
-}
-for _m, _syms in _NEEDS.items():
-    if not _syms <= _HAVE:
-        delattr(MooncakeDistributedStore, _m)
-if hasattr(MooncakeDistributedStore, "_get_pyclient_capsule"):
-    __all__ += ["BufferPool", "RegisteredBufferPool", "BufferLease"]
-else:
-    del BufferPool, RegisteredBufferPool, RegisteredBufferLease, BufferLease, BufferLeaseView
+__all__ += ["BufferPool", "RegisteredBufferPool", "BufferLease"]
