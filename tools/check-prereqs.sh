@@ -24,6 +24,7 @@ PROGRAMS=(
 	"pgrep          procps           dts_master"
 	"pkill          procps           dts_master"
 	"ethtool        ethtool          dts_linux_interop, dts_transfer_engine (offloads off)"
+	"nft            nftables         dts_loss, tools/loss-bench.py (random drops on a bridge)"
 	"ping           iputils-ping     dts_linux_interop"
 	"tcpdump        tcpdump          dts_linux_interop (capture)"
 	"tshark         tshark           dts_linux_interop (checksum audit)"

@@ -21,6 +21,7 @@ PKGS=(
 	python3-matplotlib                     # benchmark scripts draw their PNGs (docs/benchmarks.md)
 	python3-mesonpy python3-venv           # pip install . (tools/check-pip-install.sh)
 	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth); pgrep/pkill for dts_master
+	nftables                               # dts_loss, tools/loss-bench.py: random drops on a bridge
 	tcpdump tshark wireshark-common python3-scapy # dts_linux_interop: capture, checksum audit (tshark,
 	                                       # capinfos), crafted frames
 	util-linux libc-bin                    # setsid, mountpoint, ldd (Essential; listed so every

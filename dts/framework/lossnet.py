@@ -1,0 +1,372 @@
+"""A switch that loses and queues packets, for Tide's and Linux's TCP side by side (issue 35).
+
+Topology (namespaces named <tag><host>, <tag> starting with "l35"; all removed by close()):
+
+    ns <tag>ta  e0 (Tide, af_packet, no kernel IP)  --- p-ta --+
+    ns <tag>tb  e0 (Tide, af_packet, no kernel IP)  --- p-tb --+-- br0 in ns <tag>m
+    ns <tag>la  e0 (Linux sockets, kernel IP)       --- p-la --+   (nft bridge forward: drops;
+    ns <tag>lb  e0 (Linux sockets, kernel IP)       --- p-lb --+    tbf + pfifo on a port: queue)
+
+The loss model lives in the middle namespace only, so it treats every pair alike (Tide <-> Tide,
+Tide <-> Linux, Linux <-> Linux): `nft` rules of the bridge family on the forward hook drop a
+random share of the TCP frames that enter from a given port (`numgen random`). A rule in an
+endpoint's own namespace would miss what af_packet reads. TSO, GSO, GRO and TX checksum
+offload are off on every veth end, so one verdict is one wire segment and af_packet never reads
+a frame whose checksum the kernel left for a NIC.
+
+The bottleneck is a `tbf` with a shallow `pfifo` under it on a port's egress (this kernel has
+no netem, fq or fq_codel): flows into that host share the rate and the queue, and drops come
+from a full queue, as in incast.
+
+Also runnable as a script: the Linux-socket peer of the transfers, with its own clock.
+
+  lossnet.py send HOST PORT NBYTES   connect, send the pattern, half-close, wait for the close;
+                                     prints "sent N bytes in S s"
+  lossnet.py recv PORT NCONN         accept NCONN connections, verify each stream (the pattern
+                                     of dts/tests/linux_peer.py and tide-net); prints one line
+                                     per connection, exit 0 only if every byte matched
+Only the Python standard library is used.
+"""
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import linux_peer  # noqa: E402  (the shared pattern and its checker)
+
+#: hosts of the topology: name -> (last octet, Tide or Linux)
+HOSTS = {"ta": (1, "tide"), "tb": (2, "tide"), "la": (3, "linux"), "lb": (4, "linux")}
+
+
+def sh(*cmd, check=True, timeout=60):
+    return subprocess.run(list(cmd), capture_output=True, text=True, check=check,
+                          timeout=timeout)
+
+
+def linux_env():
+    """The Linux side is not under test: no MALLOC_PERTURB_ (meson sets it for every test)."""
+    return {k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"}
+
+
+def counters(out):
+    """The name=value counters tide-net prints at exit."""
+    line = [ln for ln in out.splitlines() if "tide-net: counters:" in ln]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line[-1])} if line else {}
+
+
+class LossNet:
+    """The topology above. `tag` names everything (namespaces <tag>m, <tag>ta, ...); build()
+    creates it, close() removes it and is safe to call at any point, more than once."""
+
+    def __init__(self, tag, subnet_octet):
+        assert tag.startswith("l35") and len(tag) <= 10
+        self.tag = tag
+        self.subnet = f"10.135.{subnet_octet}"
+        self.mid = f"{tag}m"
+        self.built = []
+        self.procs = []
+
+    def ns(self, host):
+        return f"{self.tag}{host}"
+
+    def ip(self, host):
+        return f"{self.subnet}.{HOSTS[host][0]}"
+
+    def build(self):
+        self.close()
+        m = self.mid
+        sh("ip", "netns", "add", m)
+        self.built.append(m)
+        sh("ip", "-n", m, "link", "set", "lo", "up")
+        sh("ip", "-n", m, "link", "add", "br0", "type", "bridge", "stp_state", "0",
+           "forward_delay", "0")
+        sh("ip", "-n", m, "link", "set", "br0", "up")
+        for h, (octet, kind) in HOSTS.items():
+            n = self.ns(h)
+            sh("ip", "netns", "add", n)
+            self.built.append(n)
+            sh("ip", "-n", n, "link", "set", "lo", "up")
+            # Both ends created inside their namespaces: no name in the root namespace.
+            sh("ip", "link", "add", "e0", "netns", n, "type", "veth", "peer", "name", f"p-{h}",
+               "netns", m)
+            sh("ip", "-n", m, "link", "set", f"p-{h}", "master", "br0")
+            for ns_, dev in ((n, "e0"), (m, f"p-{h}")):
+                sh("ip", "netns", "exec", ns_, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                   "gro", "off", "tx", "off")
+                sh("ip", "-n", ns_, "link", "set", dev, "up")
+            sh("ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+            if kind == "linux":
+                sh("ip", "-n", n, "addr", "add", f"{self.ip(h)}/24", "dev", "e0")
+        sh("ip", "netns", "exec", m, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
+        self.set_loss({})
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        self.procs = []
+        names = [self.mid] + [self.ns(h) for h in HOSTS]
+        listed = sh("ip", "netns", "list", check=False).stdout.split()
+        for n in names:
+            if n in listed:
+                sh("ip", "netns", "del", n, check=False)
+        self.built = []
+
+    # --- the switch ------------------------------------------------------------------------
+
+    def set_loss(self, rates):
+        """Drop a random share of the TCP frames entering the bridge from a host's port:
+        rates = {host: percent}; {} drops nothing. Replaces the previous rules."""
+        rules = []
+        for h, pct in sorted(rates.items()):
+            if pct <= 0:
+                continue
+            per_million = int(round(pct * 10000))
+            rules.append(f'iifname "p-{h}" ip protocol tcp numgen random mod 1000000 < '
+                         f'{per_million} counter drop')
+        text = ("table bridge l35loss\ndelete table bridge l35loss\n"
+                "table bridge l35loss {\n chain drops {\n"
+                "  type filter hook forward priority 0; policy accept;\n"
+                + "".join(f"  {r}\n" for r in rules) + " }\n}\n")
+        subprocess.run(["ip", "netns", "exec", self.mid, "nft", "-f", "-"], input=text,
+                       text=True, check=True, capture_output=True)
+
+    def dropped(self):
+        """Frames the loss rules dropped so far, per host port."""
+        out = sh("ip", "netns", "exec", self.mid, "nft", "list", "table", "bridge",
+                 "l35loss").stdout
+        return {m.group(1): int(m.group(2)) for m in
+                re.finditer(r'iifname "p-(\w+)".*?packets (\d+)', out)}
+
+    def set_bottleneck(self, host, rate_mbit, pfifo_pkts=20):
+        """Everything the bridge sends to `host` goes through tbf at rate_mbit and a pfifo of
+        pfifo_pkts frames; rate_mbit None removes it."""
+        dev = f"p-{host}"
+        sh("tc", "-n", self.mid, "qdisc", "del", "dev", dev, "root", check=False)
+        if rate_mbit is None:
+            return
+        sh("tc", "-n", self.mid, "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf",
+           "rate", f"{rate_mbit}mbit", "burst", "16kb", "limit", "64kb")
+        sh("tc", "-n", self.mid, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
+           "pfifo", "limit", str(pfifo_pkts))
+
+    def queue_drops(self, host):
+        out = sh("tc", "-n", self.mid, "-s", "qdisc", "show", "dev", f"p-{host}").stdout
+        m = re.search(r"pfifo.*?dropped (\d+)", out, re.S)
+        return int(m.group(1)) if m else 0
+
+    # --- endpoints -------------------------------------------------------------------------
+
+    def tide_env(self, host, rto_min_us, lcore, extra=None):
+        env = {"TIDE_HUGEPAGES": "off",
+               "TIDE_DPDK_DEVICE": "net_af_packet0,iface=e0",
+               "TIDE_DATA_IP": self.ip(host),
+               "TIDE_FILE_PREFIX": f"{self.tag}-{host}-{os.getpid()}",
+               "TIDE_LCORES": str(lcore),
+               "TIDE_TCP_RTO_MIN_US": str(rto_min_us)}
+        env.update(extra or {})
+        return env
+
+    def linux_timeouts(self, host):
+        """TcpExt TCPTimeouts of a Linux host's namespace (RTOs fired there)."""
+        out = sh("ip", "netns", "exec", self.ns(host), "cat", "/proc/net/netstat").stdout
+        lines = [ln.split() for ln in out.splitlines() if ln.startswith("TcpExt:")]
+        return int(dict(zip(lines[0], lines[1]))["TCPTimeouts"])
+
+
+# --- transfers ----------------------------------------------------------------------------
+#
+# Each returns a dict: ok, mib_s (goodput of the whole transfer, the receiver's bytes over the
+# sender's time from connect to the last byte acknowledged), rtos (the sender's RTOs), log
+# (everything printed, for a failure message). Every byte is verified by the receiver.
+
+def _tide_net(build_dir):
+    return os.path.join(build_dir, "tools", "net", "tide-net")
+
+
+def _popen(ns, cmd, env):
+    return subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def _wait_line(p, text, timeout):
+    """Read p's stdout until a line with `text` (bounded); returns the lines read."""
+    import select
+    lines, buf, deadline = [], b"", time.monotonic() + timeout
+    fd = p.stdout.fileno()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"no '{text}' within {timeout} s: {''.join(lines)}")
+        if not select.select([fd], [], [], left)[0]:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            raise RuntimeError(f"ended before '{text}': {''.join(lines)}")
+        buf += chunk
+        while b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+            lines.append(raw.decode(errors="replace") + "\n")
+            if text in lines[-1]:
+                p.early = "".join(lines)
+                return
+
+
+def _finish(p, timeout):
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        out = (out or "") + f"\n[killed after {timeout} s]"
+    return p.returncode, getattr(p, "early", "") + (out or "")
+
+
+def _tide_base_env(env):
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("TIDE_", "MOONCAKE_", "MC_"))}
+    base.update(env)
+    return base
+
+
+def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1, timeout=300):
+    """nbytes from host snd to host rcv over `flows` connections at once (flows > 1 only when
+    the sender is Linux: tide-net send opens one connection). Returns the dict above; with
+    several flows also per-flow seconds (fct) and goodputs (flow_mib_s)."""
+    skind, rkind = HOSTS[snd][1], HOSTS[rcv][1]
+    lenv = linux_env()
+    res = {"ok": False, "mib_s": 0.0, "rtos": None, "log": ""}
+    t_lx = net.linux_timeouts(snd) if skind == "linux" else 0
+    # receiver
+    if rkind == "tide":
+        r = _popen(net.ns(rcv), [_tide_net(build_dir), "serve", "--port", str(port),
+                                 "--connections", str(flows)],
+                   _tide_base_env(net.tide_env(rcv, rto_min_us, 1)))
+        ready = "tide-net: ready"
+    else:
+        r = _popen(net.ns(rcv), ["/usr/bin/python3", os.path.abspath(__file__), "recv",
+                                 str(port), str(flows)], lenv)
+        ready = "listening"
+    net.procs.append(r)
+    try:
+        _wait_line(r, ready, 60)
+    except (TimeoutError, RuntimeError) as e:
+        r.kill()
+        res["log"] = str(e) + _finish(r, 10)[1]
+        return res
+    # sender(s)
+    senders = []
+    if skind == "tide":
+        assert flows == 1
+        senders.append(_popen(net.ns(snd), [_tide_net(build_dir), "send", "--peer",
+                                            net.ip(rcv), "--port", str(port), "--bytes",
+                                            str(nbytes)],
+                              _tide_base_env(net.tide_env(snd, rto_min_us, 0))))
+    else:
+        for _ in range(flows):
+            senders.append(_popen(net.ns(snd), ["/usr/bin/python3", os.path.abspath(__file__),
+                                                "send", net.ip(rcv), str(port), str(nbytes)],
+                                  lenv))
+    net.procs.extend(senders)
+    souts = [_finish(s, timeout) for s in senders]
+    rrc, rout = _finish(r, 60)
+    log = "".join(o for _, o in souts) + rout
+    res["log"] = log
+    secs = []
+    for rc, out in souts:
+        m = re.search(r"sent (\d+) bytes in ([\d.]+) s", out)
+        if rc != 0 or not m or int(m.group(1)) != nbytes:
+            return res
+        secs.append(float(m.group(2)))
+    if rkind == "tide":
+        ok = rrc == 0 and f"{nbytes} bytes in, 0 out, 0 mismatched" in rout and \
+            len(re.findall(r"bytes in, 0 out, 0 mismatched", rout)) == flows and \
+            "packet buffers leaked: 0" in rout
+    else:
+        ok = rrc == 0 and len(re.findall(rf"received {nbytes} bad 0 .* match", rout)) == flows
+    if skind == "tide":
+        res["rtos"] = counters(souts[0][1]).get("tcp_rto_fired")
+        ok = ok and "packet buffers leaked: 0" in souts[0][1]
+    else:
+        res["rtos"] = net.linux_timeouts(snd) - t_lx
+    res["ok"] = ok
+    res["fct"] = secs
+    res["flow_mib_s"] = [nbytes / 1048576.0 / s for s in secs]
+    # Aggregate goodput: all bytes over the time the slowest flow took.
+    res["mib_s"] = flows * nbytes / 1048576.0 / max(secs)
+    return res
+
+
+def jain(xs):
+    """Jain's fairness index of the throughputs xs (1 = equal shares)."""
+    return (sum(xs) ** 2) / (len(xs) * sum(x * x for x in xs)) if xs else 0.0
+
+
+# --- the Linux-socket peer ------------------------------------------------------------------
+
+def _peer_send(host, port, n):
+    import socket
+    s = socket.create_connection((host, port), timeout=30)
+    s.settimeout(600)
+    t0 = time.monotonic()
+    for c in linux_peer.chunks(n):
+        s.sendall(c)
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)  # the receiver closes once it has every byte
+    secs = time.monotonic() - t0
+    print(f"sent {n} bytes in {secs:.3f} s ({n / 1048576.0 / secs:.1f} MiB/s)", flush=True)
+    return 0
+
+
+def _peer_recv(port, nconn):
+    import socket
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("0.0.0.0", port))
+    ls.listen(nconn)
+    ls.settimeout(60)
+    print("listening", flush=True)
+    results, threads = [], []
+    lock = threading.Lock()
+
+    def serve(c):
+        c.settimeout(600)
+        chk = linux_peer.Checker()
+        while True:
+            d = c.recv(1 << 20)
+            if not d:
+                break
+            chk.feed(d)
+        c.close()
+        with lock:
+            results.append(chk)
+
+    for _ in range(nconn):
+        c, _ = ls.accept()
+        t = threading.Thread(target=serve, args=(c,))
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    ok = True
+    for chk in results:
+        good = chk.bad == 0 and chk.sha.hexdigest() == linux_peer.expected_sha(chk.n)
+        ok = ok and good
+        print(f"received {chk.n} bad {chk.bad} sha256 {chk.sha.hexdigest()}"
+              f" {'match' if good else 'MISMATCH'}", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "send":
+        sys.exit(_peer_send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    if len(sys.argv) == 4 and sys.argv[1] == "recv":
+        sys.exit(_peer_recv(int(sys.argv[2]), int(sys.argv[3])))
+    print(__doc__, file=sys.stderr)
+    sys.exit(2)

@@ -1,0 +1,113 @@
+"""Functional suite: TCP under loss and congestion, Tide and Linux through one switch (issue 35).
+
+Topology: dts/framework/lossnet.py (four endpoint namespaces on a Linux bridge in a middle
+namespace; `nft` bridge rules drop a random share of the frames entering from a port; `tbf` +
+a shallow `pfifo` make a bottleneck). Tide runs `tide-net` on net_af_packet; Linux runs
+lossnet.py's socket peer. Every transfer is verified byte for byte by its receiver.
+
+This is the short version, bounded in time (a few MiB per transfer); tools/loss-bench.py runs
+the full matrix (256 MiB, five runs, both RTO floors) and records the figures.
+"""
+import os
+
+from framework import lossnet
+from framework.test_suite import TestSuite
+
+MIB = 1 << 20
+
+
+class TestLoss(TestSuite):
+    net = None
+
+    @classmethod
+    def set_up_all(cls):
+        if os.geteuid() != 0:
+            return
+        tag = os.getpid() % 10000
+        cls.net = lossnet.LossNet(f"l35d{tag}", 100 + tag % 100)
+        try:
+            cls.net.build()
+        except Exception as e:  # noqa: BLE001 (a missing program or a broken host: fail, say why)
+            cls.setup_error = f"{e}: {getattr(e, 'stderr', '')}"
+            cls.net.close()
+            cls.net = None
+
+    @classmethod
+    def tear_down_all(cls):
+        if cls.net is not None:
+            cls.net.close()
+
+    def set_up_test_case(self):
+        if os.geteuid() != 0:
+            self.skip("needs root for network namespaces")
+        if self.net is None:
+            self.fail(f"could not build the topology: {getattr(self, 'setup_error', '?')}")
+        self.net.set_loss({})
+        for h in lossnet.HOSTS:
+            self.net.set_bottleneck(h, None)
+
+    def run_pair(self, snd, rcv, nbytes, port, rto_min_us=200000, flows=1, timeout=120):
+        r = lossnet.transfer(self.net, self.build_dir, snd, rcv, nbytes, port,
+                             rto_min_us=rto_min_us, flows=flows, timeout=timeout)
+        self.verify(r["ok"], f"{snd} -> {rcv}: transfer failed or corrupt:\n{r['log'][-4000:]}")
+        print(f"\n    {snd} -> {rcv} {flows}x{nbytes >> 20} MiB: {r['mib_s']:.1f} MiB/s, "
+              f"RTOs {r['rtos']}", end=" ")
+        return r
+
+    def test_random_loss_every_pair(self):
+        """Steps: the switch drops 2 % of TCP frames in both directions; 8 MiB Tide -> Linux,
+        Linux -> Tide, Linux -> Linux and Tide -> Tide (RTO floor 200 ms), then Tide -> Linux
+        with Tide's default 1 ms floor.
+        Verify: every transfer completes, byte for byte; the switch did drop frames of every
+        sender."""
+        self.net.set_loss({h: 2 for h in lossnet.HOSTS})
+        port = 5601
+        for snd, rcv in (("ta", "lb"), ("la", "tb"), ("la", "lb"), ("ta", "tb")):
+            self.run_pair(snd, rcv, 8 * MIB, port)
+            port += 1
+        self.run_pair("ta", "lb", 8 * MIB, port, rto_min_us=1000)
+        d = self.net.dropped()
+        self.verify(all(d.get(h, 0) > 0 for h in lossnet.HOSTS), f"drops per port: {d}")
+
+    def test_ack_loss_only_tide_sender(self):
+        """Steps: the switch drops 5 % of what the Linux receiver sends (ACKs only); Tide sends
+        8 MiB (200 ms RTO floor).
+        Verify: complete and correct; the data direction lost nothing; at most 5 RTOs (a lost
+        ACK is covered by the next cumulative ACK or a loss probe, not by a timeout)."""
+        self.net.set_loss({"lb": 5})
+        r = self.run_pair("ta", "lb", 8 * MIB, 5611)
+        d = self.net.dropped()
+        self.verify(d.get("lb", 0) > 0 and d.get("ta", 0) == 0, f"drops per port: {d}")
+        self.verify(r["rtos"] is not None and r["rtos"] <= 5, f"{r['rtos']} RTOs")
+
+    def test_data_loss_tide_sender_recovers_without_timeouts(self):
+        """Steps: the switch drops 1 % of what Tide sends (data and retransmissions alike),
+        ACKs untouched; Tide sends 8 MiB to Linux with a 200 ms RTO floor.
+        Verify: complete and correct; at most 3 RTOs (SACK recovery, RACK and loss probes
+        repair nearly every loss; each RTO costs 200 ms)."""
+        self.net.set_loss({"ta": 1})
+        r = self.run_pair("ta", "lb", 8 * MIB, 5612)
+        self.verify(r["rtos"] is not None and r["rtos"] <= 3, f"{r['rtos']} RTOs")
+
+    def test_bottleneck_shared_by_four_flows(self):
+        """Steps: tbf at 100 Mbit/s over a 20-packet pfifo on the port toward the receiver;
+        four Linux flows of 2 MiB each into Linux, then into Tide (tide-net serve, four
+        connections).
+        Verify: every flow complete and correct; the queue dropped frames (drops came from
+        congestion, not from a rule); each flow got a share (Jain's index printed)."""
+        for rcv, port in (("lb", 5621), ("tb", 5622)):
+            self.net.set_bottleneck(rcv, 100, 20)
+            r = self.run_pair("la", rcv, 2 * MIB, port, flows=4)
+            j = lossnet.jain(r["flow_mib_s"])
+            drops = self.net.queue_drops(rcv)
+            print(f"Jain {j:.2f}, queue drops {drops}", end=" ")
+            self.verify(drops > 0, f"no queue drops toward {rcv}")
+            self.verify(j > 0.5, f"Jain's index {j:.2f} over {r['flow_mib_s']}")
+
+    def test_bottleneck_tide_sender(self):
+        """Steps: the same bottleneck toward the Linux receiver; Tide sends 8 MiB through it.
+        Verify: complete and correct; goodput within the bottleneck (it cannot exceed
+        100 Mbit/s, about 11.9 MiB/s, by more than the tbf burst allows)."""
+        self.net.set_bottleneck("lb", 100, 20)
+        r = self.run_pair("ta", "lb", 8 * MIB, 5631)
+        self.verify(r["mib_s"] < 13.5, f"{r['mib_s']:.1f} MiB/s through a 100 Mbit/s queue")
