@@ -1,0 +1,226 @@
+#!/usr/bin/python3
+"""TCP under loss and congestion: Tide and Linux through the same switch, same run (issue 35).
+
+The switch is dts/framework/lossnet.py: a Linux bridge in its own network namespace, `nft`
+bridge rules dropping a random share of the TCP frames in both directions, and for the
+bottleneck rows a `tbf` over a shallow `pfifo` on the port toward the receiver. Tide runs
+`tide-net` on net_af_packet over a veth; Linux runs lossnet.py's socket peer. Every transfer is
+verified byte for byte by its receiver.
+
+Random-loss rows: for each loss rate and each of Tide's RTO floors (TIDE_TCP_RTO_MIN_US;
+Linux keeps its own 200 ms floor), each pair (Tide -> Linux, Linux -> Tide, Linux -> Linux,
+Tide -> Tide) moves --mib MiB, --runs times, pairs interleaved within a run; goodput and the
+sender's RTOs per transfer (tide-net's tcp_rto_fired, TcpExt TCPTimeouts of the Linux
+sender's namespace) are kept per run, and the medians printed side by side.
+
+Bottleneck rows: --bn-mbit Mbit/s over a --bn-queue-packet pfifo toward the receiver, shared
+by N Linux flows of --bn-mib MiB each into Linux and into Tide (tide-net serve takes them
+all; tide-net send opens one connection, so Tide sends as one flow): aggregate goodput,
+Jain's fairness index, and the p99 completion time of N flows of 1 MiB.
+
+usage: tools/loss-bench.py BUILD_DIR [--mib 256] [--runs 5] [--losses 0,0.1,1,2,5]
+           [--floors-us 1000,200000] [--pairs tl,lt,ll,tt] [--bn-flows 1,4,16]
+           [--bn-mbit 200] [--bn-queue 20] [--bn-mib 16] [--json FILE] [--png FILE]
+Needs root (network namespaces). Writes BUILD_DIR/bench/loss-bench.json and .png by default.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "dts"))
+import benchplot  # noqa: E402
+from framework import lossnet  # noqa: E402
+
+PAIRS = {"tl": ("ta", "lb", "Tide -> Linux"), "lt": ("la", "tb", "Linux -> Tide"),
+         "ll": ("la", "lb", "Linux -> Linux"), "tt": ("ta", "tb", "Tide -> Tide")}
+
+
+def floats(text):
+    return [float(x) for x in text.split(",") if x]
+
+
+def ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def random_loss(net, a, raw, port):
+    for run in range(a.runs):
+        for loss in a.losses:
+            net.set_loss({h: loss for h in lossnet.HOSTS})
+            for floor in a.floors_us:
+                for p in a.pairs:
+                    snd, rcv, label = PAIRS[p]
+                    port += 1
+                    t0 = time.monotonic()
+                    r = lossnet.transfer(net, a.build_dir, snd, rcv, a.mib << 20, port,
+                                         rto_min_us=floor, timeout=a.timeout)
+                    row = {"kind": "loss", "run": run, "loss_pct": loss,
+                           "rto_floor_ms": floor / 1000, "pair": p, "pair_label": label,
+                           "ok": r["ok"], "mib_s": r["mib_s"] if r["ok"] else None,
+                           "rtos": r["rtos"] if r["ok"] else None}
+                    raw.append(row)
+                    print(f"run {run} loss {loss:g} % floor {floor / 1000:g} ms {label}: "
+                          + (f"{r['mib_s']:.1f} MiB/s, RTOs {r['rtos']}" if r["ok"] else
+                             "FAILED") + f" ({time.monotonic() - t0:.1f} s)", flush=True)
+                    if not r["ok"]:
+                        print(r["log"][-3000:], file=sys.stderr)
+    return port
+
+
+def bottleneck(net, a, raw, port):
+    net.set_loss({})
+    for run in range(a.runs):
+        for n in a.bn_flows:
+            for p in ("ll", "lt", "tl"):
+                if p == "tl" and n != 1:
+                    continue  # tide-net send opens one connection
+                snd, rcv, label = PAIRS[p]
+                net.set_bottleneck(rcv, a.bn_mbit, a.bn_queue)
+                row = {"kind": "bottleneck", "run": run, "flows": n, "pair": p,
+                       "pair_label": label}
+                q0 = net.queue_drops(rcv)
+                port += 1
+                r = lossnet.transfer(net, a.build_dir, snd, rcv, a.bn_mib << 20, port,
+                                     flows=n, timeout=a.timeout)
+                row["ok"] = r["ok"]
+                if r["ok"]:
+                    row.update(mib_s=r["mib_s"], jain=lossnet.jain(r["flow_mib_s"]),
+                               rtos=r["rtos"], queue_drops=net.queue_drops(rcv) - q0)
+                port += 1
+                f = lossnet.transfer(net, a.build_dir, snd, rcv, 1 << 20, port, flows=n,
+                                     timeout=a.timeout)
+                if f["ok"]:
+                    fct = sorted(f["fct"])
+                    row["fct_p99_ms"] = 1000 * fct[min(len(fct) - 1,
+                                                       int(0.99 * len(fct)))]
+                    row["fct_p50_ms"] = 1000 * statistics.median(fct)
+                row["ok"] = row["ok"] and f["ok"]
+                net.set_bottleneck(rcv, None)
+                raw.append(row)
+                print(f"run {run} bottleneck {n} flow(s) {label}: " +
+                      (f"{row['mib_s']:.1f} MiB/s, Jain {row['jain']:.3f}, "
+                       f"FCT p99 {row.get('fct_p99_ms', float('nan')):.1f} ms, "
+                       f"queue drops {row['queue_drops']}" if r["ok"] else "FAILED"),
+                      flush=True)
+                if not row["ok"]:
+                    print((r["log"] + f["log"])[-3000:], file=sys.stderr)
+    return port
+
+
+def wide_rows(med, a):
+    """One row per (loss, floor) with every pair's median goodput and RTOs side by side."""
+    out = []
+    for loss in a.losses:
+        for floor in a.floors_us:
+            w = {"kind": "loss-wide", "loss_pct": loss, "rto_floor_ms": floor / 1000}
+            for p in a.pairs:
+                m = benchplot.select(med, {"kind": "loss", "loss_pct": loss,
+                                           "rto_floor_ms": floor / 1000, "pair": p})
+                if m:
+                    w[f"{p}_mib_s"] = m[0].get("mib_s")
+                    w[f"{p}_rtos"] = m[0].get("rtos")
+            ll = w.get("ll_mib_s")
+            for p in ("tl", "lt", "tt"):
+                if ll and w.get(f"{p}_mib_s") is not None:
+                    w[f"{p}_vs_ll"] = w[f"{p}_mib_s"] / ll
+            out.append(w)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build_dir")
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--losses", type=floats, default=[0, 0.1, 1, 2, 5])
+    ap.add_argument("--floors-us", type=ints, default=[1000, 200000])
+    ap.add_argument("--pairs", default="tl,lt,ll,tt")
+    ap.add_argument("--bn-flows", type=ints, default=[1, 4, 16])
+    ap.add_argument("--bn-mbit", type=int, default=200)
+    ap.add_argument("--bn-queue", type=int, default=20)
+    ap.add_argument("--bn-mib", type=int, default=16)
+    ap.add_argument("--timeout", type=int, default=900, help="per transfer, seconds")
+    benchplot.add_output_args(ap)
+    a = ap.parse_args()
+    a.pairs = [p for p in a.pairs.split(",") if p]
+    if os.geteuid() != 0:
+        ap.error("needs root (network namespaces)")
+    if not os.access(os.path.join(a.build_dir, "tools", "net", "tide-net"), os.X_OK):
+        ap.error(f"{a.build_dir}/tools/net/tide-net: not built")
+    json_path, png_path = benchplot.default_paths(a.build_dir, "loss-bench", a.json, a.png)
+    params = {k: getattr(a, k) for k in ("mib", "runs", "losses", "floors_us", "pairs",
+                                         "bn_flows", "bn_mbit", "bn_queue", "bn_mib")}
+    rec = benchplot.Recorder("loss-bench", "TCP under random loss and at a bottleneck: Tide "
+                             "(net_af_packet) and Linux through one bridge, same run",
+                             params=params)
+    net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250)
+    raw = []
+    try:
+        net.build()
+        port = random_loss(net, a, raw, 7000)
+        if a.bn_flows:
+            bottleneck(net, a, raw, port)
+    finally:
+        net.close()
+    med = benchplot.medians([r for r in raw if r["kind"] == "loss"],
+                            ["kind", "loss_pct", "rto_floor_ms", "pair"])
+    med += benchplot.medians([r for r in raw if r["kind"] == "bottleneck"],
+                             ["kind", "flows", "pair"])
+    med += wide_rows(med, a)
+    series = []
+    for i, p in enumerate(a.pairs):
+        for floor, style in zip(a.floors_us, ("-", "--")):
+            series.append({"label": f"{PAIRS[p][2]}, Tide's RTO floor {floor / 1000:g} ms",
+                           "where": {"kind": "loss", "pair": p, "rto_floor_ms": floor / 1000},
+                           "color": i, "style": style})
+    panels = [{"kind": "xy", "title": "Goodput against random loss (both directions), median "
+               "and range of runs", "x": "loss_pct", "y": "mib_s", "xlabel": "loss (%)",
+               "ylabel": "goodput (MiB/s)", "series": series},
+              {"kind": "xy", "title": "Sender's RTOs per transfer", "x": "loss_pct",
+               "y": "rtos", "xlabel": "loss (%)", "ylabel": "RTOs per transfer",
+               "series": [dict(s, y="rtos") for s in series]}]
+    if a.bn_flows:
+        panels.append({"kind": "xy", "title": f"Bottleneck {a.bn_mbit} Mbit/s, pfifo "
+                       f"{a.bn_queue}: aggregate goodput", "x": "flows", "y": "mib_s",
+                       "xint": True, "xlabel": "flows", "ylabel": "goodput (MiB/s)",
+                       "series": [{"label": PAIRS[p][2], "color": i,
+                                   "where": {"kind": "bottleneck", "pair": p}}
+                                  for i, p in enumerate(("ll", "lt", "tl"))]})
+    cols = [{"key": "loss_pct", "head": "loss %", "fmt": "g"},
+            {"key": "rto_floor_ms", "head": "Tide's RTO floor ms", "fmt": "g"}]
+    for p in a.pairs:
+        cols += [{"key": f"{p}_mib_s", "head": f"{PAIRS[p][2]} MiB/s", "fmt": ".1f"},
+                 {"key": f"{p}_rtos", "head": "RTOs", "fmt": "g"}]
+    tables = [{"title": f"Random loss, both directions ({a.mib} MiB per transfer, median of "
+               f"{a.runs}; RTOs are the sender's, per transfer):",
+               "where": {"kind": "loss-wide"}, "columns": cols}]
+    if a.bn_flows:
+        tables.append({"title": f"Bottleneck: tbf {a.bn_mbit} Mbit/s over a {a.bn_queue}-packet "
+                       f"pfifo toward the receiver; {a.bn_mib} MiB per flow (goodput, Jain), "
+                       "1 MiB per flow (completion time):",
+                       "where": {"kind": "bottleneck"}, "columns": [
+                           {"key": "flows", "head": "flows", "fmt": "d"},
+                           {"key": "pair_label", "head": "pair"},
+                           {"key": "mib_s", "head": "aggregate MiB/s", "fmt": ".1f"},
+                           {"key": "jain", "head": "Jain", "fmt": ".3f"},
+                           {"key": "fct_p99_ms", "head": "1 MiB FCT p99 ms", "fmt": ".1f"},
+                           {"key": "rtos", "head": "RTOs", "fmt": "g"},
+                           {"key": "queue_drops", "head": "queue drops", "fmt": "g"},
+                           {"key": "n", "head": "runs", "fmt": "d"}]})
+    failed = sum(1 for r in raw if not r["ok"])
+    rec.finish(raw, med, panels, tables, json_path=json_path, png_path=png_path,
+               notes=["Goodput: bytes verified by the receiver over the sender's time from "
+                      "connect to the last byte acknowledged (Linux: to the receiver's close).",
+                      "Loss: nft numgen random on the bridge's forward hook, the same share "
+                      "of TCP frames from each end; Linux's own RTO floor is 200 ms.",
+                      f"{failed} transfer(s) failed." if failed else
+                      "Every transfer completed and was verified byte for byte."])
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
