@@ -1,0 +1,416 @@
+#!/usr/bin/python3
+"""`mooncake.store` in Miles' guide's own set-up, timed: a master, no node file, no agent.
+
+Each process runs the transfer engine in-process over kernel TCP, as a user who follows
+Miles' guide gets: `mooncake_master`, a holder process that mounts the only segment
+(global_segment_size 3 GiB), and a client process (global_segment_size 0) that puts
+objects (every one lands in the holder's segment, across the two processes), gets them
+back (every byte compared, outside the timing), and removes them. Per size and call:
+
+  put/get      batch 1: put(key, bytes), get(key) -> bytes (what Miles' rollout store calls)
+  from/into    batch 1: put_from / get_into with registered buffers (zero-copy calls)
+  batch32      batch_put_from / batch_get_into, 32 keys a call, registered buffers
+
+Sizes 4 KiB-64 MiB; each cell moves --mib MiB (at least one call, at most --max-ops calls).
+Runs --runs times (default 5) with fresh processes; prints the median and min-max of the
+runs for ops/s and MiB/s, and CPU microseconds per op (client + holder + master, from
+/proc, so the work the holder's engine does serving the bytes counts too).
+
+Stock: with --stock-pythonpath DIR (a directory where `import mooncake.store` finds stock
+Mooncake's package) and --stock-master BIN, stock runs the same roles in the same run and
+every row gets a ratio to it. Otherwise the ratios are against stock's batch-1 put/get
+figures in ../shared/spec/reference-figures.md (2026-12-06 section, quiet 2-core VM,
+midpoints; stock measured 4 KiB-4 MiB: the 64 MiB row is compared with 4 MiB's MiB/s),
+and the output says so. Beside batch-1 rows of 4-64 KiB it prints the floor kernel TCP
+sets: one master round trip and one data round trip per op, 1 / (2 x RTT) ops/s, with the
+RTT of a loopback TCP ping-pong between two processes measured in the same run.
+
+  /usr/bin/python3 tools/store-py-bench.py BUILD_DIR [--runs 5] [--sizes 4k,64k,1m,4m,64m]
+      [--calls put,from,batch32] [--mib 256] [--stock-pythonpath DIR --stock-master BIN]
+      [--json F] [--png F]
+
+Writes JSON and a PNG through tools/benchplot.py (default BUILD_DIR/bench/store-py-bench.*).
+"""
+import argparse
+import ctypes
+import json
+import os
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+MiB = 1 << 20
+sys.path.insert(0, HERE)
+import benchplot  # noqa: E402
+import storecluster  # noqa: E402
+
+# ../shared/spec/reference-figures.md, 2026-12-06 section: stock's Python store, batch 1,
+# holder + client, kernel TCP, ops/s ranges -> midpoints (put, get).
+REF_OPS = {4096: ((3608 + 3731) / 2, (6150 + 6313) / 2),
+           65536: ((3198 + 3360) / 2, (5652 + 6067) / 2),
+           1 << 20: ((1035 + 1048) / 2, (1576 + 1613) / 2),
+           4 << 20: ((409 + 459) / 2, (411 + 436) / 2)}
+REF = "reference-figures.md 2026-12-06 (stock 3b5a5941, batch 1 put/get, midpoints)"
+CALLS = {"put": "put/get (bytes), batch 1", "from": "put_from/get_into, batch 1",
+         "batch32": "batch_put_from/batch_get_into, batch 32"}
+HOLDER_SEGMENT = 3 << 30
+
+
+def parse_size(s):
+    s = s.strip().lower()
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1:], 1)
+    return int(s.rstrip("kmg")) * mult
+
+
+# ------------------------------------------------------------------ child roles
+
+def role_setup(master, gss):
+    from mooncake.store import MooncakeDistributedStore
+    s = MooncakeDistributedStore()
+    rc = s.setup("127.0.0.1", "P2PHANDSHAKE", gss, 0, "tcp", "", master)
+    if rc != 0:
+        print(f"setup failed: {rc}", flush=True)
+        sys.exit(1)
+    return s
+
+
+def role_holder(master):
+    s = role_setup(master, HOLDER_SEGMENT)
+    print("ready", flush=True)
+    sys.stdin.read()  # until the orchestrator closes our stdin
+    s.close()
+
+
+def role_client(master):
+    s = role_setup(master, 0)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        call, size, nops, tag = line.split()
+        size, nops = int(size), int(nops)
+        print(json.dumps(client_cell(s, call, size, nops, tag)), flush=True)
+    s.close()
+
+
+def client_cell(s, call, size, nops, tag):
+    batch = 32 if call == "batch32" else 1
+    ncalls = max(1, nops // batch)
+    keys = [f"spb-{tag}-{i}" for i in range(ncalls * batch)]
+    pattern = os.urandom(size)
+    out = {"ok": True}
+    if call == "put":
+        t0 = time.perf_counter()
+        for k in keys:
+            if s.put(k, pattern) != 0:
+                return {"ok": False, "why": f"put {k}"}
+        t1 = time.perf_counter()
+        got = []
+        for k in keys:
+            got.append(s.get(k))
+        t2 = time.perf_counter()
+        bad = sum(1 for g in got if g != pattern)
+        del got
+    else:
+        # One registered source (the pattern, repeated per key of a call) and one
+        # registered destination per key of a call, as a caller of the zero-copy API has.
+        src = ctypes.create_string_buffer(pattern, size * batch)
+        for j in range(1, batch):
+            ctypes.memmove(ctypes.addressof(src) + j * size, pattern, size)
+        dst = ctypes.create_string_buffer(size * batch)
+        sa, da = ctypes.addressof(src), ctypes.addressof(dst)
+        if s.register_buffer(sa, size * batch) != 0 or s.register_buffer(da, size * batch) != 0:
+            return {"ok": False, "why": "register_buffer"}
+        groups = [keys[i:i + batch] for i in range(0, len(keys), batch)]
+        sptrs = [sa + j * size for j in range(batch)]
+        dptrs = [da + j * size for j in range(batch)]
+        sizes = [size] * batch
+        bad = 0
+        t0 = time.perf_counter()
+        for g in groups:
+            if batch == 1:
+                rc = s.put_from(g[0], sa, size)
+            else:
+                rc = min(s.batch_put_from(g, sptrs, sizes))
+            if rc != 0:
+                return {"ok": False, "why": f"put {g[0]}: {rc}"}
+        t1 = time.perf_counter()
+        tget = 0.0
+        for g in groups:
+            tg = time.perf_counter()
+            if batch == 1:
+                r = [s.get_into(g[0], da, size)]
+            else:
+                r = s.batch_get_into(g, dptrs, sizes)
+            tget += time.perf_counter() - tg
+            if any(x != size for x in r):
+                return {"ok": False, "why": f"get {g[0]}: {r[:4]}"}
+            if dst.raw != src.raw:  # compared outside the timing
+                bad += 1
+        t2 = t1 + tget
+        s.unregister_buffer(sa)
+        s.unregister_buffer(da)
+    for k in keys:
+        s.remove(k, True)
+    out.update({"ops": len(keys), "put_s": t1 - t0, "get_s": t2 - t1, "bad": bad,
+                "t0": t0, "t1": t1, "t2": t2})
+    return out
+
+
+def role_echo(port_file):
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    with open(port_file, "w") as f:
+        f.write(str(srv.getsockname()[1]))
+    c, _ = srv.accept()
+    c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while True:
+        b = c.recv(64)
+        if not b:
+            return
+        c.sendall(b)
+
+
+# ------------------------------------------------------------------ orchestration
+
+def child(args, env, **kw):
+    return subprocess.Popen([PY, os.path.abspath(__file__)] + args, env=env, text=True,
+                            stdout=subprocess.PIPE, **kw)
+
+
+def expect_line(p, what, deadline_s=60):
+    ready, _, _ = select.select([p.stdout], [], [], deadline_s)
+    line = p.stdout.readline() if ready else ""
+    if not line:
+        p.kill()
+        raise SystemExit(f"{what}: no answer within {deadline_s} s (exit {p.wait()})")
+    return line.strip()
+
+
+def cpu_s(pid):
+    """utime + stime of a process, in seconds (/proc/PID/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def loopback_rtt_us(env, tmp):
+    """Median round trip of 64-byte messages over loopback TCP between two processes."""
+    pf = os.path.join(tmp, "echo.port")
+    echo = subprocess.Popen([PY, os.path.abspath(__file__), "echo", pf], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while not (os.path.exists(pf) and os.path.getsize(pf)):
+            if time.monotonic() > deadline:
+                raise SystemExit("echo server did not start")
+            time.sleep(0.01)
+        c = socket.create_connection(("127.0.0.1", int(open(pf).read())))
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        msg, lat = b"x" * 64, []
+        for _ in range(3000):
+            t = time.perf_counter()
+            c.sendall(msg)
+            got = 0
+            while got < len(msg):
+                got += len(c.recv(64))
+            lat.append(time.perf_counter() - t)
+        c.close()
+        return statistics.median(lat[500:]) * 1e6
+    finally:
+        echo.wait(timeout=10)
+
+
+def one_run(build, args, run, tmp, stock=False):
+    if stock:
+        env = storecluster.clean_env({"PYTHONPATH": args.stock_pythonpath})
+        master_bin = args.stock_master
+    else:
+        env = storecluster.clean_env({
+            "LIBTIDESTORE": os.path.join(build, "store", "client", "libtidestore.so"),
+            "PYTHONPATH": os.path.join(REPO, "store", "python"),
+            "TIDE_NODE_ENV": os.devnull, "TIDE_AGENT": "off", "MC_FORCE_TCP": "1",
+            "TIDE_LOG_LEVEL": "warn"})
+        master_bin = os.path.join(build, "tools", "master", "mooncake_master")
+    master, addr = storecluster.start_master(master_bin, env, subprocess.DEVNULL)
+    procs, rows = [], []
+    try:
+        holder = child(["holder", addr], env, stdin=subprocess.PIPE)
+        procs.append(holder)
+        if expect_line(holder, "holder", 120) != "ready":
+            raise SystemExit("holder did not set up")
+        client = child(["client", addr], env, stdin=subprocess.PIPE)
+        procs.append(client)
+        if expect_line(client, "client", 120) != "ready":
+            raise SystemExit("client did not set up")
+        pids = [client.pid, holder.pid, master.pid]
+        for call in args.calls:
+            for size in args.sizes:
+                nops = max(32 if call == "batch32" else 1,
+                           min(args.max_ops, (args.mib * MiB) // size))
+                c0 = [cpu_s(p) for p in pids]
+                client.stdin.write(f"{call} {size} {nops} r{run}\n")
+                client.stdin.flush()
+                res = json.loads(expect_line(client, f"client ({call} {size})", 900))
+                c1 = [cpu_s(p) for p in pids]
+                if not res["ok"] or res["bad"]:
+                    raise SystemExit(f"{call} {size}: {res.get('why') or 'bytes differ'}")
+                n = res["ops"]
+                # CPU of the whole cell (put, get, the uncounted compare and remove) split
+                # by the two timed phases' share of the cell's wall time.
+                cpu = sum(b - a for a, b in zip(c0, c1))
+                row = {"run": run, "stack": "stock" if stock else "tide", "call": call,
+                       "size": size, "ops": n,
+                       "put_ops": n / res["put_s"], "get_ops": n / res["get_s"],
+                       "put_mib": n * size / MiB / res["put_s"],
+                       "get_mib": n * size / MiB / res["get_s"],
+                       "cpu_us_per_op": cpu / (2 * n) * 1e6}
+                rows.append(row)
+                print(f"run {run} {row['stack']} {call:7s} {benchplot.size_label(size):>7s}: "
+                      f"put {row['put_ops']:8.0f} op/s {row['put_mib']:8.1f} MiB/s, get "
+                      f"{row['get_ops']:8.0f} op/s {row['get_mib']:8.1f} MiB/s, "
+                      f"{row['cpu_us_per_op']:.0f} us CPU/op", flush=True)
+        client.stdin.close()
+        if client.wait(timeout=60) != 0:
+            raise SystemExit(f"client exited {client.returncode}")
+    finally:
+        for p in procs:
+            if p.stdin and not p.stdin.closed:
+                p.stdin.close()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        master.terminate()
+        try:
+            master.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()
+    return rows
+
+
+def ratios(meds, stock_meds, floor_ops):
+    for m in meds:
+        if m["stack"] != "tide":
+            continue
+        ref = None
+        st = [x for x in stock_meds if x["call"] == m["call"] and x["size"] == m["size"]]
+        if st:
+            ref = (st[0]["put_ops"], st[0]["get_ops"])
+        elif m["call"] == "put" and not stock_meds:
+            if m["size"] in REF_OPS:
+                ref = REF_OPS[m["size"]]
+            elif m["size"] > (4 << 20):  # compare MiB/s with stock's largest, 4 MiB
+                r4 = REF_OPS[4 << 20]
+                ref = tuple(x * (4 << 20) / m["size"] for x in r4)
+        m["put_vs_stock"] = m["put_ops"] / ref[0] if ref else None
+        m["get_vs_stock"] = m["get_ops"] / ref[1] if ref else None
+        m["floor_ops"] = floor_ops if m["call"] != "batch32" and m["size"] <= 65536 else None
+        for k in ("put_ops", "get_ops", "put_mib", "get_mib"):
+            m[f"{k}_range"] = f"{m['min'][k]:,.0f}-{m['max'][k]:,.0f}"
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] in ("holder", "client", "echo"):
+        {"holder": role_holder, "client": role_client, "echo": role_echo}[sys.argv[1]](
+            sys.argv[2])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("build")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", default="4k,64k,1m,4m,64m")
+    ap.add_argument("--calls", default="put,from,batch32")
+    ap.add_argument("--mib", type=int, default=256, help="MiB per cell (default 256)")
+    ap.add_argument("--max-ops", type=int, default=4096, help="calls per cell at most")
+    ap.add_argument("--stock-pythonpath")
+    ap.add_argument("--stock-master")
+    benchplot.add_output_args(ap)
+    args = ap.parse_args()
+    args.sizes = [parse_size(x) for x in args.sizes.split(",")]
+    args.calls = [c for c in args.calls.split(",")]
+    for c in args.calls:
+        if c not in CALLS:
+            ap.error(f"--calls: {c!r} is not one of {', '.join(CALLS)}")
+    if bool(args.stock_pythonpath) != bool(args.stock_master):
+        ap.error("--stock-pythonpath and --stock-master go together")
+    build = os.path.abspath(args.build)
+    jpath, ppath = benchplot.default_paths(build, "store-py-bench", args.json, args.png)
+    rec = benchplot.Recorder("store-py-bench", "mooncake.store in Miles' guide's set-up "
+                             "(master only, kernel TCP, holder + client)",
+                             params={"runs": args.runs, "sizes": args.sizes,
+                                     "calls": args.calls, "mib": args.mib})
+    import tempfile
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="spb-") as tmp:
+        rtt = loopback_rtt_us(storecluster.clean_env(), tmp)
+        floor = 1e6 / (2 * rtt)
+        print(f"loopback TCP ping-pong RTT {rtt:.1f} us: batch-1 floor {floor:,.0f} op/s "
+              "(one master and one data round trip per op)", flush=True)
+        for run in range(args.runs):
+            rows += one_run(build, args, run, tmp)
+            if args.stock_pythonpath:
+                rows += one_run(build, args, run, tmp, stock=True)
+    meds = benchplot.medians(rows, ["stack", "call", "size"])
+    stock_meds = [m for m in meds if m["stack"] == "stock"]
+    ratios(meds, stock_meds, floor)
+    against = ("stock Mooncake in this run (--stock-pythonpath)" if stock_meds else REF)
+    print(f"\nmedians of {args.runs} runs (min-max); vs stock: {against}")
+    print(f"{'call':8s} {'size':>7s} {'put op/s (min-max)':>26s} {'get op/s (min-max)':>26s} "
+          f"{'put MiB/s':>9s} {'get MiB/s':>9s} {'CPU us/op':>9s} {'put/stk':>7s} "
+          f"{'get/stk':>7s} {'floor':>7s}")
+    for m in meds:
+        if m["stack"] != "tide":
+            continue
+
+        def x(v):
+            return f"{v:.2f}x" if v else "-"
+        print(f"{m['call']:8s} {benchplot.size_label(m['size']):>7s} "
+              f"{m['put_ops']:9,.0f} ({m['put_ops_range']:>14s}) "
+              f"{m['get_ops']:9,.0f} ({m['get_ops_range']:>14s}) {m['put_mib']:9.1f} "
+              f"{m['get_mib']:9.1f} {m['cpu_us_per_op']:9.0f} {x(m['put_vs_stock']):>7s} "
+              f"{x(m['get_vs_stock']):>7s} "
+              f"{(format(m['floor_ops'], ',.0f') if m['floor_ops'] else '-'):>7s}")
+    panels = []
+    for which in ("put", "get"):
+        series = [{"label": f"Tide {CALLS[c]}", "where": {"stack": "tide", "call": c},
+                   "y": f"{which}_mib", "color": i} for i, c in enumerate(args.calls)]
+        if stock_meds:
+            series += [{"label": f"stock {CALLS[c]}", "where": {"stack": "stock", "call": c},
+                        "y": f"{which}_mib", "style": "--", "color": i}
+                       for i, c in enumerate(args.calls)]
+        else:
+            k = 0 if which == "put" else 1
+            series.append({"label": f"stock put/get, batch 1 ({REF})", "points": [
+                [sz, REF_OPS[sz][k] * sz / MiB] for sz in sorted(REF_OPS)], "color": 0})
+        panels.append({"kind": "xy", "title": f"{which}: MiB/s (median, range of runs)",
+                       "x": "size", "y": f"{which}_mib", "xlog2": True, "ylog": True,
+                       "xlabel": "value size", "ylabel": "MiB/s", "series": series})
+    cols = [{"key": "call", "head": "call"}, {"key": "size", "head": "size", "fmt": "size"},
+            {"key": "put_ops", "head": "put op/s", "fmt": "int"},
+            {"key": "put_ops_range", "head": "(min-max)"},
+            {"key": "get_ops", "head": "get op/s", "fmt": "int"},
+            {"key": "get_ops_range", "head": "(min-max)"},
+            {"key": "put_mib", "head": "put MiB/s", "fmt": ".1f"},
+            {"key": "get_mib", "head": "get MiB/s", "fmt": ".1f"},
+            {"key": "cpu_us_per_op", "head": "CPU us/op", "fmt": ".0f"},
+            {"key": "put_vs_stock", "head": "put vs stock", "fmt": "x"},
+            {"key": "get_vs_stock", "head": "get vs stock", "fmt": "x"},
+            {"key": "floor_ops", "head": "kernel floor op/s", "fmt": "int"}]
+    notes = [f"vs stock: {against}",
+             f"loopback TCP ping-pong RTT {rtt:.1f} us; batch-1 floor 1/(2 RTT) = "
+             f"{floor:,.0f} op/s"]
+    rec.finish(rows, meds, panels=panels,
+               tables=[{"title": "", "where": {"stack": "tide"}, "columns": cols}],
+               notes=notes, json_path=jpath, png_path=ppath,
+               params={"rtt_us": rtt, "against": against})
+
+
+if __name__ == "__main__":
+    main()
