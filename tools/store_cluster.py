@@ -76,7 +76,7 @@ def run(build, transport, shards, readers, big):
             m = c.metrics()
             print(f"master after the writer: {m.get('master_key_count', 0):.0f} objects, "
                   f"{m.get('master_allocated_bytes', 0) / 2**20:.1f} MiB allocated in "
-                  f"{m.get('master_segment_count', 0):.0f} segments")
+                  f"{m.get('tide_master_segment_count', 0):.0f} segments")
             procs = [role(b, "reader", ["--handle", handle]) for _ in range(readers)]
             for i, p in enumerate(procs):
                 ok = finish(p, f"reader{i} (node B)") and ok
@@ -87,10 +87,10 @@ def run(build, transport, shards, readers, big):
             keys, alloc = m.get("master_key_count", -1), m.get("master_allocated_bytes", -1)
             # Space the agents hold leased for their next puts, and the reserve of a lease
             # that expired meanwhile (freed a minute later), are allocated but no object's.
-            leased = m.get("master_leased_bytes", 0) + m.get("master_discarded_bytes", 0)
+            leased = m.get("tide_master_leased_bytes", 0) + m.get("tide_master_discarded_bytes", 0)
             print(f"master after the driver: {keys:.0f} objects, {alloc - leased:.0f} bytes "
                   f"allocated to objects ({leased:.0f} leased to clients or reserved after "
-                  f"an expired lease), {m.get('master_evicted_keys_total', 0):.0f} evicted")
+                  f"an expired lease), {m.get('master_evicted_key_count', 0):.0f} evicted")
             if keys != 0 or alloc != leased:
                 print("FAILED: the store is not empty after the driver")
                 ok = False

@@ -531,8 +531,8 @@ class TestHostile(TestSuite):
             status, body = http_request(self.admin_port, "GET", "/metrics")
             self.verify(status == 200, f"/metrics {status}")
             text = body.decode()
-            evicted = int(re.search(r"master_http_evicted_connections_total (\d+)", text).group(1))
-            timed = int(re.search(r"master_http_timed_out_connections_total (\d+)", text).group(1))
+            evicted = int(re.search(r"tide_master_http_evicted_connections_total (\d+)", text).group(1))
+            timed = int(re.search(r"tide_master_http_timed_out_connections_total (\d+)", text).group(1))
             print(f"\n    during: VmRSS {during[0]} KiB, fds {during[1]}; "
                   f"{evicted} evicted, {timed} closed by deadlines", end="", flush=True)
             self.verify(evicted >= 600 - 64 - 256, f"{evicted} evicted")
@@ -765,7 +765,7 @@ print(f"connected in {{dt:.3f}} s")
                 self.verify(secs is not None and secs < 2,
                             f"{what} port answered 127.0.0.2 or kept it open ({secs})")
             status, body = http_request(admin_port, "GET", "/metrics")
-            self.verify(status == 200 and b"\nmaster_refused_connections_total 2\n" in body,
+            self.verify(status == 200 and b"\ntide_master_refused_connections_total 2\n" in body,
                         f"/metrics: {body[-600:]!r}")
 
             # The node listens on its host only.

@@ -257,6 +257,22 @@ mct_obj_find(struct tide_mc_table *t, const char *key, size_t len)
 
 static void obj_pins_account(struct tide_mc_table *t, const struct mct_obj *o, int dir);
 
+const uint64_t TIDE_MC_TABLE_VSIZE_BOUND[TIDE_MC_TABLE_VSIZE_BOUNDS] = {
+	4096, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
+
+/* A new object of len bytes for the value-size histogram (stock observes every
+ * object created; bucket k: len <= bound k, the last one above all seven). */
+static void
+vsize_observe(struct tide_mc_table *t, uint64_t len)
+{
+	unsigned k = 0;
+
+	while (k < TIDE_MC_TABLE_VSIZE_BOUNDS && len > TIDE_MC_TABLE_VSIZE_BOUND[k])
+		k++;
+	t->vsize_bucket[k]++;
+	t->vsize_sum += len;
+}
+
 int
 mct_obj_insert(struct tide_mc_table *t, struct mct_obj *o)
 {
@@ -267,6 +283,7 @@ mct_obj_insert(struct tide_mc_table *t, struct mct_obj *o)
 		return -ENOMEM;
 	obj_pins_account(t, o, +1);
 	t->value_bytes += o->size * o->nrep;
+	vsize_observe(t, o->size);
 	return 0;
 }
 
@@ -333,7 +350,8 @@ mct_obj_erase(struct tide_mc_table *t, struct mct_obj *o, int how, uint64_t rele
 		mct_j_obj_del(t, o);
 	for (unsigned i = 0; i < o->nrep; i++) {
 		if (how == MCT_FREE_LATER)
-			mct_discard(t, &o->rep[i], o->size, release_at, false);
+			mct_discard(t, &o->rep[i], o->size, release_at,
+				    i ? MCT_DISC_PUT : MCT_DISC_PUT_HEAD);
 		else
 			mct_rep_free(t, &o->rep[i], o->size);
 	}
@@ -565,6 +583,7 @@ alloc_insert(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 	place(t, &p, cfg);
 	if (!p.n) {
 		t->need_evict = true;
+		t->alloc_failures++;
 		return TIDE_MC_EC_NO_AVAILABLE_HANDLE;
 	}
 	if (p.n < p.want)
@@ -589,6 +608,8 @@ alloc_insert(struct tide_mc_table *t, const struct tide_mc_uuid *client,
 	}
 	obj_pins_account(t, o, +1);
 	t->value_bytes += len * p.n;
+	t->partial_allocations += p.n < p.want;
+	vsize_observe(t, len);
 	if (out && descs_out(t, o, a, out) != 0)
 		return TIDE_MC_EC_INTERNAL_ERROR; /* object stays; the reply fails */
 	return 0;
@@ -702,12 +723,14 @@ tide_mc_table_batch_put_start(struct tide_mc_table *t, bool upsert,
 {
 	enum tide_mc_table_op op =
 		upsert ? TIDE_MC_TABLE_OP_BATCH_UPSERT_START : TIDE_MC_TABLE_OP_BATCH_PUT_START;
+	uint64_t f0;
 	bool bad;
 
 	if (!t || !client || !a || (n_keys && (!keys || !out)) || (n_lens && !lens))
 		return TIDE_MC_EC_INVALID_PARAMS;
 	bad = n_keys != n_lens || (cfg && cfg->group_ids.has && cfg->group_ids.val.n != n_keys);
 	mct_lock(t);
+	f0 = t->failures[op];
 	for (size_t i = 0; i < n_keys; i++) {
 		int rc;
 
@@ -720,6 +743,7 @@ tide_mc_table_batch_put_start(struct tide_mc_table *t, bool upsert,
 		out[i].err = rc;
 		mct_count(t, op, rc);
 	}
+	mct_count_batch(t, op, n_keys, f0);
 	mct_unlock(t);
 	return 0;
 }
@@ -868,10 +892,12 @@ tide_mc_table_batch_put_end(struct tide_mc_table *t, bool upsert, const struct t
 {
 	enum tide_mc_table_op op =
 		upsert ? TIDE_MC_TABLE_OP_BATCH_UPSERT_END : TIDE_MC_TABLE_OP_BATCH_PUT_END;
+	uint64_t f0;
 
 	if (!t || !client || (n && (!metas || !out)))
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
+	f0 = t->failures[op];
 	for (size_t i = 0; i < n; i++) {
 		int rc = mct_count(t, op,
 				   end_locked(t, client, &metas[i].key, &metas[i].object_checksum,
@@ -880,6 +906,7 @@ tide_mc_table_batch_put_end(struct tide_mc_table *t, bool upsert, const struct t
 		out[i].ok = rc == 0;
 		out[i].err = rc;
 	}
+	mct_count_batch(t, op, n, f0);
 	mct_unlock(t);
 	return 0;
 }
@@ -892,17 +919,20 @@ tide_mc_table_batch_put_revoke(struct tide_mc_table *t, bool upsert,
 {
 	enum tide_mc_table_op op =
 		upsert ? TIDE_MC_TABLE_OP_BATCH_UPSERT_REVOKE : TIDE_MC_TABLE_OP_BATCH_PUT_REVOKE;
+	uint64_t f0;
 
 	(void)now_ms;
 	if (!t || !client || (n && (!keys || !out)))
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
+	f0 = t->failures[op];
 	for (size_t i = 0; i < n; i++) {
 		int rc = mct_count(t, op, revoke_locked(t, client, &keys[i], replica_type));
 
 		out[i].ok = rc == 0;
 		out[i].err = rc;
 	}
+	mct_count_batch(t, op, n, f0);
 	mct_unlock(t);
 	return 0;
 }
@@ -933,16 +963,19 @@ get_locked(struct tide_mc_table *t, const struct tide_mc_str *key, uint64_t now,
 	struct mct_obj *o = lookup(t, key);
 
 	memset(out, 0, sizeof(*out));
+	/* lease == false is the admin QueryKey: a look, not a read (nor a get counted). */
+	t->gets += lease;
 	if (!o)
 		return TIDE_MC_EC_OBJECT_NOT_FOUND;
 	if (!readable(o))
 		return TIDE_MC_EC_REPLICA_IS_NOT_READY;
 	if (descs_out(t, o, a, &out->replicas) != 0)
 		return TIDE_MC_EC_INTERNAL_ERROR;
-	/* lease == false is the admin QueryKey: a look, not a read. */
 	if (lease) {
 		grant_lease(t, o, now);
 		o->flags |= MCT_OF_READ;
+		t->gets_found++;
+		t->gets_found_bytes += o->size;
 	}
 	out->lease_ttl_ms = t->o.default_kv_lease_ttl_ms;
 	out->object_checksum.has = (o->flags & MCT_OF_HAS_CSUM) != 0;
@@ -985,9 +1018,12 @@ tide_mc_table_batch_get_replica_list(struct tide_mc_table *t, const struct tide_
 				     size_t n, uint64_t now_ms, struct tide_mc_table_arena *a,
 				     struct tide_mc_exp_replica_list *out)
 {
+	uint64_t f0;
+
 	if (!t || !a || (n && (!keys || !out)))
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
+	f0 = t->failures[TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST];
 	for (size_t i = 0; i < n; i++) {
 		int rc = mct_count(t, TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST,
 				   get_locked(t, &keys[i], now_ms, true, a, &out[i].val));
@@ -995,6 +1031,7 @@ tide_mc_table_batch_get_replica_list(struct tide_mc_table *t, const struct tide_
 		out[i].ok = rc == 0;
 		out[i].err = rc;
 	}
+	mct_count_batch(t, TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST, n, f0);
 	mct_unlock(t);
 	return 0;
 }
@@ -1036,6 +1073,9 @@ tide_mc_table_batch_exist_key(struct tide_mc_table *t, const struct tide_mc_str 
 		out[i].val = exist_locked(t, &keys[i], now_ms);
 		mct_count(t, TIDE_MC_TABLE_OP_BATCH_EXIST_KEY, 0);
 	}
+	/* No key fails (absent is false): only an empty batch counts as failed. */
+	mct_count_batch(t, TIDE_MC_TABLE_OP_BATCH_EXIST_KEY, n,
+			t->failures[TIDE_MC_TABLE_OP_BATCH_EXIST_KEY]);
 	mct_unlock(t);
 	return 0;
 }
@@ -1286,9 +1326,12 @@ int
 tide_mc_table_batch_remove(struct tide_mc_table *t, const struct tide_mc_str *keys, size_t n,
 			   bool force, uint64_t now_ms, struct tide_mc_exp_void *out)
 {
+	uint64_t f0;
+
 	if (!t || (n && (!keys || !out)))
 		return TIDE_MC_EC_INVALID_PARAMS;
 	mct_lock(t);
+	f0 = t->failures[TIDE_MC_TABLE_OP_BATCH_REMOVE];
 	for (size_t i = 0; i < n; i++) {
 		int rc = mct_count(t, TIDE_MC_TABLE_OP_BATCH_REMOVE,
 				   remove_locked(t, &keys[i], force, now_ms));
@@ -1296,6 +1339,7 @@ tide_mc_table_batch_remove(struct tide_mc_table *t, const struct tide_mc_str *ke
 		out[i].ok = rc == 0;
 		out[i].err = rc;
 	}
+	mct_count_batch(t, TIDE_MC_TABLE_OP_BATCH_REMOVE, n, f0);
 	mct_unlock(t);
 	return 0;
 }
@@ -1485,7 +1529,8 @@ evict_set(struct tide_mc_table *t, struct mct_cand *v, size_t k)
 {
 	for (size_t i = 0; i < k; i++) {
 		t->evicted_keys++;
-		t->evicted_bytes += v[i].obj->size;
+		/* Bytes freed, as stock's master_evicted_size_bytes: size times replicas. */
+		t->evicted_bytes += v[i].obj->size * v[i].obj->nrep;
 		mct_obj_erase(t, v[i].obj, MCT_FREE_NOW, 0);
 	}
 }
@@ -1515,6 +1560,7 @@ mct_evict(struct tide_mc_table *t, uint64_t now)
 	if (!(used > t->o.eviction_high_watermark_ratio) && !t->need_evict)
 		return;
 	t->need_evict = false;
+	t->eviction_attempts++; /* a round that evicts nothing still counts, as stock's */
 	target = fmax(t->o.eviction_ratio,
 		      used - t->o.eviction_high_watermark_ratio + t->o.eviction_ratio);
 	lower = fmax(target / 2, used - t->o.eviction_high_watermark_ratio);

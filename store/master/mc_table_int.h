@@ -73,7 +73,14 @@ struct mct_discard {
 	uint64_t len;
 	uint64_t release_ms;
 	uint32_t seg;
-	bool lease; /* an ended lease's unused space (counted in t->lease_disc_bytes) */
+	uint8_t kind; /* enum mct_disc_kind */
+};
+
+/* What a discarded buffer was. */
+enum mct_disc_kind {
+	MCT_DISC_LEASE,    /* an ended lease's unused space (counted in t->lease_disc_bytes) */
+	MCT_DISC_PUT,      /* an object's buffer (counted in t->put_discard_bytes) */
+	MCT_DISC_PUT_HEAD, /* ... its first one: its release counts the object released */
 };
 
 struct mct_seg {
@@ -146,8 +153,17 @@ struct tide_mc_table {
 	bool need_evict;
 	uint64_t eviction_rounds, evicted_keys, evicted_bytes, expired_clients, reclaimed_puts;
 	uint64_t evict_skipped_unread;
+	uint64_t eviction_attempts;
 	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
 	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t batch_calls[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t batch_failed_calls[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t batch_partial_calls[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t alloc_failures, partial_allocations;
+	uint64_t put_discards, put_releases, put_discard_bytes; /* MCT_DISC_PUT* buffers */
+	uint64_t gets, gets_found, gets_found_bytes;
+	uint64_t vsize_bucket[TIDE_MC_TABLE_VSIZE_BOUNDS + 1];
+	uint64_t vsize_sum;
 
 	/* Journal (mc_table_journal.c): records of committed changes, numbered. */
 	tide_mc_table_journal_fn jfn; /* NULL: no journal */
@@ -185,6 +201,25 @@ mct_count(struct tide_mc_table *t, enum tide_mc_table_op op, int rc)
 	if (rc)
 		t->failures[op]++;
 	return rc;
+}
+
+/*
+ * Count a batch call of op over n keys, failures_before being t->failures[op]
+ * before its keys were counted (lock held). As stock's master: every key
+ * failed (an empty batch included: 0 of 0) is a failed call, some a partial
+ * success.
+ */
+static inline void
+mct_count_batch(struct tide_mc_table *t, enum tide_mc_table_op op, size_t n,
+		uint64_t failures_before)
+{
+	uint64_t failed = t->failures[op] - failures_before;
+
+	t->batch_calls[op]++;
+	if (failed == n)
+		t->batch_failed_calls[op]++;
+	else if (failed)
+		t->batch_partial_calls[op]++;
 }
 
 static inline bool
@@ -266,10 +301,10 @@ void mct_j_seg_del(struct tide_mc_table *t, const struct mct_seg *s);
 uint64_t mct_rand(struct tide_mc_table *t);
 void mct_rep_account(struct tide_mc_table *t, struct mct_seg *s, uint64_t len, int dir);
 void mct_rep_free(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len);
-/* Keep [r, len) allocated until release_ms (a writer may still be writing there); lease:
- * it is an ended lease's unused space (not data: outside the eviction watermark). */
+/* Keep [r, len) allocated until release_ms (a writer may still be writing there); kind:
+ * enum mct_disc_kind (a lease's space is not data: outside the eviction watermark). */
 void mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len,
-		 uint64_t release_ms, bool lease);
+		 uint64_t release_ms, enum mct_disc_kind kind);
 void *mct_arena_alloc(struct tide_mc_table_arena *a, size_t n);
 int mct_arena_str(struct tide_mc_table_arena *a, const char *s, size_t len,
 		  struct tide_mc_str *out);

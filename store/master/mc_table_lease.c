@@ -100,7 +100,7 @@ lease_drop_pieces(struct tide_mc_table *t, struct mct_lease *l, bool keep, uint6
 		struct mct_rep r = {.off = l->piece[k].off, .seg = l->seg};
 
 		if (keep)
-			mct_discard(t, &r, l->piece[k].len, until, true);
+			mct_discard(t, &r, l->piece[k].len, until, MCT_DISC_LEASE);
 		else
 			mct_rep_free(t, &r, l->piece[k].len);
 		t->leased_bytes -= l->piece[k].len;

@@ -278,8 +278,12 @@ mct_rep_free(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len)
 
 void
 mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len, uint64_t release_ms,
-	    bool lease)
+	    enum mct_disc_kind kind)
 {
+	/* The object is counted discarded at its first buffer and released when that
+	 * one is (stock counts a put's discarded replicas as one entry). */
+	if (kind == MCT_DISC_PUT_HEAD)
+		t->put_discards++;
 	if (t->ndisc == t->disc_cap) {
 		size_t nc = t->disc_cap ? t->disc_cap * 2 : 16;
 		struct mct_discard *nd = realloc(t->disc, nc * sizeof(*nd));
@@ -287,14 +291,17 @@ mct_discard(struct tide_mc_table *t, const struct mct_rep *r, uint64_t len, uint
 		if (!nd) {
 			/* Cannot remember it: freeing now beats leaking the space. */
 			mct_rep_free(t, r, len);
+			t->put_releases += kind == MCT_DISC_PUT_HEAD;
 			return;
 		}
 		t->disc = nd;
 		t->disc_cap = nc;
 	}
-	t->disc[t->ndisc++] = (struct mct_discard){r->off, len, release_ms, r->seg, lease};
-	if (lease)
+	t->disc[t->ndisc++] = (struct mct_discard){r->off, len, release_ms, r->seg, (uint8_t)kind};
+	if (kind == MCT_DISC_LEASE)
 		t->lease_disc_bytes += len;
+	else
+		t->put_discard_bytes += len;
 }
 
 /* Release due buffers (seg == UINT32_MAX), or forget those of segment seg. */
@@ -317,8 +324,11 @@ discards_sweep(struct tide_mc_table *t, uint32_t seg, uint64_t now)
 		} else {
 			mct_rep_account(t, t->segs[seg], d->len, -1);
 		}
-		if (d->lease)
+		if (d->kind == MCT_DISC_LEASE)
 			t->lease_disc_bytes -= d->len;
+		else
+			t->put_discard_bytes -= d->len;
+		t->put_releases += d->kind == MCT_DISC_PUT_HEAD;
 		t->disc[i] = t->disc[--t->ndisc];
 	}
 }
@@ -697,6 +707,7 @@ int
 tide_mc_table_batch_query_ip(struct tide_mc_table *t, const struct tide_mc_uuid *clients, size_t n,
 			     struct tide_mc_table_arena *a, struct tide_mc_ip_entry_vec *out)
 {
+	uint64_t f0, nfail = 0;
 	int rc = 0;
 
 	if (!t || !a || !out || (n && !clients))
@@ -704,6 +715,7 @@ tide_mc_table_batch_query_ip(struct tide_mc_table *t, const struct tide_mc_uuid 
 	out->v = NULL;
 	out->n = 0;
 	mct_lock(t);
+	f0 = t->failures[TIDE_MC_TABLE_OP_BATCH_QUERY_IP];
 	if (n) {
 		out->v = mct_arena_alloc(a, n * sizeof(*out->v));
 		if (!out->v)
@@ -720,9 +732,13 @@ tide_mc_table_batch_query_ip(struct tide_mc_table *t, const struct tide_mc_uuid 
 			rc = TIDE_MC_EC_INTERNAL_ERROR;
 		else if (found)
 			out->n++;
+		else
+			nfail++;
 	}
-	t->requests[TIDE_MC_TABLE_OP_BATCH_QUERY_IP]++;
-	t->failures[TIDE_MC_TABLE_OP_BATCH_QUERY_IP] += rc != 0;
+	/* Per client id, as stock: one not found (or all, on an error) failed. */
+	t->requests[TIDE_MC_TABLE_OP_BATCH_QUERY_IP] += n;
+	t->failures[TIDE_MC_TABLE_OP_BATCH_QUERY_IP] += rc ? n : nfail;
+	mct_count_batch(t, TIDE_MC_TABLE_OP_BATCH_QUERY_IP, n, f0);
 	mct_unlock(t);
 	return rc;
 }
@@ -860,8 +876,22 @@ tide_mc_table_metrics_get(struct tide_mc_table *t, struct tide_mc_table_metrics 
 	m->expired_clients = t->expired_clients;
 	m->reclaimed_puts = t->reclaimed_puts;
 	m->evict_skipped_unread = t->evict_skipped_unread;
+	m->eviction_attempts = t->eviction_attempts;
 	memcpy(m->requests, t->requests, sizeof(m->requests));
 	memcpy(m->failures, t->failures, sizeof(m->failures));
+	memcpy(m->batch_calls, t->batch_calls, sizeof(m->batch_calls));
+	memcpy(m->batch_failed_calls, t->batch_failed_calls, sizeof(m->batch_failed_calls));
+	memcpy(m->batch_partial_calls, t->batch_partial_calls, sizeof(m->batch_partial_calls));
+	m->alloc_failures = t->alloc_failures;
+	m->partial_allocations = t->partial_allocations;
+	m->put_discards = t->put_discards;
+	m->put_releases = t->put_releases;
+	m->put_discard_bytes = t->put_discard_bytes;
+	m->gets = t->gets;
+	m->gets_found = t->gets_found;
+	m->gets_found_bytes = t->gets_found_bytes;
+	memcpy(m->vsize_bucket, t->vsize_bucket, sizeof(m->vsize_bucket));
+	m->vsize_sum = t->vsize_sum;
 	m->leases = t->nleases;
 	m->leased_bytes = t->leased_bytes;
 	m->discarded_bytes = 0; /* O(discards): a scrape, not a hot path */

@@ -164,10 +164,19 @@ enum tide_mc_table_op {
 	TIDE_MC_TABLE_OP_COUNT
 };
 
+/** Bucket bounds of the value-size histogram (stock's master_value_size_bytes), bytes. */
+#define TIDE_MC_TABLE_VSIZE_BOUNDS 7
+extern const uint64_t TIDE_MC_TABLE_VSIZE_BOUND[TIDE_MC_TABLE_VSIZE_BOUNDS];
+
 /**
  * Counters and gauges for the Prometheus export. For single-key operations
  * `requests` counts calls and `failures` calls that returned an error; for
- * batch operations both count keys (a batch of 8 with 2 failures adds 8 and 2).
+ * batch operations (BatchQueryIp: per client id) both count keys (a batch of
+ * 8 with 2 failures adds 8 and 2) and `batch_calls`, `batch_failed_calls`,
+ * `batch_partial_calls` count the calls as stock's master does (a call whose
+ * every key failed, an empty one included, is a failed call; one with some
+ * failed keys a partial success). Everything here only grows except the
+ * gauges marked so.
  */
 struct tide_mc_table_metrics {
 	uint64_t keys;             /**< objects in the table (master_key_count) */
@@ -184,13 +193,34 @@ struct tide_mc_table_metrics {
 	uint64_t discarded_buffers;    /**< buffers awaiting delayed release */
 	uint64_t eviction_rounds;      /**< eviction rounds that evicted something */
 	uint64_t evicted_keys;         /**< objects evicted */
-	uint64_t evicted_bytes;        /**< object bytes evicted */
+	uint64_t evicted_bytes;        /**< object bytes times replicas evicted */
 	uint64_t expired_clients;      /**< clients unmounted for missing Pings */
 	uint64_t reclaimed_puts;       /**< PROCESSING objects reclaimed (dead writer or timeout) */
 	uint64_t evict_skipped_unread; /**< pin_unread: unread objects an eviction round passed
 					    over (once per object per round) */
+	uint64_t eviction_attempts;    /**< eviction rounds run (by the watermark or a failed
+					    allocation), whether they evicted or not */
 	uint64_t requests[TIDE_MC_TABLE_OP_COUNT];
 	uint64_t failures[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t batch_calls[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t batch_failed_calls[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t batch_partial_calls[TIDE_MC_TABLE_OP_COUNT];
+	uint64_t alloc_failures;      /**< PutStart/UpsertStart keys (single, batch) refused for
+					   want of space (NO_AVAILABLE_HANDLE) */
+	uint64_t partial_allocations; /**< of the granted ones, placed with fewer replicas than
+					   asked (best effort, as stock) */
+	uint64_t put_discards;        /**< objects whose buffers were kept for delayed release:
+					   a taken-over or preempted put, an upsert's old buffers */
+	uint64_t put_releases;        /**< of those, objects whose first buffer was released */
+	uint64_t put_discard_bytes;   /**< gauge: object bytes of those buffers still held */
+	uint64_t gets;                /**< GetReplicaList lookups (single and per batch key) */
+	uint64_t gets_found;          /**< of which answered with replicas */
+	uint64_t gets_found_bytes;    /**< object bytes of those */
+	uint64_t vsize_bucket[TIDE_MC_TABLE_VSIZE_BOUNDS + 1]; /**< objects created, by length:
+								    bucket k counts lengths <=
+								    bound k (not cumulative; the
+								    last one, above every bound) */
+	uint64_t vsize_sum;                                    /**< sum of their lengths */
 	uint64_t leases;          /**< live allocation leases (Tide extension) */
 	uint64_t leased_bytes;    /**< granule-rounded bytes of their unused parts (also counted
 				       in allocated_bytes) */

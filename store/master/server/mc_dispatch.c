@@ -12,7 +12,8 @@
 #include "mc_server_int.h"
 #include "tide_log.h"
 
-/* A batch result array of n elements of `size` bytes; NULL when n is 0 or memory is short. */
+/* A batch result array of n elements of `size` bytes; NULL when n is 0 or memory is short.
+ * An empty batch still goes to the table, which counts it as stock's master does. */
 static void *
 scratch(struct mc_worker *w, size_t n, size_t size)
 {
@@ -78,7 +79,7 @@ dispatch_batch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_m
 
 		n = req->u.keys.keys.n;
 		out = scratch(w, n, sizeof(*out));
-		if (out != NULL) {
+		if (out != NULL || n == 0) {
 			tide_mc_table_batch_exist_key(t, req->u.keys.keys.v, n, now, out);
 			resp->u.batch_exist.v = out;
 			resp->u.batch_exist.n = n;
@@ -90,7 +91,7 @@ dispatch_batch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_m
 
 		n = req->u.keys.keys.n;
 		out = scratch(w, n, sizeof(*out));
-		if (out != NULL) {
+		if (out != NULL || n == 0) {
 			tide_mc_table_batch_get_replica_list(t, req->u.keys.keys.v, n, now,
 							     &w->arena, out);
 			resp->u.batch_replica_list.v = out;
@@ -107,7 +108,7 @@ dispatch_batch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_m
 
 		n = r->keys.n;
 		out = scratch(w, n, sizeof(*out));
-		if (out != NULL) {
+		if (out != NULL || n == 0) {
 			tide_mc_table_batch_put_start(t, upsert, &r->client_id, r->keys.v, n,
 						      r->slice_lengths.v, r->slice_lengths.n,
 						      &r->config, now, &w->arena, out);
@@ -147,7 +148,7 @@ dispatch_batch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_m
 
 		n = r->metas.n;
 		out = scratch(w, n, sizeof(*out));
-		if (out != NULL) {
+		if (out != NULL || n == 0) {
 			tide_mc_table_batch_put_end(t, upsert, &r->client_id, r->metas.v, n,
 						    upsert ? TIDE_MC_REPLICA_ALL : r->replica_type,
 						    now, out);
@@ -165,7 +166,7 @@ dispatch_batch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_m
 
 		n = r->keys.n;
 		out = scratch(w, n, sizeof(*out));
-		if (out != NULL) {
+		if (out != NULL || n == 0) {
 			tide_mc_table_batch_put_revoke(
 				t, upsert, &r->client_id, r->keys.v, n,
 				upsert ? TIDE_MC_REPLICA_ALL : r->replica_type, now, out);
@@ -180,7 +181,7 @@ dispatch_batch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_m
 
 		n = r->keys.n;
 		out = scratch(w, n, sizeof(*out));
-		if (out != NULL) {
+		if (out != NULL || n == 0) {
 			tide_mc_table_batch_remove(t, r->keys.v, n, r->force, now, out);
 			resp->u.batch_status.v = out;
 			resp->u.batch_status.n = n;

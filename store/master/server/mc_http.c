@@ -230,58 +230,245 @@ metric(struct tide_mc_buf *b, const char *name, const char *type, const char *he
 		   v);
 }
 
+/* A Prometheus label value: backslash, quote and newline escaped (names come from clients). */
 static void
-render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
+label_value(struct tide_mc_buf *b, const char *p, size_t len)
 {
-	struct tide_mc_table_metrics m;
+	size_t i, run = 0;
+
+	for (i = 0; i < len; i++) {
+		if (p[i] != '\\' && p[i] != '"' && p[i] != '\n') {
+			continue;
+		}
+		buf_put(b, p + run, i - run);
+		buf_put(b, p[i] == '\n' ? "\\n" : p[i] == '"' ? "\\\"" : "\\\\", 2);
+		run = i + 1;
+	}
+	buf_put(b, p + run, len - run);
+}
+
+/*
+ * Stock's per-RPC counters, from Tide's per-operation ones. Stock counts an
+ * upsert in the put counters of the same step (UpsertStart in put_start,
+ * BatchUpsertEnd in batch_put_end, ...), a GracefulUnmountSegment as an
+ * UnmountSegment and each key of a BatchRemove as a Remove; `also` is that
+ * second operation (TIDE_MC_TABLE_OP_COUNT: none). `batch`: stock's five
+ * batch counters (calls, failed calls, partial successes, keys, failed keys).
+ */
+static const struct stock_op {
+	const char *name;
+	enum tide_mc_table_op op, also;
+	bool batch;
+} stock_ops[] = {
+	{"mount_segment", TIDE_MC_TABLE_OP_MOUNT, TIDE_MC_TABLE_OP_COUNT, false},
+	{"remount_segment", TIDE_MC_TABLE_OP_REMOUNT, TIDE_MC_TABLE_OP_COUNT, false},
+	{"unmount_segment", TIDE_MC_TABLE_OP_UNMOUNT, TIDE_MC_TABLE_OP_GRACEFUL_UNMOUNT, false},
+	{"ping", TIDE_MC_TABLE_OP_PING, TIDE_MC_TABLE_OP_COUNT, false},
+	{"put_start", TIDE_MC_TABLE_OP_PUT_START, TIDE_MC_TABLE_OP_UPSERT_START, false},
+	{"put_end", TIDE_MC_TABLE_OP_PUT_END, TIDE_MC_TABLE_OP_UPSERT_END, false},
+	{"put_revoke", TIDE_MC_TABLE_OP_PUT_REVOKE, TIDE_MC_TABLE_OP_UPSERT_REVOKE, false},
+	{"get_replica_list", TIDE_MC_TABLE_OP_GET_REPLICA_LIST, TIDE_MC_TABLE_OP_COUNT, false},
+	{"get_replica_list_by_regex", TIDE_MC_TABLE_OP_GET_REPLICA_LIST_BY_REGEX,
+	 TIDE_MC_TABLE_OP_COUNT, false},
+	{"exist_key", TIDE_MC_TABLE_OP_EXIST_KEY, TIDE_MC_TABLE_OP_COUNT, false},
+	{"remove", TIDE_MC_TABLE_OP_REMOVE, TIDE_MC_TABLE_OP_BATCH_REMOVE, false},
+	{"remove_by_regex", TIDE_MC_TABLE_OP_REMOVE_BY_REGEX, TIDE_MC_TABLE_OP_COUNT, false},
+	{"remove_all", TIDE_MC_TABLE_OP_REMOVE_ALL, TIDE_MC_TABLE_OP_COUNT, false},
+	{"batch_put_start", TIDE_MC_TABLE_OP_BATCH_PUT_START, TIDE_MC_TABLE_OP_BATCH_UPSERT_START,
+	 true},
+	{"batch_put_end", TIDE_MC_TABLE_OP_BATCH_PUT_END, TIDE_MC_TABLE_OP_BATCH_UPSERT_END, true},
+	{"batch_put_revoke", TIDE_MC_TABLE_OP_BATCH_PUT_REVOKE,
+	 TIDE_MC_TABLE_OP_BATCH_UPSERT_REVOKE, true},
+	{"batch_get_replica_list", TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST, TIDE_MC_TABLE_OP_COUNT,
+	 true},
+	{"batch_exist_key", TIDE_MC_TABLE_OP_BATCH_EXIST_KEY, TIDE_MC_TABLE_OP_COUNT, true},
+	{"batch_query_ip", TIDE_MC_TABLE_OP_BATCH_QUERY_IP, TIDE_MC_TABLE_OP_COUNT, true},
+};
+
+/* v[op] plus v[also] when there is one. */
+static uint64_t
+op_sum(const uint64_t *v, const struct stock_op *so)
+{
+	return v[so->op] + (so->also < TIDE_MC_TABLE_OP_COUNT ? v[so->also] : 0);
+}
+
+static void
+counter(struct tide_mc_buf *b, const char *name, uint64_t v)
+{
+	buf_printf(b, "# TYPE %s counter\n%s %" PRIu64 "\n", name, name, v);
+}
+
+/* Stock's names for what stock measures too (tests/python/data/stock_master_metrics.txt
+ * lists them; docs/operations.md maps each). */
+static void
+render_stock(struct tide_mc_server *s, struct tide_mc_buf *b, const struct tide_mc_table_metrics *m)
+{
+	struct tide_mc_table_segment_info *v;
+	char name[96];
+	uint64_t cum, alloc, cap;
+	size_t n, i, j, k;
+
+	metric(b, "master_allocated_bytes", "gauge", "Bytes allocated in segments.",
+	       m->allocated_bytes);
+	metric(b, "master_total_capacity_bytes", "gauge", "Mounted segment bytes.",
+	       m->capacity_bytes);
+	/* Per segment name, as stock labels them (a name mounted twice is summed):
+	 * O(segments^2) per scrape, for the few hundred segments a master holds. */
+	if (tide_mc_table_segments_list(s->table, &s->http_arena, &v, &n) != 0) {
+		n = 0;
+	}
+	for (k = 0; k < 2; k++) {
+		const char *mn = k ? "segment_total_capacity_bytes" : "segment_allocated_bytes";
+
+		buf_printf(b, "# HELP %s %s\n# TYPE %s gauge\n", mn,
+			   k ? "Bytes of the segments mounted under this name."
+			     : "Bytes allocated in the segments mounted under this name.",
+			   mn);
+		for (i = 0; i < n; i++) {
+			for (j = 0; j < i; j++) {
+				if (v[j].name.len == v[i].name.len &&
+				    memcmp(v[j].name.ptr, v[i].name.ptr, v[i].name.len) == 0) {
+					break;
+				}
+			}
+			if (j < i) {
+				continue; /* summed at its first occurrence */
+			}
+			alloc = cap = 0;
+			for (j = i; j < n; j++) {
+				if (v[j].name.len == v[i].name.len &&
+				    memcmp(v[j].name.ptr, v[i].name.ptr, v[i].name.len) == 0) {
+					alloc += v[j].used;
+					cap += v[j].size;
+				}
+			}
+			buf_printf(b, "%s{segment=\"", mn);
+			label_value(b, v[i].name.ptr, v[i].name.len);
+			buf_printf(b, "\"} %" PRIu64 "\n", k ? cap : alloc);
+		}
+	}
+	metric(b, "master_key_count", "gauge", "Objects in the table.", m->keys);
+	metric(b, "master_soft_pin_key_count", "gauge", "Soft-pinned objects.",
+	       m->soft_pinned_keys);
+	metric(b, "master_active_clients", "gauge", "Clients with a live TTL.", m->clients);
+	buf_printf(b, "# HELP master_value_size_bytes Lengths of the objects created.\n"
+		      "# TYPE master_value_size_bytes histogram\n");
+	cum = 0;
+	for (k = 0; k <= TIDE_MC_TABLE_VSIZE_BOUNDS; k++) {
+		cum += m->vsize_bucket[k];
+		if (k < TIDE_MC_TABLE_VSIZE_BOUNDS) {
+			buf_printf(b,
+				   "master_value_size_bytes_bucket{le=\"%" PRIu64 "\"} %" PRIu64
+				   "\n",
+				   TIDE_MC_TABLE_VSIZE_BOUND[k], cum);
+		} else {
+			buf_printf(b, "master_value_size_bytes_bucket{le=\"+Inf\"} %" PRIu64 "\n",
+				   cum);
+		}
+	}
+	buf_printf(b,
+		   "master_value_size_bytes_sum %" PRIu64 "\nmaster_value_size_bytes_count %" PRIu64
+		   "\n",
+		   m->vsize_sum, cum);
+	for (i = 0; i < sizeof(stock_ops) / sizeof(stock_ops[0]); i++) {
+		const struct stock_op *so = &stock_ops[i];
+
+		if (!so->batch) {
+			snprintf(name, sizeof(name), "master_%s_requests_total", so->name);
+			counter(b, name, op_sum(m->requests, so));
+			snprintf(name, sizeof(name), "master_%s_failures_total", so->name);
+			counter(b, name, op_sum(m->failures, so));
+			continue;
+		}
+		snprintf(name, sizeof(name), "master_%s_requests_total", so->name);
+		counter(b, name, op_sum(m->batch_calls, so));
+		snprintf(name, sizeof(name), "master_%s_failures_total", so->name);
+		counter(b, name, op_sum(m->batch_failed_calls, so));
+		snprintf(name, sizeof(name), "master_%s_partial_successes_total", so->name);
+		counter(b, name, op_sum(m->batch_partial_calls, so));
+		snprintf(name, sizeof(name), "master_%s_items_total", so->name);
+		counter(b, name, op_sum(m->requests, so));
+		snprintf(name, sizeof(name), "master_%s_failed_items_total", so->name);
+		counter(b, name, op_sum(m->failures, so));
+	}
+	counter(b, "master_put_start_alloc_failures_total", m->alloc_failures);
+	counter(b, "master_put_start_partial_allocations_total", m->partial_allocations);
+	/* Memory is Tide's only tier: the _mem eviction counters equal the totals. */
+	counter(b, "master_attempted_evictions_total", m->eviction_attempts);
+	counter(b, "master_successful_evictions_total", m->eviction_rounds);
+	counter(b, "master_evicted_key_count", m->evicted_keys);
+	counter(b, "master_evicted_size_bytes", m->evicted_bytes);
+	counter(b, "master_attempted_evictions_mem", m->eviction_attempts);
+	counter(b, "master_successful_evictions_mem", m->eviction_rounds);
+	counter(b, "master_evicted_key_count_mem", m->evicted_keys);
+	counter(b, "master_evicted_size_bytes_mem", m->evicted_bytes);
+	counter(b, "master_put_start_discard_cnt", m->put_discards);
+	counter(b, "master_put_start_release_cnt", m->put_releases);
+	metric(b, "master_put_start_discarded_staging_size", "gauge",
+	       "Object bytes of discarded puts' buffers not yet released.", m->put_discard_bytes);
+	/* Store-observed reads (GetReplicaList, single and per batch key): every replica
+	 * is in memory here, so each read that found one is a memory hit. */
+	counter(b, "total_get_nums_", m->gets);
+	counter(b, "valid_get_nums_", m->gets_found);
+	counter(b, "mem_cache_hit_nums_", m->gets_found);
+	counter(b, "mem_cache_hit_bytes_total", m->gets_found_bytes);
+	metric(b, "mem_cache_nums_", "gauge", "Objects with COMPLETE memory replicas.",
+	       m->keys - m->processing_keys);
+}
+
+/* Tide's own quantities, under tide_ (no stock metric has them). */
+static void
+render_tide(struct tide_mc_server *s, struct tide_mc_buf *b, const struct tide_mc_table_metrics *m)
+{
+	static const enum tide_mc_table_op own[] = {
+		TIDE_MC_TABLE_OP_GRACEFUL_UNMOUNT,     TIDE_MC_TABLE_OP_UPSERT_START,
+		TIDE_MC_TABLE_OP_UPSERT_END,           TIDE_MC_TABLE_OP_UPSERT_REVOKE,
+		TIDE_MC_TABLE_OP_BATCH_UPSERT_START,   TIDE_MC_TABLE_OP_BATCH_UPSERT_END,
+		TIDE_MC_TABLE_OP_BATCH_UPSERT_REVOKE,  TIDE_MC_TABLE_OP_BATCH_REMOVE,
+		TIDE_MC_TABLE_OP_QUERY_SEGMENT_STATUS, TIDE_MC_TABLE_OP_LEASE_GRANT,
+		TIDE_MC_TABLE_OP_LEASE_COMMIT,         TIDE_MC_TABLE_OP_LEASE_RELEASE,
+	};
 	struct tide_mc_server_stats *st;
 	const struct tide_mc_fn_info *fi;
+	char name[96];
 	uint64_t cum;
-	unsigned op, f, k;
+	unsigned f, k;
+	size_t i;
 
-	tide_mc_table_metrics_get(s->table, &m);
-	metric(b, "master_key_count", "gauge", "Objects in the table.", m.keys);
-	metric(b, "master_processing_key_count", "gauge", "Objects still being written.",
-	       m.processing_keys);
-	metric(b, "master_soft_pin_key_count", "gauge", "Soft-pinned objects.", m.soft_pinned_keys);
-	metric(b, "master_hard_pin_key_count", "gauge", "Hard-pinned objects.", m.hard_pinned_keys);
-	metric(b, "master_value_size_bytes", "gauge", "Object bytes times replicas.",
-	       m.value_bytes);
-	metric(b, "master_allocated_bytes", "gauge", "Bytes allocated in segments.",
-	       m.allocated_bytes);
-	metric(b, "master_total_capacity_bytes", "gauge", "Mounted segment bytes.",
-	       m.capacity_bytes);
-	metric(b, "master_lease_count", "gauge",
-	       "Allocation leases held by clients (Tide's one-round-trip puts).", m.leases);
-	metric(b, "master_leased_bytes", "gauge",
-	       "Unused bytes of those leases (part of master_allocated_bytes).", m.leased_bytes);
-	metric(b, "master_discarded_bytes", "gauge",
-	       "Bytes of buffers awaiting delayed release (part of master_allocated_bytes).",
-	       m.discarded_bytes);
-	metric(b, "master_segment_count", "gauge", "Mounted segments.", m.segments);
-	metric(b, "master_active_clients", "gauge", "Clients with a live TTL.", m.clients);
-	metric(b, "master_discarded_buffers", "gauge", "Buffers awaiting delayed release.",
-	       m.discarded_buffers);
-	metric(b, "master_eviction_rounds_total", "counter", "Eviction rounds that evicted.",
-	       m.eviction_rounds);
-	metric(b, "master_evicted_keys_total", "counter", "Objects evicted.", m.evicted_keys);
-	metric(b, "master_evicted_bytes_total", "counter", "Object bytes evicted.",
-	       m.evicted_bytes);
-	metric(b, "master_expired_clients_total", "counter", "Clients expired for missing pings.",
-	       m.expired_clients);
-	metric(b, "master_reclaimed_puts_total", "counter", "Abandoned puts reclaimed.",
-	       m.reclaimed_puts);
-	metric(b, "master_evict_skipped_unread_total", "counter",
-	       "Unread objects kept by eviction (pin_unread).", m.evict_skipped_unread);
-	metric(b, "master_uptime_seconds", "gauge", "Seconds since start.",
+	metric(b, "tide_master_processing_key_count", "gauge", "Objects still being written.",
+	       m->processing_keys);
+	metric(b, "tide_master_hard_pin_key_count", "gauge", "Hard-pinned objects.",
+	       m->hard_pinned_keys);
+	metric(b, "tide_master_value_size_bytes", "gauge", "Object bytes times replicas.",
+	       m->value_bytes);
+	metric(b, "tide_master_lease_count", "gauge",
+	       "Allocation leases held by clients (Tide's one-round-trip puts).", m->leases);
+	metric(b, "tide_master_leased_bytes", "gauge",
+	       "Unused bytes of those leases (part of master_allocated_bytes).", m->leased_bytes);
+	metric(b, "tide_master_discarded_bytes", "gauge",
+	       "Bytes of buffers awaiting delayed release, leases' included (part of "
+	       "master_allocated_bytes).",
+	       m->discarded_bytes);
+	metric(b, "tide_master_segment_count", "gauge", "Mounted segments.", m->segments);
+	metric(b, "tide_master_discarded_buffers", "gauge",
+	       "Buffers awaiting delayed release, leases' included.", m->discarded_buffers);
+	metric(b, "tide_master_expired_clients_total", "counter",
+	       "Clients expired for missing pings.", m->expired_clients);
+	metric(b, "tide_master_reclaimed_puts_total", "counter", "Abandoned puts reclaimed.",
+	       m->reclaimed_puts);
+	metric(b, "tide_master_evict_skipped_unread_total", "counter",
+	       "Unread objects kept by eviction (pin_unread).", m->evict_skipped_unread);
+	metric(b, "tide_master_uptime_seconds", "gauge", "Seconds since start.",
 	       (tide_mc_server_now_ms() - s->start_ms) / 1000u);
-	for (op = 0; op < TIDE_MC_TABLE_OP_COUNT; op++) {
-		const char *n = tide_mc_table_op_name(op);
+	/* Operations stock folds into another's counters, or has not: as Tide counts them
+	 * (a batch's keys, as the _items_ counters do). */
+	for (i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+		const char *n = tide_mc_table_op_name(own[i]);
 
-		buf_printf(b, "# TYPE master_%s_requests_total counter\n", n);
-		buf_printf(b, "master_%s_requests_total %" PRIu64 "\n", n, m.requests[op]);
-		buf_printf(b, "# TYPE master_%s_failures_total counter\n", n);
-		buf_printf(b, "master_%s_failures_total %" PRIu64 "\n", n, m.failures[op]);
+		snprintf(name, sizeof(name), "tide_master_%s_requests_total", n);
+		counter(b, name, m->requests[own[i]]);
+		snprintf(name, sizeof(name), "tide_master_%s_failures_total", n);
+		counter(b, name, m->failures[own[i]]);
 	}
 
 	st = malloc(sizeof(*st));
@@ -289,33 +476,36 @@ render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
 		return;
 	}
 	tide_mc_server_stats_get(s, st);
-	metric(b, "master_rpc_connections_accepted_total", "counter", "RPC connections accepted.",
-	       st->accepted);
-	metric(b, "master_rpc_connections", "gauge", "RPC connections open.", st->open);
-	buf_printf(b, "# HELP master_http_connections HTTP connections open per port.\n"
-		      "# TYPE master_http_connections gauge\n");
-	buf_printf(b, "master_http_connections{port=\"admin\"} %" PRIu64 "\n", st->http_open[0]);
-	buf_printf(b, "master_http_connections{port=\"metadata\"} %" PRIu64 "\n", st->http_open[1]);
-	metric(b, "master_http_evicted_connections_total", "counter",
+	metric(b, "tide_master_rpc_connections_accepted_total", "counter",
+	       "RPC connections accepted.", st->accepted);
+	metric(b, "tide_master_rpc_connections", "gauge", "RPC connections open.", st->open);
+	buf_printf(b, "# HELP tide_master_http_connections HTTP connections open per port.\n"
+		      "# TYPE tide_master_http_connections gauge\n");
+	buf_printf(b, "tide_master_http_connections{port=\"admin\"} %" PRIu64 "\n",
+		   st->http_open[0]);
+	buf_printf(b, "tide_master_http_connections{port=\"metadata\"} %" PRIu64 "\n",
+		   st->http_open[1]);
+	metric(b, "tide_master_http_evicted_connections_total", "counter",
 	       "HTTP connections closed at a port's cap for a new one.", st->http_evicted);
-	metric(b, "master_http_timed_out_connections_total", "counter",
+	metric(b, "tide_master_http_timed_out_connections_total", "counter",
 	       "HTTP connections closed by a head, body or idle deadline.", st->http_timed_out);
-	metric(b, "master_refused_connections_total", "counter",
+	metric(b, "tide_master_refused_connections_total", "counter",
 	       "Connections closed at accept on any port: peer outside --allow_networks.",
 	       st->refused_net);
-	metric(b, "master_http_metadata_bytes", "gauge", "Metadata store keys + values.",
+	metric(b, "tide_master_http_metadata_bytes", "gauge", "Metadata store keys + values.",
 	       st->metadata_bytes);
-	buf_printf(b, "# TYPE master_rpc_refused_frames_total counter\n");
-	buf_printf(b, "master_rpc_refused_frames_total{reason=\"bad_header\"} %" PRIu64 "\n",
+	buf_printf(b, "# TYPE tide_master_rpc_refused_frames_total counter\n");
+	buf_printf(b, "tide_master_rpc_refused_frames_total{reason=\"bad_header\"} %" PRIu64 "\n",
 		   st->closed_proto);
-	buf_printf(b, "master_rpc_refused_frames_total{reason=\"too_large\"} %" PRIu64 "\n",
+	buf_printf(b, "tide_master_rpc_refused_frames_total{reason=\"too_large\"} %" PRIu64 "\n",
 		   st->refused_large);
-	buf_printf(b, "master_rpc_refused_frames_total{reason=\"bad_body\"} %" PRIu64 "\n",
+	buf_printf(b, "tide_master_rpc_refused_frames_total{reason=\"bad_body\"} %" PRIu64 "\n",
 		   st->bad_body);
-	buf_printf(b, "master_rpc_refused_frames_total{reason=\"not_registered\"} %" PRIu64 "\n",
+	buf_printf(b,
+		   "tide_master_rpc_refused_frames_total{reason=\"not_registered\"} %" PRIu64 "\n",
 		   st->unknown_fn);
-	buf_printf(b, "# HELP master_rpc_latency_microseconds Server time per RPC.\n"
-		      "# TYPE master_rpc_latency_microseconds histogram\n");
+	buf_printf(b, "# HELP tide_master_rpc_latency_microseconds Server time per RPC.\n"
+		      "# TYPE tide_master_rpc_latency_microseconds histogram\n");
 	for (f = 0; f < TIDE_MC_FN_CODEC_COUNT; f++) {
 		fi = tide_mc_fn_info(f);
 		if (fi == NULL) {
@@ -326,30 +516,41 @@ render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
 			cum += st->fn[f].lat_bucket[k];
 			if (k < 11) {
 				buf_printf(b,
-					   "master_rpc_latency_microseconds_bucket{rpc=\"%s\","
+					   "tide_master_rpc_latency_microseconds_bucket{rpc=\"%s\","
 					   "le=\"%u\"} %" PRIu64 "\n",
 					   fi->name, TIDE_MC_SERVER_LAT_BOUNDS_US[k], cum);
 			} else {
 				buf_printf(b,
-					   "master_rpc_latency_microseconds_bucket{rpc=\"%s\","
+					   "tide_master_rpc_latency_microseconds_bucket{rpc=\"%s\","
 					   "le=\"+Inf\"} %" PRIu64 "\n",
 					   fi->name, cum);
 			}
 		}
-		buf_printf(b, "master_rpc_latency_microseconds_sum{rpc=\"%s\"} %" PRIu64 "\n",
+		buf_printf(b, "tide_master_rpc_latency_microseconds_sum{rpc=\"%s\"} %" PRIu64 "\n",
 			   fi->name, st->fn[f].lat_sum_us);
-		buf_printf(b, "master_rpc_latency_microseconds_count{rpc=\"%s\"} %" PRIu64 "\n",
+		buf_printf(b,
+			   "tide_master_rpc_latency_microseconds_count{rpc=\"%s\"} %" PRIu64 "\n",
 			   fi->name, st->fn[f].calls);
 	}
-	buf_printf(b, "# TYPE master_rpc_failures_total counter\n");
+	buf_printf(b, "# TYPE tide_master_rpc_failures_total counter\n");
 	for (f = 0; f < TIDE_MC_FN_CODEC_COUNT; f++) {
 		fi = tide_mc_fn_info(f);
 		if (fi != NULL) {
-			buf_printf(b, "master_rpc_failures_total{rpc=\"%s\"} %" PRIu64 "\n",
+			buf_printf(b, "tide_master_rpc_failures_total{rpc=\"%s\"} %" PRIu64 "\n",
 				   fi->name, st->fn[f].failures);
 		}
 	}
 	free(st);
+}
+
+static void
+render_metrics(struct tide_mc_server *s, struct tide_mc_buf *b)
+{
+	struct tide_mc_table_metrics m;
+
+	tide_mc_table_metrics_get(s->table, &m);
+	render_stock(s, b, &m);
+	render_tide(s, b, &m);
 }
 
 static void

@@ -728,10 +728,10 @@ test_http_admin(void)
 	CU_ASSERT_EQUAL(http(port, "GET", "/metrics", NULL, &body), 200);
 	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_key_count 1\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_total_capacity_bytes 536870912\n"));
-	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_segment_count 1\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\ntide_master_segment_count 1\n"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(body, "master_put_start_requests_total 1\n"));
 	CU_ASSERT_PTR_NOT_NULL(
-		strstr(body, "master_rpc_latency_microseconds_count{rpc=\"PutStart\"} 1\n"));
+		strstr(body, "tide_master_rpc_latency_microseconds_count{rpc=\"PutStart\"} 1\n"));
 	free(body);
 	CU_ASSERT_EQUAL(http(port, "GET", "/query_key?key=hkey", NULL, &body), 200);
 	CU_ASSERT_PTR_NOT_NULL(strstr(body, "127.0.0.1:15366"));
@@ -972,7 +972,7 @@ test_http_idle_flood(void)
 	CU_ASSERT_STRING_EQUAL(body, "{\"v\":1}");
 	free(body);
 	CU_ASSERT_EQUAL(http(ap, "GET", "/metrics", NULL, &body), 200);
-	CU_ASSERT_PTR_NOT_NULL(strstr(body, "master_http_evicted_connections_total"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "tide_master_http_evicted_connections_total"));
 	free(body);
 	CU_ASSERT(stats(s)->http_open[0] <= 16);
 	CU_ASSERT(stats(s)->http_open[1] <= 32);
@@ -1151,7 +1151,7 @@ test_allow_networks(void)
 	mount_ok(c);
 	tide_mc_client_close(c);
 	CU_ASSERT_EQUAL(http(ports[1], "GET", "/metrics", NULL, &body), 200);
-	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nmaster_refused_connections_total 3\n"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(body, "\ntide_master_refused_connections_total 3\n"));
 	free(body);
 	tide_mc_server_destroy(s);
 

@@ -329,7 +329,7 @@ test_placed_in_other_segment(void)
 static void
 test_lease_puts(void)
 {
-	long long c0 = metric("master_lease_commit_requests_total");
+	long long c0 = metric("tide_master_lease_commit_requests_total");
 	long long p0 = metric("master_put_start_requests_total");
 	unsigned char src[1000], dst[1000];
 	struct tide_store *sc = NULL;
@@ -345,13 +345,13 @@ test_lease_puts(void)
 		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, dst, sizeof(dst)), 1000);
 		CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
 	}
-	CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c0, 20);
+	CU_ASSERT_EQUAL(metric("tide_master_lease_commit_requests_total") - c0, 20);
 	CU_ASSERT_EQUAL(metric("master_put_start_requests_total") - p0, 0);
 	roundtrip(sa, sb, "lease-big", (1u << 20) + 1);
 	fill(src, sizeof(src), 333);
 	CU_ASSERT_EQUAL(tide_store_put(sa, "lease-two", src, sizeof(src), &two), 0);
 	CU_ASSERT_EQUAL(metric("master_put_start_requests_total") - p0, 2);
-	CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c0, 20);
+	CU_ASSERT_EQUAL(metric("tide_master_lease_commit_requests_total") - c0, 20);
 
 	/* A batch through the lease: one commit for every key, group ids kept per key. */
 	{
@@ -363,7 +363,7 @@ test_lease_puts(void)
 		char names[8][32];
 		int brc[8];
 		struct tide_store_rc grc = {.group_ids = gids};
-		long long c1 = metric("master_lease_commit_requests_total");
+		long long c1 = metric("tide_master_lease_commit_requests_total");
 		long long b0 = metric("master_batch_put_start_requests_total");
 
 		for (int i = 0; i < 8; i++) {
@@ -374,7 +374,7 @@ test_lease_puts(void)
 			bl[i] = sizeof(bb[i]) - (size_t)i;
 		}
 		CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, bk, bp, bl, 8, &grc, brc), 0);
-		CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c1, 8);
+		CU_ASSERT_EQUAL(metric("tide_master_lease_commit_requests_total") - c1, 8);
 		CU_ASSERT_EQUAL(metric("master_batch_put_start_requests_total") - b0, 0);
 		for (int i = 0; i < 8; i++) {
 			CU_ASSERT_EQUAL(brc[i], 0);
@@ -395,7 +395,7 @@ test_lease_puts(void)
 	unsetenv("TIDE_PUT_LEASE");
 	CU_ASSERT_EQUAL(tide_store_put(sc, "lease-off", src, sizeof(src), NULL), 0);
 	CU_ASSERT_EQUAL(metric("master_put_start_requests_total") - p0, 3);
-	CU_ASSERT_EQUAL(metric("master_lease_commit_requests_total") - c0, 20);
+	CU_ASSERT_EQUAL(metric("tide_master_lease_commit_requests_total") - c0, 20);
 	tide_store_close(sc);
 }
 

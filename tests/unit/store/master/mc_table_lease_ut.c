@@ -139,7 +139,7 @@ check_consistent(void)
 	CU_ASSERT_EQUAL(metrics().leased_bytes, leased);
 	CU_ASSERT_EQUAL(metrics().leases, T->nleases);
 	for (size_t i = 0; i < T->ndisc; i++)
-		disc += T->disc[i].lease ? T->disc[i].len : 0;
+		disc += T->disc[i].kind == MCT_DISC_LEASE ? T->disc[i].len : 0;
 	CU_ASSERT_EQUAL(disc, T->lease_disc_bytes);
 }
 
