@@ -415,6 +415,9 @@ test_stale_put_takeover(void)
 	/* The old buffer waits for put_start_release_timeout (600 s). */
 	CU_ASSERT_EQUAL(metrics().discarded_buffers, 1);
 	CU_ASSERT_EQUAL(metrics().allocated_bytes, 2048);
+	CU_ASSERT_EQUAL(metrics().put_discards, 1);
+	CU_ASSERT_EQUAL(metrics().put_releases, 0);
+	CU_ASSERT_EQUAL(metrics().put_discard_bytes, 1000);
 	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 30002),
 			TIDE_MC_EC_ILLEGAL_CLIENT);
 	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 30002), 0);
@@ -423,6 +426,9 @@ test_stale_put_takeover(void)
 	tick_alive(30001 + 600000);
 	CU_ASSERT_EQUAL(metrics().discarded_buffers, 0);
 	CU_ASSERT_EQUAL(metrics().allocated_bytes, 1024);
+	CU_ASSERT_EQUAL(metrics().put_discards, 1);
+	CU_ASSERT_EQUAL(metrics().put_releases, 1);
+	CU_ASSERT_EQUAL(metrics().put_discard_bytes, 0);
 	CU_ASSERT_EQUAL(get("s", 700000, NULL), 0);
 	rm();
 }
@@ -546,6 +552,31 @@ test_batches(void)
 	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
 	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_BATCH_PUT_START], 6);
 	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_BATCH_PUT_START], 5);
+	/* Calls as stock counts them: every key failed, or some. */
+	CU_ASSERT_EQUAL(metrics().batch_calls[TIDE_MC_TABLE_OP_BATCH_PUT_START], 2);
+	CU_ASSERT_EQUAL(metrics().batch_failed_calls[TIDE_MC_TABLE_OP_BATCH_PUT_START], 1);
+	CU_ASSERT_EQUAL(metrics().batch_partial_calls[TIDE_MC_TABLE_OP_BATCH_PUT_START], 1);
+	CU_ASSERT_EQUAL(metrics().batch_calls[TIDE_MC_TABLE_OP_BATCH_UPSERT_START], 1);
+	CU_ASSERT_EQUAL(metrics().batch_failed_calls[TIDE_MC_TABLE_OP_BATCH_UPSERT_START], 0);
+	CU_ASSERT_EQUAL(metrics().batch_partial_calls[TIDE_MC_TABLE_OP_BATCH_UPSERT_START], 0);
+	CU_ASSERT_EQUAL(metrics().batch_partial_calls[TIDE_MC_TABLE_OP_BATCH_PUT_END], 1);
+	CU_ASSERT_EQUAL(metrics().batch_calls[TIDE_MC_TABLE_OP_BATCH_UPSERT_REVOKE], 2);
+	CU_ASSERT_EQUAL(metrics().batch_failed_calls[TIDE_MC_TABLE_OP_BATCH_UPSERT_REVOKE], 1);
+	CU_ASSERT_EQUAL(metrics().batch_partial_calls[TIDE_MC_TABLE_OP_BATCH_GET_REPLICA_LIST], 1);
+	CU_ASSERT_EQUAL(metrics().batch_calls[TIDE_MC_TABLE_OP_BATCH_REMOVE], 2);
+	CU_ASSERT_EQUAL(metrics().batch_failed_calls[TIDE_MC_TABLE_OP_BATCH_EXIST_KEY], 0);
+	/* An empty batch is a failed call (0 of 0 keys answered), as stock counts it. */
+	CU_ASSERT_EQUAL(tide_mc_table_batch_exist_key(T, NULL, 0, 4, NULL), 0);
+	CU_ASSERT_EQUAL(metrics().batch_calls[TIDE_MC_TABLE_OP_BATCH_EXIST_KEY], 2);
+	CU_ASSERT_EQUAL(metrics().batch_failed_calls[TIDE_MC_TABLE_OP_BATCH_EXIST_KEY], 1);
+	/* Reads: the batch get's three lookups, two found (b0: 100 bytes, b1: 10). */
+	CU_ASSERT_EQUAL(metrics().gets, 3);
+	CU_ASSERT_EQUAL(metrics().gets_found, 2);
+	CU_ASSERT_EQUAL(metrics().gets_found_bytes, 110);
+	/* Objects created: b1, b0, then b0 b1 b2 by the upsert batch, all <= 4096 bytes. */
+	CU_ASSERT_EQUAL(metrics().vsize_bucket[0], 5);
+	CU_ASSERT_EQUAL(metrics().vsize_bucket[1], 0);
+	CU_ASSERT_EQUAL(metrics().vsize_sum, 10 + 100 + 100 + 200 + 300);
 	rm();
 }
 
@@ -839,11 +870,16 @@ test_eviction_after_put_failure(void)
 	fill(50, 0);
 	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 60 * KIB, &cfg, 10, &A, &d),
 			TIDE_MC_EC_NO_AVAILABLE_HANDLE);
+	CU_ASSERT_EQUAL(metrics().alloc_failures, 1);
+	CU_ASSERT_EQUAL(metrics().eviction_attempts, 0);
 	/* Below the watermark, but the failure asks for a round: ceil(50 * .05) = 3. */
 	tide_mc_table_tick(T, 20);
 	CU_ASSERT_EQUAL(metrics().evicted_keys, 3);
+	CU_ASSERT_EQUAL(metrics().eviction_attempts, 1);
+	CU_ASSERT_EQUAL(metrics().eviction_rounds, 1);
 	tide_mc_table_tick(T, 30);
 	CU_ASSERT_EQUAL(metrics().evicted_keys, 3);
+	CU_ASSERT_EQUAL(metrics().eviction_attempts, 1); /* no new round asked for */
 	rm();
 }
 
@@ -1111,6 +1147,11 @@ test_query_ip_and_segments(void)
 	CU_ASSERT_EQUAL_FATAL(iv.v[0].ips.n, 2);
 	CU_ASSERT(iv.v[0].ips.v[0].len == 8 && memcmp(iv.v[0].ips.v[0].ptr, "10.0.0.1", 8) == 0);
 	CU_ASSERT(iv.v[0].ips.v[1].len == 8 && memcmp(iv.v[0].ips.v[1].ptr, "10.0.0.2", 8) == 0);
+	/* Counted per client id, as stock: C2 not found. */
+	CU_ASSERT_EQUAL(metrics().requests[TIDE_MC_TABLE_OP_BATCH_QUERY_IP], 3);
+	CU_ASSERT_EQUAL(metrics().failures[TIDE_MC_TABLE_OP_BATCH_QUERY_IP], 1);
+	CU_ASSERT_EQUAL(metrics().batch_calls[TIDE_MC_TABLE_OP_BATCH_QUERY_IP], 1);
+	CU_ASSERT_EQUAL(metrics().batch_partial_calls[TIDE_MC_TABLE_OP_BATCH_QUERY_IP], 1);
 	CU_ASSERT_EQUAL(put("k", 100, 1, 0), 0);
 	CU_ASSERT_EQUAL(tide_mc_table_segments_list(T, &A, &si, &n), 0);
 	CU_ASSERT_EQUAL_FATAL(n, 3);
