@@ -861,20 +861,20 @@ test_hard_pin_forwarded(void)
 	const void *bufs[2] = {v, v};
 	size_t lens[2] = {64, 64};
 	struct tide_store_rc rc = {.replica_num = 1, .with_hard_pin = true};
-	long long before = metric("master_hard_pin_key_count");
+	long long before = metric("tide_master_hard_pin_key_count");
 	int rcs[2];
 
 	CU_ASSERT_FATAL(before >= 0);
 	fill(v, sizeof(v), 77);
 	CU_ASSERT_EQUAL(tide_store_put(sa, "pin-0", v, sizeof(v), &rc), 0);
-	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before + 1);
+	CU_ASSERT_EQUAL(metric("tide_master_hard_pin_key_count"), before + 1);
 	CU_ASSERT_EQUAL(tide_store_batch_put_from(sb, keys, bufs, lens, 2, &rc, rcs), 0);
-	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before + 3);
+	CU_ASSERT_EQUAL(metric("tide_master_hard_pin_key_count"), before + 3);
 	CU_ASSERT_EQUAL(tide_store_put(sa, "pin-no", v, sizeof(v), NULL), 0);
-	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before + 3);
+	CU_ASSERT_EQUAL(metric("tide_master_hard_pin_key_count"), before + 3);
 	CU_ASSERT_EQUAL(tide_store_batch_remove(sa, keys, 2, true, rcs), 0);
 	CU_ASSERT_EQUAL(tide_store_remove(sa, "pin-0", true), 0);
-	CU_ASSERT_EQUAL(metric("master_hard_pin_key_count"), before);
+	CU_ASSERT_EQUAL(metric("tide_master_hard_pin_key_count"), before);
 }
 
 static void
