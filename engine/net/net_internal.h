@@ -590,8 +590,9 @@ struct tide_net_conn {
 	uint64_t t_wait; /* TIME_WAIT, orphaned FIN_WAIT_2 */
 	uint64_t t_tlp;  /* tail loss probe (SACK connections) */
 	uint64_t t_rack; /* RACK reordering window ends (SACK connections) */
-	bool tlp_done;   /* a probe went or the RTO fired since new data was last
-			    acknowledged or SACKed: no probe until it is (RFC 8985 7.3) */
+	bool tlp_done;   /* the episode's probes are spent, or the RTO fired, since new data was
+			    last acknowledged or SACKed: no probe until it is (RFC 8985 7.3) */
+	uint8_t tlp_n;   /* probes sent in this episode (tcp_tlp_fire) */
 
 	struct tide_net_conn_cbs cbs;
 	void *arg;

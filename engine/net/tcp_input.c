@@ -403,6 +403,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 				if (newly > 0) {
 					/* New data SACKed: the peer is there, a new episode. */
 					c->tlp_done = false;
+					c->tlp_n = 0;
 				}
 				tcp_sack_check_loss(c, now);
 				tcp_tlp_arm(c, now);
@@ -422,6 +423,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 			}
 		} else if (c->sack_ok && newly > 0) {
 			c->tlp_done = false;
+			c->tlp_n = 0;
 			tcp_sack_check_loss(c, now);
 			tcp_tlp_arm(c, now);
 		}
@@ -454,7 +456,8 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 		}
 	}
 	if (c->sack_ok) {
-		c->tlp_done = false; /* new data acknowledged: a new episode */
+		c->tlp_done = false;
+		c->tlp_n = 0; /* new data acknowledged: a new episode */
 		tcp_sack_clean(c);
 		if (c->in_recovery || c->loss_state) {
 			if (!before(ack, c->recover)) {

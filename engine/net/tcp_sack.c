@@ -721,13 +721,16 @@ tcp_sack_on_rto(struct tide_net_conn *c)
 /* ---- tail loss probe (RFC 8985 7), extended to recovery ---- */
 
 #define TLP_PTO_MIN_NS (500 * NS_PER_US)
+#define TLP_MAX_PROBES 3 /* probes per episode when more may follow (tcp_tlp_fire) */
 
 /*
- * One probe per episode (RFC 8985 7.3): once a probe went, or the RTO fired,
- * none is armed until an ACK acknowledges or SACKs new data (tlp_done), so
- * an unanswered probe leaves the RTO and its backoff alone, as in Linux (it
- * was a train of probes backing off up to the RTO: a silent peer saw ten
- * times Linux's resends).
+ * Probes per episode (RFC 8985 7.3): once a probe resent data outside
+ * recovery, or TLP_MAX_PROBES probes went, or the RTO fired, none is armed until
+ * an ACK acknowledges or SACKs new data (tlp_done), so an unanswered probe
+ * leaves the RTO and its backoff alone, as in Linux (it was a train of probes
+ * backing off up to the RTO: a silent peer saw ten times Linux's resends).
+ * Probes of new data, and probes in recovery, may be followed by another, a
+ * doubled PTO later (tcp_tlp_fire says why): at most TLP_MAX_PROBES in all.
  *
  * PTO = 2 SRTT (7.2), floored so a peer's ordinary ACK pacing does not draw
  * probes. With one segment out the peer may hold its ACK for its delayed-ACK
@@ -737,13 +740,15 @@ tcp_sack_on_rto(struct tide_net_conn *c)
  * the timeout, without collapsing the window (the timer wheel runs a due
  * probe before a due RTO), and the probe re-arms the RTO.
  *
- * The cost of the rule is an RTO per unanswered probe: where a peer answers
- * a whole flight with one ACK (Linux does, for a burst it takes in one
- * softirq), a small window on a sub-ms link makes a tail of every lost ACK,
- * and the probe or its answer is lost as often as anything else (README,
- * "Loss recovery"). Probes also run in recovery, for a lost retransmission
- * with nothing sent after it to tell (a tail the RACK timer never sees);
- * lost retransmissions that do have evidence are the RACK timer's (t_rack).
+ * Where a peer answers a whole flight with one ACK (Linux does, for a
+ * burst it takes in one softirq or read), a small window on a sub-ms link
+ * makes a tail of every lost ACK, and a probe or its answer is lost as often
+ * as anything else: with one probe per episode that was an RTO per 64 MiB
+ * at 5 % loss each way (about 30, each 200 ms with Linux's floor:
+ * tools/loss-bench.py); with up to three, none. Probes also run in
+ * recovery, for a lost retransmission with nothing sent after it to tell (a
+ * tail the RACK timer never sees); lost retransmissions that do have
+ * evidence are the RACK timer's (t_rack).
  */
 void
 tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
@@ -759,6 +764,7 @@ tcp_tlp_arm(struct tide_net_conn *c, uint64_t now)
 	if (pto < TLP_PTO_MIN_NS) {
 		pto = TLP_PTO_MIN_NS;
 	}
+	pto <<= c->tlp_n; /* a further probe of the episode backs off */
 	if (c->snd_max - c->snd_una <= c->mss) {
 		pto += (uint64_t)c->stack->o.tcp_rto_min_us * NS_PER_US;
 	}
@@ -867,18 +873,38 @@ tlp_probe_open(struct tide_net_conn *c, uint64_t now)
 void
 tcp_tlp_fire(struct tide_net_conn *c, uint64_t now)
 {
-	bool sent;
+	uint32_t max_before = c->snd_max;
+	bool sent, rec;
 
 	if (!c->sack_ok || c->tlp_done || c->snd_una == c->snd_max ||
 	    !((1u << c->state) & TCPF_CAN_SEND)) {
 		return;
 	}
-	sent = tcp_sack_recovering(c) ? tlp_probe_recovery(c, now) : tlp_probe_open(c, now);
+	rec = tcp_sack_recovering(c);
+	sent = rec ? tlp_probe_recovery(c, now) : tlp_probe_open(c, now);
 	if (sent) {
 		c->stack->st.tcp_tlp_probes++;
 	}
-	/* The episode's one chance, even when nothing could go (no buffer, nothing
-	 * to resend); 7.3: the RTO, not the PTO, is armed behind it. */
-	c->tlp_done = true;
+	c->tlp_n++;
+	/*
+	 * Outside recovery a probe that resent data, or none that could go (no
+	 * buffer, nothing to resend), is the episode's one chance (7.3): the
+	 * RTO, not the PTO, is armed behind it. A probe of new data is new data
+	 * first: the window was full, not the network silent, and its ACK is as
+	 * likely lost as the one that made the tail (a Linux receiver
+	 * acknowledges a read's worth of segments with one ACK). In recovery the
+	 * peer was heard from within the episode (it SACKed), and what the probe
+	 * resends is a retransmission RACK found lost or the hole under the
+	 * cumulative ACK. Up to TLP_MAX_PROBES such probes, each a doubled PTO
+	 * after the one before, go before the timeout, so a lost ACK or a lost
+	 * retransmission costs about a millisecond and not the RTO floor; a
+	 * silent peer sees at most TLP_MAX_PROBES of them, then the RTO alone.
+	 */
+	if (!sent || (!rec && c->snd_max == max_before) || c->tlp_n >= TLP_MAX_PROBES) {
+		c->tlp_done = true;
+	}
 	tcp_rearm_rto(c, now);
+	if (!c->tlp_done) {
+		tcp_tlp_arm(c, now);
+	}
 }

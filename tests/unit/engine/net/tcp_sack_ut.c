@@ -4,9 +4,12 @@
  * out-of-order queue (order, merging, limits, D-SACK), the sender scoreboard
  * (merging, stale and forged blocks), hole retransmission order and the RTO
  * keeping SACKed data; the RACK timer and the probe that resend lost
- * retransmissions in recovery ahead of a 200 ms RTO; one probe per episode,
- * none after an RTO, so a silent peer sees only the RTO's resends; a lone
- * segment's probe waiting out the peer's delayed ACK, in place of the RTO.
+ * retransmissions in recovery ahead of a 200 ms RTO; one probe per episode
+ * when it resends, none after an RTO, so a silent peer sees only the RTO's
+ * resends; a lone segment's probe waiting out the peer's delayed ACK, in
+ * place of the RTO; loss patterns replayed with their timelines (a lost ACK
+ * train met by up to three probes of new data, a tail, a retransmission lost
+ * twice, a silent peer with data queued).
  */
 #include <arpa/inet.h>
 #include <stdio.h>
@@ -774,6 +777,238 @@ test_silent_peer_rto_only(void)
 	ut_env_fini(&e);
 }
 
+/* ---- loss patterns replayed, with their timelines (issue 35) ---- */
+
+/* One data segment the stack sent: its sequence and when (ns after t0). */
+struct sent_seg {
+	uint32_t seq;
+	uint64_t at;
+};
+
+/* Run the clock for span in 10 us steps; record data segments (at most max). */
+static unsigned
+timeline(struct ut_env *e, uint64_t span, struct sent_seg *out, unsigned max)
+{
+	uint64_t t0 = e->now;
+	unsigned n = 0;
+	struct ut_tcp_out o;
+
+	while (e->now - t0 < span) {
+		ut_advance(e, 10 * NS_PER_US);
+		while (ut_pop_tcp(e, &o) == 0) {
+			if (o.len > 0 && n < max) {
+				out[n++] = (struct sent_seg){o.seq, e->now - t0};
+			}
+		}
+	}
+	return n;
+}
+
+/* ten_out with 20 segments queued: 10 out (the initial window), 10 waiting. */
+static struct tide_net_conn *
+ten_out_more_queued(struct ut_env *e, struct ut_app *a, struct tide_net_listener **l, uint32_t *U)
+{
+	struct tide_net_conn *c = ten_out(e, a, l, U);
+
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 10 * MSS, e->now), 10 * MSS);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e->dev), 0); /* the window is full */
+	slow_rto(e, c);
+	return c;
+}
+
+/*
+ * A lost ACK train: the peer got the whole window, and every ACK it sent was
+ * lost. Each probe is new data (the window was full, not the network silent),
+ * and a further probe follows a doubled PTO later: at 500 us (2 SRTT, floored),
+ * 1.5 ms and 3.5 ms, three in all, then nothing until the RTO 200 ms after
+ * the last. The third probe's ACK arrives: no RTO, a new episode.
+ */
+static void
+test_lost_ack_train_probes_new_data(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct sent_seg sg[8];
+	uint32_t U;
+	unsigned n;
+
+	struct tide_net_conn *c = ten_out_more_queued(&e, &a, &l, &U);
+	n = timeline(&e, 10 * NS_PER_MS, sg, 8);
+	CU_ASSERT_EQUAL_FATAL(n, 3);
+	for (unsigned i = 0; i < n; i++) {
+		CU_ASSERT_EQUAL(sg[i].seq, U + (10 + i) * MSS); /* new data, in order */
+	}
+	CU_ASSERT(sg[0].at >= 500 * NS_PER_US && sg[0].at <= 520 * NS_PER_US);
+	CU_ASSERT(sg[1].at - sg[0].at >= 1000 * NS_PER_US &&
+		  sg[1].at - sg[0].at <= 1020 * NS_PER_US);
+	CU_ASSERT(sg[2].at - sg[1].at >= 2000 * NS_PER_US &&
+		  sg[2].at - sg[1].at <= 2020 * NS_PER_US);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 3);
+	CU_ASSERT(c->tlp_done);
+	CU_ASSERT_EQUAL(c->t_tlp, 0);
+	CU_ASSERT(c->t_rto >= e.now + 190 * NS_PER_MS); /* re-armed by the last probe */
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	/* The last probe's ACK: everything arrived. */
+	IN(&e, .seq = P + 1, .ack = U + 13 * MSS, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->tlp_done);
+	CU_ASSERT_EQUAL(c->tlp_n, 0);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_retrans_segs, 0); /* new data, not resends */
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * The same train, but the first probe's ACK gets through (acknowledging all
+ * eleven segments): the episode ends after one probe, and the ACK opens the
+ * window for the rest without a second probe.
+ */
+static void
+test_lost_ack_train_first_probe_answered(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct sent_seg sg[8];
+	uint32_t U;
+
+	struct tide_net_conn *c = ten_out_more_queued(&e, &a, &l, &U);
+	CU_ASSERT_EQUAL_FATAL(timeline(&e, 600 * NS_PER_US, sg, 8), 1);
+	CU_ASSERT_EQUAL(sg[0].seq, U + 10 * MSS);
+	IN(&e, .seq = P + 1, .ack = U + 11 * MSS, .flags = TCPHDR_ACK);
+	ut_dev_drain(&e.dev); /* the rest of the queue, as the window allows */
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
+	CU_ASSERT_EQUAL(c->tlp_n, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * A tail: the last segment of the flight is lost and nothing more is queued.
+ * The probe resends it (the last unSACKed segment) at the PTO, once; it is
+ * answered and no recovery is entered (the probe repaired the loss, RFC 8985
+ * 7.4), no RTO fires.
+ */
+static void
+test_tail_loss_single_probe(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct sent_seg sg[8];
+	uint32_t U;
+	unsigned n;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	slow_rto(&e, c);
+	IN(&e, .seq = P + 1, .ack = U + 9 * MSS, .flags = TCPHDR_ACK);
+	slow_rto(&e, c); /* the ACK's RTT sample set the 1 ms floor's RTO: back to 200 ms */
+	n = timeline(&e, 5 * NS_PER_MS, sg, 8);
+	CU_ASSERT_EQUAL_FATAL(n, 1);
+	CU_ASSERT_EQUAL(sg[0].seq, U + 9 * MSS);
+	/* One segment out: 2 SRTT (floored at 500 us) plus the peer's delayed ACK, taken
+	 * as the RTO floor (1 ms). */
+	CU_ASSERT(sg[0].at >= 1500 * NS_PER_US && sg[0].at <= 1520 * NS_PER_US);
+	CU_ASSERT(c->tlp_done); /* a resend: the episode's one probe */
+	IN(&e, .seq = P + 1, .ack = U + 10 * MSS, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_recoveries, 0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	CU_ASSERT_EQUAL(c->t_rto, 0);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * A retransmission lost twice: in recovery, the only hole's fast
+ * retransmission is lost, then its resend by the probe is lost too. The next
+ * probe (a doubled PTO after) resends it a third time, which arrives: no RTO.
+ * Timeline: fast retransmission at 0, resends within 2 ms and about 1 ms
+ * after that, nothing else of the hole.
+ */
+static void
+test_retransmission_lost_twice_no_rto(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	struct sent_seg sg[8];
+	uint32_t U;
+	unsigned n;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	slow_rto(&e, c);
+	c->snd_wnd = 10 * MSS; /* no new data may go: only the hole */
+	struct tcp_sack_blk b[1] = {{U + MSS, U + 10 * MSS}};
+	sack_ack(&e, c, U, b, 1);
+	CU_ASSERT_FATAL(c->in_recovery);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.seq, U); /* the fast retransmission: lost */
+	n = timeline(&e, 6 * NS_PER_MS, sg, 8);
+	CU_ASSERT_FATAL(n >= 2);
+	CU_ASSERT_EQUAL(sg[0].seq, U);
+	CU_ASSERT_EQUAL(sg[1].seq, U);
+	CU_ASSERT(sg[0].at <= 2 * NS_PER_MS);
+	CU_ASSERT(sg[1].at > sg[0].at && sg[1].at - sg[0].at <= 2100 * NS_PER_US);
+	CU_ASSERT(n <= 3); /* at most TLP_MAX_PROBES, none a train */
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	/* The last one arrives. */
+	IN(&e, .seq = P + 1, .ack = U + 10 * MSS, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * A silent peer with data queued (a bulk sender whose peer vanished): three
+ * probes of new data at most, then the RTO alone with its backoff, as with
+ * nothing queued. 10 s with the 1 ms floor: the probes, then 13 timeouts
+ * (1, 2, 4, ... 4096 ms), each resending the first segment only.
+ */
+static void
+test_silent_peer_with_data_bounded_probes(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint64_t t0;
+	uint32_t U;
+	unsigned first = 0, fresh = 0;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 10 * MSS, e.now), 10 * MSS);
+	t0 = e.now;
+	while (e.now - t0 < 10000 * NS_PER_MS) {
+		ut_advance(&e, 100 * NS_PER_US);
+		while (ut_pop_tcp(&e, &o) == 0) {
+			first += o.seq == U && o.len > 0;
+			fresh += !before(o.seq, U + 10 * MSS) && o.len > 0;
+		}
+	}
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 3);
+	CU_ASSERT_EQUAL(fresh, 3);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 13);
+	CU_ASSERT_EQUAL(first, 13);
+	CU_ASSERT_EQUAL(c->state, TCP_ESTABLISHED);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -794,6 +1029,13 @@ register_tests(void)
 	CU_add_test(s, "one_segment_probe_waits_delayed_ack",
 		    test_one_segment_probe_waits_delayed_ack);
 	CU_add_test(s, "silent_peer_rto_only", test_silent_peer_rto_only);
+	CU_add_test(s, "lost_ack_train_probes_new_data", test_lost_ack_train_probes_new_data);
+	CU_add_test(s, "lost_ack_train_first_probe_answered",
+		    test_lost_ack_train_first_probe_answered);
+	CU_add_test(s, "tail_loss_single_probe", test_tail_loss_single_probe);
+	CU_add_test(s, "retransmission_lost_twice_no_rto", test_retransmission_lost_twice_no_rto);
+	CU_add_test(s, "silent_peer_with_data_bounded_probes",
+		    test_silent_peer_with_data_bounded_probes);
 }
 
 TIDE_UT_MAIN(register_tests)
