@@ -322,6 +322,93 @@ out:
 	return err;
 }
 
+/* A location on the wire: u32 region, u64 offset, u64 length. */
+#define LOC_BYTES 20u
+
+/*
+ * A put of values in pieces (tide_store_batch_put_parts()): every piece is
+ * resolved to the client's memory and the store writes each where it is.
+ * Pieces are bounded by AGENT_MAX_PARTS and by the body they came in (LOC_BYTES
+ * each there), so the array grows only as far as the body carries it.
+ */
+static int
+op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct tide_store_part *parts = NULL, *np_;
+	struct agent_rc arc;
+	struct tide_store_rc rc;
+	size_t i, total = 0, cap = 0;
+	uint32_t n, flags;
+	int err = -EPROTO, r;
+
+	n = agent_r_u32(rd);
+	flags = agent_r_u32(rd);
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	agent_r_rc(rd, &arc, n);
+	char **keys = calloc(n, sizeof(*keys));
+	size_t *nparts = calloc(n, sizeof(*nparts));
+	int *rcs = calloc(n, sizeof(*rcs));
+	if (keys == NULL || nparts == NULL || rcs == NULL)
+		goto out;
+	for (i = 0; i < n && !rd->bad; i++) {
+		uint32_t np;
+
+		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
+		np = agent_r_u32(rd);
+		if (rd->bad || np > AGENT_MAX_PARTS - total ||
+		    np > (rd->len - rd->pos) / LOC_BYTES) {
+			rd->bad = true;
+			break;
+		}
+		if (total + np > cap) {
+			cap = total + np > 2 * cap ? total + np : 2 * cap;
+			np_ = realloc(parts, cap * sizeof(*parts));
+			if (np_ == NULL) {
+				rd->bad = true;
+				break;
+			}
+			parts = np_;
+		}
+		for (uint32_t k = 0; k < np && !rd->bad; k++) {
+			struct agent_loc l;
+			void *p = NULL;
+
+			agent_r_loc(rd, &l);
+			if (!rd->bad && !resolve(c, &l, &p))
+				rd->bad = true;
+			parts[total + k] = (struct tide_store_part){p, l.len};
+		}
+		nparts[i] = np;
+		total += np;
+	}
+	if (rd->bad)
+		goto out;
+	rc = (struct tide_store_rc){
+		.replica_num = arc.replica_num,
+		.with_hard_pin = arc.hard_pin,
+		.preferred_segment = arc.preferred,
+		.preferred_segments = (const char *const *)arc.prefs,
+		.n_preferred_segments = arc.n_prefs,
+		.prefer_alloc_in_same_node = arc.same_node,
+		.group_ids = (const char *const *)arc.groups,
+	};
+	/* rcs stays zero when the call failed as a whole: the client reads only rc then. */
+	r = tide_store_batch_put_parts(c->srv->store, (const char *const *)keys, parts, nparts, n,
+				       &rc, flags, rcs);
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u32(w, (uint32_t)rcs[i]);
+	err = 0;
+out:
+	agent_rc_free(&arc, n);
+	free_keys(keys, n);
+	free(nparts);
+	free(parts);
+	free(rcs);
+	return err;
+}
+
 static int
 op_get(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 {
@@ -506,6 +593,8 @@ dispatch(struct srv_client *c, const struct agent_hdr *h, struct agent_rbuf *rd,
 		return op_unmap(c, rd, w);
 	case AGENT_PUT:
 		return op_put(c, rd, w);
+	case AGENT_PUT_PARTS:
+		return op_put_parts(c, rd, w);
 	case AGENT_GET:
 		return op_get(c, rd, w);
 	case AGENT_RANGES:

@@ -15,7 +15,8 @@
  * names a region it mapped into the agent (MAP) and an offset in it.
  *
  * Bounds (both sides refuse larger): a body of AGENT_MAX_BODY bytes, a batch
- * of AGENT_MAX_BATCH keys or fragments, a key of AGENT_MAX_KEY bytes.
+ * of AGENT_MAX_BATCH keys or fragments, a key of AGENT_MAX_KEY bytes,
+ * AGENT_MAX_PARTS pieces in one put of values in pieces.
  */
 #ifndef TIDE_AGENT_PROTO_H
 #define TIDE_AGENT_PROTO_H
@@ -30,6 +31,8 @@
 #define AGENT_MAX_BATCH   65536u
 #define AGENT_MAX_KEY     4096u
 #define AGENT_MAX_REGIONS 1024u
+/* Pieces of one AGENT_PUT_PARTS: 20 bytes of location each, so their body fits. */
+#define AGENT_MAX_PARTS (AGENT_MAX_BODY / 32u)
 
 enum agent_op {
 	AGENT_HELLO = 1,    /* u32 version, u32 pid -> i32 rc, str endpoint, str protocol */
@@ -45,6 +48,11 @@ enum agent_op {
 	AGENT_REMOVE_ALL,   /* u8 force -> i64 */
 	AGENT_REMOVE_REGEX, /* u8 force, str pattern -> i64 */
 	AGENT_HEALTH,       /* -> i32 */
+	/* tide_store_batch_put_parts(): u32 n, u32 flags, rc config,
+	 * n x {str key, u32 np, np x loc} -> i32 rc, n x i32. Newer than version 1's
+	 * other ops (an older agent closes the connection on it); AGENT_MAX_PARTS
+	 * pieces in all. */
+	AGENT_PUT_PARTS,
 	AGENT_OP_MAX,
 };
 

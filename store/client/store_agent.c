@@ -724,6 +724,90 @@ tide_agent_put(struct tide_agent_conn *a, const char *key, const void *buf, size
 	return err == 0 || err == one ? one : err;
 }
 
+/*
+ * Values in pieces: every piece becomes a location of its own (inside a shared
+ * region as it is, else bounced through the staging area like a whole buffer),
+ * and the agent writes each to its offset: the value is never gathered here.
+ * rcs is written only when the agent ran the call (its rc 0).
+ */
+int
+tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
+			   const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			   const struct tide_store_rc *repl, unsigned flags, int *rcs)
+{
+	struct agent_wbuf w;
+	uint8_t *body = NULL;
+	size_t blen, i, k, total = 0;
+	int err;
+
+	if (!keys_ok(keys, n) || nparts == NULL || rcs == NULL)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (nparts[i] > AGENT_MAX_PARTS - total) {
+			TIDE_LOG(ERR, "put: more than %u pieces in one call: refused",
+				 AGENT_MAX_PARTS);
+			return -EINVAL;
+		}
+		total += nparts[i];
+	}
+	if (total > 0 && parts == NULL)
+		return -EINVAL;
+	for (k = 0; k < total; k++)
+		if (parts[k].buf == NULL && parts[k].len > 0)
+			return -EINVAL;
+	if (!agent_rc_ok(repl, n)) {
+		TIDE_LOG(ERR,
+			 "put: a replicate config string longer than %u bytes, or more than "
+			 "1024 preferred segments: refused",
+			 AGENT_MAX_KEY);
+		return -EINVAL;
+	}
+	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
+	const void **pb = calloc(total + 1, sizeof(*pb));
+	uint64_t *l64 = calloc(total + 1, sizeof(*l64));
+	struct agent_loc *locs = calloc(total + 1, sizeof(*locs));
+	uint64_t *bounced = calloc(total + 1, sizeof(*bounced));
+	int *got = calloc(n, sizeof(*got));
+	if (pb == NULL || l64 == NULL || locs == NULL || bounced == NULL || got == NULL) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (k = 0; k < total; k++) {
+		pb[k] = parts[k].buf;
+		l64[k] = parts[k].len;
+	}
+	pthread_mutex_lock(&a->io_lock);
+	err = plan(a, pb, l64, total, true, locs, bounced);
+	if (err == 0) {
+		agent_w_init(&w);
+		agent_w_u32(&w, (uint32_t)n);
+		agent_w_u32(&w, flags);
+		agent_w_rc(&w, repl, n);
+		for (i = 0, k = 0; i < n; i++) {
+			agent_w_str(&w, keys[i]);
+			agent_w_u32(&w, (uint32_t)nparts[i]);
+			for (size_t e = k + nparts[i]; k < e; k++)
+				agent_w_loc(&w, &locs[k]);
+		}
+		err = call(a, AGENT_PUT_PARTS, &w, &body, &blen);
+		agent_w_free(&w);
+		if (err == 0)
+			err = read_vec(body, blen, n, got, NULL);
+		free(body);
+	}
+	staging_trim(a);
+	pthread_mutex_unlock(&a->io_lock);
+	if (err == 0)
+		memcpy(rcs, got, n * sizeof(*rcs));
+out:
+	free(pb);
+	free(l64);
+	free(locs);
+	free(bounced);
+	free(got);
+	return err;
+}
+
 int
 tide_agent_batch_get_into(struct tide_agent_conn *a, const char *const *keys, void *const *bufs,
 			  const size_t *lens, size_t n, int64_t *sizes)
@@ -1054,6 +1138,14 @@ be_batch_put(struct store_backend *b, const char *const *keys, const void *const
 	return tide_agent_batch_put_from(conn_of(b), keys, bufs, lens, n, repl, rcs);
 }
 
+static int
+be_put_parts(struct store_backend *b, const char *const *keys, const struct tide_store_part *parts,
+	     const size_t *nparts, size_t n, const struct tide_store_rc *repl, unsigned flags,
+	     int *rcs)
+{
+	return tide_agent_batch_put_parts(conn_of(b), keys, parts, nparts, n, repl, flags, rcs);
+}
+
 static int64_t
 be_get_into(struct store_backend *b, const char *key, void *buf, size_t len)
 {
@@ -1194,6 +1286,7 @@ const struct store_backend_ops store_agent_ops = {
 	.attached = true,
 	.put = be_put,
 	.batch_put = be_batch_put,
+	.put_parts = be_put_parts,
 	.get_into = be_get_into,
 	.get_with = be_get_with,
 	.get_size = be_get_size,

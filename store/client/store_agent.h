@@ -61,6 +61,9 @@ int64_t tide_agent_remove_all(struct tide_agent_conn *a, bool force);
 int tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 			      const void *const *bufs, const size_t *lens, size_t n,
 			      const struct tide_store_rc *repl, int *rcs);
+int tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
+			       const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			       const struct tide_store_rc *repl, unsigned flags, int *rcs);
 int tide_agent_batch_get_into(struct tide_agent_conn *a, const char *const *keys, void *const *bufs,
 			      const size_t *lens, size_t n, int64_t *sizes);
 int tide_agent_get_into_ranges(struct tide_agent_conn *a, const char *const *keys, size_t nkeys,

@@ -57,6 +57,10 @@ struct store_backend_ops {
 		   const struct tide_store_rc *repl);
 	int (*batch_put)(struct store_backend *b, const char *const *keys, const void *const *bufs,
 			 const size_t *lens, size_t n, const struct tide_store_rc *repl, int *rcs);
+	/* tide_store_batch_put_parts() (values in pieces; flags TIDE_STORE_PUT_*). */
+	int (*put_parts)(struct store_backend *b, const char *const *keys,
+			 const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			 const struct tide_store_rc *repl, unsigned flags, int *rcs);
 
 	/* tide_store_get_into(), tide_store_get_with() (out and len checked and
 	 * cleared by the caller, alloc not NULL), tide_store_get_size(). */

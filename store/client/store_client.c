@@ -726,6 +726,7 @@ tide_store_abi_sizeof(const char *type)
 		{"tide_store_cfg", sizeof(struct tide_store_cfg)},
 		{"tide_store_rc", sizeof(struct tide_store_rc)},
 		{"tide_store_frag", sizeof(struct tide_store_frag)},
+		{"tide_store_part", sizeof(struct tide_store_part)},
 		{"tide_te_opts", sizeof(struct tide_te_opts)},
 		{"tide_te_notify", sizeof(struct tide_te_notify)},
 		{"tide_te_req", sizeof(struct tide_te_req)},
@@ -840,6 +841,15 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 			  const size_t *lens, size_t n, const struct tide_store_rc *repl, int *rcs)
 {
 	return ready(s) ? s->be->ops->batch_put(s->be, keys, bufs, lens, n, repl, rcs) : -EINVAL;
+}
+
+int
+tide_store_batch_put_parts(struct tide_store *s, const char *const *keys,
+			   const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			   const struct tide_store_rc *repl, unsigned flags, int *rcs)
+{
+	return ready(s) ? s->be->ops->put_parts(s->be, keys, parts, nparts, n, repl, flags, rcs)
+			: -EINVAL;
 }
 
 int64_t

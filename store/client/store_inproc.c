@@ -216,6 +216,62 @@ be_batch_put(struct store_backend *b, const char *const *keys, const void *const
 	return ret;
 }
 
+/*
+ * The same sequence with the values in pieces, upserting or not: the pieces
+ * are written where they are (store_put.h). n == 1 takes the single-key RPCs,
+ * as be_put(). Every piece is checked before anything is sent: a NULL buf with
+ * a non-zero len refuses the call as batch_put refuses such a buffer.
+ */
+static int
+be_put_parts(struct store_backend *b, const char *const *keys, const struct tide_store_part *parts,
+	     const size_t *nparts, size_t n, const struct tide_store_rc *repl, unsigned flags,
+	     int *rcs)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct store_put_ctx c = put_ctx(ip);
+	struct store_put_req r = {.keys = keys,
+				  .parts = parts,
+				  .nparts = nparts,
+				  .n = n,
+				  .repl = repl,
+				  .single = n == 1,
+				  .upsert = (flags & TIDE_STORE_PUT_UPSERT) != 0};
+	struct store_put_key *out;
+	struct store_scratch sc;
+	size_t i, k, total = 0;
+	int ret;
+
+	if ((flags & ~TIDE_STORE_PUT_UPSERT) != 0 || !keys_ok(keys, n) || nparts == NULL ||
+	    rcs == NULL)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		/* The pieces are an array of the caller's: their count fits its memory. */
+		if (nparts[i] > SIZE_MAX / sizeof(*parts) - total)
+			return -EINVAL;
+		total += nparts[i];
+	}
+	if (total > 0 && parts == NULL)
+		return -EINVAL;
+	for (k = 0; k < total; k++)
+		if (parts[k].buf == NULL && parts[k].len > 0)
+			return -EINVAL;
+	if (store_repl_check(repl, n) != 0) {
+		/* e.g. fewer group ids than keys: every key is refused, as batch_put. */
+		for (i = 0; i < n; i++)
+			rcs[i] = -EINVAL;
+		return 0;
+	}
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*out))))
+		return -ENOMEM;
+	out = store_sc_take(&sc, n, sizeof(*out));
+	ret = store_put_run(&c, &r, out);
+	if (ret == 0)
+		for (i = 0; i < n; i++)
+			rcs[i] = store_put_errno(&out[i]);
+	store_sc_fini(&sc);
+	return ret;
+}
+
 static int
 be_batch_get_into(struct store_backend *b, const char *const *keys, void *const *bufs,
 		  const size_t *lens, size_t n, int64_t *sizes)
@@ -436,6 +492,7 @@ const struct store_backend_ops store_inproc_ops = {
 	.attached = false,
 	.put = be_put,
 	.batch_put = be_batch_put,
+	.put_parts = be_put_parts,
 	.get_into = be_get_into,
 	.get_with = be_get_with,
 	.get_size = be_get_size,

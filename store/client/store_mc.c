@@ -277,12 +277,38 @@ one_call(struct store_mc *mc, enum one_fn fn, struct one *o)
 	return rc;
 }
 
+/* UpsertStart: PutStart's request and answer under another function id (the
+ * master client has no helper for it). rc as one_call(); *ec the business code. */
+static int
+upsert_start(struct store_mc *mc, const char *key, uint64_t len,
+	     const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp, int32_t *ec)
+{
+	struct tide_mc_req r;
+	int rc;
+
+	store_mc_req_init(&r, TIDE_MC_FN_UPSERT_START);
+	r.u.put_start.client_id = mc->client_id;
+	r.u.put_start.key = store_mc_str(key);
+	r.u.put_start.slice_length = len;
+	if (cfg != NULL)
+		r.u.put_start.config = *cfg;
+	else
+		r.u.put_start.config.replica_num = 1; /* Mooncake's default, as PutStart's */
+	r.u.put_start.tenant_id = tenant_default;
+	rc = tide_mc_pool_call(&mc->pool, &r, resp);
+	if (rc == 0)
+		*ec = resp->u.put_start.ok ? 0 : resp->u.put_start.err;
+	return rc;
+}
+
 int
 store_mc_put_start(struct store_mc *mc, const char *key, uint64_t len,
-		   const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp)
+		   const struct tide_mc_replicate_config *cfg, bool upsert,
+		   struct tide_mc_resp *resp)
 {
 	struct one o = {.key = key, .len = len, .cfg = cfg, .resp = resp};
-	int rc = one_call(mc, ONE_PUT_START, &o);
+	int rc = upsert ? upsert_start(mc, key, len, cfg, resp, &o.ec)
+			: one_call(mc, ONE_PUT_START, &o);
 
 	if (rc != 0)
 		return rc;
@@ -293,8 +319,42 @@ store_mc_put_start(struct store_mc *mc, const char *key, uint64_t len,
 	return 0;
 }
 
+/* PutEnd or PutRevoke (end false) through the master client's helpers, or their
+ * Upsert twins, which have none: the same requests under other ids. */
+static int
+end_call(struct tide_mc_pool_conn *m, const struct store_mc *mc, const char *key, bool upsert,
+	 bool end, int32_t *ec)
+{
+	struct tide_mc_resp resp;
+	struct tide_mc_req r;
+	int rc;
+
+	if (!upsert)
+		return end ? tide_mc_client_put_end(m->c, &mc->client_id, key, ec)
+			   : tide_mc_client_put_revoke(m->c, &mc->client_id, key, ec);
+	if (end) {
+		store_mc_req_init(&r, TIDE_MC_FN_UPSERT_END);
+		r.u.put_end.client_id = mc->client_id;
+		r.u.put_end.meta.key = store_mc_str(key);
+		r.u.put_end.replica_type = TIDE_MC_REPLICA_ALL;
+		r.u.put_end.tenant_id = tenant_default;
+	} else {
+		store_mc_req_init(&r, TIDE_MC_FN_UPSERT_REVOKE);
+		r.u.put_revoke.client_id = mc->client_id;
+		r.u.put_revoke.key = store_mc_str(key);
+		r.u.put_revoke.replica_type = TIDE_MC_REPLICA_ALL;
+		r.u.put_revoke.tenant_id = tenant_default;
+	}
+	rc = tide_mc_client_call(m->c, &r, &resp, NULL);
+	if (rc != 0)
+		return rc;
+	*ec = resp.u.status.ok ? 0 : resp.u.status.err;
+	tide_mc_resp_free(&resp);
+	return 0;
+}
+
 int
-store_mc_put_end(struct store_mc *mc, const char *key, int ret)
+store_mc_put_end(struct store_mc *mc, const char *key, bool upsert, int ret)
 {
 	struct tide_mc_pool_conn *m;
 	uint64_t until = 0;
@@ -312,22 +372,24 @@ store_mc_put_end(struct store_mc *mc, const char *key, int ret)
 		}
 		if (ret != 0)
 			break;
-		rc2 = tide_mc_client_put_end(m->c, &mc->client_id, key, &ec);
+		rc2 = end_call(m, mc, key, upsert, true, &ec);
 		if (rc2 != 0 && store_mc_failover_retry(mc, rc2, &until)) {
 			tide_mc_pool_put(m);
 			continue;
 		}
 		ret = store_mc_result(rc2, ec);
 		if (ret != 0)
-			TIDE_LOG_RATELIMIT(WARN, 5, "PutEnd %s failed: %s", key,
+			TIDE_LOG_RATELIMIT(WARN, 5, "%s %s failed: %s",
+					   upsert ? "UpsertEnd" : "PutEnd", key,
 					   tide_store_strerror(ret));
 		break;
 	}
 	if (ret != 0) {
 		/* Nothing partly written (or not ended) may stay visible. */
-		rc2 = tide_mc_client_put_revoke(m->c, &mc->client_id, key, &ec);
+		rc2 = end_call(m, mc, key, upsert, false, &ec);
 		if (rc2 != 0 || ec != 0)
-			TIDE_LOG_RATELIMIT(WARN, 5, "PutRevoke %s failed (%d/%d)", key, rc2, ec);
+			TIDE_LOG_RATELIMIT(WARN, 5, "%s %s failed (%d/%d)",
+					   upsert ? "UpsertRevoke" : "PutRevoke", key, rc2, ec);
 	}
 	tide_mc_pool_put(m);
 	return ret;
@@ -412,11 +474,13 @@ store_mc_remove_by_regex(struct store_mc *mc, const char *pattern, bool force)
 
 int
 store_mc_batch_put_start(struct store_mc *mc, struct tide_mc_str *ks, uint64_t *slens, size_t n,
-			 const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp)
+			 const struct tide_mc_replicate_config *cfg, bool upsert,
+			 struct tide_mc_resp *resp)
 {
 	struct tide_mc_req r;
 
-	store_mc_req_init(&r, TIDE_MC_FN_BATCH_PUT_START);
+	/* BatchUpsertStart's arguments and answer are BatchPutStart's. */
+	store_mc_req_init(&r, upsert ? TIDE_MC_FN_BATCH_UPSERT_START : TIDE_MC_FN_BATCH_PUT_START);
 	r.u.batch_put_start.client_id = mc->client_id;
 	r.u.batch_put_start.keys.v = ks;
 	r.u.batch_put_start.keys.n = n;
@@ -427,8 +491,10 @@ store_mc_batch_put_start(struct store_mc *mc, struct tide_mc_str *ks, uint64_t *
 	return tide_mc_pool_call(&mc->pool, &r, resp);
 }
 
-/* BatchPutEnd (v: n metas) or BatchPutRevoke (v: n keys) for mc's client, every
- * replica. 0: *resp valid (free it); -errno. */
+/* BatchPutEnd or BatchUpsertEnd (v: n metas), or BatchPutRevoke or
+ * BatchUpsertRevoke (v: n keys) for mc's client, every replica (the Upsert
+ * ones carry no replica type: the codec leaves it out). 0: *resp valid (free
+ * it); -errno. */
 static int
 batch_put_done(struct store_mc *mc, enum tide_mc_fn fn, void *v, size_t n,
 	       struct tide_mc_resp *resp)
@@ -436,7 +502,7 @@ batch_put_done(struct store_mc *mc, enum tide_mc_fn fn, void *v, size_t n,
 	struct tide_mc_req r;
 
 	store_mc_req_init(&r, fn);
-	if (fn == TIDE_MC_FN_BATCH_PUT_END) {
+	if (fn == TIDE_MC_FN_BATCH_PUT_END || fn == TIDE_MC_FN_BATCH_UPSERT_END) {
 		r.u.batch_put_end.client_id = mc->client_id;
 		r.u.batch_put_end.metas.v = v;
 		r.u.batch_put_end.metas.n = n;
@@ -453,10 +519,13 @@ batch_put_done(struct store_mc *mc, enum tide_mc_fn fn, void *v, size_t n,
 }
 
 void
-store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n, const bool *pending,
-		      int *rcs, struct tide_mc_str *ks, struct tide_mc_object_meta *metas,
-		      size_t *idx)
+store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n, bool upsert,
+		      const bool *pending, int *rcs, struct tide_mc_str *ks,
+		      struct tide_mc_object_meta *metas, size_t *idx)
 {
+	enum tide_mc_fn end = upsert ? TIDE_MC_FN_BATCH_UPSERT_END : TIDE_MC_FN_BATCH_PUT_END;
+	enum tide_mc_fn revoke =
+		upsert ? TIDE_MC_FN_BATCH_UPSERT_REVOKE : TIDE_MC_FN_BATCH_PUT_REVOKE;
 	struct tide_mc_resp resp;
 	size_t ne = 0, nr = 0, i;
 	uint64_t until = 0;
@@ -472,7 +541,7 @@ store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n, co
 	}
 	if (ne > 0) {
 		do {
-			rc = batch_put_done(mc, TIDE_MC_FN_BATCH_PUT_END, metas, ne, &resp);
+			rc = batch_put_done(mc, end, metas, ne, &resp);
 		} while (rc != 0 && store_mc_failover_retry(mc, rc, &until));
 		for (i = 0; i < ne; i++)
 			rcs[idx[i]] = rc != 0 ? rc : store_mc_vec_status(&resp, i);
@@ -484,12 +553,12 @@ store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n, co
 			ks[nr++] = store_mc_str(keys[i]);
 	/* Nothing partly stored (or not ended) may stay visible. */
 	if (nr > 0) {
-		rc = batch_put_done(mc, TIDE_MC_FN_BATCH_PUT_REVOKE, ks, nr, &resp);
+		rc = batch_put_done(mc, revoke, ks, nr, &resp);
 		if (rc == 0)
 			tide_mc_resp_free(&resp);
 		else
-			TIDE_LOG_RATELIMIT(WARN, 5, "BatchPutRevoke of %zu keys failed: %d", nr,
-					   rc);
+			TIDE_LOG_RATELIMIT(WARN, 5, "%s of %zu keys failed: %d",
+					   upsert ? "BatchUpsertRevoke" : "BatchPutRevoke", nr, rc);
 	}
 }
 

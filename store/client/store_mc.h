@@ -7,7 +7,8 @@
  * etcd handle and the leader's key. The calls below return 0 or a negative
  * errno: the master client's own (-ECONNREFUSED, -ECONNRESET, -ETIMEDOUT, ...)
  * or the master's ErrorCode mapped by store_mc_errno() (the table documented in
- * tide_store.h). Idempotent calls (reads, PutEnd, BatchPutEnd) are sent again
+ * tide_store.h). Idempotent calls (reads, PutEnd, BatchPutEnd and their Upsert
+ * twins) are sent again
  * while an HA master fails over (store_mc_failover_retry()); the others are
  * sent once.
  *
@@ -92,21 +93,25 @@ int store_mc_locate(struct store_mc *mc);
 bool store_mc_failover_retry(struct store_mc *mc, int rc, uint64_t *until);
 
 /*
- * PutStart of key (len bytes). 0: *resp (free it) holds the replicas to write;
+ * PutStart of key (len bytes), or UpsertStart when upsert (an existing key gets
+ * buffers for the new value: its own when len is its size, else new ones).
+ * 0: *resp (free it) holds the replicas to write, in resp->u.put_start;
  * -EEXIST: the key exists already (OBJECT_ALREADY_EXISTS; spec 5.3 step 1 makes
  * that a put that succeeded, with nothing to write); else -errno. Sent once.
  * Thread: any.
  */
 int store_mc_put_start(struct store_mc *mc, const char *key, uint64_t len,
-		       const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp);
+		       const struct tide_mc_replicate_config *cfg, bool upsert,
+		       struct tide_mc_resp *resp);
 
 /*
- * End the put of key whose transfers gave ret: PutEnd when ret is 0 (retried
- * over a failover), PutRevoke when ret or the PutEnd failed, so nothing partly
- * written stays visible. Returns the put's result: ret, the PutEnd's error, or
- * the error of the connection the PutEnd needed. Thread: any.
+ * End the put (upsert: UpsertEnd, UpsertRevoke) of key whose transfers gave ret:
+ * PutEnd when ret is 0 (retried over a failover), PutRevoke when ret or the
+ * PutEnd failed, so nothing partly written stays visible. Returns the put's
+ * result: ret, the PutEnd's error, or the error of the connection the PutEnd
+ * needed. Thread: any.
  */
-int store_mc_put_end(struct store_mc *mc, const char *key, int ret);
+int store_mc_put_end(struct store_mc *mc, const char *key, bool upsert, int ret);
 
 /* GetReplicaList (retried over a failover). 0: *resp valid (free it); -errno. Thread: any. */
 int store_mc_replica_list(struct store_mc *mc, const char *key, struct tide_mc_resp *resp);
@@ -125,19 +130,21 @@ int64_t store_mc_remove_all(struct store_mc *mc, bool force);
 int64_t store_mc_remove_by_regex(struct store_mc *mc, const char *pattern, bool force);
 
 /*
- * BatchPutStart of n keys (ks, slens: n entries) with cfg (sent once).
- * 0: *resp valid (free it), one element per key; -errno. Thread: any.
+ * BatchPutStart (upsert: BatchUpsertStart) of n keys (ks, slens: n entries)
+ * with cfg (sent once). 0: *resp valid (free it), one element per key in
+ * resp->u.batch_put_start; -errno. Thread: any.
  */
 int store_mc_batch_put_start(struct store_mc *mc, struct tide_mc_str *ks, uint64_t *slens, size_t n,
-			     const struct tide_mc_replicate_config *cfg, struct tide_mc_resp *resp);
+			     const struct tide_mc_replicate_config *cfg, bool upsert,
+			     struct tide_mc_resp *resp);
 
 /*
- * BatchPutEnd (retried over a failover) for the keys with rcs[i] == 0 and
- * pending[i], then BatchPutRevoke for the pending ones that failed; an End
- * that fails turns rcs[i] into its error and is revoked too. ks, metas and idx
- * are n-entry scratch arrays. Thread: any.
+ * BatchPutEnd (upsert: BatchUpsertEnd; retried over a failover) for the keys
+ * with rcs[i] == 0 and pending[i], then BatchPutRevoke (BatchUpsertRevoke) for
+ * the pending ones that failed; an End that fails turns rcs[i] into its error
+ * and is revoked too. ks, metas and idx are n-entry scratch arrays. Thread: any.
  */
-void store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n,
+void store_mc_batch_finish(struct store_mc *mc, const char *const *keys, size_t n, bool upsert,
 			   const bool *pending, int *rcs, struct tide_mc_str *ks,
 			   struct tide_mc_object_meta *metas, size_t *idx);
 

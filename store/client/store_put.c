@@ -7,10 +7,14 @@
  * and PutEnd), three master round trips besides any lease grant.
  *
  * A placement holds a key between place and commit (held[]): a range of a
- * lease, or a PutStart the master is waiting to see ended. Commit ends every
- * held key exactly once, with a commit (PutEnd) when its writes succeeded and
- * an undo (the range given back, PutRevoke) when they did not, so a key never
- * stays half visible.
+ * lease, or a PutStart (UpsertStart) the master is waiting to see ended.
+ * Commit ends every held key exactly once, with a commit (PutEnd, UpsertEnd)
+ * when its writes succeeded and an undo (the range given back, PutRevoke,
+ * UpsertRevoke) when they did not, so a key never stays half visible.
+ *
+ * Writes: one per non-empty piece of a key's value per replica (a value given
+ * whole is one piece), so a round of k keys of p pieces on r replicas moves
+ * k * p * r ranges in its one engine batch.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -24,16 +28,16 @@
 
 /* One placement's turn at the keys the previous ones left. */
 struct put_round {
-	/* The keys (n of them), their sources and sizes, as codec strings, and the
-	 * replicate config with their group ids (n, if any). */
-	size_t n;
+	/* The keys (n of them), their sources (nw pieces in all) and sizes, as codec
+	 * strings, and the replicate config with their group ids (n, if any). */
+	size_t n, nw;
 	const char *const *keys;
-	const void *const *bufs;
+	const struct store_xfer_src *src;
 	const size_t *lens;
 	struct tide_mc_str *ks;
 	const struct tide_mc_replicate_config *cfg;
 	const struct tide_store_rc *repl;
-	bool single;
+	bool single, upsert;
 	/*
 	 * Per key. res: STORE_PUT_FALLBACK until place or commit settles it. held:
 	 * place holds it, commit must end it; err of a held key is 0, or why its
@@ -96,7 +100,8 @@ lease_takes(const struct store_put_ctx *c, const struct put_round *rd)
 	const struct tide_store_rc *repl = rd->repl;
 	uint64_t total = 0;
 
-	if (c->leases == NULL)
+	/* A lease commit creates keys, it never replaces one: no upsert. */
+	if (c->leases == NULL || rd->upsert)
 		return false;
 	if (repl != NULL && (repl->replica_num > 1 || repl->n_preferred_segments != 0 ||
 			     repl->prefer_alloc_in_same_node))
@@ -114,17 +119,19 @@ lease_takes(const struct store_put_ctx *c, const struct put_round *rd)
 /*
  * Every key in the same lease, or none (one commit call covers the round):
  * a key that does not fit, or lands in another lease (the current one filled
- * up), gives back what was placed and leaves the round to PutStart.
+ * up), gives back what was placed and leaves the round to PutStart. A key's
+ * pieces are written one after the other in its range.
  */
 static int
 lease_place(const struct store_put_ctx *c, struct put_round *rd)
 {
 	struct store_lease *l = NULL, *li;
-	size_t i, n = rd->n;
+	size_t i, n = rd->n, nx = 0;
 
 	if (!store_sc_init(&rd->sc, store_sc_size(n, sizeof(*rd->offs)) * 3 +
-					    store_sc_size(n, sizeof(*rd->x)) +
-					    store_sc_size(n, sizeof(*rd->owner)) * 2 +
+					    store_sc_size(rd->nw, sizeof(*rd->x)) +
+					    store_sc_size(rd->nw, sizeof(*rd->owner)) +
+					    store_sc_size(n, sizeof(*rd->cown)) +
 					    store_sc_size(n, sizeof(*rd->cks)) * 2 +
 					    store_sc_size(n, sizeof(*rd->cres)) +
 					    store_sc_size(n, sizeof(*rd->cerr))))
@@ -132,8 +139,8 @@ lease_place(const struct store_put_ctx *c, struct put_round *rd)
 	rd->offs = store_sc_take(&rd->sc, n, sizeof(*rd->offs));
 	rd->coffs = store_sc_take(&rd->sc, n, sizeof(*rd->coffs));
 	rd->clens = store_sc_take(&rd->sc, n, sizeof(*rd->clens));
-	rd->x = store_sc_take(&rd->sc, n, sizeof(*rd->x));
-	rd->owner = store_sc_take(&rd->sc, n, sizeof(*rd->owner));
+	rd->x = store_sc_take(&rd->sc, rd->nw, sizeof(*rd->x));
+	rd->owner = store_sc_take(&rd->sc, rd->nw, sizeof(*rd->owner));
 	rd->cown = store_sc_take(&rd->sc, n, sizeof(*rd->cown));
 	rd->cks = store_sc_take(&rd->sc, n, sizeof(*rd->cks));
 	rd->cgids = store_sc_take(&rd->sc, n, sizeof(*rd->cgids));
@@ -155,15 +162,22 @@ lease_place(const struct store_put_ctx *c, struct put_round *rd)
 			return 0;
 		}
 		l = li;
-		rd->x[i] = (struct store_xfer){.ep = l->ep,
-					       .raddr = l->addr + rd->offs[i],
-					       .local = (void *)rd->bufs[i],
-					       .len = rd->lens[i]};
-		rd->owner[i] = i;
+		for (size_t p = 0, off = 0; p < rd->src[i].np; p++) {
+			const struct tide_store_part *pt = &rd->src[i].parts[p];
+
+			if (pt->len == 0)
+				continue;
+			rd->x[nx] = (struct store_xfer){.ep = l->ep,
+							.raddr = l->addr + rd->offs[i] + off,
+							.local = (void *)pt->buf,
+							.len = pt->len};
+			rd->owner[nx++] = i;
+			off += pt->len; /* the pieces sum to lens[i]: inside the range */
+		}
 		rd->held[i] = true;
 	}
 	rd->lease = l;
-	rd->nx = n;
+	rd->nx = nx;
 	return 0;
 }
 
@@ -227,14 +241,19 @@ put_start_takes(const struct store_put_ctx *c, const struct put_round *rd)
 	return true; /* the master places anything it has room for */
 }
 
-/* A single put: PutStart of the one key, one write per replica. */
+/* A single put: PutStart (UpsertStart) of the one key, one write per piece per
+ * replica. */
 static int
 put_start_one(const struct store_put_ctx *c, struct put_round *rd)
 {
 	const struct tide_mc_replica_desc_vec *v;
-	int rc = store_mc_put_start(c->mc, rd->keys[0], rd->lens[0], rd->cfg, &rd->resp);
+	size_t cap, np = rd->src[0].np;
+	int rc =
+		store_mc_put_start(c->mc, rd->keys[0], rd->lens[0], rd->cfg, rd->upsert, &rd->resp);
 
-	if (rc == -EEXIST) {
+	/* An upsert replaces an existing key: the master never answers that; if it
+	 * does, it is its refusal, not a put that found its key. */
+	if (rc == -EEXIST && !rd->upsert) {
 		rd->res[0] = STORE_PUT_EXISTS;
 		return 0;
 	}
@@ -242,21 +261,27 @@ put_start_one(const struct store_put_ctx *c, struct put_round *rd)
 		return rc;
 	rd->held[0] = true;
 	v = &rd->resp.u.put_start.val;
-	if (!store_sc_init(&rd->sc, store_sc_size(v->n, sizeof(*rd->x)) +
-					    store_sc_size(v->n, sizeof(*rd->owner)))) {
+	/* Replicas (the master's count) times pieces, bounded: beyond the bound the
+	 * room cannot be had and the key is revoked with -ENOMEM. */
+	cap = np > 1 && v->n > STORE_XFER_MAX_WRITES / np ? STORE_XFER_MAX_WRITES
+							  : v->n * (np > 1 ? np : 1);
+	if (cap == STORE_XFER_MAX_WRITES ||
+	    !store_sc_init(&rd->sc, store_sc_size(cap, sizeof(*rd->x)) +
+					    store_sc_size(cap, sizeof(*rd->owner)))) {
 		rd->err[0] = -ENOMEM; /* revoked at commit */
 		return 0;
 	}
-	rd->x = store_sc_take(&rd->sc, v->n, sizeof(*rd->x));
-	rd->owner = store_sc_take(&rd->sc, v->n, sizeof(*rd->owner));
-	rd->err[0] = store_xfer_replica_writes(v, rd->bufs[0], rd->lens[0], rd->x, &rd->nx);
+	rd->x = store_sc_take(&rd->sc, cap, sizeof(*rd->x));
+	rd->owner = store_sc_take(&rd->sc, cap, sizeof(*rd->owner));
+	rd->err[0] = store_xfer_replica_writes(v, &rd->src[0], rd->lens[0], rd->x, cap, &rd->nx);
 	if (rd->err[0] != 0)
 		rd->nx = 0; /* none of its replicas is written */
 	return 0;
 }
 
-/* A batch: one BatchPutStart for the round's keys; a key that exists already is
- * settled at once, one whose replicas cannot be written is held to be revoked. */
+/* A batch: one BatchPutStart (BatchUpsertStart) for the round's keys; a key that
+ * exists already is settled at once (a put), one whose replicas cannot be
+ * written is held to be revoked. */
 static int
 put_start_batch(const struct store_put_ctx *c, struct put_round *rd)
 {
@@ -273,12 +298,13 @@ put_start_batch(const struct store_put_ctx *c, struct put_round *rd)
 	rd->midx = store_sc_take(&rd->sc, n, sizeof(*rd->midx));
 	for (i = 0; i < n; i++)
 		slens[i] = rd->lens[i];
-	rc = store_mc_batch_put_start(c->mc, rd->ks, slens, n, rd->cfg, &rd->resp);
+	rc = store_mc_batch_put_start(c->mc, rd->ks, slens, n, rd->cfg, rd->upsert, &rd->resp);
 	if (rc != 0) {
 		store_sc_fini(&rd->sc);
 		return rc;
 	}
-	cap = store_xfer_put_replicas(&rd->resp.u.batch_put_start, n, rd->err, rd->held);
+	cap = store_xfer_put_replicas(&rd->resp.u.batch_put_start, rd->src, n, rd->upsert, rd->err,
+				      rd->held);
 	for (i = 0; i < n; i++)
 		if (!rd->held[i])
 			rd->res[i] = rd->err[i] == 0 ? STORE_PUT_EXISTS : STORE_PUT_FAILED;
@@ -289,7 +315,7 @@ put_start_batch(const struct store_put_ctx *c, struct put_round *rd)
 		rd->x = store_sc_take(&rd->xsc, cap, sizeof(*rd->x));
 		rd->owner = store_sc_take(&rd->xsc, cap, sizeof(*rd->owner));
 	}
-	rd->nx = store_xfer_plan_puts(&rd->resp.u.batch_put_start, rd->bufs, rd->lens, n, rd->held,
+	rd->nx = store_xfer_plan_puts(&rd->resp.u.batch_put_start, rd->src, rd->lens, n, rd->held,
 				      rd->err, rd->x, cap, rd->owner);
 	return 0;
 }
@@ -300,15 +326,16 @@ put_start_place(const struct store_put_ctx *c, struct put_round *rd)
 	return rd->single ? put_start_one(c, rd) : put_start_batch(c, rd);
 }
 
-/* PutEnd (BatchPutEnd) of the held keys whose writes succeeded; PutRevoke
- * (BatchPutRevoke) of the others and of any whose End failed. */
+/* PutEnd (BatchPutEnd; an upsert's UpsertEnd, BatchUpsertEnd) of the held keys
+ * whose writes succeeded; PutRevoke (BatchPutRevoke; UpsertRevoke,
+ * BatchUpsertRevoke) of the others and of any whose End failed. */
 static void
 put_start_commit(const struct store_put_ctx *c, struct put_round *rd)
 {
 	if (rd->single) {
 		if (rd->held[0]) {
 			tide_mc_resp_free(&rd->resp);
-			rd->err[0] = store_mc_put_end(c->mc, rd->keys[0], rd->err[0]);
+			rd->err[0] = store_mc_put_end(c->mc, rd->keys[0], rd->upsert, rd->err[0]);
 			rd->res[0] = rd->err[0] == 0 ? STORE_PUT_STORED : STORE_PUT_FAILED;
 		}
 		store_sc_fini(&rd->sc);
@@ -316,8 +343,8 @@ put_start_commit(const struct store_put_ctx *c, struct put_round *rd)
 	}
 	store_sc_fini(&rd->xsc);
 	tide_mc_resp_free(&rd->resp);
-	store_mc_batch_finish(c->mc, rd->keys, rd->n, rd->held, rd->err, rd->ks, rd->metas,
-			      rd->midx);
+	store_mc_batch_finish(c->mc, rd->keys, rd->n, rd->upsert, rd->held, rd->err, rd->ks,
+			      rd->metas, rd->midx);
 	for (size_t i = 0; i < rd->n; i++)
 		if (rd->held[i])
 			rd->res[i] = rd->err[i] == 0 ? STORE_PUT_STORED : STORE_PUT_FAILED;
@@ -340,12 +367,16 @@ static const struct put_placement *const placements[] = {&lease_placement, &put_
 struct put_keys {
 	size_t *idx; /* round key k is request key idx[k] */
 	const char **keys;
-	const void **bufs;
+	struct store_xfer_src *src;
+	struct tide_store_part *one; /* a value given whole: its one piece */
 	size_t *lens;
 	struct tide_mc_str *ks, *gids;
 	enum store_put_result *res;
 	int *err;
 	bool *held;
+	/* The parts form: each request key's pieces and size (NULL: bufs/lens). */
+	const struct store_xfer_src *rsrc;
+	const size_t *rlens;
 };
 
 /* rd over the m request keys in pk->idx, under cfg (group ids: the request's). */
@@ -354,14 +385,24 @@ round_init(struct put_round *rd, const struct store_put_req *r,
 	   const struct tide_mc_replicate_config *cfg, struct tide_mc_replicate_config *rcfg,
 	   const struct put_keys *pk, size_t m)
 {
+	size_t nw = 0;
+
 	memset(rd, 0, offsetof(struct put_round, sc));
 	*rcfg = *cfg;
 	for (size_t k = 0; k < m; k++) {
 		size_t i = pk->idx[k];
 
 		pk->keys[k] = r->keys[i];
-		pk->bufs[k] = r->bufs[i];
-		pk->lens[k] = r->lens[i];
+		if (pk->rsrc == NULL) {
+			/* A whole value is the one-piece case of the same writes. */
+			pk->one[k] = (struct tide_store_part){r->bufs[i], r->lens[i]};
+			pk->src[k] = (struct store_xfer_src){&pk->one[k], 1};
+			pk->lens[k] = r->lens[i];
+		} else {
+			pk->src[k] = pk->rsrc[i];
+			pk->lens[k] = pk->rlens[i];
+		}
+		nw += pk->src[k].np;
 		pk->ks[k] = store_mc_str(r->keys[i]);
 		if (cfg->group_ids.has)
 			pk->gids[k] = cfg->group_ids.val.v[i];
@@ -374,18 +415,41 @@ round_init(struct put_round *rd, const struct store_put_req *r,
 		rcfg->group_ids.val.n = m;
 	}
 	rd->n = m;
+	rd->nw = nw;
 	rd->keys = pk->keys;
-	rd->bufs = pk->bufs;
+	rd->src = pk->src;
 	rd->lens = pk->lens;
 	rd->ks = pk->ks;
 	rd->cfg = rcfg;
 	rd->repl = r->repl;
 	rd->single = r->single;
+	rd->upsert = r->upsert;
 	rd->res = pk->res;
 	rd->err = pk->err;
 	rd->held = pk->held;
 	rd->sc.heap = NULL;
 	rd->xsc.heap = NULL;
+}
+
+/* The parts form's per-key pieces and sizes (n entries each) from r. A size that
+ * does not fit a size_t is 0: the key is refused as an empty one would be. */
+static void
+parts_index(const struct store_put_req *r, struct store_xfer_src *rsrc, size_t *rlens)
+{
+	const struct tide_store_part *p = r->parts;
+
+	for (size_t i = 0; i < r->n; i++) {
+		size_t len = 0;
+		bool over = false;
+
+		rsrc[i] = (struct store_xfer_src){p, r->nparts[i]};
+		for (size_t k = 0; k < r->nparts[i]; k++) {
+			over = over || p[k].len > SIZE_MAX - len;
+			len += over ? 0 : p[k].len;
+		}
+		rlens[i] = over ? 0 : len;
+		p += r->nparts[i];
+	}
 }
 
 int
@@ -398,32 +462,52 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 	struct store_scratch sc;
 	struct put_keys pk;
 	size_t n = r->n, nstrs = store_repl_nstrs(r->repl, n), settled = 0, i, k, m;
+	size_t np = r->parts != NULL ? n : 0; /* the parts form's index */
+	struct store_xfer_src *rsrc;
+	size_t *rlens;
 	int ret = 0;
 
-	if (!store_sc_init(&sc, store_sc_size(nstrs, sizeof(*strs)) +
-					store_sc_size(n, sizeof(*kout)) +
-					store_sc_size(n, sizeof(*pk.idx)) +
-					store_sc_size(n, sizeof(*pk.keys)) * 2 +
-					store_sc_size(n, sizeof(*pk.lens)) +
-					store_sc_size(n, sizeof(*pk.ks)) * 2 +
-					store_sc_size(n, sizeof(*pk.res)) +
-					store_sc_size(n, sizeof(*pk.err)) +
-					store_sc_size(n, sizeof(*pk.held))))
+	if (!store_sc_init(
+		    &sc,
+		    store_sc_size(nstrs, sizeof(*strs)) + store_sc_size(n, sizeof(*kout)) +
+			    store_sc_size(n, sizeof(*pk.idx)) + store_sc_size(n, sizeof(*pk.keys)) +
+			    store_sc_size(n, sizeof(*pk.src)) + store_sc_size(n, sizeof(*pk.one)) +
+			    store_sc_size(n, sizeof(*pk.lens)) +
+			    store_sc_size(n, sizeof(*pk.ks)) * 2 +
+			    store_sc_size(n, sizeof(*pk.res)) + store_sc_size(n, sizeof(*pk.err)) +
+			    store_sc_size(n, sizeof(*pk.held)) + store_sc_size(np, sizeof(*rsrc)) +
+			    store_sc_size(np, sizeof(*rlens))))
 		return -ENOMEM;
 	strs = store_sc_take(&sc, nstrs, sizeof(*strs));
 	kout = store_sc_take(&sc, n, sizeof(*kout));
 	pk.idx = store_sc_take(&sc, n, sizeof(*pk.idx));
 	pk.keys = store_sc_take(&sc, n, sizeof(*pk.keys));
-	pk.bufs = store_sc_take(&sc, n, sizeof(*pk.bufs));
+	pk.src = store_sc_take(&sc, n, sizeof(*pk.src));
+	pk.one = store_sc_take(&sc, n, sizeof(*pk.one));
 	pk.lens = store_sc_take(&sc, n, sizeof(*pk.lens));
 	pk.ks = store_sc_take(&sc, n, sizeof(*pk.ks));
 	pk.gids = store_sc_take(&sc, n, sizeof(*pk.gids));
 	pk.res = store_sc_take(&sc, n, sizeof(*pk.res));
 	pk.err = store_sc_take(&sc, n, sizeof(*pk.err));
 	pk.held = store_sc_take(&sc, n, sizeof(*pk.held));
+	rsrc = store_sc_take(&sc, np, sizeof(*rsrc));
+	rlens = store_sc_take(&sc, np, sizeof(*rlens));
+	pk.rsrc = NULL;
+	pk.rlens = NULL;
+	if (r->parts != NULL) {
+		parts_index(r, rsrc, rlens);
+		pk.rsrc = rsrc;
+		pk.rlens = rlens;
+	}
 	store_repl_fill(r->repl, n, strs, &cfg);
-	for (i = 0; i < n; i++)
-		kout[i] = (struct store_put_key){.result = STORE_PUT_FALLBACK};
+	for (i = 0; i < n; i++) {
+		/* An empty value is the master's INVALID_PARAMS: spare it the keys. Not a
+		 * settled key: the call may still fail as a whole. */
+		if ((r->parts != NULL ? rlens[i] : r->lens[i]) == 0)
+			kout[i] = (struct store_put_key){STORE_PUT_FAILED, -EINVAL, NULL};
+		else
+			kout[i] = (struct store_put_key){.result = STORE_PUT_FALLBACK};
+	}
 	for (size_t p = 0; p < sizeof(placements) / sizeof(placements[0]); p++) {
 		const struct put_placement *pl = placements[p];
 		struct put_round rd;

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal to store/client: the one sequence every in-process put follows,
- * for one key (tide_store_put()) or n (tide_store_batch_put_from()):
+ * for one key (tide_store_put()) or n (tide_store_batch_put_from(),
+ * tide_store_batch_put_parts(), whose values come in pieces and which also
+ * upserts):
  *
  *     place the n objects  ->  move the bytes (one engine batch)  ->  commit n
  *
@@ -15,6 +17,13 @@
  * A lease that cannot take a key (none to be had, full, too small, ended
  * before the commit) leaves it to PutStart within the same call; nothing of
  * such a key was stored. Every key ends with exactly one explicit result.
+ *
+ * An upsert (Mooncake's Upsert RPCs: an existing key gets the new value) never
+ * takes a lease, whose commit only creates keys; the PutStart placement sends
+ * UpsertStart / BatchUpsertStart, End and Revoke instead.
+ *
+ * A value in pieces is written piece by piece, each at its offset in every
+ * replica: no gather copy, and one engine batch still carries the round.
  *
  * Thread: any; a put's state lives on its caller's stack (and one heap block
  * for large batches).
@@ -67,8 +76,17 @@ struct store_put_ctx {
 /* One put call: n valid keys (checked by the caller, as tide_store.h asks). */
 struct store_put_req {
 	const char *const *keys;
+	/*
+	 * The values, in one of two forms. parts NULL: key i is bufs[i], lens[i]
+	 * bytes. Else key i is the concatenation of nparts[i] consecutive entries of
+	 * parts (key 0's first; the caller checked that no piece has a NULL buf and
+	 * a non-zero len) and bufs and lens are not read. A key of 0 bytes in all is
+	 * FAILED -EINVAL without asking the master.
+	 */
 	const void *const *bufs;
 	const size_t *lens;
+	const struct tide_store_part *parts;
+	const size_t *nparts;
 	size_t n; /* 1 .. UINT32_MAX */
 	/* The caller's replicate config (NULL: defaults), checked with
 	 * store_repl_check(repl, n). */
@@ -76,13 +94,16 @@ struct store_put_req {
 	/* tide_store_put(): PutStart uses Mooncake's single-key RPCs (n is 1); else
 	 * the batch RPCs, whatever n is. */
 	bool single;
+	/* Upsert: an existing key gets the new value (no lease; the Upsert RPCs). */
+	bool upsert;
 };
 
 /*
  * Store r's keys through c. 0: out[i] (n entries) holds each key's outcome,
- * STORED, EXISTS or FAILED. -errno: the call failed before any key was
- * settled (-ENOMEM; the master's answer to PutStart for a single put; the
- * master connection's error for a batch), and out is untouched.
+ * STORED, EXISTS (never for an upsert) or FAILED. -errno: the call failed
+ * before any key was settled by a placement (-ENOMEM; the master's answer to
+ * PutStart / UpsertStart for a single put; the master connection's error for
+ * a batch), and out is untouched.
  */
 int store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 		  struct store_put_key *out);

@@ -144,22 +144,35 @@ store_xfer_complete(const struct tide_mc_replica_desc *d)
 }
 
 int
-store_xfer_replica_writes(const struct tide_mc_replica_desc_vec *v, const void *buf, size_t len,
-			  struct store_xfer *x, size_t *nx)
+store_xfer_replica_writes(const struct tide_mc_replica_desc_vec *v,
+			  const struct store_xfer_src *src, uint64_t len, struct store_xfer *x,
+			  size_t cap, size_t *nx)
 {
 	if (v->n == 0)
 		return -EREMOTEIO;
 	for (size_t k = 0; k < v->n; k++) {
 		const struct tide_mc_buffer_desc *bd = &v->v[k].u.memory;
+		uint64_t off = 0;
 
-		/* Only memory replicas exist at this master (spec 3.3). */
+		/* Only memory replicas exist at this master (spec 3.3); each is one
+		 * contiguous buffer, so a piece never straddles two. */
 		if (v->v[k].kind != TIDE_MC_RK_MEMORY || bd->size < len)
 			return -EREMOTEIO;
-		x[*nx].ep = bd->transport_endpoint.ptr;
-		x[*nx].raddr = bd->buffer_address;
-		x[*nx].local = (void *)(uintptr_t)buf;
-		x[*nx].len = len;
-		(*nx)++;
+		for (size_t p = 0; p < src->np; p++) {
+			const struct tide_store_part *pt = &src->parts[p];
+
+			if (pt->len == 0)
+				continue; /* nothing to move, and no request for the engine */
+			/* The pieces' sum is len (the caller's): a piece cannot pass the end. */
+			if (*nx >= cap || pt->len > len - off)
+				return -EREMOTEIO;
+			x[*nx].ep = bd->transport_endpoint.ptr;
+			x[*nx].raddr = bd->buffer_address + off;
+			x[*nx].local = (void *)(uintptr_t)pt->buf;
+			x[*nx].len = pt->len;
+			(*nx)++;
+			off += pt->len;
+		}
 	}
 	return 0;
 }
@@ -213,30 +226,40 @@ store_xfer_replica_size(const struct tide_mc_replica_list *l)
 /* ---------------------------------------------------------------------------------- batches */
 
 size_t
-store_xfer_put_replicas(const struct tide_mc_exp_replicas_vec *r, size_t n, int *rcs, bool *pending)
+store_xfer_put_replicas(const struct tide_mc_exp_replicas_vec *r, const struct store_xfer_src *src,
+			size_t n, bool upsert, int *rcs, bool *pending)
 {
 	size_t cap = 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct tide_mc_exp_replicas *e = i < r->n ? &r->v[i] : NULL;
+		size_t w;
 
 		rcs[i] = 0;
 		if (e == NULL) {
 			rcs[i] = -EBADMSG;
 		} else if (!e->ok) {
-			/* Spec 5.3: an existing key is a successful put. */
-			if (e->err != TIDE_MC_EC_OBJECT_ALREADY_EXISTS)
+			/* Spec 5.3: an existing key is a successful put; an upsert replaces it,
+			 * so the answer is the master's refusal. */
+			if (upsert || e->err != TIDE_MC_EC_OBJECT_ALREADY_EXISTS)
 				rcs[i] = store_mc_errno(e->err);
 		} else {
 			pending[i] = true;
-			cap += e->val.n;
+			/* Replicas (the master's count) times pieces: saturate, a room this
+			 * large fails to allocate and the keys get -ENOMEM. */
+			w = src[i].np == 0 ? 0 : e->val.n;
+			if (src[i].np > 1 && w > STORE_XFER_MAX_WRITES / src[i].np)
+				w = STORE_XFER_MAX_WRITES;
+			else
+				w *= src[i].np > 1 ? src[i].np : 1;
+			cap = w > STORE_XFER_MAX_WRITES - cap ? STORE_XFER_MAX_WRITES : cap + w;
 		}
 	}
 	return cap;
 }
 
 size_t
-store_xfer_plan_puts(const struct tide_mc_exp_replicas_vec *r, const void *const *bufs,
+store_xfer_plan_puts(const struct tide_mc_exp_replicas_vec *r, const struct store_xfer_src *src,
 		     const size_t *lens, size_t n, const bool *pending, int *rcs,
 		     struct store_xfer *x, size_t cap, size_t *owner)
 {
@@ -251,7 +274,7 @@ store_xfer_plan_puts(const struct tide_mc_exp_replicas_vec *r, const void *const
 			rcs[i] = cap > 0 ? -ENOMEM : -EREMOTEIO;
 			continue;
 		}
-		rcs[i] = store_xfer_replica_writes(&r->v[i].val, bufs[i], lens[i], x, &nx);
+		rcs[i] = store_xfer_replica_writes(&r->v[i].val, &src[i], lens[i], x, cap, &nx);
 		if (rcs[i] != 0) {
 			nx = mark; /* none of this key's replicas is written */
 			continue;

@@ -56,16 +56,29 @@ store_xfer_now_ms(void)
 	return tide_mono_ns() / 1000000u;
 }
 
+/*
+ * A put's source for one key: its value is the concatenation of np pieces
+ * (tide_store_put() and batch_put_from(): one piece). The pieces are written
+ * where they are, each at its offset in the replica: no gather copy.
+ */
+struct store_xfer_src {
+	const struct tide_store_part *parts;
+	size_t np;
+};
+
 /* d's buffer when d is a COMPLETE memory (or NoF) replica, else NULL. */
 const struct tide_mc_buffer_desc *store_xfer_complete(const struct tide_mc_replica_desc *d);
 
 /*
- * Append to x[*nx..] one write of buf (len bytes) per replica of v. 0;
- * -EREMOTEIO the master gave no replica, or one we cannot write (not memory,
- * smaller than len); x[*nx..] may then hold part of the list.
+ * Append to x[*nx..cap) the writes of src (len bytes in all) into every replica
+ * of v: one per non-empty piece per replica, at the piece's offset (a replica
+ * is one contiguous buffer). 0; -EREMOTEIO the master gave no replica, or one
+ * we cannot write (not memory, smaller than len), or more than x has room for;
+ * x[*nx..] may then hold part of the list.
  */
-int store_xfer_replica_writes(const struct tide_mc_replica_desc_vec *v, const void *buf, size_t len,
-			      struct store_xfer *x, size_t *nx);
+int store_xfer_replica_writes(const struct tide_mc_replica_desc_vec *v,
+			      const struct store_xfer_src *src, uint64_t len, struct store_xfer *x,
+			      size_t cap, size_t *nx);
 
 /* Size of the first COMPLETE memory replica of l, or -EAGAIN if none. */
 int64_t store_xfer_replica_size(const struct tide_mc_replica_list *l);
@@ -98,23 +111,30 @@ int64_t store_xfer_read_replica(const struct store_xfer_eng *e,
 				uint64_t t0);
 
 /*
- * BatchPutStart's answer r for n keys: rcs[i] 0 and pending[i] for a key to
- * write; 0 and not pending for a key that exists already (a successful put);
- * else the error (-EBADMSG: no element for it). Returns how many replicas the
- * pending keys have (the room store_xfer_plan_puts() needs).
+ * BatchPutStart's (upsert: BatchUpsertStart's) answer r for n keys written from
+ * src (n entries): rcs[i] 0 and pending[i] for a key to write; for a put, 0 and
+ * not pending for a key that exists already (a successful put; an upsert has no
+ * such answer: -EEXIST); else the error (-EBADMSG: no element for it). Returns
+ * the writes the pending keys need, replicas times pieces (the room
+ * store_xfer_plan_puts() needs), at most STORE_XFER_MAX_WRITES.
  */
-size_t store_xfer_put_replicas(const struct tide_mc_exp_replicas_vec *r, size_t n, int *rcs,
+size_t store_xfer_put_replicas(const struct tide_mc_exp_replicas_vec *r,
+			       const struct store_xfer_src *src, size_t n, bool upsert, int *rcs,
 			       bool *pending);
 
+/* Bound of store_xfer_put_replicas(): room for more cannot be allocated anyway. */
+#define STORE_XFER_MAX_WRITES (SIZE_MAX / 64)
+
 /*
- * The writes of the pending keys into x (cap entries; NULL: no room, then
- * every pending key fails with -ENOMEM, or -EREMOTEIO when cap is 0), and
- * owner[k] = the key of x[k]. A key whose replicas cannot be written gets
- * -EREMOTEIO and none of its writes. Returns the number of writes.
+ * The writes of the pending keys (sources src, sizes lens) into x (cap entries;
+ * NULL: no room, then every pending key fails with -ENOMEM, or -EREMOTEIO when
+ * cap is 0), and owner[k] = the key of x[k]. A key whose replicas cannot be
+ * written gets -EREMOTEIO and none of its writes. Returns the number of writes.
  */
-size_t store_xfer_plan_puts(const struct tide_mc_exp_replicas_vec *r, const void *const *bufs,
-			    const size_t *lens, size_t n, const bool *pending, int *rcs,
-			    struct store_xfer *x, size_t cap, size_t *owner);
+size_t store_xfer_plan_puts(const struct tide_mc_exp_replicas_vec *r,
+			    const struct store_xfer_src *src, const size_t *lens, size_t n,
+			    const bool *pending, int *rcs, struct store_xfer *x, size_t cap,
+			    size_t *owner);
 
 /*
  * BatchGetReplicaList's answer r for n keys read into bufs (lens bytes): one

@@ -308,6 +308,57 @@ int tide_store_batch_put_from(struct tide_store *s, const char *const *keys,
 			      const void *const *bufs, const size_t *lens, size_t n,
 			      const struct tide_store_rc *rc, int *rcs);
 
+/** One piece of an object's value (tide_store_batch_put_parts()). */
+struct tide_store_part {
+	const void *buf; /**< len bytes; only read; NULL only when len is 0 */
+	size_t len;      /**< bytes; 0 is allowed and adds nothing */
+};
+
+/** Flag of tide_store_batch_put_parts(): replace an existing key's value (Mooncake's
+ * Upsert RPCs). */
+#define TIDE_STORE_PUT_UPSERT 0x1u
+
+/**
+ * Store n objects whose values are given in pieces (Mooncake's put_parts,
+ * batch_put_from_multi_buffers and upsert*): key i's value is the concatenation
+ * of nparts[i] consecutive entries of parts (key 0's first, then key 1's, ...);
+ * its length is the sum of their lens (0: that key gets -EINVAL). The pieces are
+ * written straight from where they are, each to its offset in every replica (no
+ * gather copy in this process; through an agent, pieces outside the shared
+ * buffers are staged as tide_store_batch_put_from() stages them), in one engine
+ * batch for the call.
+ * \param keys    n keys (non-empty).
+ * \param parts   The pieces of every key, in key order (sum of nparts[] entries).
+ * \param nparts  n counts; 0 makes that key's value empty (-EINVAL for it).
+ * \param repl    Config for every key (NULL: defaults); group_ids, if set, has n entries,
+ *                else every key gets -EINVAL.
+ * \param flags   0: a put (an existing key is kept unchanged and reported 0, as
+ *                tide_store_batch_put_from(); small objects may go through a lease as
+ *                there). TIDE_STORE_PUT_UPSERT: an upsert (UpsertStart or
+ *                BatchUpsertStart, UpsertEnd/BatchUpsertEnd, and UpsertRevoke/
+ *                BatchUpsertRevoke for what failed): an existing key gets the new value,
+ *                whatever its old size, and a missing one is created; never through a
+ *                lease. Other bits: -EINVAL.
+ * \param rcs     Out: per key, 0 (stored, or for a put kept as it was) or the key's
+ *                -errno, with the errors of tide_store_put(); a key whose writes (or
+ *                End) failed is revoked, so nothing partly written becomes visible (an
+ *                upsert whose writes failed leaves the key absent: its old value was
+ *                being replaced).
+ * \return 0 when the call ran (look at rcs); -errno when it failed as a whole before any
+ *         key was settled (rcs untouched): -EINVAL bad args (a NULL array, an empty
+ *         key, a piece with a NULL buf and a non-zero len, n 0, an unknown flag;
+ *         through an agent also a key over 4096 bytes, more than 65536 keys or
+ *         524288 pieces) or not set up, -ENOMEM, a master (or agent) connection
+ *         error; with n == 1 also the master's answer to PutStart / UpsertStart.
+ *         n == 1 uses the single-key RPCs (PutStart / UpsertStart), as tide_store_put()
+ *         does; n > 1 the batch ones.
+ * Ownership: every array and piece stays the caller's; they are only read during the
+ * call. Thread: any, after setup.
+ */
+int tide_store_batch_put_parts(struct tide_store *s, const char *const *keys,
+			       const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			       const struct tide_store_rc *repl, unsigned flags, int *rcs);
+
 /**
  * Read n objects with one BatchGetReplicaList and one batch of transfer-engine
  * reads; a key whose first COMPLETE replica fails is read again through
@@ -460,7 +511,7 @@ const char *tide_store_strerror(int err);
  * or a public struct's layout change. Bindings that mirror the structs (the Python
  * package) refuse a library whose version they were not written for.
  */
-#define TIDE_STORE_ABI_VERSION 2
+#define TIDE_STORE_ABI_VERSION 3
 
 /** TIDE_STORE_ABI_VERSION of the library as built. Thread: any. */
 unsigned tide_store_abi_version(void);

@@ -336,13 +336,13 @@ test_fini_releases(void)
 	TIDE_UT_OK(store_lease_place(&L, &mc, NULL, 4096, &l, &off));
 	CU_ASSERT_EQUAL(store_lease_commit(&L, &mc, l, "kept", off, 4096, &cfg, NULL),
 			STORE_PUT_STORED);
-	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "big", SEG_SIZE - (8ull << 20), &cfg, &resp),
+	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "big", SEG_SIZE - (8ull << 20), &cfg, false, &resp),
 			-ENOSPC);
 	store_leases_fini(&L, &mc);
 	pthread_mutex_destroy(&L.mu);
-	TIDE_UT_OK(store_mc_put_start(&mc, "big", SEG_SIZE - (8ull << 20), &cfg, &resp));
+	TIDE_UT_OK(store_mc_put_start(&mc, "big", SEG_SIZE - (8ull << 20), &cfg, false, &resp));
 	tide_mc_resp_free(&resp);
-	TIDE_UT_OK(store_mc_put_end(&mc, "big", 0));
+	TIDE_UT_OK(store_mc_put_end(&mc, "big", false, 0));
 	CU_ASSERT_EQUAL(store_mc_exist_key(&mc, "kept"), 1);
 	mc_close(&mc);
 	tide_mc_server_stop(srv);

@@ -233,10 +233,10 @@ test_calls_without_master(void)
 	TIDE_UT_OK(store_mc_set_master(&mc, dead));
 	CU_ASSERT_EQUAL(store_mc_exist_key(&mc, "k"), -ECONNREFUSED);
 	CU_ASSERT_EQUAL(store_mc_replica_list(&mc, "k", &resp), -ECONNREFUSED);
-	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "k", 8, &cfg, &resp), -ECONNREFUSED);
-	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "k", 0), -ECONNREFUSED);
+	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "k", 8, &cfg, false, &resp), -ECONNREFUSED);
+	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "k", false, 0), -ECONNREFUSED);
 	/* A put that failed keeps its own error. */
-	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "k", -EIO), -EIO);
+	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "k", false, -EIO), -EIO);
 	CU_ASSERT_EQUAL(store_mc_remove(&mc, "k", false), -ECONNREFUSED);
 	CU_ASSERT_EQUAL(store_mc_remove_all(&mc, false), -ECONNREFUSED);
 	CU_ASSERT_EQUAL(store_mc_remove_by_regex(&mc, "k.*", false), -ECONNREFUSED);
@@ -259,7 +259,7 @@ put_start_ok(struct store_mc *mc, const char *key, uint64_t len)
 	struct tide_mc_resp resp;
 	const struct tide_mc_replica_desc *d;
 
-	TIDE_UT_OK(store_mc_put_start(mc, key, len, &cfg, &resp));
+	TIDE_UT_OK(store_mc_put_start(mc, key, len, &cfg, false, &resp));
 	CU_ASSERT_EQUAL_FATAL(resp.u.put_start.val.n, 1);
 	d = &resp.u.put_start.val.v[0];
 	CU_ASSERT_EQUAL(d->kind, TIDE_MC_RK_MEMORY);
@@ -283,14 +283,14 @@ test_single_key_calls(void)
 	mc_init(&mc);
 	TIDE_UT_OK(store_mc_set_master(&mc, addr));
 	/* No segment anywhere: the master has no room (NO_AVAILABLE_HANDLE). */
-	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "a", 100, &cfg, &resp), -ENOSPC);
+	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "a", 100, &cfg, false, &resp), -ENOSPC);
 	mount(&mc);
 	CU_ASSERT_EQUAL(store_mc_exist_key(&mc, "a"), 0);
 	CU_ASSERT_EQUAL(store_mc_replica_list(&mc, "a", &resp), -ENOENT);
 	CU_ASSERT_EQUAL(store_mc_remove(&mc, "a", false), -ENOENT);
 	/* Start and end: visible, one COMPLETE replica of the size put. */
 	put_start_ok(&mc, "a", 100);
-	TIDE_UT_OK(store_mc_put_end(&mc, "a", 0));
+	TIDE_UT_OK(store_mc_put_end(&mc, "a", false, 0));
 	CU_ASSERT_EQUAL(store_mc_exist_key(&mc, "a"), 1);
 	TIDE_UT_OK(store_mc_replica_list(&mc, "a", &resp));
 	CU_ASSERT_EQUAL_FATAL(resp.u.replica_list.val.replicas.n, 1);
@@ -298,24 +298,24 @@ test_single_key_calls(void)
 	CU_ASSERT_EQUAL(resp.u.replica_list.val.replicas.v[0].u.memory.size, 100);
 	tide_mc_resp_free(&resp);
 	/* Put again: the key exists (-EEXIST, a successful put with nothing to write). */
-	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "a", 100, &cfg, &resp), -EEXIST);
+	CU_ASSERT_EQUAL(store_mc_put_start(&mc, "a", 100, &cfg, false, &resp), -EEXIST);
 	/* A put whose transfer failed is revoked: its error, and the key never shows. */
 	put_start_ok(&mc, "b", 10);
-	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "b", -EIO), -EIO);
+	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "b", false, -EIO), -EIO);
 	CU_ASSERT_EQUAL(store_mc_exist_key(&mc, "b"), 0);
 	/* PutEnd of a put nobody started: the master's error, mapped. */
-	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "nobody", 0), -ENOENT);
+	CU_ASSERT_EQUAL(store_mc_put_end(&mc, "nobody", false, 0), -ENOENT);
 	/* Removes: by name, by pattern (a count), all. */
 	put_start_ok(&mc, "r1", 10);
-	TIDE_UT_OK(store_mc_put_end(&mc, "r1", 0));
+	TIDE_UT_OK(store_mc_put_end(&mc, "r1", false, 0));
 	put_start_ok(&mc, "r2", 10);
-	TIDE_UT_OK(store_mc_put_end(&mc, "r2", 0));
+	TIDE_UT_OK(store_mc_put_end(&mc, "r2", false, 0));
 	CU_ASSERT_EQUAL(store_mc_remove_by_regex(&mc, "^r[0-9]$", true), 2);
 	CU_ASSERT_EQUAL(store_mc_exist_key(&mc, "r1"), 0);
 	TIDE_UT_OK(store_mc_remove(&mc, "a", true));
 	CU_ASSERT_EQUAL(store_mc_exist_key(&mc, "a"), 0);
 	put_start_ok(&mc, "c", 10);
-	TIDE_UT_OK(store_mc_put_end(&mc, "c", 0));
+	TIDE_UT_OK(store_mc_put_end(&mc, "c", false, 0));
 	CU_ASSERT_EQUAL(store_mc_remove_all(&mc, true), 1);
 	mc_fini(&mc);
 	tide_mc_server_stop(srv);
@@ -345,13 +345,13 @@ test_batch_calls(void)
 	mount(&mc);
 	for (int i = 0; i < 3; i++)
 		ks[i] = (struct tide_mc_str){(char *)keys[i], 2};
-	TIDE_UT_OK(store_mc_batch_put_start(&mc, ks, slens, 3, &cfg, &resp));
+	TIDE_UT_OK(store_mc_batch_put_start(&mc, ks, slens, 3, &cfg, false, &resp));
 	CU_ASSERT_EQUAL_FATAL(resp.u.batch_put_start.n, 3);
 	for (int i = 0; i < 3; i++)
 		CU_ASSERT_TRUE(resp.u.batch_put_start.v[i].ok);
 	tide_mc_resp_free(&resp);
 	/* Key 1's transfer failed: ended are 0 and 2, revoked is 1. */
-	store_mc_batch_finish(&mc, keys, 3, pending, rcs, ks, metas, idx);
+	store_mc_batch_finish(&mc, keys, 3, false, pending, rcs, ks, metas, idx);
 	CU_ASSERT(rcs[0] == 0 && rcs[1] == -EIO && rcs[2] == 0);
 	TIDE_UT_OK(store_mc_batch_keys(&mc, TIDE_MC_FN_BATCH_EXIST_KEY, keys, 3, false, ks, &resp));
 	CU_ASSERT_EQUAL_FATAL(resp.u.batch_exist.n, 3);
@@ -369,7 +369,7 @@ test_batch_calls(void)
 	/* An End the master refuses (the put was never started) fails that key. */
 	rcs[0] = rcs[1] = rcs[2] = 0;
 	pending[0] = pending[2] = false;
-	store_mc_batch_finish(&mc, keys, 3, pending, rcs, ks, metas, idx);
+	store_mc_batch_finish(&mc, keys, 3, false, pending, rcs, ks, metas, idx);
 	CU_ASSERT(rcs[0] == 0 && rcs[1] == -ENOENT && rcs[2] == 0);
 	TIDE_UT_OK(store_mc_batch_keys(&mc, TIDE_MC_FN_BATCH_REMOVE, keys, 3, true, ks, &resp));
 	CU_ASSERT_EQUAL(store_mc_vec_status(&resp, 0), 0);

@@ -64,10 +64,12 @@ test_replica_writes_one_per_replica(void)
 		rep(TIDE_MC_RK_DISK, TIDE_MC_RS_PROCESSING, EP_A, 0, 100)};
 	struct tide_mc_replica_desc_vec none = {NULL, 0};
 	char buf[100] = "";
+	struct tide_store_part whole = {buf, sizeof(buf)};
+	struct store_xfer_src src = {&whole, 1};
 	struct store_xfer x[4];
 	size_t nx = 1; /* appends after what is there */
 
-	TIDE_UT_OK(store_xfer_replica_writes(&VEC(two), buf, sizeof(buf), x, &nx));
+	TIDE_UT_OK(store_xfer_replica_writes(&VEC(two), &src, sizeof(buf), x, 4, &nx));
 	CU_ASSERT_EQUAL_FATAL(nx, 3);
 	CU_ASSERT_STRING_EQUAL(x[1].ep, EP_A);
 	CU_ASSERT_EQUAL(x[1].raddr, 0x1000);
@@ -78,13 +80,54 @@ test_replica_writes_one_per_replica(void)
 	CU_ASSERT(x[1].local == buf && x[2].local == buf);
 	/* A replica smaller than the object, one not in memory, none at all. */
 	nx = 0;
-	CU_ASSERT_EQUAL(store_xfer_replica_writes(&VEC(small), buf, sizeof(buf), x, &nx),
+	CU_ASSERT_EQUAL(store_xfer_replica_writes(&VEC(small), &src, sizeof(buf), x, 4, &nx),
 			-EREMOTEIO);
 	nx = 0;
-	CU_ASSERT_EQUAL(store_xfer_replica_writes(&VEC(disk), buf, sizeof(buf), x, &nx),
+	CU_ASSERT_EQUAL(store_xfer_replica_writes(&VEC(disk), &src, sizeof(buf), x, 4, &nx),
 			-EREMOTEIO);
 	CU_ASSERT_EQUAL(nx, 0);
-	CU_ASSERT_EQUAL(store_xfer_replica_writes(&none, buf, sizeof(buf), x, &nx), -EREMOTEIO);
+	CU_ASSERT_EQUAL(store_xfer_replica_writes(&none, &src, sizeof(buf), x, 4, &nx), -EREMOTEIO);
+	/* More writes than the list has room for: refused, never written past it. */
+	nx = 0;
+	CU_ASSERT_EQUAL(store_xfer_replica_writes(&VEC(two), &src, sizeof(buf), x, 1, &nx),
+			-EREMOTEIO);
+	CU_ASSERT_EQUAL(nx, 1);
+}
+
+/* A value in pieces: each non-empty piece at its offset in every replica, from
+ * where it is; one replica and two. */
+static void
+test_replica_writes_pieces(void)
+{
+	struct tide_mc_replica_desc one[] = {MEM(PROCESSING, EP_A, 0x1000, 100)};
+	struct tide_mc_replica_desc two[] = {MEM(PROCESSING, EP_A, 0x1000, 100),
+					     MEM(PROCESSING, EP_B, 0x8000, 100)};
+	char a[30], b[50], c[20];
+	struct tide_store_part p[4] = {{a, 30}, {NULL, 0}, {b, 50}, {c, 20}};
+	struct store_xfer_src src = {p, 4};
+	struct store_xfer x[8];
+	size_t nx = 0;
+
+	TIDE_UT_OK(store_xfer_replica_writes(&VEC(one), &src, 100, x, 8, &nx));
+	CU_ASSERT_EQUAL_FATAL(nx, 3); /* the empty piece moves nothing */
+	CU_ASSERT(x[0].raddr == 0x1000 && x[0].local == a && x[0].len == 30);
+	CU_ASSERT(x[1].raddr == 0x1000 + 30 && x[1].local == b && x[1].len == 50);
+	CU_ASSERT(x[2].raddr == 0x1000 + 80 && x[2].local == c && x[2].len == 20);
+	nx = 0;
+	TIDE_UT_OK(store_xfer_replica_writes(&VEC(two), &src, 100, x, 8, &nx));
+	CU_ASSERT_EQUAL_FATAL(nx, 6);
+	for (int r = 0; r < 2; r++) {
+		uint64_t base = r == 0 ? 0x1000 : 0x8000;
+
+		CU_ASSERT_STRING_EQUAL(x[3 * r].ep, r == 0 ? EP_A : EP_B);
+		CU_ASSERT(x[3 * r].raddr == base && x[3 * r].local == a);
+		CU_ASSERT(x[3 * r + 1].raddr == base + 30 && x[3 * r + 1].local == b);
+		CU_ASSERT(x[3 * r + 2].raddr == base + 80 && x[3 * r + 2].local == c);
+		CU_ASSERT_EQUAL(x[3 * r + 2].len, 20);
+	}
+	/* Pieces summing past the length the master placed: refused, not written past. */
+	nx = 0;
+	CU_ASSERT_EQUAL(store_xfer_replica_writes(&VEC(one), &src, 90, x, 8, &nx), -EREMOTEIO);
 }
 
 static void
@@ -152,20 +195,23 @@ test_put_plan(void)
 	/* Six keys, five answers: the sixth is missing. */
 	struct tide_mc_exp_replicas_vec r = {e, 5};
 	char b0[10], b2[10], b4[10];
-	const void *bufs[6] = {b0, "x", b2, "x", b4, "x"};
+	struct tide_store_part pt[6] = {{b0, 10}, {"x", 1}, {b2, 10}, {"x", 1}, {b4, 10}, {"x", 1}};
+	struct store_xfer_src src[6];
 	size_t lens[6] = {10, 1, 10, 1, 10, 1}, owner[4], cap, nx;
 	bool pending[6] = {false};
 	int rcs[6];
 	struct store_xfer x[4];
 
-	cap = store_xfer_put_replicas(&r, 6, rcs, pending);
+	for (int i = 0; i < 6; i++)
+		src[i] = (struct store_xfer_src){&pt[i], 1};
+	cap = store_xfer_put_replicas(&r, src, 6, false, rcs, pending);
 	CU_ASSERT_EQUAL(cap, 4);
 	CU_ASSERT(pending[0] && !pending[1] && pending[2] && !pending[3] && pending[4] &&
 		  !pending[5]);
 	CU_ASSERT(rcs[0] == 0 && rcs[1] == 0 && rcs[2] == 0 && rcs[4] == 0);
 	CU_ASSERT_EQUAL(rcs[3], -ENOSPC);
 	CU_ASSERT_EQUAL(rcs[5], -EBADMSG);
-	nx = store_xfer_plan_puts(&r, bufs, lens, 6, pending, rcs, x, cap, owner);
+	nx = store_xfer_plan_puts(&r, src, lens, 6, pending, rcs, x, cap, owner);
 	/* Key 2's replica cannot hold it: refused, and none of its writes planned. */
 	CU_ASSERT_EQUAL_FATAL(nx, 3);
 	CU_ASSERT_EQUAL(rcs[2], -EREMOTEIO);
@@ -175,12 +221,20 @@ test_put_plan(void)
 	CU_ASSERT_EQUAL(rcs[0], 0);
 	/* No room for the list: the pending keys fail (-ENOMEM; -EREMOTEIO when the
 	 * master gave no replica at all). */
-	nx = store_xfer_plan_puts(&r, bufs, lens, 6, pending, rcs, NULL, cap, owner);
+	nx = store_xfer_plan_puts(&r, src, lens, 6, pending, rcs, NULL, cap, owner);
 	CU_ASSERT_EQUAL(nx, 0);
 	CU_ASSERT(rcs[0] == -ENOMEM && rcs[2] == -ENOMEM && rcs[4] == -ENOMEM);
 	CU_ASSERT_EQUAL(rcs[3], -ENOSPC);
-	store_xfer_plan_puts(&r, bufs, lens, 6, pending, rcs, NULL, 0, owner);
+	store_xfer_plan_puts(&r, src, lens, 6, pending, rcs, NULL, 0, owner);
 	CU_ASSERT_EQUAL(rcs[0], -EREMOTEIO);
+	/* An upsert: an existing key is the master's refusal, not a success. */
+	memset(pending, 0, sizeof(pending));
+	store_xfer_put_replicas(&r, src, 6, true, rcs, pending);
+	CU_ASSERT(!pending[1] && rcs[1] == -EEXIST);
+	/* Pieces: the room is replicas times pieces. */
+	src[0] = (struct store_xfer_src){pt, 3};
+	memset(pending, 0, sizeof(pending));
+	CU_ASSERT_EQUAL(store_xfer_put_replicas(&r, src, 6, false, rcs, pending), 2 * 3 + 1 + 1);
 }
 
 /* BatchGetReplicaList into the caller's buffers. */
@@ -393,6 +447,7 @@ register_tests(void)
 
 	CU_add_test(s, "complete_picks_complete_memory", test_complete_picks_complete_memory);
 	CU_add_test(s, "replica_writes_one_per_replica", test_replica_writes_one_per_replica);
+	CU_add_test(s, "replica_writes_pieces", test_replica_writes_pieces);
 	CU_add_test(s, "replica_size_first_complete", test_replica_size_first_complete);
 	CU_add_test(s, "self_copy_bounds", test_self_copy_bounds);
 	CU_add_test(s, "put_plan", test_put_plan);
