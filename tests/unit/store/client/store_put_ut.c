@@ -12,7 +12,12 @@
  *   - an existing key is EXISTS, through either placement;
  *   - a batch whose writes partly fail: those keys FAILED and not visible, the
  *     others STORED;
- *   - a single put with no master fails as a whole, out untouched.
+ *   - a single put with no master fails as a whole, out untouched;
+ *   - values in pieces: each piece at its offset in every replica (1 and 2
+ *     replicas, lease and PutStart), an empty value refused before the master;
+ *   - upserts: a missing key created, an existing one replaced in place (same
+ *     size) or elsewhere (another size), never through a lease; a batch whose
+ *     writes partly fail revokes only those keys.
  * No bytes move: the master cannot tell.
  */
 #include <errno.h>
@@ -36,6 +41,8 @@ static struct {
 	unsigned calls;
 	size_t writes;
 	uint64_t raddr[64];
+	const void *local[64];
+	uint64_t len[64];
 	const void *fail_local; /* a write from here fails with fail_rc */
 	int fail_rc;
 	/* End the current lease at the master before the writes "move". */
@@ -59,8 +66,11 @@ fake_move(const struct store_xfer_eng *e, enum tide_te_op op, struct store_xfer 
 		x[i].rc = x[i].local == mv.fail_local ? mv.fail_rc : 0;
 		if (x[i].rc != 0 && first == 0)
 			first = x[i].rc;
-		if (mv.writes < sizeof(mv.raddr) / sizeof(mv.raddr[0]))
+		if (mv.writes < sizeof(mv.raddr) / sizeof(mv.raddr[0])) {
 			mv.raddr[mv.writes] = x[i].raddr;
+			mv.local[mv.writes] = x[i].local;
+			mv.len[mv.writes] = x[i].len;
+		}
 		mv.writes++;
 	}
 	return first;
@@ -387,6 +397,314 @@ test_no_master(void)
 	env_close(&v);
 }
 
+/* n keys in pieces (parts/nparts), put or upserted, single RPCs when single. */
+static int
+put_parts(struct env *v, const char *const *keys, const struct tide_store_part *parts,
+	  const size_t *nparts, size_t n, const struct tide_store_rc *repl, bool single,
+	  bool upsert, struct store_put_key *out)
+{
+	struct store_put_req r = {.keys = keys,
+				  .parts = parts,
+				  .nparts = nparts,
+				  .n = n,
+				  .repl = repl,
+				  .single = single,
+				  .upsert = upsert};
+
+	return store_put_run(&v->c, &r, out);
+}
+
+/* key's replicas: their addresses (up to max) and the object's size; how many. */
+static size_t
+replicas_of(struct env *v, const char *key, uint64_t *addrs, size_t max, uint64_t *size)
+{
+	struct tide_mc_resp r;
+	size_t n;
+
+	*size = 0;
+	if (store_mc_replica_list(&v->mc, key, &r) != 0)
+		return 0;
+	n = r.u.replica_list.val.replicas.n;
+	for (size_t i = 0; i < n && i < max; i++) {
+		addrs[i] = r.u.replica_list.val.replicas.v[i].u.memory.buffer_address;
+		*size = r.u.replica_list.val.replicas.v[i].u.memory.size;
+	}
+	tide_mc_resp_free(&r);
+	return n;
+}
+
+/* Writes w0.. (count of them) are the pieces p (np, empty ones skipped) at their
+ * offsets from base. */
+static void
+assert_pieces_at(size_t w0, uint64_t base, const struct tide_store_part *p, size_t np)
+{
+	uint64_t off = 0;
+	size_t w = w0;
+
+	for (size_t k = 0; k < np; k++) {
+		if (p[k].len == 0)
+			continue;
+		CU_ASSERT_EQUAL(mv.raddr[w], base + off);
+		CU_ASSERT_PTR_EQUAL(mv.local[w], p[k].buf);
+		CU_ASSERT_EQUAL(mv.len[w], p[k].len);
+		off += p[k].len;
+		w++;
+	}
+}
+
+/* A second segment of another name (the master puts two replicas of an object on two
+ * segments of different names only), seg_size bytes from base. */
+static void
+mount_second(struct store_mc *mc, uint64_t base, uint64_t size)
+{
+	static char name[] = "127.0.0.1:10", tcp[] = "tcp";
+	struct tide_mc_segment seg = {.base = base, .size = size};
+	struct tide_mc_pool_conn *m;
+	int32_t ec = -1;
+	int rc;
+
+	seg.id.first = 0xabd;
+	seg.name = (struct tide_mc_str){name, sizeof(name) - 1};
+	seg.te_endpoint = seg.name;
+	seg.protocol = (struct tide_mc_str){tcp, sizeof(tcp) - 1};
+	m = tide_mc_pool_get(&mc->pool, 0, &rc);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	TIDE_UT_OK(tide_mc_client_mount(m->c, &seg, &mc->client_id, &ec));
+	CU_ASSERT_EQUAL(ec, 0);
+	tide_mc_pool_put(m);
+}
+
+/* Pieces land at their offsets: in a lease, through PutStart with one replica and with
+ * two, single and batch; the writes of a round are one engine batch. */
+static void
+test_parts_offsets(void)
+{
+	const char *keys[2] = {"pa", "pb"};
+	struct tide_store_part parts[5] = {
+		{src[0], 100}, {NULL, 0}, {src[1], 4000}, {src[2], 7}, {src[0] + 100, 900}};
+	size_t nparts[2] = {4, 1}; /* pa: 100 + 0 + 4000 + 7; pb: 900 */
+	struct tide_store_rc two = {.replica_num = 2};
+	struct store_put_key out[2];
+	uint64_t a[2], b[2], size;
+	struct env v;
+
+	/* A lease: each key's pieces one after the other in its range. */
+	env_open(&v, true, 1, SEG_SIZE);
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 2, NULL, false, false, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "lease");
+	assert_key(&out[1], STORE_PUT_STORED, 0, "lease");
+	CU_ASSERT_EQUAL(mv.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(mv.writes, 4);
+	CU_ASSERT_EQUAL(replicas_of(&v, "pa", a, 2, &size), 1);
+	CU_ASSERT_EQUAL(size, 4107);
+	assert_pieces_at(0, a[0], parts, 4);
+	CU_ASSERT_EQUAL(replicas_of(&v, "pb", b, 2, &size), 1);
+	CU_ASSERT_EQUAL(size, 900);
+	assert_pieces_at(3, b[0], &parts[4], 1);
+	env_close(&v);
+
+	/* PutStart, one replica: a single key, then a batch. */
+	env_open(&v, false, 0, SEG_SIZE);
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 1, NULL, true, false, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(replicas_of(&v, "pa", a, 2, &size), 1);
+	CU_ASSERT_EQUAL(size, 4107);
+	CU_ASSERT_EQUAL_FATAL(mv.writes, 3);
+	assert_pieces_at(0, a[0], parts, 4);
+	keys[0] = "pc";
+	keys[1] = "pd";
+	mv.writes = 0;
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 2, NULL, false, false, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	assert_key(&out[1], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL_FATAL(mv.writes, 4);
+	CU_ASSERT_EQUAL(replicas_of(&v, "pc", a, 2, &size), 1);
+	assert_pieces_at(0, a[0], parts, 4);
+	CU_ASSERT_EQUAL(replicas_of(&v, "pd", b, 2, &size), 1);
+	assert_pieces_at(3, b[0], &parts[4], 1);
+	env_close(&v);
+
+	/* Two replicas (two segments): every piece in each, at the same offsets. */
+	env_open(&v, false, 0, SEG_SIZE);
+	mount_second(&v.mc, SEG_BASE + SEG_SIZE, SEG_SIZE);
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 1, &two, true, false, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL_FATAL(replicas_of(&v, "pc", a, 2, &size), 2);
+	CU_ASSERT_NOT_EQUAL(a[0], a[1]);
+	CU_ASSERT_EQUAL_FATAL(mv.writes, 6);
+	assert_pieces_at(0, a[0], parts, 4);
+	assert_pieces_at(3, a[1], parts, 4);
+	keys[0] = "pe";
+	keys[1] = "pf";
+	mv.writes = 0;
+	mv.calls = 0;
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 2, &two, false, false, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	assert_key(&out[1], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(mv.calls, 1);
+	CU_ASSERT_EQUAL_FATAL(mv.writes, 8);
+	CU_ASSERT_EQUAL_FATAL(replicas_of(&v, "pe", a, 2, &size), 2);
+	CU_ASSERT_EQUAL_FATAL(replicas_of(&v, "pf", b, 2, &size), 2);
+	assert_pieces_at(0, a[0], parts, 4);
+	assert_pieces_at(3, a[1], parts, 4);
+	assert_pieces_at(6, b[0], &parts[4], 1);
+	assert_pieces_at(7, b[1], &parts[4], 1);
+	env_close(&v);
+}
+
+/* A value of 0 bytes (no pieces, or only empty ones) is that key's -EINVAL, refused
+ * before the master; the others are stored; a single such key too. */
+static void
+test_parts_zero_length(void)
+{
+	const char *keys[3] = {"z0", "z1", "z2"};
+	struct tide_store_part parts[3] = {{src[0], 0}, {NULL, 0}, {src[1], 64}};
+	size_t nparts[3] = {2, 0, 1};
+	struct store_put_key out[3];
+	struct env v;
+
+	env_open(&v, true, 1, SEG_SIZE);
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 3, NULL, false, false, out));
+	CU_ASSERT(out[0].result == STORE_PUT_FAILED && out[0].err == -EINVAL);
+	CU_ASSERT(out[1].result == STORE_PUT_FAILED && out[1].err == -EINVAL);
+	CU_ASSERT_PTR_NULL(out[0].settled);
+	assert_key(&out[2], STORE_PUT_STORED, 0, "lease"); /* the empty keys do not stop it */
+	CU_ASSERT_EQUAL(store_mc_exist_key(&v.mc, "z0"), 0);
+	CU_ASSERT_EQUAL(store_mc_exist_key(&v.mc, "z1"), 0);
+	CU_ASSERT_EQUAL(mv.writes, 1);
+	/* Alone, and upserted: the same. */
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 1, NULL, true, true, out));
+	CU_ASSERT(out[0].result == STORE_PUT_FAILED && out[0].err == -EINVAL);
+	CU_ASSERT_EQUAL(mv.calls, 1);
+	env_close(&v);
+}
+
+/* Upsert: a missing key is created, an existing one replaced (same size: in place;
+ * another size: the master reallocates), through UpsertStart and BatchUpsertStart,
+ * never a lease even where a put would take one. A put of the same key keeps it. */
+static void
+test_upsert(void)
+{
+	const char *keys[2] = {"u0", "u1"};
+	struct tide_store_part p100 = {src[0], 100}, p300[2] = {{src[1], 200}, {src[2], 100}};
+	struct tide_store_part p100b[2] = {{src[1], 60}, {src[2], 40}};
+	struct tide_store_part batch[3] = {{src[2], 50}, {src[0], 50}, {src[1], 4096}};
+	size_t one = 1, two = 2, nb[2] = {2, 1};
+	struct store_put_key out[2];
+	uint64_t a, a2, size;
+	struct env v;
+
+	/* Missing: created, through UpsertStart although a lease would take a put of it. */
+	env_open(&v, true, 1, SEG_SIZE);
+	TIDE_UT_OK(put_parts(&v, keys, &p100, &one, 1, NULL, true, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_PTR_NULL(v.leases.slot[0].cur); /* no lease asked for */
+	CU_ASSERT_EQUAL(replicas_of(&v, "u0", &a, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 100);
+	/* Same size (100 = 60 + 40 in pieces): in place. */
+	mv.writes = 0;
+	TIDE_UT_OK(put_parts(&v, keys, p100b, &two, 1, NULL, true, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(replicas_of(&v, "u0", &a2, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 100);
+	CU_ASSERT_EQUAL(a2, a);
+	CU_ASSERT_EQUAL_FATAL(mv.writes, 2);
+	assert_pieces_at(0, a, p100b, 2);
+	/* Another size: new buffers of the new size, the pieces there. */
+	mv.writes = 0;
+	TIDE_UT_OK(put_parts(&v, keys, p300, &two, 1, NULL, true, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(replicas_of(&v, "u0", &a2, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 300);
+	assert_pieces_at(0, a2, p300, 2);
+	/* A put of the existing key keeps it (the put's EXISTS), whatever its size. */
+	TIDE_UT_OK(put_parts(&v, keys, &p100, &one, 1, NULL, true, false, out));
+	CU_ASSERT_EQUAL(out[0].result, STORE_PUT_EXISTS);
+	CU_ASSERT_EQUAL(replicas_of(&v, "u0", &a, 1, &size), 1);
+	CU_ASSERT(size == 300 && a == a2);
+	/* A batch: u0 (exists, 300 -> 100 bytes) and u1 (missing, 4096). */
+	mv.writes = 0;
+	TIDE_UT_OK(put_parts(&v, keys, batch, nb, 2, NULL, false, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	assert_key(&out[1], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(replicas_of(&v, "u0", &a, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 100);
+	assert_pieces_at(0, a, batch, 2);
+	CU_ASSERT_EQUAL(replicas_of(&v, "u1", &a2, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 4096);
+	assert_pieces_at(2, a2, &batch[2], 1);
+	env_close(&v);
+}
+
+/* Writes of some keys fail mid-batch: only those are revoked (BatchUpsertRevoke,
+ * BatchPutRevoke: absent after), the others committed; a single upsert too. */
+static void
+test_parts_partial_failure(void)
+{
+	const char *keys[3] = {"f0", "f1", "f2"};
+	/* f1's second piece is the one whose write fails. */
+	struct tide_store_part parts[5] = {{src[0], 64},
+					   {src[1], 64},
+					   {src[2] + 8, 64},
+					   {src[0] + 64, 64},
+					   {src[0] + 128, 64}};
+	size_t nparts[3] = {2, 2, 1};
+	struct store_put_key out[3];
+	uint64_t a, size;
+	struct env v;
+
+	env_open(&v, false, 0, SEG_SIZE);
+	mv.fail_local = src[2] + 8;
+	mv.fail_rc = -ECONNRESET;
+	/* Upsert of three missing keys. */
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 3, NULL, false, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	assert_key(&out[1], STORE_PUT_FAILED, -ECONNRESET, "put-start");
+	assert_key(&out[2], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(store_mc_exist_key(&v.mc, "f1"), 0);
+	/* Upsert of three existing keys (f1 exists now too), each to another size: f1's
+	 * write fails again and only it is revoked. */
+	mv.fail_local = NULL;
+	TIDE_UT_OK(put_parts(&v, &keys[1], &parts[2], &nparts[1], 1, NULL, true, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	nparts[0] = 1;
+	nparts[1] = 3; /* f0: 64, f1: 64 + 64 + 64 (the failing piece in the middle), f2: 64 */
+	parts[1] = (struct tide_store_part){src[1], 64};
+	parts[2] = (struct tide_store_part){src[2] + 8, 64};
+	parts[3] = (struct tide_store_part){src[0] + 64, 64};
+	parts[4] = (struct tide_store_part){src[1] + 64, 64};
+	nparts[2] = 1;
+	mv.fail_local = src[2] + 8;
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 3, NULL, false, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	assert_key(&out[1], STORE_PUT_FAILED, -ECONNRESET, "put-start");
+	assert_key(&out[2], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(replicas_of(&v, "f0", &a, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 64);
+	CU_ASSERT_EQUAL(store_mc_exist_key(&v.mc, "f1"), 0);
+	CU_ASSERT_EQUAL(replicas_of(&v, "f2", &a, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 64);
+	/* A single upsert whose write fails: revoked (UpsertRevoke), the key absent. */
+	TIDE_UT_OK(put_parts(&v, &keys[1], &parts[1], &nparts[1], 1, NULL, true, true, out));
+	assert_key(&out[0], STORE_PUT_FAILED, -ECONNRESET, "put-start");
+	CU_ASSERT_EQUAL(store_mc_exist_key(&v.mc, "f1"), 0);
+	/* The same pieces as a put with new keys beside f1: f1 revoked (BatchPutRevoke). */
+	keys[0] = "g0";
+	keys[2] = "g2";
+	TIDE_UT_OK(put_parts(&v, keys, parts, nparts, 3, NULL, false, false, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	assert_key(&out[1], STORE_PUT_FAILED, -ECONNRESET, "put-start");
+	assert_key(&out[2], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(store_mc_exist_key(&v.mc, "f1"), 0);
+	/* Revoked, not left half written: it can be upserted again. */
+	mv.fail_local = NULL;
+	TIDE_UT_OK(put_parts(&v, &keys[1], &parts[1], &nparts[1], 1, NULL, true, true, out));
+	assert_key(&out[0], STORE_PUT_STORED, 0, "put-start");
+	CU_ASSERT_EQUAL(replicas_of(&v, "f1", &a, 1, &size), 1);
+	CU_ASSERT_EQUAL(size, 192);
+	env_close(&v);
+}
+
 static void
 register_tests(void)
 {
@@ -398,6 +716,10 @@ register_tests(void)
 	CU_add_test(s, "exists", test_exists);
 	CU_add_test(s, "partial_batch_failure", test_partial_batch_failure);
 	CU_add_test(s, "no_master", test_no_master);
+	CU_add_test(s, "parts_offsets", test_parts_offsets);
+	CU_add_test(s, "parts_zero_length", test_parts_zero_length);
+	CU_add_test(s, "upsert", test_upsert);
+	CU_add_test(s, "parts_partial_failure", test_parts_partial_failure);
 }
 
 TIDE_UT_MAIN(register_tests)
