@@ -29,6 +29,7 @@
 
 #include <netinet/in.h>
 
+#include "../store/put_parts_it.h"
 #include "agent_proto.h"
 #include "it_master.h"
 #include "tide_agent_server.h"
@@ -224,6 +225,29 @@ test_put_get_sizes(void)
 	}
 	CU_ASSERT_EQUAL(tide_store_get_into(cb, "agent-it/none", lb, 16), -ENOENT);
 	CU_ASSERT_EQUAL(tide_store_remove(cb, "agent-it/none", true), -ENOENT);
+	tide_store_close(ca);
+	tide_store_close(cb);
+}
+
+/* Values in pieces and upserts through the agents (AGENT_PUT_PARTS): pieces from
+ * the heap (bounced) and the local buffer (shared), read back on the other node;
+ * an attached writer read by an embedded store and the other way round. */
+static void
+test_put_parts(void)
+{
+	struct tide_store *ca = NULL, *cb = NULL;
+	void *lb;
+	size_t lblen;
+
+	TIDE_UT_OK(attach(&ca, sock_a));
+	TIDE_UT_OK(attach(&cb, sock_b));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cb);
+	TIDE_UT_OK(tide_store_local_buffer(ca, &lb, &lblen));
+	CU_ASSERT_FATAL(lblen >= (2u << 20));
+	put_parts_check(ca, cb, "agent-it/a", 1, lb);
+	put_parts_check(cb, ca, "agent-it/b", 2, NULL);
+	put_parts_check(ca, node_b, "agent-it/c", 2, lb);
+	put_parts_check(node_a, cb, "agent-it/d", 1, NULL);
 	tide_store_close(ca);
 	tide_store_close(cb);
 }
@@ -893,6 +917,7 @@ register_tests(void)
 	CU_add_test(s, "attach_and_modes", test_attach_and_modes);
 	CU_add_test(s, "put_get_sizes", test_put_get_sizes);
 	CU_add_test(s, "batches_and_ranges", test_batches_and_ranges);
+	CU_add_test(s, "put_parts", test_put_parts);
 	CU_add_test(s, "data_outlives_client", test_data_outlives_client);
 	CU_add_test(s, "client_killed_mid_put", test_client_killed_mid_put);
 	CU_add_test(s, "agent_restart", test_agent_restart);

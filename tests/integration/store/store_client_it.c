@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "it_master.h"
+#include "put_parts_it.h"
 #include "tide_mc_client.h"
 #include "tide_store.h"
 #include "tide_ut.h"
@@ -468,6 +469,20 @@ test_batch(void)
 		free(src[i]);
 		free(dst[i]);
 	}
+}
+
+/* Values in pieces and upserts (put_parts_it.h), from heap and local-buffer pieces,
+ * one replica and two. */
+static void
+test_put_parts(void)
+{
+	void *lb;
+	size_t lblen;
+
+	TIDE_UT_OK(tide_store_local_buffer(sa, &lb, &lblen));
+	CU_ASSERT_FATAL(lblen >= (2u << 20));
+	put_parts_check(sa, sb, "pp1", 1, lb);
+	put_parts_check(sb, sa, "pp2", 2, NULL);
 }
 
 static void
@@ -1252,6 +1267,7 @@ register_tests(void)
 	CU_add_test(s, "lease_puts", test_lease_puts);
 	CU_add_test(s, "two_replicas", test_two_replicas);
 	CU_add_test(s, "batch", test_batch);
+	CU_add_test(s, "put_parts", test_put_parts);
 	CU_add_test(s, "missing_and_remove", test_missing_and_remove);
 	CU_add_test(s, "small_buffer", test_small_buffer);
 	CU_add_test(s, "heartbeat_keeps_segment", test_heartbeat_keeps_segment);
