@@ -41,6 +41,7 @@ MODULES=(
 	"pytest     python3-pytest  python_store (tests/python)"
 	"numpy      python3-numpy   python_store, mooncake.store"
 	"msgpack    python3-msgpack python_store (test_structured.py), mooncake.structured_object_store"
+	"torch      python3-torch   python_store (test_store_calls.py: the tensor calls)"
 	"matplotlib python3-matplotlib the benchmark scripts (tools/*bench*.py draw PNGs), bench_plot"
 	"scapy.all  python3-scapy   dts_linux_interop (crafted frames)"
 	"mesonpy    python3-mesonpy pip_install (tools/check-pip-install.sh), dts_miles_guide"

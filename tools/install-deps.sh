@@ -19,6 +19,7 @@ PKGS=(
 	curl                        # the README's HTTP examples (/health, /metrics of mooncake_master)
 	python3 python3-numpy python3-msgpack python3-pytest   # mooncake.store tests
 	python3-matplotlib                     # benchmark scripts draw their PNGs (docs/benchmarks.md)
+	python3-torch                          # mooncake.store's tensor calls (test_store_calls.py, CPU)
 	python3-mesonpy python3-venv           # pip install . (tools/check-pip-install.sh)
 	iproute2 procps iputils-ping ethtool   # DTS topologies (netns, veth); pgrep/pkill for dts_master
 	nftables                               # dts_loss, tools/loss-bench.py: random drops on a bridge

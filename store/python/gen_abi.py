@@ -218,8 +218,10 @@ def declarations(text):
 def read(abi, path):
     with open(path) as f:
         raw = f.read()
-    for m in re.finditer(r"^#define (TIDE_\w+_ABI_VERSION) (\d+)", raw, flags=re.M):
-        abi.defines[m.group(1)] = int(m.group(2))
+    # Integer constants of the interface (versions, flags): "#define TIDE_X 12" or "0x1u".
+    for m in re.finditer(r"^#define (TIDE_\w+)\s+\(?(0x[0-9a-fA-F]+|\d+)[uUlL]*\)?\s*(?:/[*/].*)?$",
+                         raw, flags=re.M):
+        abi.defines[m.group(1)] = int(m.group(2), 0)
     body = strip(raw)
     # extern "C" { ... } wraps the whole header: drop its braces
     body = re.sub(r'extern "C" \{', " ", body)

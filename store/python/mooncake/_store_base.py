@@ -1,0 +1,390 @@
+"""The ground mooncake.store stands on: Mooncake's return codes and the errno map, the
+ctypes types of libtidestore (from mooncake._native's generated declarations), argument
+conversion shared by every call (keys, pointer lists, ReplicateConfig), and a store's C
+handle's lifetime (_Life). mooncake.store and its call families (_store_multi.py,
+_store_tensor.py) import from here; nothing here imports them."""
+import ctypes
+import operator
+import re
+import threading
+
+from mooncake._native import abi as _abi, lib as _lib
+
+# Mooncake ErrorCode values (mooncake-store types.h).
+_OK = 0
+_INTERNAL_ERROR = -1
+_SEGMENT_NOT_FOUND = -101
+_NO_AVAILABLE_HANDLE = -200
+_INVALID_VERSION = -300
+_INVALID_PARAMS = -600
+_REPLICA_IS_NOT_READY = -703
+_OBJECT_NOT_FOUND = -704
+_OBJECT_ALREADY_EXISTS = -705
+_OBJECT_HAS_LEASE = -706
+_LEASE_EXPIRED = -707
+_TRANSFER_FAIL = -800
+_RPC_FAIL = -900
+
+_E = __import__("errno")
+# get(): first read attempt into a buffer of this size (see get()).
+_GET_GUESS = 64 << 10
+
+_ERRNO_TO_MC = {
+    _E.ENOENT: _OBJECT_NOT_FOUND,
+    _E.ENOSPC: _NO_AVAILABLE_HANDLE,
+    _E.EINVAL: _INVALID_PARAMS,
+    _E.ENOMEM: _INVALID_PARAMS,
+    _E.ENOBUFS: _INVALID_PARAMS,  # the caller's buffer is smaller than the object
+    _E.EPROTONOSUPPORT: _INVALID_PARAMS,  # e.g. protocol "rdma" where the node has none
+    _E.EEXIST: _OBJECT_ALREADY_EXISTS,
+    _E.EPROTO: _INVALID_VERSION,
+    _E.EAGAIN: _REPLICA_IS_NOT_READY,
+    _E.EBUSY: _OBJECT_HAS_LEASE,
+    _E.ESTALE: _LEASE_EXPIRED,
+    _E.ENODEV: _SEGMENT_NOT_FOUND,
+    _E.EIO: _TRANSFER_FAIL,
+    _E.EFAULT: _TRANSFER_FAIL,
+    _E.ECONNREFUSED: _RPC_FAIL,
+    _E.ETIMEDOUT: _RPC_FAIL,
+    _E.ECONNRESET: _RPC_FAIL,
+    _E.ENOTCONN: _RPC_FAIL,
+    _E.EPIPE: _RPC_FAIL,
+    _E.ECONNABORTED: _RPC_FAIL,
+    _E.EHOSTUNREACH: _RPC_FAIL,
+    _E.ENETUNREACH: _RPC_FAIL,
+}
+
+
+def _mc_code(rc, override=None):
+    """Mooncake code for a C result (0 for any non-negative result)."""
+    if rc >= 0:
+        return 0
+    if override and -rc in override:
+        return override[-rc]
+    return _ERRNO_TO_MC.get(-rc, _INTERNAL_ERROR)
+
+
+_REGISTER_CODES = {_E.EEXIST: _INVALID_PARAMS}
+_UNREGISTER_CODES = {_E.ENOENT: _INVALID_PARAMS}
+
+
+_vp = ctypes.c_void_p
+_cp = ctypes.c_char_p
+_sz = ctypes.c_size_t
+
+# The C structs, as the build declared them from tide_store.h (mooncake._native checked
+# their sizes against the library's).
+_Cfg = _abi.tide_store_cfg
+_RC = _abi.tide_store_rc  # Mooncake's ReplicateConfig
+_Frag = _abi.tide_store_frag  # one fragment of get_into_ranges
+
+# PyCapsule through the C API (PyDLL: called with the GIL held).
+_pyapi = ctypes.pythonapi
+_pyapi.PyCapsule_New.restype = ctypes.py_object
+_pyapi.PyCapsule_New.argtypes = [_vp, _cp, _vp]
+_pyapi.PyCapsule_GetPointer.restype = _vp
+_pyapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, _cp]
+_pyapi.PyCapsule_IsValid.restype = ctypes.c_int
+_pyapi.PyCapsule_IsValid.argtypes = [ctypes.py_object, _cp]
+_CAPSULE_NAME = b"mooncake.PyClient.shared_ptr"  # kept alive: capsules point at it
+
+# get(): the C client sizes the object, then asks for the destination; it gets the
+# inside of a fresh bytes object (PyBytes_FromStringAndSize(NULL, n), which the C API
+# provides for filling before anyone else sees it), so the socket fills the bytes get()
+# returns: one copy per byte, one allocation per call, and no second buffer to fault in.
+_pyapi.PyBytes_FromStringAndSize.restype = ctypes.py_object
+_pyapi.PyBytes_FromStringAndSize.argtypes = [_vp, ctypes.c_ssize_t]
+_BYTES_DATA = bytes.__basicsize__ - 1  # offset of ob_sval in a bytes object
+_get_tls = threading.local()
+
+
+_NO_RELEASE = _abi.tide_store_release_fn()  # a NULL release function
+
+
+@_abi.tide_store_alloc_fn
+def _get_alloc_cb(arg, size):
+    """tide_store_get_with's allocator; runs on the calling thread (holding the GIL).
+    It must return a pointer or NULL whatever happens: an exception escaping a ctypes
+    callback leaves C with an undefined return value. So everything (MemoryError, a
+    KeyboardInterrupt delivered here) is caught, kept, and raised again by get()."""
+    try:
+        b = _pyapi.PyBytes_FromStringAndSize(None, size)
+        _get_tls.obj = b
+        return id(b) + _BYTES_DATA
+    except BaseException as e:  # noqa: B036 (re-raised by the caller)
+        _get_tls.exc = e
+        return None
+
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def _parse_size(v, what):
+    """Mooncake accepts ints and strings like '512MB', '4gb', '1.5GiB' (binary units)."""
+    if isinstance(v, bool):
+        raise ValueError(f"{what}: {v!r} is not a size")
+    if isinstance(v, int):
+        if v < 0:
+            raise ValueError(f"{what}: {v} is negative")
+        return v
+    m = _SIZE_RE.match(str(v))
+    if not m:
+        raise ValueError(f"{what}: {v!r} is not a size (examples: 4096, 512MB, 4gb)")
+    mult = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[m.group(2).lower()]
+    return int(float(m.group(1)) * mult)
+
+
+class ReplicateConfig:
+    """Mooncake's ReplicateConfig. replica_num, with_hard_pin, preferred_segment(s),
+    prefer_alloc_in_same_node and group_ids go to the master with every put; the
+    other fields are kept for compatibility (no NoF/DFS tiers, no soft-pin policy)."""
+
+    def __init__(self):
+        self.replica_num = 1
+        self.group_ids = None
+        self.with_hard_pin = False
+        self.with_soft_pin = False
+        self.preferred_segment = ""
+        self.preferred_segments = []
+        self.prefer_alloc_in_same_node = False
+        self.nof_replica_num = 0
+        self.dfs_replica_num = 0
+        self.preferred_nof_segments = []
+        self.data_type = 0
+
+    def __repr__(self):
+        return (f"ReplicateConfig(replica_num={self.replica_num}, "
+                f"with_hard_pin={self.with_hard_pin}, "
+                f"preferred_segment={self.preferred_segment!r}, "
+                f"preferred_segments={self.preferred_segments!r}, "
+                f"prefer_alloc_in_same_node={self.prefer_alloc_in_same_node}, "
+                f"group_ids={self.group_ids!r})")
+
+    __str__ = __repr__
+
+
+class _BadArg(Exception):
+    pass
+
+
+_pyapi_seq = ctypes.pythonapi.PySequence_Check
+_pyapi_seq.restype = ctypes.c_int
+_pyapi_seq.argtypes = [ctypes.py_object]
+
+
+def _key_type_error(what, k):
+    return TypeError(f"{what}(): a key must be str or bytes (as Mooncake's binding, "
+                     f"std::string), not {type(k).__name__}")
+
+
+def _kb(k, what):
+    """A key's bytes: str (UTF-8), bytes or bytearray, what Mooncake's pybind11 binding
+    converts to std::string; anything else is the TypeError pybind11 raises."""
+    if isinstance(k, str):
+        try:
+            return k.encode()
+        except UnicodeEncodeError:  # lone surrogates: pybind11 cannot convert them either
+            raise _key_type_error(what, k) from None
+    if isinstance(k, (bytes, bytearray)):
+        return bytes(k)
+    raise _key_type_error(what, k)
+
+
+def _key(k, what):
+    """One key as bytes for C, or None when it holds a NUL byte (C strings cannot carry
+    it: a bad argument, -600). TypeError for a key of another type."""
+    b = _kb(k, what)
+    return None if b"\0" in b else b
+
+
+def _seq(x, what, name="keys"):
+    """x must be what pybind11 converts to a std::vector: a sequence (list, tuple, ...)
+    that is not a str or bytes; else TypeError (generators, sets and dicts too)."""
+    if type(x) is list or type(x) is tuple:
+        return
+    if isinstance(x, (str, bytes)) or not _pyapi_seq(x):
+        raise TypeError(f"{what}(): {name} must be a list of str, not {type(x).__name__}")
+
+
+def _keys(keys, what):
+    """(n, C array of the keys) for a batch call; the array is None when a key holds a
+    NUL byte (every key then gets -600). TypeError as Mooncake's binding for anything
+    but a sequence of str/bytes."""
+    _seq(keys, what)
+    ks = [_kb(k, what) for k in keys]
+    for b in ks:
+        if b"\0" in b:
+            return len(ks), None
+    return len(ks), (_cp * len(ks))(*ks)
+
+
+def _ptr(p):
+    p = operator.index(p)
+    if p < 0:
+        raise _BadArg("negative pointer")
+    return p
+
+
+def _size(n):
+    n = operator.index(n)
+    if n < 0:
+        raise _BadArg("negative size")
+    return n
+
+
+def _ptrs_sizes(ptrs, sizes, n):
+    """ctypes arrays for n (address, size) pairs; a NULL address with a size is refused."""
+    ptrs, sizes = [_ptr(p) for p in ptrs], [_size(x) for x in sizes]
+    if len(ptrs) != n or len(sizes) != n:
+        raise _BadArg("keys, buffer_ptrs and sizes differ in length")
+    if any(not p and x for p, x in zip(ptrs, sizes)):
+        raise _BadArg("NULL buffer")
+    return (_vp * n)(*[p or None for p in ptrs]), (_sz * n)(*sizes)
+
+
+def _strs(items):
+    if not items:
+        return None, None
+    bs = [str(x).encode() for x in items]
+    return (_cp * len(bs))(*bs), bs
+
+
+def _rc(config, nkeys=None):
+    """(struct tide_store_rc or None, keepalive) for a ReplicateConfig-like object.
+    For a batch (nkeys given) group_ids must have nkeys entries; a single put uses the
+    first entry. Empty or None = ungrouped."""
+    if config is None:
+        return None, None
+    g = lambda name, dflt: getattr(config, name, dflt)  # noqa: E731
+    replicas = g("replica_num", 1)
+    replicas = 1 if replicas is None else operator.index(replicas)
+    if replicas < 0:
+        raise _BadArg("replica_num is negative")
+    rc = _RC()
+    rc.replica_num = replicas
+    rc.with_hard_pin = bool(g("with_hard_pin", False))
+    pseg = g("preferred_segment", "") or ""
+    keep = []
+    if pseg:
+        b = str(pseg).encode()
+        keep.append(b)
+        rc.preferred_segment = b
+    arr, bs = _strs(g("preferred_segments", None))
+    if arr is not None:
+        keep += [arr, bs]
+        rc.preferred_segments = arr
+        rc.n_preferred_segments = len(bs)
+    rc.prefer_alloc_in_same_node = bool(g("prefer_alloc_in_same_node", False))
+    groups = g("group_ids", None)
+    if groups:
+        groups = list(groups)
+        if nkeys is None:
+            groups = groups[:1]
+        elif len(groups) != nkeys:
+            raise _BadArg(f"group_ids has {len(groups)} entries for {nkeys} keys")
+        arr, bs = _strs(["" if x is None else x for x in groups])
+        keep += [arr, bs]
+        rc.group_ids = arr
+    return rc, keep
+
+
+def _buffer(value):
+    """(address, nbytes, keepalive) for any contiguous buffer, without copying
+    writable buffers and bytes."""
+    if isinstance(value, bytes):
+        return (ctypes.cast(_cp(value), _vp).value if value else None), len(value), value
+    mv = memoryview(value)
+    if not mv.contiguous:
+        raise _BadArg("value must be a contiguous buffer")
+    n = mv.nbytes
+    if n == 0:
+        return None, 0, mv
+    if mv.readonly:
+        data = mv.tobytes()  # ctypes cannot point into read-only memory without a copy
+        return ctypes.cast(_cp(data), _vp).value, n, data
+    mv = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+    arr = (ctypes.c_char * n).from_buffer(mv)
+    return ctypes.addressof(arr), n, arr
+
+
+class _Life:
+    """The C handle's lifetime: calls in flight and memory pins (BufferPool leases and
+    mapped regions) keep it alive; close() stops new calls, waits for calls in flight
+    and frees the handle once nothing is pinned."""
+
+    def __init__(self, h, engine=None):
+        self.h = h
+        # setup(engine=...): the C store runs on that engine until the handle is freed,
+        # which may be after the store object is gone (leases pin the handle).
+        self.engine = engine
+        self.cv = threading.Condition(threading.Lock())
+        if engine is not None:
+            engine._add_user(self.engine_gone)
+        self.busy = 0
+        self.pins = 0
+        self.closing = False
+        self.freed = False
+
+    def enter(self):
+        with self.cv:
+            if self.closing:
+                return None
+            self.busy += 1
+            return self.h
+
+    def leave(self):
+        with self.cv:
+            self.busy -= 1
+            last = self.closing and self.busy == 0
+            if last:
+                self.cv.notify_all()
+        if last:
+            self._maybe_free()
+
+    def pin(self):
+        with self.cv:
+            if self.closing:
+                return False
+            self.pins += 1
+            return True
+
+    def unpin(self):
+        with self.cv:
+            self.pins -= 1
+        self._maybe_free()
+
+    def close(self):
+        with self.cv:
+            self.closing = True
+            while self.busy:
+                self.cv.wait()
+        self._maybe_free()
+
+    def _maybe_free(self):
+        with self.cv:
+            if not self.closing or self.busy or self.pins or self.freed:
+                return
+            self.freed = True
+        _lib.tide_store_close(self.h)
+        if self.engine is not None:
+            self.engine._remove_user(self.engine_gone)
+
+    def engine_gone(self):
+        """The shared engine is being destroyed (interpreter exit): free the C store now,
+        pins or not, so it gives back what it registered while the engine exists."""
+        with self.cv:
+            self.closing = True
+            if self.freed:
+                return
+            self.freed = True
+        _lib.tide_store_close(self.h)
+
+
+_STORES = {}  # C handle address -> weakref(MooncakeDistributedStore), for capsules
+_STORES_LOCK = threading.Lock()
+
+
+# A batch call's per-key results start as these, so an entry the C call never reached
+# (it failed before that key) is told apart from a result.
+_UNTOUCHED = object()
+_SENTINEL_INT = -(1 << 31)
+_SENTINEL_I64 = -(1 << 63)
