@@ -10,6 +10,10 @@ back (every byte compared, outside the timing), and removes them. Per size and c
   put/get      batch 1: put(key, bytes), get(key) -> bytes (what Miles' rollout store calls)
   from/into    batch 1: put_from / get_into with registered buffers (zero-copy calls)
   batch32      batch_put_from / batch_get_into, 32 keys a call, registered buffers
+  batch64      the same with 64 keys a call (the page batches below, one buffer per page)
+  multi64      batch_put_from_multi_buffers / batch_get_into_multi_buffers, 64 keys a call,
+               each key's page in 8 strided pieces (SGLang HiCache's and vLLM's layout:
+               one piece per layer group), on the same registered memory as batch64
 
 Sizes 4 KiB-64 MiB; each cell moves --mib MiB (at least one call, at most --max-ops calls).
 Runs --runs times (default 5) with fresh processes; prints the median and min-max of the
@@ -58,7 +62,11 @@ REF_OPS = {4096: ((3608 + 3731) / 2, (6150 + 6313) / 2),
            4 << 20: ((409 + 459) / 2, (411 + 436) / 2)}
 REF = "reference-figures.md 2026-12-06 (stock 3b5a5941, batch 1 put/get, midpoints)"
 CALLS = {"put": "put/get (bytes), batch 1", "from": "put_from/get_into, batch 1",
-         "batch32": "batch_put_from/batch_get_into, batch 32"}
+         "batch32": "batch_put_from/batch_get_into, batch 32",
+         "batch64": "batch_put_from/batch_get_into, batch 64",
+         "multi64": "batch_*_multi_buffers, batch 64, 8 pieces a key"}
+BATCH = {"put": 1, "from": 1, "batch32": 32, "batch64": 64, "multi64": 64}
+PIECES = 8
 HOLDER_SEGMENT = 3 << 30
 
 
@@ -98,7 +106,7 @@ def role_client(master):
 
 
 def client_cell(s, call, size, nops, tag):
-    batch = 32 if call == "batch32" else 1
+    batch = BATCH[call]
     ncalls = max(1, nops // batch)
     keys = [f"spb-{tag}-{i}" for i in range(ncalls * batch)]
     pattern = os.urandom(size)
@@ -129,11 +137,22 @@ def client_cell(s, call, size, nops, tag):
         sptrs = [sa + j * size for j in range(batch)]
         dptrs = [da + j * size for j in range(batch)]
         sizes = [size] * batch
+        if call == "multi64":
+            # Piece p of key j at offset (p * batch + j) * piece: a key's pieces are
+            # strided through the region, as layers of a paged KV cache are.
+            piece = size // PIECES
+            spieces = [[sa + (p * batch + j) * piece for p in range(PIECES)]
+                       for j in range(batch)]
+            dpieces = [[da + (p * batch + j) * piece for p in range(PIECES)]
+                       for j in range(batch)]
+            psizes = [[piece] * PIECES] * batch
         bad = 0
         t0 = time.perf_counter()
         for g in groups:
             if batch == 1:
                 rc = s.put_from(g[0], sa, size)
+            elif call == "multi64":
+                rc = min(s.batch_put_from_multi_buffers(g, spieces, psizes))
             else:
                 rc = min(s.batch_put_from(g, sptrs, sizes))
             if rc != 0:
@@ -144,6 +163,8 @@ def client_cell(s, call, size, nops, tag):
             tg = time.perf_counter()
             if batch == 1:
                 r = [s.get_into(g[0], da, size)]
+            elif call == "multi64":
+                r = s.batch_get_into_multi_buffers(g, dpieces, psizes)
             else:
                 r = s.batch_get_into(g, dptrs, sizes)
             tget += time.perf_counter() - tg
@@ -251,8 +272,7 @@ def one_run(build, args, run, tmp, stock=False):
         pids = [client.pid, holder.pid, master.pid]
         for call in args.calls:
             for size in args.sizes:
-                nops = max(32 if call == "batch32" else 1,
-                           min(args.max_ops, (args.mib * MiB) // size))
+                nops = max(BATCH[call], min(args.max_ops, (args.mib * MiB) // size))
                 c0 = [cpu_s(p) for p in pids]
                 client.stdin.write(f"{call} {size} {nops} r{run}\n")
                 client.stdin.flush()
@@ -312,7 +332,7 @@ def ratios(meds, stock_meds, floor_ops):
                 ref = tuple(x * (4 << 20) / m["size"] for x in r4)
         m["put_vs_stock"] = m["put_ops"] / ref[0] if ref else None
         m["get_vs_stock"] = m["get_ops"] / ref[1] if ref else None
-        m["floor_ops"] = floor_ops if m["call"] != "batch32" and m["size"] <= 65536 else None
+        m["floor_ops"] = floor_ops if BATCH[m["call"]] == 1 and m["size"] <= 65536 else None
         for k in ("put_ops", "get_ops", "put_mib", "get_mib"):
             m[f"{k}_range"] = f"{m['min'][k]:,.0f}-{m['max'][k]:,.0f}"
 
