@@ -178,6 +178,26 @@ tide_store_batch_put_from(struct tide_store *s, const char *const *keys, const v
 	return 0;
 }
 
+int
+tide_store_batch_put_parts(struct tide_store *s, const char *const *keys,
+			   const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			   const struct tide_store_rc *rc, unsigned flags, int *rcs)
+{
+	size_t k = 0;
+
+	(void)flags;
+	check_store(s);
+	check_keys(keys, n);
+	TRAP_IF(nparts == NULL || rcs == NULL);
+	check_rc(rc, n);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t e = k + nparts[i]; k < e; k++)
+			check_buf(parts[k].buf, parts[k].len, false);
+		rcs[i] = 0;
+	}
+	return 0;
+}
+
 int64_t
 tide_store_get_into(struct tide_store *s, const char *key, void *buf, size_t len)
 {
