@@ -503,8 +503,16 @@ struct tide_net_conn {
 	struct tcp_ring rbuf;
 	struct tcp_ooo *ooo;
 	uint32_t ooo_n;
+	/* The last out-of-order entry and the start of the run it ends, or NULL
+	 * when not known (tcp_ooo_tail recomputes it): data mostly arrives past
+	 * the last entry, and the newest SACK block is mostly that run, so the
+	 * per-segment work does not walk a queue of hundreds of entries. */
+	struct tcp_ooo *ooo_tail;
+	uint32_t ooo_tail_run;
 	uint32_t ooo_fin_seq;
 	uint8_t delack_segs;
+	uint8_t sack_segs; /* out-of-order segments since the last ACK, SACKed by the next */
+	bool sack_owed;    /* the ACK owed at the RX burst's end reports out-of-order growth */
 
 	/* RFC 7323 */
 	uint32_t ts_off; /* added to the clock in every TSval (7.1), a keyed hash of the 4-tuple */
@@ -636,6 +644,8 @@ void tcp_ring_read(const struct tcp_ring *r, uint32_t off, uint8_t *dst, uint32_
 void tcp_ring_drop(struct tcp_ring *r, uint32_t n);
 /** Offer rbuf to on_recv until it refuses or rbuf is empty. */
 void tcp_rcv_deliver_buffered(struct tide_net_conn *c);
+/** The last out-of-order entry (NULL: queue empty), with ooo_tail_run set; O(1) when cached. */
+struct tcp_ooo *tcp_ooo_tail(struct tide_net_conn *c);
 /** Free an out-of-order entry, giving a kept frame back to the device. */
 void tcp_ooo_free(struct tide_net_stack *s, struct tcp_ooo *o);
 
@@ -744,6 +754,11 @@ void net_zc_destroy(struct tide_net_stack *s);
 void tcp_sack_rcv_note(struct tide_net_conn *c, uint32_t seq);
 /** Receiver: duplicate data [start, end) arrived; the next ACK reports it as a D-SACK. */
 void tcp_sack_rcv_dsack(struct tide_net_conn *c, uint32_t start, uint32_t end);
+/**
+ * Receiver: does out-of-order data at seq continue the run the newest SACK
+ * block reports (so the sender has heard of the hole below it)?
+ */
+bool tcp_sack_rcv_extends(struct tide_net_conn *c, uint32_t seq);
 /**
  * Receiver: the blocks the next ACK carries, at most max (<= TCP_SACK_WIRE_MAX):
  * the pending D-SACK first, then out-of-order runs, newest arrival first, then the

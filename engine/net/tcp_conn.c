@@ -242,7 +242,27 @@ tcp_ooo_purge(struct tide_net_conn *c)
 		tcp_ooo_free(c->stack, o);
 	}
 	c->ooo_n = 0;
+	c->ooo_tail = NULL;
 	c->ooo_fin = false;
+}
+
+struct tcp_ooo *
+tcp_ooo_tail(struct tide_net_conn *c)
+{
+	struct tcp_ooo *o;
+
+	if (c->ooo_tail != NULL || c->ooo == NULL) {
+		return c->ooo_tail;
+	}
+	/* One walk after the queue changed other than at its end. */
+	c->ooo_tail_run = c->ooo->seq;
+	for (o = c->ooo; o->next != NULL; o = o->next) {
+		if (o->next->seq != o->seq + o->len) {
+			c->ooo_tail_run = o->next->seq;
+		}
+	}
+	c->ooo_tail = o;
+	return o;
 }
 
 static void

@@ -237,6 +237,8 @@ tcp_transmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags,
 		/* It carries the current ACK: nothing is owed, the delayed ACK is off. */
 		c->rcv_acked = c->rcv_nxt;
 		c->ack_now = false;
+		c->sack_owed = false;
+		c->sack_segs = 0;
 		c->delack_segs = 0;
 		c->t_delack = 0;
 	}
@@ -287,7 +289,7 @@ tcp_ack_owed_flush(struct tide_net_stack *s, uint64_t now)
 	while ((c = TAILQ_FIRST(&s->ack_owed)) != NULL) {
 		tcp_ack_unowe(c);
 		/* A segment sent since (data, a window update) may have carried it. */
-		if (!c->dead && c->rcv_acked != c->rcv_nxt) {
+		if (!c->dead && (c->rcv_acked != c->rcv_nxt || c->sack_owed)) {
 			tcp_send_ack(c, now);
 		}
 	}

@@ -4,7 +4,9 @@
  *
  * Receiver (RFC 2018, RFC 2883): SACK blocks are derived from the
  * out-of-order queue on every ACK; the first block covers the newest arrival
- * and a D-SACK for duplicate data goes before it once.
+ * and a D-SACK for duplicate data goes before it once. Data that only grows
+ * the run the last SACK reported is answered once per RX burst (tcp_data_queue;
+ * Linux compresses SACKs likewise); a new hole or run is answered at once.
  *
  * Sender (RFC 6675): a bounded scoreboard of SACKed ranges, IsLost by
  * DupThresh segments or blocks SACKed above, pipe, and NextSeg rule 1/2
@@ -49,10 +51,18 @@ run_next(struct ooo_runs *it, struct tcp_sack_blk *r)
 }
 
 static bool
-ooo_run_of(const struct tide_net_conn *c, uint32_t seq, struct tcp_sack_blk *out)
+ooo_run_of(struct tide_net_conn *c, uint32_t seq, struct tcp_sack_blk *out)
 {
 	struct ooo_runs it = {c->ooo};
 	struct tcp_sack_blk r;
+	const struct tcp_ooo *tail = tcp_ooo_tail(c);
+
+	if (tail != NULL && !before(seq, c->ooo_tail_run) && before(seq, tail->seq + tail->len)) {
+		/* The last run, where the newest arrivals mostly are: no walk. */
+		out->start = c->ooo_tail_run;
+		out->end = tail->seq + tail->len;
+		return true;
+	}
 
 	while (run_next(&it, &r)) {
 		if (!before(seq, r.start) && before(seq, r.end)) {
@@ -92,6 +102,18 @@ tcp_sack_rcv_note(struct tide_net_conn *c, uint32_t seq)
 	memmove(c->sack_anchor + 1, c->sack_anchor, n * sizeof(c->sack_anchor[0]));
 	c->sack_anchor[0] = seq;
 	c->sack_anchor_n = (uint8_t)(n + 1);
+}
+
+bool
+tcp_sack_rcv_extends(struct tide_net_conn *c, uint32_t seq)
+{
+	struct tcp_sack_blk run;
+
+	if (!c->sack_ok || c->sack_anchor_n == 0 || c->ooo == NULL ||
+	    before(c->sack_anchor[0], c->rcv_nxt)) {
+		return false;
+	}
+	return ooo_run_of(c, c->sack_anchor[0], &run) && run.end == seq;
 }
 
 void

@@ -256,6 +256,22 @@ ut_build_tcp(uint8_t *f, const struct ut_seg *sg)
 }
 
 void
+ut_tcp_in_burst(struct ut_env *e, const struct ut_seg *sg, unsigned n)
+{
+	struct tide_net_rx_pkt p[32];
+
+	CU_ASSERT_FATAL(n <= 32);
+	for (unsigned i = 0; i < n; i++) {
+		struct ut_buf *b = ut_buf_new();
+
+		e->dev.live++;
+		b->len = ut_build_tcp(b->data, &sg[i]);
+		p[i] = (struct tide_net_rx_pkt){.data = b->data, .len = b->len, .handle = b};
+	}
+	CU_ASSERT_EQUAL(tide_net_rx_burst(e->s, p, n, e->now), n);
+}
+
+void
 ut_tcp_in(struct ut_env *e, const struct ut_seg *sg)
 {
 	uint8_t f[UT_FRAME_MAX];

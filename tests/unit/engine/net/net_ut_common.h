@@ -82,6 +82,8 @@ struct ut_seg {
 };
 uint16_t ut_build_tcp(uint8_t *f, const struct ut_seg *sg);
 void ut_tcp_in(struct ut_env *e, const struct ut_seg *sg);
+/** Deliver n scripted segments in one tide_net_rx_burst call (one RX burst). */
+void ut_tcp_in_burst(struct ut_env *e, const struct ut_seg *sg, unsigned n);
 
 /** A parsed outgoing TCP segment. */
 struct ut_tcp_out {

@@ -918,6 +918,79 @@ test_zero_window_receive(void)
 	ut_env_fini(&e);
 }
 
+/*
+ * SACK compression (issue 35): with a hole open, more of the run the last
+ * SACK reported is answered once per RX burst, not once per segment; a new
+ * hole, and a filled one, are answered at once. Timeline of ACKs: the first
+ * out-of-order segment (1 ACK), a burst of six that extend its run (1 ACK, at
+ * the burst's end, SACKing all of it), a burst of extend / new run / extend
+ * (2 ACKs: the new run at once, the last extension at the end), the hole
+ * filled (1 ACK, cumulative over everything).
+ */
+static void
+test_ooo_acks_compressed_per_burst(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	struct ut_seg b[8];
+	uint8_t d[100];
+	uint32_t I, R = P + 1;
+	unsigned acks;
+
+	memset(d, 'x', sizeof(d));
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	c->sack_ok = true;
+	IN(&e, .seq = R + 100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, R);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	for (unsigned i = 0; i < 6; i++) {
+		b[i] = (struct ut_seg){.seq = R + 200 + 100 * i,
+				       .ack = I + 1,
+				       .flags = TCPHDR_ACK,
+				       .data = d,
+				       .len = 100};
+	}
+	ut_tcp_in_burst(&e, b, 6);
+	for (acks = 0; ut_pop_tcp(&e, &o) == 0; acks++) {
+		CU_ASSERT_EQUAL(o.ack, R);
+		CU_ASSERT_EQUAL(o.opts.num_sacks, 1);
+		CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 100);
+		CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 800);
+	}
+	CU_ASSERT_EQUAL(acks, 1);
+	/* Extend, a new run past a second hole, extend that one. */
+	b[0] = (struct ut_seg){
+		.seq = R + 800, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100};
+	b[1] = (struct ut_seg){
+		.seq = R + 1000, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100};
+	b[2] = (struct ut_seg){
+		.seq = R + 1100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100};
+	ut_tcp_in_burst(&e, b, 3);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1000); /* the new run, at once */
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 1100);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1000); /* its extension, at the end */
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 1200);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 2);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].start, R + 100);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].end, R + 900);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	/* The first hole fills: answered at once, up to the second hole. */
+	IN(&e, .seq = R, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, R + 900);
+	CU_ASSERT_EQUAL(c->ooo_n, 2);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_ooo_dropped, 0);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -931,6 +1004,7 @@ register_tests(void)
 	CU_add_test(s, "simultaneous_close", test_simultaneous_close);
 	CU_add_test(s, "passive_close_path", test_passive_close_path);
 	CU_add_test(s, "ooo_overlap", test_ooo_overlap);
+	CU_add_test(s, "ooo_acks_compressed_per_burst", test_ooo_acks_compressed_per_burst);
 	CU_add_test(s, "ooo_kept_frames", test_ooo_kept_frames);
 	CU_add_test(s, "ooo_fin", test_ooo_fin);
 	CU_add_test(s, "wraparound", test_wraparound);
