@@ -144,6 +144,9 @@ def main():
     ap.add_argument("--bn-queue", type=int, default=20)
     ap.add_argument("--bn-mib", type=int, default=16)
     ap.add_argument("--timeout", type=int, default=900, help="per transfer, seconds")
+    ap.add_argument("--linux-cc", help="Linux endpoints' congestion control (default: the "
+                    "host's net.ipv4.tcp_congestion_control)")
+    ap.add_argument("--name", default="loss-bench", help="results name (JSON, PNG, doc block)")
     benchplot.add_output_args(ap)
     a = ap.parse_args()
     a.pairs = [p for p in a.pairs.split(",") if p]
@@ -151,16 +154,18 @@ def main():
         ap.error("needs root (network namespaces)")
     if not os.access(os.path.join(a.build_dir, "tools", "net", "tide-net"), os.X_OK):
         ap.error(f"{a.build_dir}/tools/net/tide-net: not built")
-    json_path, png_path = benchplot.default_paths(a.build_dir, "loss-bench", a.json, a.png)
+    json_path, png_path = benchplot.default_paths(a.build_dir, a.name, a.json, a.png)
     params = {k: getattr(a, k) for k in ("mib", "runs", "losses", "floors_us", "pairs",
                                          "bn_flows", "bn_mbit", "bn_queue", "bn_mib")}
-    rec = benchplot.Recorder("loss-bench", "TCP under random loss and at a bottleneck: Tide "
-                             "(net_af_packet) and Linux through one bridge, same run",
-                             params=params)
-    net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250)
+    net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250, linux_cc=a.linux_cc)
     raw = []
     try:
         net.build()
+        params["linux_cc"] = net.linux_cc_in_use()
+        rec = benchplot.Recorder(a.name, "TCP under random loss and at a bottleneck: Tide "
+                                 "(net_af_packet, NewReno) and Linux "
+                                 f"({params['linux_cc']}) through one bridge, same run",
+                                 params=params)
         port = random_loss(net, a, raw, 7000)
         if a.bn_flows:
             bottleneck(net, a, raw, port)
@@ -217,6 +222,9 @@ def main():
                       "connect to the last byte acknowledged (Linux: to the receiver's close).",
                       "Loss: nft numgen random on the bridge's forward hook, the same share "
                       "of TCP frames from each end; Linux's own RTO floor is 200 ms.",
+                      f"Linux's congestion control: {params['linux_cc']} (Tide's: NewReno); "
+                      "BBR does not take random loss for congestion, a loss-based control "
+                      "(NewReno, CUBIC) does.",
                       f"{failed} transfer(s) failed." if failed else
                       "Every transfer completed and was verified byte for byte."])
     return 1 if failed else 0

@@ -48,9 +48,13 @@ def sh(*cmd, check=True, timeout=60):
                           timeout=timeout)
 
 
-def linux_env():
-    """The Linux side is not under test: no MALLOC_PERTURB_ (meson sets it for every test)."""
-    return {k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"}
+def linux_env(cc=None):
+    """The Linux side is not under test: no MALLOC_PERTURB_ (meson sets it for every test).
+    cc: the congestion control the peer sets on its sockets (L35_LINUX_CC)."""
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_PERTURB_"}
+    if cc:
+        env["L35_LINUX_CC"] = cc
+    return env
 
 
 def counters(out):
@@ -63,11 +67,12 @@ class LossNet:
     """The topology above. `tag` names everything (namespaces <tag>m, <tag>ta, ...); build()
     creates it, close() removes it and is safe to call at any point, more than once."""
 
-    def __init__(self, tag, subnet_octet):
+    def __init__(self, tag, subnet_octet, linux_cc=None):
         assert tag.startswith("l35") and len(tag) <= 10
         self.tag = tag
         self.subnet = f"10.135.{subnet_octet}"
         self.mid = f"{tag}m"
+        self.linux_cc = linux_cc  # None: the host's default (a new namespace inherits it)
         self.built = []
         self.procs = []
 
@@ -102,6 +107,7 @@ class LossNet:
             sh("ip", "netns", "exec", n, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
             if kind == "linux":
                 sh("ip", "-n", n, "addr", "add", f"{self.ip(h)}/24", "dev", "e0")
+
         sh("ip", "netns", "exec", m, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1")
         self.set_loss({})
 
@@ -173,6 +179,13 @@ class LossNet:
         env.update(extra or {})
         return env
 
+    def linux_cc_in_use(self):
+        """The congestion control the Linux peers use: linux_cc (set per socket with
+        TCP_CONGESTION; a namespace's default may not be writable, and only what
+        tcp_allowed_congestion_control lists is allowed), else the namespace's default."""
+        return self.linux_cc or sh("ip", "netns", "exec", self.ns("la"), "sysctl", "-n",
+                                   "net.ipv4.tcp_congestion_control").stdout.strip()
+
     def linux_timeouts(self, host):
         """TcpExt TCPTimeouts of a Linux host's namespace (RTOs fired there)."""
         out = sh("ip", "netns", "exec", self.ns(host), "cat", "/proc/net/netstat").stdout
@@ -240,7 +253,7 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     the sender is Linux: tide-net send opens one connection). Returns the dict above; with
     several flows also per-flow seconds (fct) and goodputs (flow_mib_s)."""
     skind, rkind = HOSTS[snd][1], HOSTS[rcv][1]
-    lenv = linux_env()
+    lenv = linux_env(net.linux_cc)
     res = {"ok": False, "mib_s": 0.0, "rtos": None, "log": ""}
     t_lx = net.linux_timeouts(snd) if skind == "linux" else 0
     # receiver
@@ -310,9 +323,19 @@ def jain(xs):
 
 # --- the Linux-socket peer ------------------------------------------------------------------
 
+def _peer_cc(s):
+    import socket
+    cc = os.environ.get("L35_LINUX_CC")
+    if cc:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
+
+
 def _peer_send(host, port, n):
     import socket
-    s = socket.create_connection((host, port), timeout=30)
+    s = socket.socket()
+    _peer_cc(s)
+    s.settimeout(30)
+    s.connect((host, port))
     s.settimeout(600)
     t0 = time.monotonic()
     for c in linux_peer.chunks(n):
@@ -328,6 +351,7 @@ def _peer_recv(port, nconn):
     import socket
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    _peer_cc(ls)
     ls.bind(("0.0.0.0", port))
     ls.listen(nconn)
     ls.settimeout(60)
