@@ -36,7 +36,6 @@ import contextlib
 import json
 import os
 import random
-import select
 import statistics
 import subprocess
 import sys
@@ -227,18 +226,10 @@ def role_driver(a):
 
 
 def child(args, env, **kw):
-    return subprocess.Popen([PY, os.path.abspath(__file__)] + args, env=env, text=True,
-                            stdout=subprocess.PIPE, **kw)
+    return storecluster.spawn_role(__file__, args, env, **kw)
 
 
-def expect_line(p, what, deadline_s=60):
-    """The child's next stdout line (the orchestrator's only way to hear from it)."""
-    ready, _, _ = select.select([p.stdout], [], [], deadline_s)
-    line = p.stdout.readline() if ready else ""
-    if not line:
-        p.kill()
-        raise SystemExit(f"{what}: no answer within {deadline_s} s (exit {p.wait()})")
-    return line.strip()
+expect_line = storecluster.expect_line
 
 
 def run_once(build, steps, tmp, run):

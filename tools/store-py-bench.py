@@ -39,7 +39,6 @@ import argparse
 import ctypes
 import json
 import os
-import select
 import socket
 import statistics
 import subprocess
@@ -201,17 +200,10 @@ def role_echo(port_file):
 # ------------------------------------------------------------------ orchestration
 
 def child(args, env, **kw):
-    return subprocess.Popen([PY, os.path.abspath(__file__)] + args, env=env, text=True,
-                            stdout=subprocess.PIPE, **kw)
+    return storecluster.spawn_role(__file__, args, env, **kw)
 
 
-def expect_line(p, what, deadline_s=60):
-    ready, _, _ = select.select([p.stdout], [], [], deadline_s)
-    line = p.stdout.readline() if ready else ""
-    if not line:
-        p.kill()
-        raise SystemExit(f"{what}: no answer within {deadline_s} s (exit {p.wait()})")
-    return line.strip()
+expect_line = storecluster.expect_line
 
 
 def cpu_s(pid):

@@ -15,6 +15,7 @@ Transports between the two agents:
 import os
 import re
 import signal
+import select
 import socket
 import subprocess
 import tempfile
@@ -35,6 +36,24 @@ def clean_env(extra=None):
            if not k.startswith(("TIDE_", "MOONCAKE_", "MC_"))}
     env.update(extra or {})
     return env
+
+
+def spawn_role(script, args, env, **kw):
+    """script run again as a child role (/usr/bin/python3 script args), its stdout a text
+    pipe: the benchmark scripts' orchestrators talk to their roles line by line."""
+    return subprocess.Popen([PY, os.path.abspath(script)] + list(args), env=env, text=True,
+                            stdout=subprocess.PIPE, **kw)
+
+
+def expect_line(p, what, deadline_s=60):
+    """The child's next stdout line (the orchestrator's only way to hear from it); kills
+    the child and exits naming `what` when none comes within deadline_s."""
+    ready, _, _ = select.select([p.stdout], [], [], deadline_s)
+    line = p.stdout.readline() if ready else ""
+    if not line:
+        p.kill()
+        raise SystemExit(f"{what}: no answer within {deadline_s} s (exit {p.wait()})")
+    return line.strip()
 
 
 def start_master(binary, env, out, *args, deadline_s=20):
