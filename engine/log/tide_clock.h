@@ -20,4 +20,25 @@ tide_mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/** CLOCK_MONOTONIC in microseconds. Thread: any; async-signal-safe. */
+static inline uint64_t
+tide_mono_us(void)
+{
+	return tide_mono_ns() / 1000u;
+}
+
+/** CLOCK_MONOTONIC in milliseconds (deadlines, timeouts). Thread: any; async-signal-safe. */
+static inline uint64_t
+tide_mono_ms(void)
+{
+	return tide_mono_ns() / 1000000u;
+}
+
+/** CLOCK_MONOTONIC in seconds, as a double (benchmark rates). Thread: any. */
+static inline double
+tide_mono_s(void)
+{
+	return (double)tide_mono_ns() / 1e9;
+}
+
 #endif /* TIDE_CLOCK_H */

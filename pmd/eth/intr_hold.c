@@ -28,6 +28,7 @@
 
 #include "intr_hold.h"
 #include "tide_log.h"
+#include "tide_clock.h"
 
 #define HOLD_MAX_MS 30000 /* longest a hold parks the interrupt thread */
 #define SYNC_ROUNDS 3     /* see tide_intr_hold_sync */
@@ -49,15 +50,6 @@ static struct {
 	.efd = -1,
 };
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Runs on the interrupt thread. */
 static void
 hold_cb(void *arg)
@@ -68,11 +60,11 @@ hold_cb(void *arg)
 	(void)!read(h.efd, &v, sizeof(v)); /* EAGAIN: a coalesced wake, fine */
 	atomic_fetch_add(&h.visits, 1);
 	if (atomic_load(&h.want_hold)) {
-		uint64_t until = mono_ms() + HOLD_MAX_MS;
+		uint64_t until = tide_mono_ms() + HOLD_MAX_MS;
 
 		atomic_store(&h.parked, true);
 		while (atomic_load(&h.want_hold)) {
-			if (mono_ms() > until) {
+			if (tide_mono_ms() > until) {
 				TIDE_LOG(ERR,
 					 "interrupt thread held for %d ms with no release; "
 					 "letting it go",
@@ -140,7 +132,7 @@ static bool
 wait_until(atomic_uint_fast64_t *what, uint64_t at_least, uint64_t deadline)
 {
 	while (atomic_load(what) < at_least) {
-		if (mono_ms() > deadline)
+		if (tide_mono_ms() > deadline)
 			return false;
 		usleep(20);
 	}
@@ -160,7 +152,7 @@ usable(void)
 int
 tide_intr_hold_enter(unsigned deadline_ms)
 {
-	uint64_t deadline = mono_ms() + deadline_ms;
+	uint64_t deadline = tide_mono_ms() + deadline_ms;
 	int rc = usable();
 
 	if (rc != 0)
@@ -169,7 +161,7 @@ tide_intr_hold_enter(unsigned deadline_ms)
 	atomic_store(&h.want_hold, true);
 	request_visit();
 	while (!atomic_load(&h.parked)) {
-		if (mono_ms() > deadline) {
+		if (tide_mono_ms() > deadline) {
 			/* A late visit sees want_hold false and goes on at once. */
 			atomic_store(&h.want_hold, false);
 			pthread_mutex_unlock(&h.lock);
@@ -183,11 +175,11 @@ tide_intr_hold_enter(unsigned deadline_ms)
 void
 tide_intr_hold_leave(void)
 {
-	uint64_t deadline = mono_ms() + HOLD_MAX_MS;
+	uint64_t deadline = tide_mono_ms() + HOLD_MAX_MS;
 
 	atomic_store(&h.want_hold, false);
 	/* So the next enter cannot mistake this visit's parked flag for its own. */
-	while (atomic_load(&h.parked) && mono_ms() < deadline)
+	while (atomic_load(&h.parked) && tide_mono_ms() < deadline)
 		usleep(20);
 	pthread_mutex_unlock(&h.lock);
 }
@@ -203,7 +195,7 @@ tide_intr_hold_leave(void)
 int
 tide_intr_hold_sync(unsigned deadline_ms)
 {
-	uint64_t deadline = mono_ms() + deadline_ms;
+	uint64_t deadline = tide_mono_ms() + deadline_ms;
 	int rc = usable();
 
 	if (rc != 0)

@@ -39,6 +39,7 @@
 #include "tide_eth.h"
 #include "tide_eth_rss.h"
 #include "tide_log.h"
+#include "tide_clock.h"
 
 #define POOL_CACHE       256
 #define POOL_HEADROOM    2048
@@ -423,15 +424,6 @@ dev_burst(const struct tide_eth_port *p, enum burst_dir dir, uint16_t q, struct 
 	return n;
 }
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /*
  * rte_eth_dev_start, and for a memif client again every MEMIF_RETRY_MS until
  * its server listens, within MEMIF_WAIT_MS: the client's start is its one
@@ -445,7 +437,7 @@ dev_start(struct tide_eth_port *p, const struct rte_eth_dev_info *di)
 {
 	int rc = rte_eth_dev_start(p->port_id), logtype = -1;
 	uint32_t level = 0;
-	uint64_t deadline = mono_ms() + MEMIF_WAIT_MS;
+	uint64_t deadline = tide_mono_ms() + MEMIF_WAIT_MS;
 
 	if (rc != 0 && memif_client(di)) {
 		TIDE_LOG(NOTICE, "%s: waiting up to %u s for the memif server to listen", p->name,
@@ -455,7 +447,7 @@ dev_start(struct tide_eth_port *p, const struct rte_eth_dev_info *di)
 			level = (uint32_t)rte_log_get_level((uint32_t)logtype);
 			(void)rte_log_set_level((uint32_t)logtype, RTE_LOG_EMERG);
 		}
-		while (rc != 0 && mono_ms() < deadline) {
+		while (rc != 0 && tide_mono_ms() < deadline) {
 			usleep(MEMIF_RETRY_MS * 1000);
 			rc = rte_eth_dev_start(p->port_id);
 		}

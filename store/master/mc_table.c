@@ -21,6 +21,7 @@
 #include "tide_log.h"
 #include "mc_regex.h"
 #include "mc_table_int.h"
+#include "tide_clock.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Key hash: SipHash-1-3, keyed per table so clients cannot aim keys at one probe chain.     */
@@ -1131,15 +1132,6 @@ snap_keys(struct tide_mc_table *t, bool want_readable, bool force, uint64_t now,
 	return 0;
 }
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static void
 log_pattern(const char *what, const struct tide_mc_str *re, const char *why)
 {
@@ -1185,7 +1177,7 @@ re_scan(struct tide_mc_table *t, const char *what, const struct tide_mc_str *re,
 		mct_regex_free(rx);
 		return TIDE_MC_EC_INTERNAL_ERROR;
 	}
-	deadline = mono_ms() + t->o.regex_timeout_ms;
+	deadline = tide_mono_ms() + t->o.regex_timeout_ms;
 	for (size_t i = 0; i < ks->n; i++) {
 		uint32_t kl;
 
@@ -1205,7 +1197,7 @@ re_scan(struct tide_mc_table *t, const char *what, const struct tide_mc_str *re,
 		}
 		pos += sizeof(kl) + kl;
 		rc = 0;
-		if (mono_ms() > deadline) { /* vDSO: a few ns next to a match */
+		if (tide_mono_ms() > deadline) { /* vDSO: a few ns next to a match */
 			snprintf(why, sizeof(why),
 				 "%zu keys to match, %zu done in %" PRIu64 " ms (--regex_timeout)",
 				 ks->n, i + 1, t->o.regex_timeout_ms);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "net_bench.h"
+#include "tide_clock.h"
 
 enum { PH_IDLE, PH_CONNECTING, PH_RUN, PH_DRAIN, PH_GAP, PH_BYE_WAIT, PH_DONE };
 
@@ -51,10 +52,7 @@ nb_pattern_init(void)
 uint64_t
 nb_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return tide_mono_ns();
 }
 
 double

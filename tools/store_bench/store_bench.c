@@ -34,6 +34,7 @@
 
 #include "tide_nodeenv.h"
 #include "tide_store.h"
+#include "tide_clock.h"
 
 #define MIB (1024.0 * 1024.0)
 
@@ -47,15 +48,6 @@ struct opts {
 	unsigned batch;
 	uint64_t segment; /* embedded only */
 };
-
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void
 fill(uint8_t *p, size_t n, uint64_t seed)
@@ -154,8 +146,8 @@ bench_size(struct tide_store *s, const struct opts *o, uint64_t size, uint8_t *l
 		lens[b] = size;
 	}
 	/* Put phase. */
-	t0 = now_s();
-	while (now_s() - t0 < o->duration) {
+	t0 = tide_mono_s();
+	while (tide_mono_s() - t0 < o->duration) {
 		if (stored - base + batch > keep) {
 			int r = remove_range(s, prefix, base, stored);
 
@@ -169,10 +161,10 @@ bench_size(struct tide_store *s, const struct opts *o, uint64_t size, uint8_t *l
 		}
 		for (unsigned b = 0; b < batch; b++)
 			snprintf(keys[b], sizeof(keys[b]), "%s/%" PRIu64, prefix, stored + b);
-		t = now_s();
+		t = tide_mono_s();
 		int r = batch == 1 ? tide_store_put(s, kp[0], bufs[0], size, &rc)
 				   : tide_store_batch_put_from(s, kp, bufs, lens, batch, &rc, rcs);
-		t = now_s() - t;
+		t = tide_mono_s() - t;
 		if (r != 0) {
 			fprintf(stderr, "tide-store-bench: put of %" PRIu64 " B: %s\n", size,
 				tide_store_strerror(r));
@@ -191,19 +183,19 @@ bench_size(struct tide_store *s, const struct opts *o, uint64_t size, uint8_t *l
 	 * source (outside the timed call). */
 	nlat = 0;
 	busy = 0;
-	t0 = now_s();
-	for (i = base; now_s() - t0 < o->duration; i += batch) {
+	t0 = tide_mono_s();
+	for (i = base; tide_mono_s() - t0 < o->duration; i += batch) {
 		if (i + batch > stored)
 			i = base;
 		for (unsigned b = 0; b < batch; b++)
 			snprintf(keys[b], sizeof(keys[b]), "%s/%" PRIu64, prefix, i + b);
-		t = now_s();
+		t = tide_mono_s();
 		int r = batch == 1
 				? (int)((got[0] = tide_store_get_into(s, kp[0], dsts[0], size)) < 0
 						? got[0]
 						: 0)
 				: tide_store_batch_get_into(s, kp, dsts, lens, batch, got);
-		t = now_s() - t;
+		t = tide_mono_s() - t;
 		if (r != 0) {
 			fprintf(stderr, "tide-store-bench: get of %" PRIu64 " B: %s\n", size,
 				tide_store_strerror(r));

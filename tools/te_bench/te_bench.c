@@ -35,6 +35,7 @@
 #include "tide_flags.h"
 #include "tide_log.h"
 #include "tide_te.h"
+#include "tide_clock.h"
 
 static const char *mode = "initiator";
 static const char *protocol = "tcp";
@@ -150,14 +151,6 @@ errname(int err)
 	return n != NULL ? n : "?";
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void *
 map_buffer(uint64_t len)
 {
@@ -248,7 +241,7 @@ worker_main(void *arg)
 	uint64_t span = verify ? w->span / 2 : w->span;
 
 	while (!stop) {
-		double t0 = now_s();
+		double t0 = tide_mono_s();
 		int rc;
 		if (off + per_batch > span) {
 			off = 0;
@@ -280,7 +273,7 @@ worker_main(void *arg)
 			break;
 		}
 		if (w->nlat < LAT_MAX) {
-			w->lat[w->nlat++] = now_s() - t0;
+			w->lat[w->nlat++] = tide_mono_s() - t0;
 		}
 		atomic_fetch_add(&w->bytes, per_batch * (verify ? 2 : 1));
 		atomic_fetch_add(&w->reqs, batch_size * (verify ? 2 : 1));
@@ -314,8 +307,8 @@ run_initiator(struct tide_te *te, struct outcome *oc)
 			    "its name)");
 		return;
 	}
-	double give_up = now_s() + open_retry_s;
-	while ((rc = tide_te_open_segment(te, segment_id, &seg)) != 0 && now_s() < give_up &&
+	double give_up = tide_mono_s() + open_retry_s;
+	while ((rc = tide_te_open_segment(te, segment_id, &seg)) != 0 && tide_mono_s() < give_up &&
 	       !stop) {
 		usleep(200000);
 	}
@@ -359,13 +352,13 @@ run_initiator(struct tide_te *te, struct outcome *oc)
 		ws[i].span = per;
 		ws[i].lat = malloc(LAT_MAX * sizeof(double));
 	}
-	t0 = last = now_s();
+	t0 = last = tide_mono_s();
 	for (unsigned i = 0; i < threads; i++) {
 		pthread_create(&ws[i].tid, NULL, worker_main, &ws[i]);
 	}
 	while (!stop) {
 		usleep(50000);
-		double t = now_s();
+		double t = tide_mono_s();
 		if (t - t0 >= duration) {
 			stop = 1;
 		}
@@ -380,7 +373,7 @@ run_initiator(struct tide_te *te, struct outcome *oc)
 			last = t;
 		}
 	}
-	elapsed = now_s() - t0;
+	elapsed = tide_mono_s() - t0;
 	/* The signal that ended the loop, if one did (not one that came after it). */
 	int ended_by = stop_sig;
 	uint32_t nl = 0;

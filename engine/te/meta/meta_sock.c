@@ -19,14 +19,12 @@
 
 #include "meta_internal.h"
 #include "tide_addr.h"
+#include "tide_clock.h"
 
 int64_t
 meta_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)tide_mono_ms();
 }
 
 int64_t

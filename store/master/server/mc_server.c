@@ -25,6 +25,7 @@
 
 #include "mc_server_int.h"
 #include "tide_log.h"
+#include "tide_clock.h"
 
 #define MC_RCHUNK    (64u << 10) /* bytes read per read() */
 #define MC_WBUF_HIGH (4u << 20)  /* stop reading above this many unsent bytes */
@@ -53,19 +54,7 @@ struct mc_conn {
 uint64_t
 tide_mc_server_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t
-now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return tide_mono_ms();
 }
 
 void
@@ -333,7 +322,7 @@ serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len
 	struct tide_mc_resp resp;
 	struct tide_mc_err err;
 	size_t consumed = 0;
-	uint64_t t0 = now_us();
+	uint64_t t0 = tide_mono_us();
 	uint64_t until = __atomic_load_n(&w->s->lease_until_us, __ATOMIC_ACQUIRE);
 	int rc;
 
@@ -398,7 +387,7 @@ serve_frame(struct mc_worker *w, struct mc_conn *c, const uint8_t *p, size_t len
 			c->hold_seq = need;
 		}
 	}
-	account(w, req.fn, mc_resp_failed(&resp), now_us() - t0);
+	account(w, req.fn, mc_resp_failed(&resp), tide_mono_us() - t0);
 	tide_mc_req_free(&req);
 	tide_mc_table_arena_reset(&w->arena);
 	return rc;
