@@ -116,7 +116,8 @@ def wide_rows(med, a):
     out = []
     for loss in a.losses:
         for floor in a.floors_us:
-            w = {"kind": "loss-wide", "loss_pct": loss, "rto_floor_ms": floor / 1000}
+            w = {"kind": "loss-wide", "loss_pct": loss, "rto_floor_ms": floor / 1000,
+                 "n": a.runs, "min": {}, "max": {}}
             for p in a.pairs:
                 m = benchplot.select(med, {"kind": "loss", "loss_pct": loss,
                                            "rto_floor_ms": floor / 1000, "pair": p})
