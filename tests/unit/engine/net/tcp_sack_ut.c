@@ -103,6 +103,9 @@ last_ack(struct ut_env *e, struct ut_tcp_out *o)
 	struct ut_tcp_out t;
 	bool got = false;
 
+	/* Cleared first: CU_ASSERT_FATAL's longjmp is invisible to gcc -O3, which would
+	 * otherwise see callers read *o uninitialised when no segment came out. */
+	memset(o, 0, sizeof(*o));
 	while (ut_pop_tcp(e, &t) == 0) {
 		*o = t;
 		got = true;

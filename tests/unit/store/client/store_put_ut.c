@@ -591,7 +591,8 @@ test_upsert(void)
 	struct tide_store_part batch[3] = {{src[2], 50}, {src[0], 50}, {src[1], 4096}};
 	size_t one = 1, two = 2, nb[2] = {2, 1};
 	struct store_put_key out[2];
-	uint64_t a, a2, size;
+	uint64_t a = 0, a2 = 0, size = 0; /* set by replicas_of(); zeroed for gcc -O3, which cannot
+					     see CU_ASSERT_FATAL end a test */
 	struct env v;
 
 	/* Missing: created, through UpsertStart although a lease would take a put of it. */
