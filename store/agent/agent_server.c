@@ -292,15 +292,7 @@ op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	int *rcs = calloc(n, sizeof(*rcs));
 	if (!key_locs_read(c, rd, n, &kl) || rcs == NULL)
 		goto out;
-	rc = (struct tide_store_rc){
-		.replica_num = arc.replica_num,
-		.with_hard_pin = arc.hard_pin,
-		.preferred_segment = arc.preferred,
-		.preferred_segments = (const char *const *)arc.prefs,
-		.n_preferred_segments = arc.n_prefs,
-		.prefer_alloc_in_same_node = arc.same_node,
-		.group_ids = (const char *const *)arc.groups,
-	};
+	rc = agent_rc_view(&arc);
 	if (n == 1) {
 		rcs[0] = tide_store_put(c->srv->store, kl.keys[0], kl.bufs[0], kl.lens[0], &rc);
 		r = rcs[0];
@@ -382,17 +374,14 @@ op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		nparts[i] = np;
 		total += np;
 	}
+	/* The soft pin comes last, where an agent without it never looks. */
+	if ((flags & AGENT_PUT_SOFT_PIN) != 0) {
+		agent_r_soft_pin(rd, &arc);
+		flags &= ~AGENT_PUT_SOFT_PIN;
+	}
 	if (rd->bad)
 		goto out;
-	rc = (struct tide_store_rc){
-		.replica_num = arc.replica_num,
-		.with_hard_pin = arc.hard_pin,
-		.preferred_segment = arc.preferred,
-		.preferred_segments = (const char *const *)arc.prefs,
-		.n_preferred_segments = arc.n_prefs,
-		.prefer_alloc_in_same_node = arc.same_node,
-		.group_ids = (const char *const *)arc.groups,
-	};
+	rc = agent_rc_view(&arc);
 	/* rcs stays zero when the call failed as a whole: the client reads only rc then. */
 	r = tide_store_batch_put_parts(c->srv->store, (const char *const *)keys, parts, nparts, n,
 				       &rc, flags, rcs);

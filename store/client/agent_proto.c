@@ -262,6 +262,46 @@ agent_rc_free(struct agent_rc *repl, size_t n_keys)
 	memset(repl, 0, sizeof(*repl));
 }
 
+struct tide_store_rc
+agent_rc_view(const struct agent_rc *a)
+{
+	struct tide_store_rc rc = {
+		.replica_num = a->replica_num,
+		.with_hard_pin = a->hard_pin,
+		.preferred_segment = a->preferred,
+		.preferred_segments = (const char *const *)a->prefs,
+		.n_preferred_segments = a->n_prefs,
+		.prefer_alloc_in_same_node = a->same_node,
+		.group_ids = (const char *const *)a->groups,
+		.soft_pin_action = a->soft_pin_action,
+		.soft_pin_ttl_ms = a->soft_pin_ttl_ms,
+	};
+
+	return rc;
+}
+
+bool
+agent_rc_soft_pin(const struct tide_store_rc *repl)
+{
+	return repl != NULL && (repl->soft_pin_action != 0 || repl->soft_pin_ttl_ms != 0);
+}
+
+void
+agent_w_soft_pin(struct agent_wbuf *w, const struct tide_store_rc *repl)
+{
+	/* An action beyond a byte is out of the enum: sent as 255, refused by the store. */
+	agent_w_u8(w,
+		   repl->soft_pin_action > UINT8_MAX ? UINT8_MAX : (uint8_t)repl->soft_pin_action);
+	agent_w_u64(w, repl->soft_pin_ttl_ms);
+}
+
+void
+agent_r_soft_pin(struct agent_rbuf *r, struct agent_rc *out)
+{
+	out->soft_pin_action = agent_r_u8(r);
+	out->soft_pin_ttl_ms = agent_r_u64(r);
+}
+
 int
 agent_send(int sock, uint16_t op, uint32_t seq, const void *body, size_t len, int fd)
 {

@@ -49,12 +49,23 @@ enum agent_op {
 	AGENT_REMOVE_REGEX, /* u8 force, str pattern -> i64 */
 	AGENT_HEALTH,       /* -> i32 */
 	/* tide_store_batch_put_parts(): u32 n, u32 flags, rc config,
-	 * n x {str key, u32 np, np x loc} -> i32 rc, n x i32. Newer than version 1's
-	 * other ops (an older agent closes the connection on it); AGENT_MAX_PARTS
-	 * pieces in all. */
+	 * n x {str key, u32 np, np x loc} [, soft pin] -> i32 rc, n x i32. Newer than
+	 * version 1's other ops (an older agent closes the connection on it);
+	 * AGENT_MAX_PARTS pieces in all. flags are TIDE_STORE_PUT_* and
+	 * AGENT_PUT_SOFT_PIN. */
 	AGENT_PUT_PARTS,
 	AGENT_OP_MAX,
 };
+
+/*
+ * Flag of AGENT_PUT_PARTS: the body ends with the config's soft pin (u8 action,
+ * u64 ttl_ms; agent_w_soft_pin()). A config without one is sent without it, so
+ * the bytes are what they were before soft pins; a put with one goes through
+ * AGENT_PUT_PARTS (AGENT_PUT carries no flags). An agent older than the flag
+ * passes it on to tide_store_batch_put_parts(), which refuses the call
+ * (-EINVAL): the pin is never dropped silently.
+ */
+#define AGENT_PUT_SOFT_PIN 0x80000000u
 
 /* A place in the client's memory: region id from MAP, offset, length. */
 struct agent_loc {
@@ -122,11 +133,24 @@ struct agent_rc {
 	char **prefs;
 	size_t n_prefs;
 	char **groups; /* NULL: none; else n_keys entries */
+	/* From the AGENT_PUT_SOFT_PIN trailer (agent_r_soft_pin()); else 0. */
+	unsigned soft_pin_action;
+	uint64_t soft_pin_ttl_ms;
 };
 
 /* Decode for a call with n_keys keys (bad set on any error). */
 void agent_r_rc(struct agent_rbuf *r, struct agent_rc *out, size_t n_keys);
 void agent_rc_free(struct agent_rc *repl, size_t n_keys);
+/* The config as tide_store_rc, borrowing a's strings (valid while a is). */
+struct tide_store_rc agent_rc_view(const struct agent_rc *a);
+
+/* Whether repl asks for a soft pin other than the defaults (then the put carries
+ * AGENT_PUT_SOFT_PIN and the trailer). */
+bool agent_rc_soft_pin(const struct tide_store_rc *repl);
+/* The trailer: u8 action, u64 ttl_ms (repl not NULL). */
+void agent_w_soft_pin(struct agent_wbuf *w, const struct tide_store_rc *repl);
+/* Read the trailer into out (bad set when short; the action is checked by the store). */
+void agent_r_soft_pin(struct agent_rbuf *r, struct agent_rc *out);
 
 /*
  * Send one message (header + body), with fd attached when fd >= 0.

@@ -659,6 +659,34 @@ keys_ok(const char *const *keys, size_t n)
 	return true;
 }
 
+/*
+ * A put whose config carries a soft pin: AGENT_PUT has no room for it, so the
+ * values go as one piece each through AGENT_PUT_PARTS (same placement and
+ * results; n == 1 the single-key RPCs there too). Returns as
+ * tide_agent_batch_put_from(): the first non-zero rcs[i] once the call ran.
+ */
+static int
+put_soft_pinned(struct tide_agent_conn *a, const char *const *keys, const void *const *bufs,
+		const size_t *lens, size_t n, const struct tide_store_rc *repl, int *rcs)
+{
+	struct tide_store_part *parts = calloc(n, sizeof(*parts));
+	size_t *ones = calloc(n, sizeof(*ones)), i;
+	int err = -ENOMEM;
+
+	if (parts != NULL && ones != NULL) {
+		for (i = 0; i < n; i++) {
+			parts[i] = (struct tide_store_part){bufs[i], lens[i]};
+			ones[i] = 1;
+		}
+		err = tide_agent_batch_put_parts(a, keys, parts, ones, n, repl, 0, rcs);
+		for (i = 0; err == 0 && i < n; i++)
+			err = rcs[i];
+	}
+	free(parts);
+	free(ones);
+	return err;
+}
+
 int
 tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 			  const void *const *bufs, const size_t *lens, size_t n,
@@ -678,6 +706,8 @@ tide_agent_batch_put_from(struct tide_agent_conn *a, const char *const *keys,
 			 AGENT_MAX_KEY);
 		return -EINVAL;
 	}
+	if (agent_rc_soft_pin(repl))
+		return put_soft_pinned(a, keys, bufs, lens, n, repl, rcs);
 	struct agent_loc *locs = calloc(n, sizeof(*locs));
 	uint64_t *bounced = calloc(n, sizeof(*bounced));
 	uint64_t *l64 = calloc(n, sizeof(*l64));
@@ -740,7 +770,10 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 	size_t blen, i, k, total = 0;
 	int err;
 
-	if (!keys_ok(keys, n) || nparts == NULL || rcs == NULL)
+	/* Unknown flags are refused here, as in process: a stray AGENT_PUT_SOFT_PIN
+	 * would make the agent look for a trailer that is not there. */
+	if ((flags & ~TIDE_STORE_PUT_UPSERT) != 0 || !keys_ok(keys, n) || nparts == NULL ||
+	    rcs == NULL)
 		return -EINVAL;
 	for (i = 0; i < n; i++) {
 		if (nparts[i] > AGENT_MAX_PARTS - total) {
@@ -781,7 +814,7 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 	if (err == 0) {
 		agent_w_init(&w);
 		agent_w_u32(&w, (uint32_t)n);
-		agent_w_u32(&w, flags);
+		agent_w_u32(&w, flags | (agent_rc_soft_pin(repl) ? AGENT_PUT_SOFT_PIN : 0));
 		agent_w_rc(&w, repl, n);
 		for (i = 0, k = 0; i < n; i++) {
 			agent_w_str(&w, keys[i]);
@@ -789,6 +822,8 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 			for (size_t e = k + nparts[i]; k < e; k++)
 				agent_w_loc(&w, &locs[k]);
 		}
+		if (agent_rc_soft_pin(repl))
+			agent_w_soft_pin(&w, repl);
 		err = call(a, AGENT_PUT_PARTS, &w, &body, &blen);
 		agent_w_free(&w);
 		if (err == 0)

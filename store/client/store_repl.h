@@ -18,8 +18,9 @@
 
 /*
  * Check repl for a call of nkeys keys (NULL: the defaults, fine). 0; -EINVAL
- * a NULL preferred segment, or a NULL among the first nkeys group ids (the
- * caller's array is shorter than the keys; entries past nkeys are never read).
+ * a soft-pin action outside enum tide_store_soft_pin, a NULL preferred segment,
+ * or a NULL among the first nkeys group ids (the caller's array is shorter than
+ * the keys; entries past nkeys are never read).
  */
 int store_repl_check(const struct tide_store_rc *repl, size_t nkeys);
 

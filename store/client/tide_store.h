@@ -110,6 +110,27 @@ struct tide_store_rc {
 	 * them (a shorter, NULL-terminated array) is the count mismatch that gives
 	 * every key -EINVAL. */
 	const char *const *group_ids;
+	/* Fields below were appended in ABI 4; a zero-initialised struct (or a NULL config)
+	 * asks for stock's defaults. */
+	/** Soft pin of the objects (Mooncake's soft_pin_action): a value of enum
+	 * tide_store_soft_pin; 0 (PRESERVE, stock's default) leaves the pin as it is (a new
+	 * object is not pinned). Other values: -EINVAL for every key. */
+	unsigned soft_pin_action;
+	/** Lifetime of an ENABLE soft pin in ms (Mooncake's soft_pin_ttl_ms); 0 means unset
+	 * (stock's default): the master's --default_kv_soft_pin_ttl. Above the master's
+	 * --max_kv_soft_pin_ttl, or non-zero with another action, the master refuses the
+	 * keys (-EINVAL). */
+	uint64_t soft_pin_ttl_ms;
+};
+
+/** Values of tide_store_rc.soft_pin_action: Mooncake's SoftPinAction, same values. */
+enum tide_store_soft_pin {
+	/** Keep the object's soft pin as it is; a new object has none. */
+	TIDE_STORE_SOFT_PIN_PRESERVE = 0,
+	/** Soft-pin the object for soft_pin_ttl_ms (eviction takes it last). */
+	TIDE_STORE_SOFT_PIN_ENABLE = 1,
+	/** Clear the object's soft pin. */
+	TIDE_STORE_SOFT_PIN_DISABLE = 2,
 };
 
 /**
@@ -511,7 +532,7 @@ const char *tide_store_strerror(int err);
  * or a public struct's layout change. Bindings that mirror the structs (the Python
  * package) refuse a library whose version they were not written for.
  */
-#define TIDE_STORE_ABI_VERSION 3
+#define TIDE_STORE_ABI_VERSION 4
 
 /** TIDE_STORE_ABI_VERSION of the library as built. Thread: any. */
 unsigned tide_store_abi_version(void);

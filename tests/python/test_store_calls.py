@@ -11,7 +11,9 @@ PYTHONPATH = store/python. Needs python3-numpy and python3-torch (tools/install-
 import ctypes
 import mmap
 import os
+import re
 import struct
+import urllib.request
 
 import numpy
 import pytest
@@ -19,15 +21,18 @@ import torch
 
 import test_store as ts  # noqa: E402 (its environment set-up runs first)
 from mooncake.store import (BufferHandle, MooncakeDistributedStore,  # noqa: E402
-                            MooncakeHostMemAllocator, ReplicateConfig)
+                            MooncakeHostMemAllocator, ReplicateConfig, SoftPinAction)
 
 KiB, MiB = 1 << 10, 1 << 20
 NOT_FOUND, INVALID, NO_SPACE = -704, -600, -200
 
 
+METRICS_PORT = ts.free_port()  # the master's /metrics (the last --metrics_port wins)
+
+
 @pytest.fixture(scope="module")
 def master():
-    p, addr = ts.start_master(extra=["--eviction_ratio=0"])
+    p, addr = ts.start_master(extra=["--eviction_ratio=0", f"--metrics_port={METRICS_PORT}"])
     yield addr
     p.terminate()
     p.wait(timeout=10)
@@ -152,6 +157,60 @@ def test_multi_buffer_edges(pair):
     assert w.batch_put_from_multi_buffers([m], [[sa], [sa]], [[1], [1]]) == [INVALID]
     assert w.batch_put_from_multi_buffers([m], [[0]], [[10]]) == [INVALID]  # null pointer
     assert r.get(m + "x") == bytes(src[:1])
+
+
+# ---------------------------------------------------------------------- soft pins
+
+def soft_pinned():
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5) as f:
+        text = f.read().decode()
+    return int(re.search(r"^master_soft_pin_key_count (\d+)$", text, re.M).group(1))
+
+
+def test_soft_pin_action(pair):
+    """ReplicateConfig.soft_pin_action/soft_pin_ttl_ms reach the master: its
+    master_soft_pin_key_count counts what was put with ENABLE (put, batch_put_from,
+    put_parts), an upsert with DISABLE takes the pin off; stock's enum and defaults."""
+    w, r = pair
+    assert [(a.name, int(a)) for a in SoftPinAction] == \
+        [("PRESERVE", 0), ("ENABLE", 1), ("DISABLE", 2)]
+    assert str(SoftPinAction.ENABLE) == "SoftPinAction.ENABLE"
+    cfg = ReplicateConfig()
+    assert cfg.soft_pin_action == SoftPinAction.PRESERVE and cfg.soft_pin_ttl_ms is None
+    assert str(cfg) == ("ReplicateConfig: { replica_num: 1, nof_replica_num: 0, "
+                        "dfs_replica_num: 0, soft_pin_action: PRESERVE, soft_pin_ttl_ms: "
+                        "default, with_hard_pin: 0, preferred_segments: [], "
+                        "preferred_nof_segments: [], prefer_alloc_in_same_node: 0, "
+                        "data_type: UNKNOWN }")
+    tag = os.urandom(4).hex()
+    keys = [f"soft-pin-{tag}-{i}" for i in range(5)]
+    src, sa = buf(8 * KiB, seed=9)
+    before = soft_pinned()
+    cfg.soft_pin_action, cfg.soft_pin_ttl_ms = SoftPinAction.ENABLE, 600_000
+    assert "soft_pin_action: ENABLE, soft_pin_ttl_ms: 600000" in str(cfg)
+    assert w.put(keys[0], bytes(src[:300]), cfg) == 0
+    assert soft_pinned() == before + 1
+    cfg.soft_pin_ttl_ms = None  # the master's default ttl
+    assert w.batch_put_from(keys[1:3], [sa, sa + 4 * KiB], [4 * KiB, 4 * KiB], cfg) == [0, 0]
+    assert w.put_parts(keys[3], bytes(src[:10]), bytes(src[10:20]), config=cfg) == 0
+    assert soft_pinned() == before + 4
+    assert w.put(keys[4], b"plain") == 0
+    assert soft_pinned() == before + 4
+    off = ReplicateConfig()
+    off.soft_pin_action = SoftPinAction.DISABLE
+    assert w.upsert(keys[0], bytes(src[:300]), off) == 0
+    assert soft_pinned() == before + 3
+    assert r.get(keys[0]) == bytes(src[:300])
+    # Refused as stock's master refuses them: a ttl of 0, a ttl without ENABLE.
+    bad = ReplicateConfig()
+    bad.soft_pin_action, bad.soft_pin_ttl_ms = SoftPinAction.ENABLE, 0
+    assert w.put(keys[0] + "x", b"v", bad) == INVALID
+    bad.soft_pin_action, bad.soft_pin_ttl_ms = SoftPinAction.PRESERVE, 1000
+    assert w.put(keys[0] + "x", b"v", bad) == INVALID
+    assert r.is_exist(keys[0] + "x") == 0
+    assert soft_pinned() == before + 3
+    assert w.batch_remove(keys, force=True) == [0] * 5
+    assert soft_pinned() == before
 
 
 # ------------------------------------------------------------------------- LMCache

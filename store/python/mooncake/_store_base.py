@@ -4,6 +4,7 @@ conversion shared by every call (keys, pointer lists, ReplicateConfig), and a st
 handle's lifetime (_Life). mooncake.store and its call families (_store_multi.py,
 _store_tensor.py) import from here; nothing here imports them."""
 import ctypes
+import enum
 import operator
 import re
 import threading
@@ -133,16 +134,37 @@ def _parse_size(v, what):
     return int(float(m.group(1)) * mult)
 
 
+class SoftPinAction(enum.IntEnum):
+    """Stock's SoftPinAction (replica.h): what a put or upsert does to the object's soft
+    pin. PRESERVE keeps it (a new object has none), ENABLE pins it for soft_pin_ttl_ms
+    (None: the master's --default_kv_soft_pin_ttl), DISABLE clears it."""
+    PRESERVE = 0
+    ENABLE = 1
+    DISABLE = 2
+
+    def __str__(self):  # pybind11's enum str: "SoftPinAction.ENABLE"
+        return f"{type(self).__name__}.{self.name}"
+
+
+# ObjectDataType's names (stock types.h), for ReplicateConfig's __str__.
+_DATA_TYPES = ["UNKNOWN", "KVCACHE", "TENSOR", "WEIGHT", "SAMPLE", "ACTIVATION", "GRADIENT",
+               "OPTIMIZER_STATE", "METADATA", "GENERAL"]
+
+
 class ReplicateConfig:
-    """Mooncake's ReplicateConfig. replica_num, with_hard_pin, preferred_segment(s),
-    prefer_alloc_in_same_node and group_ids go to the master with every put; the
-    other fields are kept for compatibility (no NoF/DFS tiers, no soft-pin policy)."""
+    """Mooncake's ReplicateConfig. replica_num, with_hard_pin, soft_pin_action,
+    soft_pin_ttl_ms, preferred_segment(s), prefer_alloc_in_same_node and group_ids go to
+    the master with every put; the other fields are kept for compatibility (no NoF/DFS
+    tiers). with_soft_pin (stock's older bool) True with soft_pin_action PRESERVE asks for
+    ENABLE, as the master reads that older layout."""
 
     def __init__(self):
         self.replica_num = 1
         self.group_ids = None
         self.with_hard_pin = False
         self.with_soft_pin = False
+        self.soft_pin_action = SoftPinAction.PRESERVE
+        self.soft_pin_ttl_ms = None  # stock's std::optional<uint64_t>: None = the default
         self.preferred_segment = ""
         self.preferred_segments = []
         self.prefer_alloc_in_same_node = False
@@ -151,15 +173,39 @@ class ReplicateConfig:
         self.preferred_nof_segments = []
         self.data_type = 0
 
-    def __repr__(self):
-        return (f"ReplicateConfig(replica_num={self.replica_num}, "
-                f"with_hard_pin={self.with_hard_pin}, "
-                f"preferred_segment={self.preferred_segment!r}, "
-                f"preferred_segments={self.preferred_segments!r}, "
-                f"prefer_alloc_in_same_node={self.prefer_alloc_in_same_node}, "
-                f"group_ids={self.group_ids!r})")
+    def __str__(self):
+        """Stock's operator<< (replica.h), field for field."""
+        def name(v, names):
+            try:
+                i = int(v)
+            except (TypeError, ValueError):
+                return str(v)
+            return names[i] if 0 <= i < len(names) else "UNKNOWN"
 
-    __str__ = __repr__
+        def lst(v):
+            return ", ".join(str(x) for x in (v or []))
+
+        ttl = self.soft_pin_ttl_ms
+        s = (f"ReplicateConfig: {{ replica_num: {self.replica_num}, "
+             f"nof_replica_num: {self.nof_replica_num}, "
+             f"dfs_replica_num: {self.dfs_replica_num}, "
+             f"soft_pin_action: {name(self.soft_pin_action, ['PRESERVE', 'ENABLE', 'DISABLE'])}, "
+             f"soft_pin_ttl_ms: {'default' if ttl is None else ttl}, "
+             f"with_hard_pin: {int(bool(self.with_hard_pin))}, "
+             f"preferred_segments: [{lst(self.preferred_segments)}]")
+        if self.preferred_segment:
+            s += f", preferred_segment (deprecated): {self.preferred_segment}"
+        s += (f", preferred_nof_segments: [{lst(self.preferred_nof_segments)}]"
+              f", prefer_alloc_in_same_node: {int(bool(self.prefer_alloc_in_same_node))}"
+              f", data_type: {name(self.data_type, _DATA_TYPES)}")
+        host = getattr(self, "host_id", "")
+        if host:
+            s += f", host_id: {host}"
+        if self.group_ids is not None:
+            s += f", group_ids: [{lst(self.group_ids)}]"
+        return s + " }"
+
+    __repr__ = __str__
 
 
 class _BadArg(Exception):
@@ -274,6 +320,7 @@ def _rc(config, nkeys=None):
         rc.preferred_segments = arr
         rc.n_preferred_segments = len(bs)
     rc.prefer_alloc_in_same_node = bool(g("prefer_alloc_in_same_node", False))
+    rc.soft_pin_action, rc.soft_pin_ttl_ms = _soft_pin(g)
     groups = g("group_ids", None)
     if groups:
         groups = list(groups)
@@ -285,6 +332,24 @@ def _rc(config, nkeys=None):
         keep += [arr, bs]
         rc.group_ids = arr
     return rc, keep
+
+
+def _soft_pin(g):
+    """(action, ttl in ms, 0 = unset) of a config's soft-pin fields (g reads one). A
+    ttl of 0 or less is a bad argument: stock sends it and its master refuses it
+    (INVALID_PARAMS), while 0 in the C struct means "unset"."""
+    action = g("soft_pin_action", SoftPinAction.PRESERVE)
+    action = SoftPinAction.PRESERVE if action is None else operator.index(action)
+    if action not in tuple(SoftPinAction):
+        raise _BadArg(f"soft_pin_action {action} is not a SoftPinAction")
+    if action == SoftPinAction.PRESERVE and g("with_soft_pin", False):
+        action = SoftPinAction.ENABLE
+    ttl = g("soft_pin_ttl_ms", None)
+    if ttl is not None:
+        ttl = operator.index(ttl)
+        if ttl <= 0:
+            raise _BadArg("soft_pin_ttl_ms must be positive")
+    return int(action), ttl or 0
 
 
 def _buffer(value):

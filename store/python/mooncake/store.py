@@ -58,8 +58,8 @@ import threading
 import weakref
 
 from mooncake._native import abi as _abi, lib as _lib
-from mooncake._store_base import (  # noqa: F401 (ReplicateConfig is re-exported)
-    ReplicateConfig, _SENTINEL_I64, _SENTINEL_INT, _UNTOUCHED, _BadArg, _CAPSULE_NAME, _Cfg, _E, _Frag, _GET_GUESS, _INVALID_PARAMS,
+from mooncake._store_base import (  # noqa: F401 (ReplicateConfig, SoftPinAction re-exported)
+    ReplicateConfig, SoftPinAction, _SENTINEL_I64, _SENTINEL_INT, _UNTOUCHED, _BadArg, _CAPSULE_NAME, _Cfg, _E, _Frag, _GET_GUESS, _INVALID_PARAMS,
     _Life, _NO_RELEASE, _REGISTER_CODES, _STORES, _STORES_LOCK, _UNREGISTER_CODES, _buffer,
     _cp, _get_alloc_cb, _get_tls, _key, _keys, _mc_code, _parse_size, _ptr, _ptrs_sizes,
     _pyapi, _rc, _seq, _size, _sz, _vp)
@@ -67,7 +67,7 @@ from mooncake._store_base import (  # noqa: F401 (ReplicateConfig is re-exported
 from mooncake._store_multi import BufferHandle, MooncakeHostMemAllocator, _MultiCalls
 from mooncake._store_tensor import _TensorCalls
 
-__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "BufferHandle",
+__all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "BufferHandle",
            "MooncakeHostMemAllocator"]
 
 

@@ -30,6 +30,7 @@
 #include <netinet/in.h>
 
 #include "../store/put_parts_it.h"
+#include "../store/store_calls_it.h"
 #include "agent_proto.h"
 #include "it_master.h"
 #include "tide_agent_server.h"
@@ -250,6 +251,19 @@ test_put_parts(void)
 	put_parts_check(node_a, cb, "agent-it/d", 1, NULL);
 	tide_store_close(ca);
 	tide_store_close(cb);
+}
+
+/* Soft pins through an agent: AGENT_PUT_PARTS with AGENT_PUT_SOFT_PIN and its trailer
+ * (single puts and batches of whole values are sent that way too). */
+static void
+test_soft_pin(void)
+{
+	struct tide_store *ca = NULL;
+
+	TIDE_UT_OK(attach(&ca, sock_a));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ca);
+	soft_pin_check(ca, master.metrics_port, "agent-it");
+	tide_store_close(ca);
 }
 
 /* Batches, ranges, existence, removal, from the local buffer and a mapped
@@ -918,6 +932,7 @@ register_tests(void)
 	CU_add_test(s, "put_get_sizes", test_put_get_sizes);
 	CU_add_test(s, "batches_and_ranges", test_batches_and_ranges);
 	CU_add_test(s, "put_parts", test_put_parts);
+	CU_add_test(s, "soft_pin", test_soft_pin);
 	CU_add_test(s, "data_outlives_client", test_data_outlives_client);
 	CU_add_test(s, "client_killed_mid_put", test_client_killed_mid_put);
 	CU_add_test(s, "agent_restart", test_agent_restart);

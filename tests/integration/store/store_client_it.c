@@ -20,6 +20,7 @@
 
 #include "it_master.h"
 #include "put_parts_it.h"
+#include "store_calls_it.h"
 #include "tide_mc_client.h"
 #include "tide_store.h"
 #include "tide_ut.h"
@@ -892,6 +893,13 @@ test_hard_pin_forwarded(void)
 	CU_ASSERT_EQUAL(metric("tide_master_hard_pin_key_count"), before);
 }
 
+/* Soft pins (tide_store_rc, ABI 4) through the lease, PutStart and put_parts paths. */
+static void
+test_soft_pin_forwarded(void)
+{
+	soft_pin_check(sa, metrics_port, "it");
+}
+
 static void
 test_preferred_segment(void)
 {
@@ -1254,6 +1262,7 @@ register_tests(void)
 	CU_add_test(s, "put_sizes_edges", test_put_sizes_edges);
 	CU_add_test(s, "group_ids", test_group_ids);
 	CU_add_test(s, "hard_pin_forwarded", test_hard_pin_forwarded);
+	CU_add_test(s, "soft_pin_forwarded", test_soft_pin_forwarded);
 	CU_add_test(s, "preferred_segment", test_preferred_segment);
 	CU_add_test(s, "ranges", test_ranges);
 	CU_add_test(s, "ranges_replica_fallback", test_ranges_replica_fallback);

@@ -257,6 +257,49 @@ test_op_names(void)
 	CU_ASSERT_STRING_EQUAL(agent_op_name(60000), "?");
 }
 
+/* The soft pin travels as a trailer (AGENT_PUT_SOFT_PIN), only when asked for, and comes
+ * back into the config the agent hands to the store. */
+static void
+test_soft_pin_trailer(void)
+{
+	struct tide_store_rc none = {.replica_num = 2};
+	struct tide_store_rc on = {.soft_pin_action = TIDE_STORE_SOFT_PIN_ENABLE,
+				   .soft_pin_ttl_ms = 90000};
+	struct tide_store_rc ttl = {.soft_pin_ttl_ms = 5};
+	struct tide_store_rc view;
+	struct agent_wbuf w;
+	struct agent_rbuf r;
+	struct agent_rc out;
+
+	CU_ASSERT_FALSE(agent_rc_soft_pin(NULL));
+	CU_ASSERT_FALSE(agent_rc_soft_pin(&none));
+	CU_ASSERT_TRUE(agent_rc_soft_pin(&on));
+	CU_ASSERT_TRUE(agent_rc_soft_pin(&ttl)); /* sent: the master refuses it, not the wire */
+	CU_ASSERT_EQUAL(AGENT_PUT_SOFT_PIN & TIDE_STORE_PUT_UPSERT, 0);
+	agent_w_init(&w);
+	agent_w_rc(&w, &on, 1);
+	agent_w_soft_pin(&w, &on);
+	CU_ASSERT_EQUAL_FATAL(w.err, 0);
+	agent_r_init(&r, w.p, w.len);
+	agent_r_rc(&r, &out, 1);
+	CU_ASSERT_EQUAL(out.soft_pin_action, 0); /* not part of the config's bytes */
+	agent_r_soft_pin(&r, &out);
+	CU_ASSERT_FALSE(r.bad);
+	CU_ASSERT_EQUAL(r.pos, r.len);
+	view = agent_rc_view(&out);
+	CU_ASSERT_EQUAL(view.soft_pin_action, TIDE_STORE_SOFT_PIN_ENABLE);
+	CU_ASSERT_EQUAL(view.soft_pin_ttl_ms, 90000);
+	CU_ASSERT_EQUAL(view.replica_num, 1);
+	agent_rc_free(&out, 1);
+	/* A short trailer is malformed. */
+	agent_r_init(&r, w.p, w.len - 1);
+	agent_r_rc(&r, &out, 1);
+	agent_r_soft_pin(&r, &out);
+	CU_ASSERT_TRUE(r.bad);
+	agent_rc_free(&out, 1);
+	agent_w_free(&w);
+}
+
 /* What agent_rc_ok() passes is what agent_r_rc() accepts: the limits of both sides agree. */
 static void
 test_rc_ok_matches_reader(void)
@@ -338,6 +381,7 @@ register_tests(void)
 	CU_add_test(s, "scalars_round_trip", test_scalars_round_trip);
 	CU_add_test(s, "reader_refuses", test_reader_refuses);
 	CU_add_test(s, "rc_round_trip", test_rc_round_trip);
+	CU_add_test(s, "soft_pin_trailer", test_soft_pin_trailer);
 	CU_add_test(s, "rc_ok_matches_reader", test_rc_ok_matches_reader);
 	CU_add_test(s, "send_recv_fd", test_send_recv_fd);
 	CU_add_test(s, "recv_refuses", test_recv_refuses);

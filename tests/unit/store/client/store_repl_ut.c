@@ -36,6 +36,32 @@ test_defaults(void)
 	store_repl_fill(&zero, 5, NULL, &out);
 	CU_ASSERT_EQUAL(out.replica_num, 1);
 	CU_ASSERT_EQUAL(out.preferred_segment.len, 0);
+	/* ... and stock's soft-pin defaults: PRESERVE, no ttl. */
+	CU_ASSERT_EQUAL(out.soft_pin_action, TIDE_MC_SOFT_PIN_PRESERVE);
+	CU_ASSERT_FALSE(out.soft_pin_ttl_ms.has);
+}
+
+/* Soft pins (ABI 4): the action as it is, a ttl of 0 as stock's unset optional. */
+static void
+test_soft_pin(void)
+{
+	struct tide_store_rc on = {.soft_pin_action = TIDE_STORE_SOFT_PIN_ENABLE,
+				   .soft_pin_ttl_ms = 1234};
+	struct tide_store_rc off = {.soft_pin_action = TIDE_STORE_SOFT_PIN_DISABLE};
+	struct tide_store_rc bad = {.soft_pin_action = TIDE_STORE_SOFT_PIN_DISABLE + 1};
+	struct tide_mc_replicate_config out;
+
+	CU_ASSERT_EQUAL(store_repl_check(&on, 1), 0);
+	store_repl_fill(&on, 1, NULL, &out);
+	CU_ASSERT_EQUAL(out.soft_pin_action, TIDE_MC_SOFT_PIN_ENABLE);
+	CU_ASSERT_TRUE(out.soft_pin_ttl_ms.has);
+	CU_ASSERT_EQUAL(out.soft_pin_ttl_ms.val, 1234);
+	CU_ASSERT_FALSE(out.with_soft_pin); /* the old layout's bool stays for the master */
+	CU_ASSERT_EQUAL(store_repl_check(&off, 1), 0);
+	store_repl_fill(&off, 1, NULL, &out);
+	CU_ASSERT_EQUAL(out.soft_pin_action, TIDE_MC_SOFT_PIN_DISABLE);
+	CU_ASSERT_FALSE(out.soft_pin_ttl_ms.has);
+	CU_ASSERT_EQUAL(store_repl_check(&bad, 1), -EINVAL);
 }
 
 static void
@@ -112,6 +138,7 @@ register_tests(void)
 
 	CU_add_test(s, "defaults", test_defaults);
 	CU_add_test(s, "every_field", test_every_field);
+	CU_add_test(s, "soft_pin", test_soft_pin);
 	CU_add_test(s, "group_ids_without_preferred", test_group_ids_without_preferred);
 	CU_add_test(s, "refusals", test_refusals);
 }
