@@ -317,36 +317,35 @@ out:
 /* A location on the wire: u32 region, u64 offset, u64 length. */
 #define LOC_BYTES 20u
 
-/*
- * A put of values in pieces (tide_store_batch_put_parts()): every piece is
- * resolved to the client's memory and the store writes each where it is.
- * Pieces are bounded by AGENT_MAX_PARTS and by the body they came in (LOC_BYTES
- * each there), so the array grows only as far as the body carries it.
- */
-static int
-op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
-{
-	struct tide_store_part *parts = NULL, *np_;
-	struct agent_rc arc;
-	struct tide_store_rc rc;
-	size_t i, total = 0, cap = 0;
-	uint32_t n, flags;
-	int err = -EPROTO, r;
+/* The n {key, pieces} entries of a put or get in pieces, resolved to the client's memory. */
+struct key_parts {
+	char **keys;
+	size_t *nparts;
+	struct tide_store_part *parts;
+};
 
-	n = agent_r_u32(rd);
-	flags = agent_r_u32(rd);
-	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
-		return -EPROTO;
-	agent_r_rc(rd, &arc, n);
-	char **keys = calloc(n, sizeof(*keys));
-	size_t *nparts = calloc(n, sizeof(*nparts));
-	int *rcs = calloc(n, sizeof(*rcs));
-	if (keys == NULL || nparts == NULL || rcs == NULL)
-		goto out;
+/*
+ * Read n x {str key, u32 np, np x loc}; false (rd->bad set) when malformed, out
+ * of the client's regions or out of memory. Pieces are bounded by
+ * AGENT_MAX_PARTS and by the body they came in (LOC_BYTES each there), so the
+ * array grows only as far as the body carries it. Free with key_parts_free()
+ * either way.
+ */
+static bool
+key_parts_read(const struct srv_client *c, struct agent_rbuf *rd, size_t n, struct key_parts *kp)
+{
+	struct tide_store_part *np_;
+	size_t i, total = 0, cap = 0;
+
+	kp->parts = NULL;
+	kp->keys = calloc(n, sizeof(*kp->keys));
+	kp->nparts = calloc(n, sizeof(*kp->nparts));
+	if (kp->keys == NULL || kp->nparts == NULL)
+		rd->bad = true;
 	for (i = 0; i < n && !rd->bad; i++) {
 		uint32_t np;
 
-		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
+		kp->keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
 		np = agent_r_u32(rd);
 		if (rd->bad || np > AGENT_MAX_PARTS - total ||
 		    np > (rd->len - rd->pos) / LOC_BYTES) {
@@ -355,12 +354,12 @@ op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		}
 		if (total + np > cap) {
 			cap = total + np > 2 * cap ? total + np : 2 * cap;
-			np_ = realloc(parts, cap * sizeof(*parts));
+			np_ = realloc(kp->parts, cap * sizeof(*kp->parts));
 			if (np_ == NULL) {
 				rd->bad = true;
 				break;
 			}
-			parts = np_;
+			kp->parts = np_;
 		}
 		for (uint32_t k = 0; k < np && !rd->bad; k++) {
 			struct agent_loc l;
@@ -369,11 +368,42 @@ op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 			agent_r_loc(rd, &l);
 			if (!rd->bad && !resolve(c, &l, &p))
 				rd->bad = true;
-			parts[total + k] = (struct tide_store_part){p, l.len};
+			kp->parts[total + k] = (struct tide_store_part){p, l.len};
 		}
-		nparts[i] = np;
+		kp->nparts[i] = np;
 		total += np;
 	}
+	return !rd->bad;
+}
+
+static void
+key_parts_free(struct key_parts *kp, size_t n)
+{
+	free_keys(kp->keys, n);
+	free(kp->nparts);
+	free(kp->parts);
+}
+
+/* A put of values in pieces (tide_store_batch_put_parts()): every piece is
+ * resolved to the client's memory and the store writes each where it is. */
+static int
+op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct key_parts kp = {0};
+	struct agent_rc arc;
+	struct tide_store_rc rc;
+	uint32_t n, flags;
+	size_t i;
+	int err = -EPROTO, r;
+
+	n = agent_r_u32(rd);
+	flags = agent_r_u32(rd);
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	agent_r_rc(rd, &arc, n);
+	int *rcs = calloc(n, sizeof(*rcs));
+	if (rcs == NULL || !key_parts_read(c, rd, n, &kp))
+		goto out;
 	/* The soft pin comes last, where an agent without it never looks. */
 	if ((flags & AGENT_PUT_SOFT_PIN) != 0) {
 		agent_r_soft_pin(rd, &arc);
@@ -383,18 +413,45 @@ op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		goto out;
 	rc = agent_rc_view(&arc);
 	/* rcs stays zero when the call failed as a whole: the client reads only rc then. */
-	r = tide_store_batch_put_parts(c->srv->store, (const char *const *)keys, parts, nparts, n,
-				       &rc, flags, rcs);
+	r = tide_store_batch_put_parts(c->srv->store, (const char *const *)kp.keys, kp.parts,
+				       kp.nparts, n, &rc, flags, rcs);
 	agent_w_u32(w, (uint32_t)r);
 	for (i = 0; i < n; i++)
 		agent_w_u32(w, (uint32_t)rcs[i]);
 	err = 0;
 out:
 	agent_rc_free(&arc, n);
-	free_keys(keys, n);
-	free(nparts);
-	free(parts);
+	key_parts_free(&kp, n);
 	free(rcs);
+	return err;
+}
+
+/* Objects into pieces (tide_store_batch_get_into_parts()): the store reads each key
+ * straight into the client's pieces. */
+static int
+op_get_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct key_parts kp = {0};
+	uint32_t n = agent_r_u32(rd);
+	size_t i;
+	int err = -EPROTO, r;
+
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	int64_t *sizes = calloc(n, sizeof(*sizes));
+	if (sizes == NULL || !key_parts_read(c, rd, n, &kp))
+		goto out;
+	for (i = 0; i < n; i++)
+		sizes[i] = -EINVAL;
+	r = tide_store_batch_get_into_parts(c->srv->store, (const char *const *)kp.keys, kp.parts,
+					    kp.nparts, n, sizes);
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u64(w, (uint64_t)sizes[i]);
+	err = 0;
+out:
+	key_parts_free(&kp, n);
+	free(sizes);
 	return err;
 }
 
@@ -584,6 +641,8 @@ dispatch(struct srv_client *c, const struct agent_hdr *h, struct agent_rbuf *rd,
 		return op_put(c, rd, w);
 	case AGENT_PUT_PARTS:
 		return op_put_parts(c, rd, w);
+	case AGENT_GET_PARTS:
+		return op_get_parts(c, rd, w);
 	case AGENT_GET:
 		return op_get(c, rd, w);
 	case AGENT_RANGES:

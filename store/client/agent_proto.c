@@ -452,6 +452,7 @@ agent_op_name(unsigned op)
 		[AGENT_REMOVE_REGEX] = "remove_regex",
 		[AGENT_HEALTH] = "health",
 		[AGENT_PUT_PARTS] = "put_parts",
+		[AGENT_GET_PARTS] = "get_parts",
 	};
 
 	return op < AGENT_OP_MAX && names[op] ? names[op] : "?";

@@ -54,6 +54,10 @@ enum agent_op {
 	 * AGENT_MAX_PARTS pieces in all. flags are TIDE_STORE_PUT_* and
 	 * AGENT_PUT_SOFT_PIN. */
 	AGENT_PUT_PARTS,
+	/* tide_store_batch_get_into_parts(): u32 n, n x {str key, u32 np, np x loc} ->
+	 * i32 rc, n x i64 (sizes). Newer than AGENT_PUT_PARTS (an older agent closes
+	 * the connection on it); AGENT_MAX_PARTS pieces in all. */
+	AGENT_GET_PARTS,
 	AGENT_OP_MAX,
 };
 

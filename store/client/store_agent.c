@@ -968,6 +968,123 @@ out:
 	return err;
 }
 
+/*
+ * Copy back what the agent read into bounced pieces: key i's object of sizes[i]
+ * bytes fills its pieces in order. A size beyond the key's pieces is the agent's
+ * error (-EPROTO for the key, nothing copied).
+ */
+static void
+unplan_parts(struct tide_agent_conn *a, const struct tide_store_part *parts, const size_t *nparts,
+	     size_t n, int64_t *sizes, const uint64_t *bounced)
+{
+	const uint8_t *st = a->staging >= 0 ? a->regions[a->staging].base : NULL;
+	size_t i, k = 0;
+
+	for (i = 0; i < n; k += nparts[i], i++) {
+		uint64_t room = 0, off = 0, size;
+
+		if (sizes[i] <= 0)
+			continue;
+		for (size_t j = k; j < k + nparts[i]; j++)
+			room += parts[j].len; /* the agent was sent these: each fits a body */
+		size = (uint64_t)sizes[i];
+		if (size > room) {
+			TIDE_LOG_RATELIMIT(
+				ERR, 10,
+				"agent answered %llu bytes for %llu bytes of pieces: key "
+				"ignored",
+				(unsigned long long)size, (unsigned long long)room);
+			sizes[i] = -EPROTO;
+			continue;
+		}
+		for (size_t j = k; j < k + nparts[i] && off < size; j++) {
+			uint64_t take = size - off < parts[j].len ? size - off : parts[j].len;
+
+			if (bounced[j] != 0 && take > 0 && st != NULL)
+				memcpy((void *)(uintptr_t)parts[j].buf, st + bounced[j] - 1,
+				       (size_t)take);
+			off += take;
+		}
+	}
+}
+
+/*
+ * Objects into pieces: every piece becomes a location (inside a shared region as
+ * it is, else staging space, copied back after the reply), the agent reads each
+ * key into its pieces. sizes is written only when the agent ran the call.
+ */
+int
+tide_agent_batch_get_parts(struct tide_agent_conn *a, const char *const *keys,
+			   const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			   int64_t *sizes)
+{
+	struct agent_wbuf w;
+	uint8_t *body = NULL;
+	size_t blen, i, k, total = 0;
+	int err;
+
+	if (!keys_ok(keys, n) || nparts == NULL || sizes == NULL)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (nparts[i] > AGENT_MAX_PARTS - total) {
+			TIDE_LOG(ERR, "get: more than %u pieces in one call: refused",
+				 AGENT_MAX_PARTS);
+			return -EINVAL;
+		}
+		total += nparts[i];
+	}
+	if (total > 0 && parts == NULL)
+		return -EINVAL;
+	for (k = 0; k < total; k++)
+		if (parts[k].buf == NULL && parts[k].len > 0)
+			return -EINVAL;
+	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
+	const void **pb = calloc(total + 1, sizeof(*pb));
+	uint64_t *l64 = calloc(total + 1, sizeof(*l64));
+	struct agent_loc *locs = calloc(total + 1, sizeof(*locs));
+	uint64_t *bounced = calloc(total + 1, sizeof(*bounced));
+	int64_t *got = calloc(n, sizeof(*got));
+	if (pb == NULL || l64 == NULL || locs == NULL || bounced == NULL || got == NULL) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (k = 0; k < total; k++) {
+		pb[k] = parts[k].buf;
+		l64[k] = parts[k].len;
+	}
+	pthread_mutex_lock(&a->io_lock);
+	err = plan(a, pb, l64, total, false, locs, bounced);
+	if (err == 0) {
+		agent_w_init(&w);
+		agent_w_u32(&w, (uint32_t)n);
+		for (i = 0, k = 0; i < n; i++) {
+			agent_w_str(&w, keys[i]);
+			agent_w_u32(&w, (uint32_t)nparts[i]);
+			for (size_t e = k + nparts[i]; k < e; k++)
+				agent_w_loc(&w, &locs[k]);
+		}
+		err = call(a, AGENT_GET_PARTS, &w, &body, &blen);
+		agent_w_free(&w);
+		if (err == 0) {
+			err = read_vec(body, blen, n, NULL, got);
+			if (err != -EPROTO) {
+				unplan_parts(a, parts, nparts, n, got, bounced);
+				memcpy(sizes, got, n * sizeof(*got));
+			}
+		}
+		free(body);
+	}
+	staging_trim(a);
+	pthread_mutex_unlock(&a->io_lock);
+out:
+	free(pb);
+	free(l64);
+	free(locs);
+	free(bounced);
+	free(got);
+	return err;
+}
+
 /* Requests without memory: keys (+ a flag) in, a vector or a scalar out. */
 static int
 keys_call(struct tide_agent_conn *a, uint16_t op, int flag, const char *const *keys, size_t n,
@@ -1236,6 +1353,13 @@ be_batch_get_into(struct store_backend *b, const char *const *keys, void *const 
 }
 
 static int
+be_get_parts(struct store_backend *b, const char *const *keys, const struct tide_store_part *parts,
+	     const size_t *nparts, size_t n, int64_t *sizes)
+{
+	return tide_agent_batch_get_parts(conn_of(b), keys, parts, nparts, n, sizes);
+}
+
+static int
 be_get_into_ranges(struct store_backend *b, const char *const *keys, size_t nkeys,
 		   struct tide_store_frag *frags, size_t nfrags)
 {
@@ -1327,6 +1451,7 @@ const struct store_backend_ops store_agent_ops = {
 	.get_size = be_get_size,
 	.batch_get_into = be_batch_get_into,
 	.get_into_ranges = be_get_into_ranges,
+	.get_parts = be_get_parts,
 	.exist = be_exist,
 	.batch_exist = be_batch_exist,
 	.remove = be_remove,

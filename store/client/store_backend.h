@@ -73,6 +73,10 @@ struct store_backend_ops {
 			      const size_t *lens, size_t n, int64_t *sizes);
 	int (*get_into_ranges)(struct store_backend *b, const char *const *keys, size_t nkeys,
 			       struct tide_store_frag *frags, size_t nfrags);
+	/* tide_store_batch_get_into_parts() (objects into pieces). */
+	int (*get_parts)(struct store_backend *b, const char *const *keys,
+			 const struct tide_store_part *parts, const size_t *nparts, size_t n,
+			 int64_t *sizes);
 
 	/* tide_store_is_exist(), tide_store_batch_is_exist(). */
 	int (*exist)(struct store_backend *b, const char *key);

@@ -897,6 +897,14 @@ tide_store_get_size(struct tide_store *s, const char *key)
 }
 
 int
+tide_store_batch_get_into_parts(struct tide_store *s, const char *const *keys,
+				const struct tide_store_part *parts, const size_t *nparts, size_t n,
+				int64_t *sizes)
+{
+	return ready(s) ? s->be->ops->get_parts(s->be, keys, parts, nparts, n, sizes) : -EINVAL;
+}
+
+int
 tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *const *bufs,
 			  const size_t *lens, size_t n, int64_t *sizes)
 {

@@ -137,3 +137,112 @@ out:
 	store_sc_fini(&sc);
 	return ret;
 }
+
+/*
+ * Each key's pieces, in order, as the fragments that cover its object: a piece
+ * takes min(its len, what is left of the object); pieces past the end get
+ * nothing. A key whose pieces hold less than its object gets -ENOBUFS and no
+ * fragment; a failed lookup its error. Returns the fragments written to fr
+ * (at most total, one per piece).
+ */
+static size_t
+parts_frags(const struct store_rkey *ki, const struct tide_store_part *parts, const size_t *nparts,
+	    size_t n, int64_t *sizes, struct tide_store_frag *fr)
+{
+	size_t nf = 0, k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t end = k + nparts[i];
+		uint64_t room = 0, off = 0;
+
+		if (ki[i].err != 0) {
+			sizes[i] = ki[i].err;
+			k = end;
+			continue;
+		}
+		for (size_t j = k; j < end; j++)
+			room = parts[j].len > UINT64_MAX - room ? UINT64_MAX : room + parts[j].len;
+		if (room < ki[i].size) {
+			sizes[i] = -ENOBUFS;
+			k = end;
+			continue;
+		}
+		sizes[i] = (int64_t)ki[i].size;
+		for (; k < end && off < ki[i].size; k++) {
+			uint64_t take = ki[i].size - off;
+
+			if (parts[k].len == 0)
+				continue;
+			if (take > parts[k].len)
+				take = parts[k].len;
+			/* The struct is the put's (const): these pieces are the caller's
+			 * destinations. */
+			fr[nf++] = (struct tide_store_frag){.key = i,
+							    .src_off = off,
+							    .dst = (void *)(uintptr_t)parts[k].buf,
+							    .len = take};
+			off += take;
+		}
+		k = end;
+	}
+	return nf;
+}
+
+int
+store_get_parts(const struct store_get_ctx *c, const char *const *keys,
+		const struct tide_store_part *parts, const size_t *nparts, size_t n, size_t total,
+		int64_t *sizes)
+{
+	struct tide_store_frag *fr;
+	struct tide_mc_resp resp;
+	struct tide_mc_str *ks;
+	struct store_scratch sc;
+	struct store_rkey *ki;
+	struct store_xfer *x;
+	size_t *owner, nx, nf, f, i;
+	uint32_t *next;
+	bool *todo;
+	uint64_t t0;
+	int ret;
+
+	/* A fragment per piece at most: total bounds every per-fragment array. */
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks)) + store_sc_size(n, sizeof(*ki)) +
+					store_sc_size(total, sizeof(*fr)) +
+					store_sc_size(total, sizeof(*next)) +
+					store_sc_size(total, sizeof(*todo)) +
+					store_sc_size(total, sizeof(*x)) +
+					store_sc_size(total, sizeof(*owner))))
+		return -ENOMEM;
+	ks = store_sc_take(&sc, n, sizeof(*ks));
+	ki = store_sc_take(&sc, n, sizeof(*ki));
+	fr = store_sc_take(&sc, total, sizeof(*fr));
+	next = store_sc_take(&sc, total, sizeof(*next));
+	todo = store_sc_take(&sc, total, sizeof(*todo));
+	x = store_sc_take(&sc, total, sizeof(*x));
+	owner = store_sc_take(&sc, total, sizeof(*owner));
+	/* Locate n: the sizes decide which pieces are read, and how much of each. */
+	t0 = store_xfer_now_ms();
+	ret = store_mc_batch_replica_list(c->mc, keys, n, ks, &resp);
+	if (ret != 0)
+		goto out;
+	store_xfer_rkeys(&resp.u.batch_replica_list, n, ki);
+	nf = parts_frags(ki, parts, nparts, n, sizes, fr);
+	/* Read n: one engine batch from the first replicas, another round per replica rank
+	 * only for fragments whose transfer failed. */
+	store_xfer_frags_settle(ki, n, fr, nf, next, todo);
+	while ((nx = store_xfer_frags_round(ki, fr, nf, next, todo, x, owner)) > 0) {
+		store_xfer_run(&c->eng, TIDE_TE_READ, x, nx);
+		store_xfer_frags_done(x, owner, nx, fr, todo);
+	}
+	store_xfer_frags_lease(ki, n, fr, nf, t0);
+	tide_mc_resp_free(&resp);
+	/* A key is read when every one of its fragments is. */
+	for (f = 0; f < nf; f++)
+		if (fr[f].result < 0 && sizes[fr[f].key] >= 0)
+			sizes[fr[f].key] = fr[f].result;
+	for (i = 0; i < n && ret == 0; i++)
+		ret = sizes[i] < 0 ? (int)sizes[i] : 0;
+out:
+	store_sc_fini(&sc);
+	return ret;
+}

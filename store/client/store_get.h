@@ -11,7 +11,8 @@
  * replica (tide_store_batch_get_into(): a key whose read failed is got again on
  * its own, which tries the other replicas), or rounds of one batch each, round
  * r reading every still-failing fragment from its key's r-th COMPLETE replica
- * (tide_store_get_into_ranges()).
+ * (tide_store_get_into_ranges(), and tide_store_batch_get_into_parts(), whose
+ * pieces become fragments once the sizes are known).
  *
  * Results and errors are those of the tide_store_X() each serves (tide_store.h);
  * arguments are checked by the caller. Thread: any; nothing is kept between calls.
@@ -55,6 +56,12 @@ int64_t store_get_one(const struct store_get_ctx *c, const char *key, struct sto
 /* tide_store_batch_get_into() of n valid keys into valid buffers. */
 int store_get_batch(const struct store_get_ctx *c, const char *const *keys, void *const *bufs,
 		    const size_t *lens, size_t n, int64_t *sizes);
+
+/* tide_store_batch_get_into_parts() of n valid keys into valid pieces (total
+ * entries of parts, nparts[i] for key i). */
+int store_get_parts(const struct store_get_ctx *c, const char *const *keys,
+		    const struct tide_store_part *parts, const size_t *nparts, size_t n,
+		    size_t total, int64_t *sizes);
 
 /* tide_store_get_into_ranges() of valid keys and fragments. */
 int store_get_ranges(const struct store_get_ctx *c, const char *const *keys, size_t nkeys,

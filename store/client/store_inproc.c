@@ -287,6 +287,30 @@ be_batch_get_into(struct store_backend *b, const char *const *keys, void *const 
 	return store_get_batch(&c, keys, bufs, lens, n, sizes);
 }
 
+/* Pieces are checked as be_put_parts() checks them, before the master sees anything. */
+static int
+be_get_parts(struct store_backend *b, const char *const *keys, const struct tide_store_part *parts,
+	     const size_t *nparts, size_t n, int64_t *sizes)
+{
+	struct store_get_ctx c = get_ctx(ip_of(b));
+	size_t i, k, total = 0;
+
+	if (!keys_ok(keys, n) || nparts == NULL || sizes == NULL)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		/* The pieces are an array of the caller's: their count fits its memory. */
+		if (nparts[i] > SIZE_MAX / sizeof(*parts) - total)
+			return -EINVAL;
+		total += nparts[i];
+	}
+	if (total > 0 && parts == NULL)
+		return -EINVAL;
+	for (k = 0; k < total; k++)
+		if (parts[k].buf == NULL && parts[k].len > 0)
+			return -EINVAL;
+	return store_get_parts(&c, keys, parts, nparts, n, total, sizes);
+}
+
 static int
 be_get_into_ranges(struct store_backend *b, const char *const *keys, size_t nkeys,
 		   struct tide_store_frag *frags, size_t nfrags)
@@ -498,6 +522,7 @@ const struct store_backend_ops store_inproc_ops = {
 	.get_size = be_get_size,
 	.batch_get_into = be_batch_get_into,
 	.get_into_ranges = be_get_into_ranges,
+	.get_parts = be_get_parts,
 	.exist = be_is_exist,
 	.batch_exist = be_batch_is_exist,
 	.remove = be_remove,

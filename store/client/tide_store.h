@@ -395,6 +395,36 @@ int tide_store_batch_get_into(struct tide_store *s, const char *const *keys, voi
 			      const size_t *lens, size_t n, int64_t *sizes);
 
 /**
+ * Read n objects, each into pieces (Mooncake's batch_get_into_multi_buffers): key i's
+ * object is read into its nparts[i] consecutive entries of parts (key 0's first, then
+ * key 1's, ...), in order, each piece filled before the next; pieces past the object's
+ * end are left as they were. One BatchGetReplicaList, then one engine batch of reads
+ * from each key's first COMPLETE replica straight into the pieces (no staging in this
+ * process; through an agent, pieces outside the shared buffers are bounced through the
+ * staging area as tide_store_batch_get_into() bounces buffers); a transfer that fails
+ * is read again from the key's next replica, a batch per replica rank.
+ * \param keys    n keys (non-empty).
+ * \param parts   The destinations, in key order (sum of nparts[] entries): here buf is
+ *                written, len bytes at most (the struct is the one puts read from).
+ *                NULL only when len is 0; pieces must not overlap.
+ * \param nparts  n counts; 0 is allowed (room for an empty object only).
+ * \param sizes   Out: per key, the object's size (the bytes read, >= 0); -ENOBUFS the
+ *                pieces together are smaller than the object (nothing of it read); else
+ *                the key's error as tide_store_get_into() gives it (-ENOENT, -EAGAIN,
+ *                -ESTALE, transfer errors; pieces may then hold part of the object).
+ * \return 0 every key read; else the first negative sizes[i]; -EINVAL bad args (a NULL
+ *         array, an empty key, a piece with a NULL buf and a non-zero len, n 0; through
+ *         an agent also a key over 4096 bytes, more than 65536 keys or 524288 pieces) or
+ *         not set up; -ENOMEM; a master (or agent) connection error (sizes untouched in
+ *         these cases).
+ * Ownership: every array and piece stays the caller's; the pieces are written during the
+ * call only. Thread: any, after setup.
+ */
+int tide_store_batch_get_into_parts(struct tide_store *s, const char *const *keys,
+				    const struct tide_store_part *parts, const size_t *nparts,
+				    size_t n, int64_t *sizes);
+
+/**
  * Read fragments of objects (Mooncake's get_into_ranges, flattened): one
  * BatchGetReplicaList for the keys, then one transfer-engine read per fragment
  * straight from the replica (a replica that fails is replaced by the next one).

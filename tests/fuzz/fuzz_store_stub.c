@@ -222,6 +222,26 @@ tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *c
 }
 
 int
+tide_store_batch_get_into_parts(struct tide_store *s, const char *const *keys,
+				const struct tide_store_part *parts, const size_t *nparts, size_t n,
+				int64_t *sizes)
+{
+	size_t k = 0;
+
+	check_store(s);
+	check_keys(keys, n);
+	TRAP_IF(nparts == NULL || sizes == NULL);
+	for (size_t i = 0; i < n; i++) {
+		sizes[i] = 0;
+		for (size_t e = k + nparts[i]; k < e; k++) {
+			check_buf(parts[k].buf, parts[k].len, true);
+			sizes[i] += (int64_t)parts[k].len;
+		}
+	}
+	return 0;
+}
+
+int
 tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t nkeys,
 			   struct tide_store_frag *frags, size_t nfrags)
 {

@@ -6,7 +6,8 @@ services), and MooncakeHostMemAllocator (SGLang's host KV pool).
 Every put here is one tide_store_batch_put_parts() call: the pieces are written from
 where they are, straight to the replicas (no gather copy in this process), and an upsert
 is the same call with TIDE_STORE_PUT_UPSERT (Mooncake's Upsert RPCs: an existing key gets
-the new value). Return values and codes are stock's, per method below.
+the new value). Multi-buffer gets are one tide_store_batch_get_into_parts() call, read
+straight into the buffers. Return values and codes are stock's, per method below.
 
 A mixin of mooncake.store.MooncakeDistributedStore: it uses the store's _enter/_leave
 (calls in flight against close) and _batch.
@@ -19,10 +20,9 @@ import sys
 import threading
 
 from mooncake._native import abi as _abi, lib as _lib
-from mooncake._store_base import (_BadArg, _E, _Frag, _INVALID_PARAMS, _NO_RELEASE,
-                                  _OBJECT_NOT_FOUND, _SENTINEL_I64, _SENTINEL_INT, _UNTOUCHED,
-                                  _buffer, _cp, _key, _keys, _mc_code, _ptr, _rc, _seq, _size,
-                                  _sz, _vp)
+from mooncake._store_base import (_BadArg, _E, _INVALID_PARAMS, _NO_RELEASE, _SENTINEL_I64,
+                                  _SENTINEL_INT, _UNTOUCHED, _buffer, _cp, _key, _keys,
+                                  _mc_code, _ptr, _rc, _seq, _size, _sz, _vp)
 
 __all__ = ["BufferHandle", "MooncakeHostMemAllocator"]
 
@@ -326,95 +326,35 @@ class _MultiCalls:
     def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes,
                                      prefer_alloc_in_same_node=False):
         """Read key i into the buffers all_buffer_ptrs[i] of all_sizes[i] bytes, filling
-        them in order. Per key the object's size (bytes read), or a negative code: -704
-        missing, -600 the buffers together are smaller than the object or bad arguments."""
+        them in order (one tide_store_batch_get_into_parts() call: one lookup and one
+        engine batch, the bytes land in the buffers). Per key the object's size (bytes
+        read), or a negative code: -704 missing, -600 the buffers together are smaller
+        than the object (stock's answer) or bad arguments."""
         del prefer_alloc_in_same_node  # a placement hint for puts; reads take any replica
         n, karr = _keys(keys, "batch_get_into_multi_buffers")
         groups = _groups(keys, all_buffer_ptrs, all_sizes) if karr is not None else []
-        if karr is not None and len(groups) != n:
+        if karr is None or len(groups) != n:
             return [_INVALID_PARAMS] * n
-        h = self._enter()
-        if h is None:
-            return [_INVALID_PARAMS] * n
-        try:
-            if karr is None:
-                return [_INVALID_PARAMS] * n
-            return self._scatter_reads(h, karr, groups)
-        except _BadArg:
-            return [_INVALID_PARAMS] * n
-        finally:
-            self._leave()
+        bad = [g is None or any(ln < 0 or (ln and not p) for p, ln in g) for g in groups]
 
-    def _scatter_reads(self, h, karr, groups):
-        """One tide_store_get_into_ranges call: key i's buffers as fragments at their
-        offsets in the object, and a 1-byte probe just past them (present: the object is
-        larger than the buffers, -600 as stock). A key whose object turns out shorter than
-        its buffers is read again with fragments cut to its size."""
-        n = len(groups)
-        res = [_INVALID_PARAMS] * n
-        probe = (ctypes.c_ubyte * max(1, n))()
-        frags, where = [], []  # where: (key, buffer index or -1 for the probe)
-        for i, g in enumerate(groups):
-            if g is None or any(ln < 0 or (ln and not p) for p, ln in g):
-                continue
-            off = 0
-            for j, (p, ln) in enumerate(g):
-                if ln:
-                    frags.append((i, off, p, ln))
-                    where.append((i, j))
-                off += ln
-            frags.append((i, off, ctypes.addressof(probe) + i, 1))
-            where.append((i, -1))
-        if not frags:
-            return res
-        out = self._ranges(h, karr, frags)
-        short = []
-        per_key = {}
-        for (i, j), v in zip(where, out):
-            per_key.setdefault(i, []).append((j, v))
-        for i, vals in per_key.items():
-            data = [v for j, v in vals if j >= 0]
-            pv = next(v for j, v in vals if j < 0)
-            if any(v == -_E.ENOENT for v in data + [pv]):
-                res[i] = _OBJECT_NOT_FOUND
-            elif pv >= 0:
-                res[i] = _INVALID_PARAMS  # the object does not fit the buffers
-            elif all(v >= 0 for v in data):
-                res[i] = sum(data)
-            elif all(v >= 0 or v == -_E.EINVAL for v in data):
-                short.append(i)
-            else:
-                res[i] = _mc_code(next(v for v in data if v < 0))
-        for i in short:  # the object is shorter than the buffers: read exactly its bytes
-            size = self._size_of(h, karr[i])
-            if size < 0:
-                res[i] = _mc_code(size)
-                continue
-            fr, off = [], 0
-            for p, ln in groups[i]:
-                take = min(ln, size - off)
-                if take > 0:
-                    fr.append((0, off, p, take))
-                off += take
-            sub = (_cp * 1)(karr[i])
-            vals = self._ranges(h, sub, fr) if fr else []
-            bad = [v for v in vals if v < 0]
-            res[i] = _mc_code(bad[0]) if bad else sum(vals)
-        return res
+        def call(h, karr):
+            # A key refused here is -EINVAL for _mc_code (-600); the others go to C.
+            ok = [i for i in range(n) if not bad[i]]
+            if not ok:
+                return 0, [-_E.EINVAL] * n
+            sub = karr if len(ok) == n else (_cp * len(ok))(*[karr[i] for i in ok])
+            parts, nparts = _parts_arrays([groups[i] for i in ok])
+            out = (ctypes.c_int64 * len(ok))(*([_SENTINEL_I64] * len(ok)))
+            r = _lib.tide_store_batch_get_into_parts(h, sub, parts, nparts, len(ok), out)
+            del parts
+            res = [-_E.EINVAL] * n
+            for j, i in enumerate(ok):
+                res[i] = _UNTOUCHED if out[j] == _SENTINEL_I64 else out[j]
+            return r, res
 
-    @staticmethod
-    def _ranges(h, karr, frags):
-        arr = (_Frag * len(frags))()
-        for j, (i, s, d, ln) in enumerate(frags):
-            f = arr[j]
-            f.key, f.src_off, f.dst, f.len, f.result = i, s, d, ln, _SENTINEL_I64
-        r = _lib.tide_store_get_into_ranges(h, karr, len(karr), arr, len(frags))
-        return [(r if r < 0 else -_E.EIO) if arr[j].result == _SENTINEL_I64 else
-                arr[j].result for j in range(len(frags))]
-
-    @staticmethod
-    def _size_of(h, k):
-        return _lib.tide_store_get_size(h, k)
+        def code(v):
+            return v if v >= 0 else _mc_code(v)
+        return self._batch(n, karr, _INVALID_PARAMS, call, code)
 
 
 def _groups(keys, all_ptrs, all_sizes):

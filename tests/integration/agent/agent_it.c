@@ -266,6 +266,26 @@ test_soft_pin(void)
 	tide_store_close(ca);
 }
 
+/* Objects into pieces through the agents (AGENT_GET_PARTS): heap pieces bounced, local
+ * buffer pieces shared; an embedded writer read by an attached reader too. */
+static void
+test_get_parts(void)
+{
+	struct tide_store *ca = NULL, *cb = NULL;
+	void *lb;
+	size_t lblen;
+
+	TIDE_UT_OK(attach(&ca, sock_a));
+	TIDE_UT_OK(attach(&cb, sock_b));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cb);
+	TIDE_UT_OK(tide_store_local_buffer(cb, &lb, &lblen));
+	CU_ASSERT_FATAL(lblen >= (2u << 20));
+	get_parts_check(ca, cb, "agent-it/gp", lb);
+	get_parts_check(node_a, cb, "agent-it/gp-heap", NULL);
+	tide_store_close(ca);
+	tide_store_close(cb);
+}
+
 /* Batches, ranges, existence, removal, from the local buffer and a mapped
  * region (the zero-copy path) and a registered heap buffer. */
 static void
@@ -933,6 +953,7 @@ register_tests(void)
 	CU_add_test(s, "batches_and_ranges", test_batches_and_ranges);
 	CU_add_test(s, "put_parts", test_put_parts);
 	CU_add_test(s, "soft_pin", test_soft_pin);
+	CU_add_test(s, "get_parts", test_get_parts);
 	CU_add_test(s, "data_outlives_client", test_data_outlives_client);
 	CU_add_test(s, "client_killed_mid_put", test_client_killed_mid_put);
 	CU_add_test(s, "agent_restart", test_agent_restart);

@@ -7,6 +7,9 @@
  *     master_soft_pin_key_count gauge (/metrics) counts the objects put with
  *     ENABLE, through put, batch_put_from (lease and PutStart placement) and
  *     batch_put_parts, and an upsert with DISABLE takes one off;
+ *   - tide_store_batch_get_into_parts(): objects read into pieces from the heap
+ *     (through an agent: bounced) and the reader's local buffer (shared), in
+ *     order, pieces past the end untouched; -ENOBUFS, -ENOENT per key; refusals;
  *
  * Include it once, from a CUnit test file; it asserts with CUnit.
  */
@@ -127,6 +130,76 @@ soft_pin_check(struct tide_store *w, uint16_t metrics_port, const char *pfx)
 	CU_ASSERT_EQUAL(sc_metric(metrics_port, gauge), before + 3);
 	CU_ASSERT_EQUAL(tide_store_batch_remove(w, rk, 5, true, rcs), 0);
 	CU_ASSERT_EQUAL(sc_metric(metrics_port, gauge), before);
+}
+
+/* Deterministic bytes of seed. */
+static void
+sc_fill(uint8_t *p, size_t n, unsigned seed)
+{
+	uint32_t x = seed * 2246822519u + 3;
+
+	for (size_t i = 0; i < n; i++) {
+		x = x * 1664525u + 1013904223u;
+		p[i] = (uint8_t)(x >> 24);
+	}
+}
+
+/* Objects written by w, read by r into pieces; lbuf: r's local buffer (2 MiB at least),
+ * or NULL for heap pieces only. */
+static void
+get_parts_check(struct tide_store *w, struct tide_store *r, const char *pfx, uint8_t *lbuf)
+{
+	enum { A = 10000, B = 300 };
+	char ka[160], kb[160], km[160];
+	uint8_t *src = malloc(A), *heap = malloc(4 * A), *d2 = lbuf ? lbuf + 4096 : heap + 3 * A;
+	const char *keys[4] = {ka, km, kb, ka};
+	int64_t sizes[4];
+	size_t np[4] = {3, 1, 2, 2};
+	int rcs[2];
+
+	CU_ASSERT_FATAL(src != NULL && heap != NULL);
+	snprintf(ka, sizeof(ka), "%s/get-parts-a", pfx);
+	snprintf(kb, sizeof(kb), "%s/get-parts-b", pfx);
+	snprintf(km, sizeof(km), "%s/get-parts-missing", pfx);
+	sc_fill(src, A, 41);
+	CU_ASSERT_EQUAL(tide_store_put(w, ka, src, A, NULL), 0);
+	CU_ASSERT_EQUAL(tide_store_put(w, kb, src, B, NULL), 0);
+	memset(heap, 0xee, 4 * A);
+	memset(d2, 0xee, 8192);
+	/* Key a: 3000 bytes to the heap, an empty piece, the rest (7000) into 8192 bytes of
+	 * the local buffer; a missing key; key b (300 bytes) into 2 x 100 bytes; key a again
+	 * into two heap pieces of exactly its size. */
+	struct tide_store_part parts[8] = {
+		{heap, 3000},       {NULL, 0},
+		{d2, 8192},         {heap + 3000, 64},
+		{heap + 4000, 100}, {heap + 4100, 100},
+		{heap + A, 4000},   {heap + A + 4000, A - 4000},
+	};
+	CU_ASSERT_EQUAL(tide_store_batch_get_into_parts(r, keys, parts, np, 4, sizes), -ENOENT);
+	CU_ASSERT_EQUAL(sizes[0], A);
+	CU_ASSERT_EQUAL(sizes[1], -ENOENT);
+	CU_ASSERT_EQUAL(sizes[2], -ENOBUFS);
+	CU_ASSERT_EQUAL(sizes[3], A);
+	CU_ASSERT_EQUAL(memcmp(heap, src, 3000), 0);
+	CU_ASSERT_EQUAL(memcmp(d2, src + 3000, A - 3000), 0);
+	CU_ASSERT_EQUAL(d2[A - 3000], 0xee); /* past the object: untouched */
+	CU_ASSERT_EQUAL(heap[3000], 0xee);   /* the missing key's piece */
+	CU_ASSERT_EQUAL(heap[4000], 0xee);   /* the short key's pieces: nothing read */
+	CU_ASSERT_EQUAL(memcmp(heap + A, src, A), 0);
+	/* Everything read: 0. */
+	CU_ASSERT_EQUAL(tide_store_batch_get_into_parts(r, keys + 3, parts + 6, np + 3, 1, sizes),
+			0);
+	/* Refusals leave sizes alone. */
+	sizes[0] = 77;
+	CU_ASSERT_EQUAL(tide_store_batch_get_into_parts(r, keys, parts, NULL, 1, sizes), -EINVAL);
+	parts[0].buf = NULL;
+	CU_ASSERT_EQUAL(tide_store_batch_get_into_parts(r, keys, parts, np, 1, sizes), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_get_into_parts(r, keys, parts, np, 0, sizes), -EINVAL);
+	CU_ASSERT_EQUAL(sizes[0], 77);
+	keys[1] = kb;
+	CU_ASSERT_EQUAL(tide_store_batch_remove(w, keys, 2, true, rcs), 0);
+	free(src);
+	free(heap);
 }
 
 #endif /* TIDE_STORE_CALLS_IT_H */

@@ -900,6 +900,18 @@ test_soft_pin_forwarded(void)
 	soft_pin_check(sa, metrics_port, "it");
 }
 
+/* Objects into pieces (tide_store_batch_get_into_parts()), heap and local buffer. */
+static void
+test_get_parts(void)
+{
+	void *lb;
+	size_t lblen;
+
+	TIDE_UT_OK(tide_store_local_buffer(sb, &lb, &lblen));
+	get_parts_check(sa, sb, "it", lblen >= (2u << 20) ? lb : NULL);
+	get_parts_check(sb, sa, "it-heap", NULL);
+}
+
 static void
 test_preferred_segment(void)
 {
@@ -1277,6 +1289,7 @@ register_tests(void)
 	CU_add_test(s, "two_replicas", test_two_replicas);
 	CU_add_test(s, "batch", test_batch);
 	CU_add_test(s, "put_parts", test_put_parts);
+	CU_add_test(s, "get_parts", test_get_parts);
 	CU_add_test(s, "missing_and_remove", test_missing_and_remove);
 	CU_add_test(s, "small_buffer", test_small_buffer);
 	CU_add_test(s, "heartbeat_keeps_segment", test_heartbeat_keeps_segment);
