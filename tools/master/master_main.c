@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "tide_cidr.h"
+#include "tide_flags.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
 #include "tide_master_ha.h"
@@ -254,94 +255,56 @@ find_flag(const char *name, size_t len)
 	return NULL;
 }
 
-static bool
-parse_dur_ms(const char *v, uint64_t *out)
-{
-	unsigned long long n;
-	uint64_t mul = 1;
-	char *end;
-
-	if (*v < '0' || *v > '9') {
-		return false;
-	}
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno != 0) {
-		return false;
-	}
-	if (strcmp(end, "") == 0 || strcmp(end, "ms") == 0) {
-		mul = 1;
-	} else if (strcmp(end, "s") == 0) {
-		mul = 1000;
-	} else if (strcmp(end, "m") == 0) {
-		mul = 60000;
-	} else if (strcmp(end, "h") == 0) {
-		mul = 3600000;
-	} else {
-		return false;
-	}
-	if (n > UINT64_MAX / mul) {
-		return false;
-	}
-	*out = (uint64_t)n * mul;
-	return true;
-}
-
-/* Set a flag from text. 0, or -EINVAL after printing why. */
+/*
+ * Set a flag from text (the command line's, origin "", or the config file's). 0, or
+ * -EINVAL with why in err: gflags' own wording, which launchers of the stock master
+ * may look for.
+ */
 static int
-set_flag(struct flag *f, const char *v, const char *origin)
+set_flag(struct flag *f, const char *v, const char *origin, char *err, size_t errlen)
 {
-	char *end;
-	double d;
-	long long i;
-
 	switch (f->type) {
 	case F_BOOL:
 		if (tide_nodeenv_parse_bool(v, &f->b) != 0) {
-			fprintf(stderr,
-				"ERROR: illegal value '%s' specified for bool flag '%s'%s "
-				"(expected true/false, 1/0, yes/no, on/off, t/f or y/n)\n",
-				v, f->name, origin);
+			snprintf(err, errlen,
+				 "illegal value '%s' specified for bool flag '%s'%s "
+				 "(expected true/false, 1/0, yes/no, on/off, t/f or y/n)",
+				 v, f->name, origin);
 			return -EINVAL;
 		}
 		return 0;
 	case F_INT:
-		errno = 0;
-		i = strtoll(v, &end, 10);
-		if (*v == '\0' || *end != '\0' || errno != 0 || (double)i < f->min ||
-		    (double)i > f->max) {
-			fprintf(stderr,
-				"ERROR: illegal value '%s' specified for integer flag '%s'%s "
-				"(expected an integer in %.0f..%.0f)\n",
-				v, f->name, origin, f->min, f->max);
+		if (tide_flags_parse_i64(v, f->min, f->max, &f->i) != 0) {
+			snprintf(err, errlen,
+				 "illegal value '%s' specified for integer flag '%s'%s "
+				 "(expected an integer in %.0f..%.0f)",
+				 v, f->name, origin, f->min, f->max);
 			return -EINVAL;
 		}
-		f->i = i;
 		return 0;
 	case F_DOUBLE:
-		errno = 0;
-		d = strtod(v, &end);
-		if (*v == '\0' || *end != '\0' || errno != 0 || !isfinite(d) || d < f->min ||
-		    d > f->max) {
-			fprintf(stderr,
-				"ERROR: illegal value '%s' specified for double flag '%s'%s "
-				"(expected a number in [%g, %g])\n",
-				v, f->name, origin, f->min, f->max);
+		if (tide_flags_parse_double(v, f->min, f->max, &f->d) != 0) {
+			snprintf(err, errlen,
+				 "illegal value '%s' specified for double flag '%s'%s "
+				 "(expected a number in [%g, %g])",
+				 v, f->name, origin, f->min, f->max);
 			return -EINVAL;
 		}
-		f->d = d;
 		return 0;
-	case F_DUR_MS:
+	case F_DUR_MS: {
+		uint64_t ms;
 		/* min/max, when set, bound the value (the stock duration flags have none). */
-		if (!parse_dur_ms(v, &f->ms) ||
-		    (f->max > 0 && ((double)f->ms < f->min || (double)f->ms > f->max))) {
-			fprintf(stderr,
-				"ERROR: illegal value '%s' specified for duration flag '%s'%s "
-				"(expected milliseconds, or a number with ms/s/m/h%s)\n",
-				v, f->name, origin, f->max > 0 ? ", not 0" : "");
+		if (tide_flags_parse_dur_ms(v, &ms) != 0 ||
+		    (f->max > 0 && ((double)ms < f->min || (double)ms > f->max))) {
+			snprintf(err, errlen,
+				 "illegal value '%s' specified for duration flag '%s'%s "
+				 "(expected milliseconds, or a number with ms/s/m/h%s)",
+				 v, f->name, origin, f->max > 0 ? ", not 0" : "");
 			return -EINVAL;
 		}
+		f->ms = ms;
 		return 0;
+	}
 	case F_STR:
 		f->s = v;
 		return 0;
@@ -354,72 +317,50 @@ set_flag(struct flag *f, const char *v, const char *origin)
 	return -EINVAL;
 }
 
-static bool
-takes_value(const struct flag *f)
+static void *
+walk_find(void *ctx, const char *name, size_t len, bool *is_bool)
 {
-	return f->type != F_BOOL && f->type != F_IGNORED_BOOL;
+	struct flag *f = find_flag(name, len);
+
+	(void)ctx;
+	if (f != NULL)
+		*is_bool = f->type == F_BOOL || f->type == F_IGNORED_BOOL;
+	return f;
 }
 
 static int
+walk_set(void *ctx, void *fp, const char *v, char *err, size_t errlen)
+{
+	struct flag *f = fp;
+
+	(void)ctx;
+	if (set_flag(f, v, "", err, errlen) != 0)
+		return -EINVAL;
+	f->set = true;
+	return 0;
+}
+
+/* The command line, read as every Tide program reads one (tools/common/flags.c); an
+ * unknown flag is a warning, not an error, as launchers of the stock master expect. */
+static int
 parse_args(int argc, char **argv)
 {
-	const char *a, *name, *eq, *val;
-	struct flag *f;
-	size_t nlen;
-	int i;
+	struct tide_flags_walker w = {.find = walk_find, .set = walk_set, .skip_unknown = true};
+	char err[512];
+	int rc = tide_flags_walk(argc, argv, &w, err, sizeof(err));
 
-	for (i = 1; i < argc; i++) {
-		a = argv[i];
-		if (a[0] != '-' || a[1] == '\0') {
-			TIDE_LOG(WARN, "ignoring positional argument '%s'", a);
-			continue;
-		}
-		name = a + 1 + (a[1] == '-');
-		eq = strchr(name, '=');
-		nlen = eq != NULL ? (size_t)(eq - name) : strlen(name);
-		val = eq != NULL ? eq + 1 : NULL;
-		f = find_flag(name, nlen);
-		if (f == NULL && val == NULL && nlen > 2 && strncmp(name, "no", 2) == 0) {
-			f = find_flag(name + 2, nlen - 2);
-			if (f != NULL && takes_value(f)) {
-				f = NULL;
-			} else if (f != NULL) {
-				val = "false";
-			}
-		}
-		if (f == NULL) {
-			/* gflags would stop here; launchers for the stock master must not. */
-			if (val == NULL && i + 1 < argc && argv[i + 1][0] != '-') {
-				val = argv[++i];
-			}
-			TIDE_LOG(WARN, "unknown flag --%.*s%s%s ignored", (int)nlen, name,
-				 val != NULL ? "=" : "", val != NULL ? val : "");
-			continue;
-		}
-		if (val == NULL) {
-			if (!takes_value(f)) {
-				val = "true";
-			} else if (i + 1 < argc) {
-				val = argv[++i];
-			} else {
-				fprintf(stderr, "ERROR: flag '--%s' is missing its argument\n",
-					f->name);
-				return -EINVAL;
-			}
-		}
-		if (set_flag(f, val, "") != 0) {
-			return -EINVAL;
-		}
-		f->set = true;
-	}
-	return 0;
+	if (rc == 1) /* the table has --help: only a "-h" gets here */
+		flags[FL_HELP].b = true;
+	else if (rc < 0)
+		fprintf(stderr, "ERROR: %s\n", err);
+	return rc < 0 ? rc : 0;
 }
 
 /* Apply the config file's keys for flags not given on the command line. */
 static int
 load_config(const char *path)
 {
-	char num[64], origin[512];
+	char num[64], origin[512], err[1024];
 	cJSON *root, *it;
 	struct flag *f;
 	const char *key, *v;
@@ -494,8 +435,9 @@ load_config(const char *path)
 				break;
 			}
 		}
-		rc = set_flag(f, v, origin);
+		rc = set_flag(f, v, origin, err, sizeof(err));
 		if (rc != 0) {
+			fprintf(stderr, "ERROR: %s\n", err);
 			break;
 		}
 		f->from_file = true;
