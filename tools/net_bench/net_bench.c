@@ -25,6 +25,7 @@
 #include "net_bench.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
+#include "tide_nodeenv.h"
 
 #define MAX_REPEAT  15
 #define MAX_METRICS (3 * NB_MAX_ROWS)
@@ -56,23 +57,13 @@ static struct nb_row rows[NB_MAX_ROWS];
 static unsigned nrows;
 static struct pair_result results[NSYS][MAX_REPEAT];
 
+/* A message or buffer size in the one size syntax (tide_nodeenv_parse_size), 1 B..1 GiB. */
 static int
 parse_size(const char *s, uint32_t *out)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
+	uint64_t v;
 
-	if (end == s)
-		return -EINVAL;
-	if (*end == 'k' || *end == 'K')
-		v <<= 10, end++;
-	else if (*end == 'm' || *end == 'M')
-		v <<= 20, end++;
-	if ((*end == 'i' || *end == 'I') && (end[1] == 'b' || end[1] == 'B'))
-		end += 2;
-	else if (*end == 'b' || *end == 'B')
-		end++;
-	if (*end != '\0' || v == 0 || v > (1ull << 30))
+	if (tide_nodeenv_parse_size(s, &v) != 0 || v == 0 || v > (1ull << 30))
 		return -EINVAL;
 	*out = (uint32_t)v;
 	return 0;

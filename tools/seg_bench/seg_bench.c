@@ -35,6 +35,7 @@
 
 #include "tide_clock.h"
 #include "tide_seg.h"
+#include "tide_nodeenv.h"
 
 #define KiB (UINT64_C(1) << 10)
 #define MiB (UINT64_C(1) << 20)
@@ -410,48 +411,6 @@ row(const char *name, const struct seq *s, const struct result *r)
 	printf("\n");
 }
 
-static int
-parse_size(const char *arg, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	uint64_t mult = 1;
-
-	errno = 0;
-	v = strtoull(arg, &end, 0);
-	if (errno != 0 || end == arg || arg[0] == '-')
-		return -EINVAL;
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k':
-	case 'K':
-		mult = KiB;
-		break;
-	case 'm':
-	case 'M':
-		mult = MiB;
-		break;
-	case 'g':
-	case 'G':
-		mult = GiB;
-		break;
-	case 't':
-	case 'T':
-		mult = TiB;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (*end != '\0' && end[1] != '\0' && strcmp(end + 1, "iB") != 0 &&
-	    strcmp(end + 1, "B") != 0)
-		return -EINVAL;
-	if (v > UINT64_MAX / mult)
-		return -ERANGE;
-	*out = v * mult;
-	return 0;
-}
-
 static void
 usage(FILE *f)
 {
@@ -486,7 +445,7 @@ parse_args(int argc, char **argv, struct bench_opts *o)
 			usage(stdout);
 			exit(0);
 		}
-		if (c == '?' || parse_size(optarg, &v) != 0) {
+		if (c == '?' || tide_nodeenv_parse_size(optarg, &v) != 0) {
 			usage(stderr);
 			return -EINVAL;
 		}
