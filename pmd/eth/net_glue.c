@@ -1,34 +1,25 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * engine/net over an ethdev queue, with a fault injector in between.
- *
- * The injector models a lossy wire, so a "dropped" TX frame still counts as
- * taken by the device (the stack must recover through retransmission, as it
- * would on a real network), and every decision comes from one seeded PRNG so
- * a failing run can be replayed.
+ * engine/net over an ethdev queue: buffers, bursts, zero-copy chains, checksum
+ * offloads and the poll loop. The fault injector that may sit between the two is
+ * eth_fault.c, the telemetry of published stacks net_telemetry.c.
  */
 #include <assert.h>
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
-
-#include <pthread.h>
 
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
-#include <rte_telemetry.h>
 
+#include "eth_net_internal.h"
 #include "memif_publish.h"
 #include "tide_eth_net.h"
 #include "tide_log.h"
 
-#define RX_BURST   32
-#define DELAYQ_CAP 4096 /* frames; beyond it the delay queue drops (counted) */
-
-enum { DIR_RX = 0, DIR_TX = 1 };
+#define RX_BURST 32
 
 /* TIDE_LOG at a level chosen at run time. */
 #define LOG_AT(lvl, ...)                                                      \
@@ -36,45 +27,6 @@ enum { DIR_RX = 0, DIR_TX = 1 };
 		if (tide_log_enabled(lvl))                                    \
 			tide_log_write(lvl, TIDE_LOG_COMPONENT, __VA_ARGS__); \
 	} while (0)
-
-struct delayed {
-	uint64_t due;
-	struct rte_mbuf *m;
-	int dir;
-};
-
-struct tide_eth_delayq {
-	struct delayed ring[DELAYQ_CAP];
-	uint32_t head, len;
-};
-
-static uint64_t
-rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static bool
-chance(struct tide_eth_netdev *nd, double p)
-{
-	if (p <= 0.0)
-		return false;
-	return (double)(rng_next(&nd->rng) >> 11) * 0x1.0p-53 < p;
-}
-
-static bool
-fault_on(const struct tide_eth_netdev *nd, int dir)
-{
-	const struct tide_eth_fault_opts *f = &nd->fault;
-
-	if (!(dir == DIR_RX ? f->rx : f->tx))
-		return false;
-	return f->drop > 0 || f->dup > 0 || f->reorder > 0 || f->corrupt > 0 || f->delay_us > 0;
-}
 
 /* Drivers whose TX walks every segment of a chain whatever the port's
  * configured offloads: net_ring moves mbuf pointers, af_packet copies each
@@ -248,217 +200,14 @@ tide_eth_netdev_init(struct tide_eth_netdev *nd, struct tide_eth_port *port, uin
 	nd->rx_trust = TIDE_NET_RX_F_IP_CSUM_GOOD | TIDE_NET_RX_F_L4_CSUM_GOOD;
 	if (port != NULL)
 		probe_port(nd);
-	if (fault == NULL)
-		return 0;
-	if (fault->drop < 0 || fault->drop > 1 || fault->dup < 0 || fault->dup > 1 ||
-	    fault->reorder < 0 || fault->reorder > 1 || fault->corrupt < 0 || fault->corrupt > 1)
-		return -EINVAL;
-	nd->fault = *fault;
-	nd->rng = fault->seed;
-	if (fault->delay_us > 0) {
-		nd->dq = calloc(1, sizeof(*nd->dq));
-		if (nd->dq == NULL)
-			return -ENOMEM;
-	}
-	if (fault_on(nd, DIR_RX) || fault_on(nd, DIR_TX))
-		TIDE_LOG(NOTICE,
-			 "fault injection on port %u queue %u: drop %.4f dup %.4f reorder %.4f "
-			 "corrupt %.4f delay %u us seed %llu (%s%s)",
-			 tide_eth_port_id(port), queue, fault->drop, fault->dup, fault->reorder,
-			 fault->corrupt, fault->delay_us, (unsigned long long)fault->seed,
-			 fault->rx ? "rx" : "", fault->tx ? " tx" : "");
-	return 0;
-}
-
-/* Stacks published to telemetry. The telemetry thread reads them under the
- * lock; workers never take it (their counters are read racily). */
-#define PUBLISH_MAX 16
-static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-	struct tide_eth_netdev *nd;
-	const struct tide_net_stack *stack;
-} published[PUBLISH_MAX];
-static bool publish_cmd_registered;
-
-static int
-telemetry_stats(const char *cmd, const char *params, struct rte_tel_data *d)
-{
-	unsigned long idx = 0;
-	const char *const *names;
-	const uint64_t *v;
-	size_t n;
-	int rc = 0;
-
-	(void)cmd;
-	if (params != NULL && *params != '\0') {
-		char *end;
-
-		idx = strtoul(params, &end, 10);
-		if (*end != '\0')
-			return -EINVAL;
-	}
-	if (idx >= PUBLISH_MAX)
-		return -EINVAL;
-	pthread_mutex_lock(&publish_lock);
-	if (published[idx].stack == NULL) {
-		rc = -ENODEV;
-		goto out;
-	}
-	names = tide_net_stats_names(&n);
-	/* struct tide_net_stats is n consecutive uint64_t (asserted in engine/net). */
-	v = (const uint64_t *)(const void *)tide_net_stats(published[idx].stack);
-	rte_tel_data_start_dict(d);
-	for (size_t i = 0; i < n; i++)
-		rte_tel_data_add_dict_u64(d, names[i], v[i]);
-	{
-		const struct tide_eth_fault_stats *f = &published[idx].nd->fault_stats;
-		struct tide_eth_port_stats ps;
-
-		rte_tel_data_add_dict_u64(d, "fault_dropped", f->dropped);
-		rte_tel_data_add_dict_u64(d, "fault_duplicated", f->duplicated);
-		rte_tel_data_add_dict_u64(d, "fault_reordered", f->reordered);
-		rte_tel_data_add_dict_u64(d, "fault_corrupted", f->corrupted);
-		rte_tel_data_add_dict_u64(d, "fault_delayed", f->delayed);
-		/* Checksum handling (TIDE_CSUM): elided, or what the device does. */
-		rte_tel_data_add_dict_u64(d, "csum_elided", published[idx].nd->csum.elide);
-		rte_tel_data_add_dict_u64(d, "csum_tx_offload",
-					  (uint64_t)published[idx].nd->csum.tx_ip |
-						  (uint64_t)published[idx].nd->csum.tx_tcp << 1);
-		rte_tel_data_add_dict_u64(d, "csum_rx_offload", published[idx].nd->rx_trust);
-		if (tide_eth_port_stats(published[idx].nd->port, &ps) == 0) {
-			rte_tel_data_add_dict_u64(d, "port_ipackets", ps.ipackets);
-			rte_tel_data_add_dict_u64(d, "port_opackets", ps.opackets);
-			rte_tel_data_add_dict_u64(d, "port_imissed", ps.imissed);
-			rte_tel_data_add_dict_u64(d, "port_ierrors", ps.ierrors);
-			rte_tel_data_add_dict_u64(d, "port_oerrors", ps.oerrors);
-			rte_tel_data_add_dict_u64(d, "port_rx_nombuf", ps.rx_nombuf);
-		}
-	}
-out:
-	pthread_mutex_unlock(&publish_lock);
-	return rc;
-}
-
-int
-tide_eth_netdev_publish(struct tide_eth_netdev *nd, const struct tide_net_stack *stack,
-			unsigned *index)
-{
-	int rc = -ENOSPC;
-
-	pthread_mutex_lock(&publish_lock);
-	if (!publish_cmd_registered) {
-		rc = rte_telemetry_register_cmd("/tide/net/stats", telemetry_stats,
-						"Tide user-space stack counters. Parameter: stack "
-						"index (default 0)");
-		if (rc != 0)
-			goto out;
-		publish_cmd_registered = true;
-	}
-	rc = -ENOSPC;
-	for (unsigned i = 0; i < PUBLISH_MAX; i++) {
-		if (published[i].stack == NULL) {
-			published[i].nd = nd;
-			published[i].stack = stack;
-			*index = i;
-			rc = 0;
-			break;
-		}
-	}
-out:
-	pthread_mutex_unlock(&publish_lock);
-	return rc;
+	return fault == NULL ? 0 : eth_fault_init(nd, fault);
 }
 
 void
 tide_eth_netdev_fini(struct tide_eth_netdev *nd)
 {
-	pthread_mutex_lock(&publish_lock);
-	for (unsigned i = 0; i < PUBLISH_MAX; i++)
-		if (published[i].nd == nd) {
-			published[i].nd = NULL;
-			published[i].stack = NULL;
-		}
-	pthread_mutex_unlock(&publish_lock);
-
-	for (int d = 0; d < 2; d++) {
-		rte_pktmbuf_free(nd->held[d]);
-		nd->held[d] = NULL;
-	}
-	if (nd->dq != NULL) {
-		while (nd->dq->len > 0) {
-			rte_pktmbuf_free(nd->dq->ring[nd->dq->head].m);
-			nd->dq->head = (nd->dq->head + 1) % DELAYQ_CAP;
-			nd->dq->len--;
-		}
-		free(nd->dq);
-		nd->dq = NULL;
-	}
-}
-
-/*
- * Run frames through the injector. in[0..n) is consumed; out receives what
- * goes on now (at most 2n + 1 entries: duplicates and a released held frame).
- */
-static uint16_t
-fault_apply(struct tide_eth_netdev *nd, int dir, struct rte_mbuf **in, uint16_t n,
-	    struct rte_mbuf **out)
-{
-	const struct tide_eth_fault_opts *f = &nd->fault;
-	uint16_t k = 0;
-
-	for (uint16_t i = 0; i < n; i++) {
-		struct rte_mbuf *m = in[i];
-
-		if (chance(nd, f->drop)) {
-			rte_pktmbuf_free(m);
-			nd->fault_stats.dropped++;
-			continue;
-		}
-		/* Only the first segment is ever flipped: attached segments are the
-		 * application's zero-copy memory, which the wire must not write. */
-		if (chance(nd, f->corrupt) && rte_pktmbuf_data_len(m) > RTE_ETHER_HDR_LEN) {
-			uint16_t span = rte_pktmbuf_data_len(m) - RTE_ETHER_HDR_LEN;
-			uint64_t r = rng_next(&nd->rng);
-			uint8_t *p = rte_pktmbuf_mtod_offset(m, uint8_t *,
-							     RTE_ETHER_HDR_LEN + (r % span));
-
-			*p ^= (uint8_t)(1u << ((r >> 32) & 7));
-			nd->fault_stats.corrupted++;
-		}
-		if (f->delay_us > 0 && nd->dq != NULL) {
-			struct tide_eth_delayq *q = nd->dq;
-
-			if (q->len == DELAYQ_CAP) {
-				rte_pktmbuf_free(m);
-				nd->fault_stats.dropped++;
-				continue;
-			}
-			q->ring[(q->head + q->len) % DELAYQ_CAP] = (struct delayed){
-				.due = nd->now + (uint64_t)f->delay_us * 1000, .m = m, .dir = dir};
-			q->len++;
-			nd->fault_stats.delayed++;
-			continue;
-		}
-		if (chance(nd, f->dup)) {
-			struct rte_mbuf *c = rte_pktmbuf_copy(m, m->pool, 0, UINT32_MAX);
-
-			if (c != NULL) {
-				out[k++] = c;
-				nd->fault_stats.duplicated++;
-			}
-		}
-		if (nd->held[dir] == NULL && chance(nd, f->reorder)) {
-			nd->held[dir] = m; /* goes out behind the next frame */
-			nd->fault_stats.reordered++;
-			continue;
-		}
-		out[k++] = m;
-		if (nd->held[dir] != NULL) {
-			out[k++] = nd->held[dir];
-			nd->held[dir] = NULL;
-		}
-	}
-	return k;
+	eth_telemetry_forget(nd);
+	eth_fault_fini(nd);
 }
 
 static uint16_t
@@ -538,7 +287,7 @@ glue_tx_burst(void *dev, struct tide_net_buf *bufs, uint16_t n)
 			}
 			m[i] = mb;
 		}
-		if (!fault_on(nd, DIR_TX)) {
+		if (!eth_fault_on(nd, ETH_DIR_TX)) {
 			sent = device_tx(nd, m, k);
 			done += sent;
 			if (sent < k)
@@ -547,7 +296,7 @@ glue_tx_burst(void *dev, struct tide_net_buf *bufs, uint16_t n)
 		}
 		/* With faults the injector owns the frames: report all as taken
 		 * and free what the device refuses (wire loss). */
-		nout = fault_apply(nd, DIR_TX, m, k, out);
+		nout = eth_fault_apply(nd, ETH_DIR_TX, m, k, out);
 		sent = device_tx(nd, out, nout);
 		if (sent < nout)
 			rte_pktmbuf_free_bulk(out + sent, nout - sent);
@@ -662,52 +411,29 @@ to_stack(struct tide_eth_netdev *nd, struct tide_net_stack *stack, struct rte_mb
 		tide_net_rx_burst(stack, pkts, k, now);
 }
 
-/* Release delayed frames whose time came, in order. */
-static unsigned
-delayq_run(struct tide_eth_netdev *nd, struct tide_net_stack *stack, uint64_t now)
-{
-	struct tide_eth_delayq *q = nd->dq;
-	unsigned n = 0;
-
-	while (q->len > 0 && q->ring[q->head].due <= now) {
-		struct delayed d = q->ring[q->head];
-
-		q->head = (q->head + 1) % DELAYQ_CAP;
-		q->len--;
-		if (d.dir == DIR_RX) {
-			to_stack(nd, stack, &d.m, 1, now);
-		} else if (device_tx(nd, &d.m, 1) != 1) {
-			rte_pktmbuf_free(d.m);
-		}
-		n++;
-	}
-	return n;
-}
-
-uint64_t
-tide_eth_netdev_next_due(const struct tide_eth_netdev *nd)
-{
-	const struct tide_eth_delayq *q = nd->dq;
-
-	/* delayq_run releases from the head only, in order: its time is the next. */
-	return q != NULL && q->len > 0 ? q->ring[q->head].due : UINT64_MAX;
-}
-
 unsigned
 tide_eth_netdev_poll(struct tide_eth_netdev *nd, struct tide_net_stack *stack, uint64_t now)
 {
-	struct rte_mbuf *m[RX_BURST], *out[2 * RX_BURST + 1];
+	struct rte_mbuf *m[RX_BURST], *out[2 * RX_BURST + 1], *d;
 	uint16_t n;
 	unsigned work = 0;
+	int dir;
 
 	nd->now = now;
-	if (nd->dq != NULL)
-		work += delayq_run(nd, stack, now);
+	/* Delayed frames whose time came, in order: RX to the stack, TX to the device
+	 * (what it refuses is lost, as on a wire). */
+	while (eth_fault_due(nd, now, &d, &dir)) {
+		if (dir == ETH_DIR_RX)
+			to_stack(nd, stack, &d, 1, now);
+		else if (device_tx(nd, &d, 1) != 1)
+			rte_pktmbuf_free(d);
+		work++;
+	}
 	n = tide_eth_rx(nd->port, nd->queue, m, RX_BURST);
 	if (n == 0)
 		return work;
-	if (fault_on(nd, DIR_RX))
-		to_stack(nd, stack, out, fault_apply(nd, DIR_RX, m, n, out), now);
+	if (eth_fault_on(nd, ETH_DIR_RX))
+		to_stack(nd, stack, out, eth_fault_apply(nd, ETH_DIR_RX, m, n, out), now);
 	else
 		to_stack(nd, stack, m, n, now);
 	return work + n;
