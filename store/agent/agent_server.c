@@ -455,6 +455,52 @@ out:
 	return err;
 }
 
+/* Where objects are (tide_store_batch_get_replicas()): the store's block, encoded. */
+static int
+op_replicas(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct tide_store_replicas *res = NULL;
+	uint32_t n = agent_r_u32(rd);
+	char **keys;
+	size_t i, k;
+	int r;
+
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	keys = read_keys(rd, n);
+	if (rd->bad) {
+		free_keys(keys, n);
+		return -EPROTO;
+	}
+	r = tide_store_batch_get_replicas(c->srv->store, (const char *const *)keys, n, &res);
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; r == 0 && i < n; i++) {
+		agent_w_u32(w, (uint32_t)res[i].err);
+		agent_w_u32(w, (uint32_t)res[i].n);
+		for (k = 0; k < res[i].n; k++) {
+			const struct tide_store_replica *p = &res[i].v[k];
+
+			agent_w_u64(w, p->id);
+			agent_w_u8(w, (uint8_t)p->type);
+			agent_w_u32(w, (uint32_t)p->status);
+			agent_w_u64(w, p->size);
+			agent_w_u64(w, p->buffer_address);
+			agent_w_str(w, p->transport_endpoint);
+			agent_w_str(w, p->protocol);
+			agent_w_str(w, p->file_path);
+		}
+	}
+	/* Bounded by the keys (AGENT_MAX_BATCH) but not by their replicas: an answer that
+	 * does not fit one reply is refused as a whole, not cut. */
+	if (w->err == 0 && w->len > AGENT_MAX_BODY) {
+		w->len = 0;
+		agent_w_u32(w, (uint32_t)-E2BIG);
+	}
+	tide_store_replicas_free(res);
+	free_keys(keys, n);
+	return 0;
+}
+
 static int
 op_get(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 {
@@ -643,6 +689,8 @@ dispatch(struct srv_client *c, const struct agent_hdr *h, struct agent_rbuf *rd,
 		return op_put_parts(c, rd, w);
 	case AGENT_GET_PARTS:
 		return op_get_parts(c, rd, w);
+	case AGENT_REPLICAS:
+		return op_replicas(c, rd, w);
 	case AGENT_GET:
 		return op_get(c, rd, w);
 	case AGENT_RANGES:

@@ -159,6 +159,23 @@ agent_r_str(struct agent_rbuf *r, size_t max)
 	return s;
 }
 
+const char *
+agent_r_view(struct agent_rbuf *r, size_t max, size_t *len)
+{
+	uint32_t n = agent_r_u32(r);
+	const char *s;
+
+	*len = 0;
+	if (r->bad || n > max || r->len - r->pos < n || memchr(r->p + r->pos, '\0', n) != NULL) {
+		r->bad = true;
+		return "";
+	}
+	s = (const char *)r->p + r->pos;
+	r->pos += n;
+	*len = n;
+	return s;
+}
+
 void
 agent_r_loc(struct agent_rbuf *r, struct agent_loc *l)
 {
@@ -453,6 +470,7 @@ agent_op_name(unsigned op)
 		[AGENT_HEALTH] = "health",
 		[AGENT_PUT_PARTS] = "put_parts",
 		[AGENT_GET_PARTS] = "get_parts",
+		[AGENT_REPLICAS] = "replicas",
 	};
 
 	return op < AGENT_OP_MAX && names[op] ? names[op] : "?";

@@ -58,6 +58,11 @@ enum agent_op {
 	 * i32 rc, n x i64 (sizes). Newer than AGENT_PUT_PARTS (an older agent closes
 	 * the connection on it); AGENT_MAX_PARTS pieces in all. */
 	AGENT_GET_PARTS,
+	/* tide_store_batch_get_replicas(): u32 n, n x str key -> i32 rc, then (rc 0)
+	 * n x {i32 err, u32 nrep, nrep x {u64 id, u8 type, u32 status, u64 size,
+	 * u64 buffer_address, str endpoint, str protocol, str file_path}}. An answer
+	 * larger than AGENT_MAX_BODY is rc -E2BIG alone. Newer than AGENT_GET_PARTS. */
+	AGENT_REPLICAS,
 	AGENT_OP_MAX,
 };
 
@@ -116,6 +121,9 @@ uint64_t agent_r_u64(struct agent_rbuf *r);
  * short, longer than max, containing NUL, or out of memory). */
 char *agent_r_str(struct agent_rbuf *r, size_t max);
 void agent_r_loc(struct agent_rbuf *r, struct agent_loc *l);
+/* A string of at most max bytes without NULs, in place: its first byte (not
+ * NUL-terminated) and *len; "" and bad set when it is not one. */
+const char *agent_r_view(struct agent_rbuf *r, size_t max, size_t *len);
 
 /*
  * ReplicateConfig on the wire: u32 replica_num, u8 hard_pin, u8 same_node,

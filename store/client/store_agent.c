@@ -34,6 +34,7 @@
 #include "seg_warm.h"
 #include "store_agent.h"
 #include "store_backend.h"
+#include "store_replicas.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
 
@@ -1085,6 +1086,114 @@ out:
 	return err;
 }
 
+/* Wire bytes of a replica without its strings' bytes: u64 id, u8 type, u32 status,
+ * u64 size, u64 address, three u32 string lengths. */
+#define REPLICA_MIN_BYTES 41u
+/* A replica string's bound: the body's (the agent's store copied it from the master). */
+#define REPLICA_MAX_STR AGENT_MAX_BODY
+
+/*
+ * The n keys' answers of an AGENT_REPLICAS reply after its rc. b NULL: count
+ * (*nrep replicas, *strbytes string bytes with NULs, as store_replicas_str()
+ * takes them); else fill b, allocated from that count. A replica count the body
+ * cannot hold is malformed. Returns false when malformed.
+ */
+static bool
+replicas_parse(struct agent_rbuf *rd, size_t n, struct store_replicas_blk *b, size_t *nrep,
+	       size_t *strbytes)
+{
+	for (size_t i = 0; i < n; i++) {
+		int err = (int32_t)agent_r_u32(rd);
+		uint32_t m = agent_r_u32(rd);
+
+		if (rd->bad || m > (rd->len - rd->pos) / REPLICA_MIN_BYTES || (err != 0 && m != 0))
+			return false;
+		if (b != NULL) {
+			b->keys[i].err = err;
+			b->keys[i].n = m;
+			b->keys[i].v = m > 0 ? b->rep : NULL;
+		}
+		*nrep += m;
+		for (uint32_t k = 0; k < m; k++) {
+			struct tide_store_replica *r = b != NULL ? store_replicas_take(b) : NULL;
+			struct tide_store_replica tmp;
+			const char *s[3];
+			size_t len[3];
+
+			if (r == NULL)
+				r = &tmp;
+			r->id = agent_r_u64(rd);
+			r->type = agent_r_u8(rd);
+			r->status = (int32_t)agent_r_u32(rd);
+			r->size = agent_r_u64(rd);
+			r->buffer_address = agent_r_u64(rd);
+			for (int j = 0; j < 3; j++) {
+				s[j] = agent_r_view(rd, REPLICA_MAX_STR, &len[j]);
+				*strbytes += len[j] > 0 ? len[j] + 1 : 0;
+			}
+			if (rd->bad)
+				return false;
+			if (b != NULL) {
+				r->transport_endpoint = store_replicas_str(b, s[0], len[0]);
+				r->protocol = store_replicas_str(b, s[1], len[1]);
+				r->file_path = store_replicas_str(b, s[2], len[2]);
+			}
+		}
+	}
+	return true;
+}
+
+/* One AGENT_REPLICAS request; the reply becomes the caller's block (store_replicas.h). */
+int
+tide_agent_batch_get_replicas(struct tide_agent_conn *a, const char *const *keys, size_t n,
+			      struct tide_store_replicas **out)
+{
+	struct store_replicas_blk b;
+	struct agent_wbuf w;
+	struct agent_rbuf rd;
+	uint8_t *body = NULL;
+	size_t blen, i, nrep = 0, strbytes = 0;
+	int err;
+
+	if (!keys_ok(keys, n) || out == NULL)
+		return -EINVAL;
+	agent_w_init(&w);
+	agent_w_u32(&w, (uint32_t)n);
+	for (i = 0; i < n; i++)
+		agent_w_str(&w, keys[i]);
+	pthread_mutex_lock(&a->io_lock);
+	err = call(a, AGENT_REPLICAS, &w, &body, &blen);
+	pthread_mutex_unlock(&a->io_lock);
+	agent_w_free(&w);
+	if (err != 0)
+		return err;
+	/* The body is ours now: parse it twice (count, fill) outside the lock. Counts are
+	 * bounded by the body (at most 16 MiB), so they cannot overflow. */
+	agent_r_init(&rd, body, blen);
+	err = (int32_t)agent_r_u32(&rd);
+	if (!rd.bad && err == 0) {
+		size_t start = rd.pos;
+
+		if (!replicas_parse(&rd, n, NULL, &nrep, &strbytes)) {
+			err = -EPROTO;
+		} else {
+			err = store_replicas_alloc(&b, n, nrep, strbytes);
+			rd.pos = start;
+			nrep = strbytes = 0;
+			if (err == 0 && !replicas_parse(&rd, n, &b, &nrep, &strbytes)) {
+				free(b.keys); /* cannot happen: the same bytes parsed once */
+				err = -EPROTO;
+			} else if (err == 0) {
+				*out = b.keys;
+			}
+		}
+	} else if (rd.bad) {
+		err = -EPROTO;
+	}
+	free(body);
+	return err;
+}
+
 /* Requests without memory: keys (+ a flag) in, a vector or a scalar out. */
 static int
 keys_call(struct tide_agent_conn *a, uint16_t op, int flag, const char *const *keys, size_t n,
@@ -1353,6 +1462,13 @@ be_batch_get_into(struct store_backend *b, const char *const *keys, void *const 
 }
 
 static int
+be_get_replicas(struct store_backend *b, const char *const *keys, size_t n,
+		struct tide_store_replicas **out)
+{
+	return tide_agent_batch_get_replicas(conn_of(b), keys, n, out);
+}
+
+static int
 be_get_parts(struct store_backend *b, const char *const *keys, const struct tide_store_part *parts,
 	     const size_t *nparts, size_t n, int64_t *sizes)
 {
@@ -1452,6 +1568,7 @@ const struct store_backend_ops store_agent_ops = {
 	.batch_get_into = be_batch_get_into,
 	.get_into_ranges = be_get_into_ranges,
 	.get_parts = be_get_parts,
+	.get_replicas = be_get_replicas,
 	.exist = be_exist,
 	.batch_exist = be_batch_exist,
 	.remove = be_remove,

@@ -68,6 +68,8 @@ int tide_agent_batch_get_into(struct tide_agent_conn *a, const char *const *keys
 			      const size_t *lens, size_t n, int64_t *sizes);
 int tide_agent_get_into_ranges(struct tide_agent_conn *a, const char *const *keys, size_t nkeys,
 			       struct tide_store_frag *frags, size_t nfrags);
+int tide_agent_batch_get_replicas(struct tide_agent_conn *a, const char *const *keys, size_t n,
+				  struct tide_store_replicas **out);
 int tide_agent_batch_get_parts(struct tide_agent_conn *a, const char *const *keys,
 			       const struct tide_store_part *parts, const size_t *nparts, size_t n,
 			       int64_t *sizes);

@@ -73,6 +73,10 @@ struct store_backend_ops {
 			      const size_t *lens, size_t n, int64_t *sizes);
 	int (*get_into_ranges)(struct store_backend *b, const char *const *keys, size_t nkeys,
 			       struct tide_store_frag *frags, size_t nfrags);
+	/* tide_store_batch_get_replicas() (out checked and cleared by the caller; a new
+	 * block of store_replicas.h on 0). */
+	int (*get_replicas)(struct store_backend *b, const char *const *keys, size_t n,
+			    struct tide_store_replicas **out);
 	/* tide_store_batch_get_into_parts() (objects into pieces). */
 	int (*get_parts)(struct store_backend *b, const char *const *keys,
 			 const struct tide_store_part *parts, const size_t *nparts, size_t n,

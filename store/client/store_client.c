@@ -727,6 +727,8 @@ tide_store_abi_sizeof(const char *type)
 		{"tide_store_rc", sizeof(struct tide_store_rc)},
 		{"tide_store_frag", sizeof(struct tide_store_frag)},
 		{"tide_store_part", sizeof(struct tide_store_part)},
+		{"tide_store_replica", sizeof(struct tide_store_replica)},
+		{"tide_store_replicas", sizeof(struct tide_store_replicas)},
 		{"tide_te_opts", sizeof(struct tide_te_opts)},
 		{"tide_te_notify", sizeof(struct tide_te_notify)},
 		{"tide_te_req", sizeof(struct tide_te_req)},
@@ -894,6 +896,23 @@ int64_t
 tide_store_get_size(struct tide_store *s, const char *key)
 {
 	return ready(s) ? s->be->ops->get_size(s->be, key) : -EINVAL;
+}
+
+int
+tide_store_batch_get_replicas(struct tide_store *s, const char *const *keys, size_t n,
+			      struct tide_store_replicas **out)
+{
+	if (out == NULL)
+		return -EINVAL;
+	*out = NULL;
+	return ready(s) ? s->be->ops->get_replicas(s->be, keys, n, out) : -EINVAL;
+}
+
+/* One block (store_replicas.h): one free. */
+void
+tide_store_replicas_free(struct tide_store_replicas *r)
+{
+	free(r);
 }
 
 int

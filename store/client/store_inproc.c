@@ -22,6 +22,7 @@
 #include "store_inproc.h"
 #include "store_put.h"
 #include "store_repl.h"
+#include "store_replicas.h"
 #include "store_scratch.h"
 #include "tide_log.h"
 #include "tide_te.h"
@@ -287,6 +288,31 @@ be_batch_get_into(struct store_backend *b, const char *const *keys, void *const 
 	return store_get_batch(&c, keys, bufs, lens, n, sizes);
 }
 
+/* One BatchGetReplicaList; the answer becomes the caller's block (store_replicas.h). */
+static int
+be_get_replicas(struct store_backend *b, const char *const *keys, size_t n,
+		struct tide_store_replicas **out)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_resp resp;
+	struct tide_mc_str *ks;
+	struct store_scratch sc;
+	int ret;
+
+	if (!keys_ok(keys, n))
+		return -EINVAL;
+	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks))))
+		return -ENOMEM;
+	ks = store_sc_take(&sc, n, sizeof(*ks));
+	ret = store_mc_batch_replica_list(&ip->mc, keys, n, ks, &resp);
+	if (ret == 0) {
+		ret = store_replicas_from_mc(&resp.u.batch_replica_list, n, out);
+		tide_mc_resp_free(&resp);
+	}
+	store_sc_fini(&sc);
+	return ret;
+}
+
 /* Pieces are checked as be_put_parts() checks them, before the master sees anything. */
 static int
 be_get_parts(struct store_backend *b, const char *const *keys, const struct tide_store_part *parts,
@@ -523,6 +549,7 @@ const struct store_backend_ops store_inproc_ops = {
 	.batch_get_into = be_batch_get_into,
 	.get_into_ranges = be_get_into_ranges,
 	.get_parts = be_get_parts,
+	.get_replicas = be_get_replicas,
 	.exist = be_is_exist,
 	.batch_exist = be_batch_is_exist,
 	.remove = be_remove,

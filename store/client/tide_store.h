@@ -440,6 +440,78 @@ int tide_store_batch_get_into_parts(struct tide_store *s, const char *const *key
 int tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t nkeys,
 			       struct tide_store_frag *frags, size_t nfrags);
 
+/** Kind of a replica (the alternatives of Mooncake's Replica::Descriptor, in its order). */
+enum tide_store_replica_type {
+	TIDE_STORE_REPLICA_MEMORY = 0,     /**< in a client's mounted segment */
+	TIDE_STORE_REPLICA_NOF = 1,        /**< NVMe-oF SSD segment (same fields as memory) */
+	TIDE_STORE_REPLICA_DISK = 2,       /**< a file (file_path) */
+	TIDE_STORE_REPLICA_LOCAL_DISK = 3, /**< a client's local disk, served by that client */
+	TIDE_STORE_REPLICA_DFS = 4,        /**< a distributed file system's file (file_path) */
+};
+
+/** Mooncake's ReplicaStatus, same values. */
+enum tide_store_replica_status {
+	TIDE_STORE_REPLICA_UNDEFINED = 0,
+	TIDE_STORE_REPLICA_INITIALIZED = 1,
+	TIDE_STORE_REPLICA_PROCESSING = 2,
+	TIDE_STORE_REPLICA_COMPLETE = 3,
+	TIDE_STORE_REPLICA_REMOVED = 4,
+	TIDE_STORE_REPLICA_FAILED = 5,
+};
+
+/** One replica of an object, as the master describes it (tide_store_batch_get_replicas()). */
+struct tide_store_replica {
+	uint64_t id;   /**< the master's replica id */
+	int type;      /**< enum tide_store_replica_type */
+	int status;    /**< enum tide_store_replica_status, as the master sent it */
+	uint64_t size; /**< the object's bytes */
+	/** Memory and NoF: the object's address in the holder's segment; else 0. */
+	uint64_t buffer_address;
+	/** Memory, NoF and local disk: the holder's transfer-engine segment name ("host:port");
+	 * else "". Never NULL. */
+	const char *transport_endpoint;
+	/** Memory and NoF: the holder's transport ("tcp", "rdma"); else "". Never NULL. */
+	const char *protocol;
+	/** Disk and DFS: the file; else "". Never NULL. */
+	const char *file_path;
+};
+
+/** One key's answer of tide_store_batch_get_replicas(). */
+struct tide_store_replicas {
+	/** 0, or the key's error: -ENOENT no such key, -EAGAIN no replica complete yet (the
+	 * master's REPLICA_IS_NOT_READY), other master errors as mapped above. */
+	int err;
+	size_t n;                           /**< replicas in v; 0 when err */
+	const struct tide_store_replica *v; /**< in the master's order; NULL when n is 0 */
+};
+
+/**
+ * Where each of n objects is (Mooncake's get_replica_desc / batch_get_replica_desc): one
+ * BatchGetReplicaList, its answer per key. Like any lookup it starts the master's read
+ * lease on the objects (a remove without force waits it out).
+ *
+ * The result is allocated by the library, in one block, because its size (replicas per
+ * key, string lengths) is known only from the master's answer: caller-provided arrays
+ * would need a sizing call and a second, racing lookup, or truncate.
+ * \param keys  n keys (non-empty).
+ * \param[out] out  n entries, one per key in order, with every replica and string they
+ *                  point to in the same block; NULL on error.
+ * \return 0 (per-key errors in (*out)[i].err); -EINVAL bad args (NULL array, empty key,
+ *         n 0; through an agent also a key over 4096 bytes or more than 65536 keys) or
+ *         not set up; -ENOMEM; -E2BIG (agent) the answer exceeds one reply (16 MiB); a
+ *         master (or agent) connection error.
+ * Ownership: *out is the caller's; free it with tide_store_replicas_free() (not free():
+ * the library's allocator). Thread: any, after setup.
+ */
+int tide_store_batch_get_replicas(struct tide_store *s, const char *const *keys, size_t n,
+				  struct tide_store_replicas **out);
+
+/**
+ * Free a result of tide_store_batch_get_replicas() (everything it points to). NULL-safe.
+ * Thread: any.
+ */
+void tide_store_replicas_free(struct tide_store_replicas *r);
+
 /**
  * Whether each of n keys exists (BatchExistKey).
  * \param out  Per key: 1 exists, 0 does not, negative errno.

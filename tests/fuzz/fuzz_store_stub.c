@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_store_stub.h"
@@ -219,6 +220,47 @@ tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *c
 		sizes[i] = (int64_t)lens[i];
 	}
 	return 0;
+}
+
+int
+tide_store_batch_get_replicas(struct tide_store *s, const char *const *keys, size_t n,
+			      struct tide_store_replicas **out)
+{
+	struct tide_store_replicas *r;
+	struct tide_store_replica *rep;
+
+	check_store(s);
+	check_keys(keys, n);
+	TRAP_IF(out == NULL);
+	/* Every key one memory replica, the odd ones missing: the agent encodes both. */
+	r = calloc(1, n * sizeof(*r) + n * sizeof(*rep));
+	if (r == NULL)
+		return -ENOMEM;
+	rep = (struct tide_store_replica *)(void *)(r + n);
+	for (size_t i = 0; i < n; i++) {
+		if (i & 1) {
+			r[i].err = -ENOENT;
+			continue;
+		}
+		rep[i] = (struct tide_store_replica){.id = i,
+						     .type = TIDE_STORE_REPLICA_MEMORY,
+						     .status = TIDE_STORE_REPLICA_COMPLETE,
+						     .size = 4096,
+						     .buffer_address = 0x1000,
+						     .transport_endpoint = "127.0.0.1:1",
+						     .protocol = "tcp",
+						     .file_path = ""};
+		r[i].n = 1;
+		r[i].v = &rep[i];
+	}
+	*out = r;
+	return 0;
+}
+
+void
+tide_store_replicas_free(struct tide_store_replicas *r)
+{
+	free(r);
 }
 
 int

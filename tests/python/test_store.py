@@ -153,7 +153,12 @@ def test_replicate_config(pair):
     cfg.prefer_alloc_in_same_node = True
     cfg2 = copy.copy(cfg)
     assert cfg2.replica_num == 2 and cfg2.group_ids == ["structured-1234"]
-    assert "replica_num=2" in str(cfg2)
+    # str() is stock's operator<< (replica.h): "name: value", bools as 1/0.
+    text = str(cfg2)
+    assert text.startswith("ReplicateConfig: { replica_num: 2, ") and text.endswith(" }")
+    assert f"with_hard_pin: 1, preferred_segments: [{a.get_hostname()}], preferred_segment " \
+        f"(deprecated): {b.get_hostname()}, " in text
+    assert "group_ids: [structured-1234]" in text and repr(cfg2) == text
     data = os.urandom(70000)
     assert a.put("rep2", data, config=cfg2) == 0
     assert b.get("rep2") == data

@@ -20,8 +20,9 @@ import pytest
 import torch
 
 import test_store as ts  # noqa: E402 (its environment set-up runs first)
-from mooncake.store import (BufferHandle, MooncakeDistributedStore,  # noqa: E402
-                            MooncakeHostMemAllocator, ReplicateConfig, SoftPinAction)
+from mooncake.store import (BufferHandle, Descriptor, MemoryDescriptor,  # noqa: E402
+                            MooncakeDistributedStore, MooncakeHostMemAllocator,
+                            ReplicaDescriptor, ReplicaStatus, ReplicateConfig, SoftPinAction)
 
 KiB, MiB = 1 << 10, 1 << 20
 NOT_FOUND, INVALID, NO_SPACE = -704, -600, -200
@@ -211,6 +212,56 @@ def test_soft_pin_action(pair):
     assert soft_pinned() == before + 3
     assert w.batch_remove(keys, force=True) == [0] * 5
     assert soft_pinned() == before
+
+
+# ------------------------------------------------------------- replica descriptors
+
+def test_replica_descriptors(pair):
+    """get_replica_desc / batch_get_replica_desc as stock's bindings answer them: an object
+    put with 2 replicas has 2 COMPLETE memory descriptors on the two holders' segments; a
+    missing key is [] alone and absent from the batch's dict. vLLM's tier logging calls
+    the predicates through getattr on every descriptor of the dict."""
+    w, r = pair
+    k = "replica-desc-" + os.urandom(4).hex()
+    missing = k + "-missing"
+    data = os.urandom(5000)
+    cfg = ReplicateConfig()
+    cfg.replica_num = 2
+    # Other tests' stores hold segments in this cluster too: place on the two holders.
+    cfg.preferred_segments = [w.get_hostname(), r.get_hostname()]
+    assert w.put(k, data, cfg) == 0
+    reps = r.get_replica_desc(k)
+    assert len(reps) == 2 and all(isinstance(d, ReplicaDescriptor) for d in reps)
+    eps = []
+    for d in reps:
+        assert d.is_memory_replica() and not d.is_disk_replica()
+        assert not d.is_local_disk_replica()
+        assert d.status == ReplicaStatus.COMPLETE and str(d.status) == "ReplicaStatus.COMPLETE"
+        md = d.get_memory_descriptor()
+        assert isinstance(md, MemoryDescriptor)
+        b = md.buffer_descriptor
+        assert isinstance(b, Descriptor) and b.size == len(data) and b.buffer_address > 0
+        assert repr(b) == (f"<Descriptor size={len(data)} buffer_address={b.buffer_address} "
+                           f"transport_endpoint={b.transport_endpoint}>")
+        with pytest.raises(RuntimeError):
+            d.get_disk_descriptor()
+        eps.append(b.transport_endpoint)
+    assert sorted(eps) == sorted([w.get_hostname(), r.get_hostname()])
+    assert r.get_replica_desc(missing) == []
+    got = r.batch_get_replica_desc([k, missing])
+    assert isinstance(got, dict) and list(got) == [k]
+    tiers = {"memory": 0, "disk": 0, "local_disk": 0}
+    for descs in got.values():
+        for d in descs:
+            for tier in tiers:
+                if getattr(d, f"is_{tier}_replica")():
+                    tiers[tier] += 1
+    assert tiers == {"memory": 2, "disk": 0, "local_disk": 0}
+    assert r.batch_get_replica_desc([missing]) == {} and r.batch_get_replica_desc([]) == {}
+    with pytest.raises(TypeError):
+        r.batch_get_replica_desc(k)
+    assert w.remove(k, force=True) == 0
+    assert r.get_replica_desc(k) == []
 
 
 # ------------------------------------------------------------------------- LMCache
@@ -480,7 +531,7 @@ def test_methods_exist_with_stock_names():
                  "put_tensor", "get_tensor", "batch_put_tensor", "batch_get_tensor",
                  "pub_tensor", "get_tensor_into", "put_tensor_from", "upsert_tensor",
                  "put_tensor_with_tp", "get_tensor_with_tp", "batch_put_tensor_with_tp",
-                 "batch_get_tensor_with_tp"]:
+                 "batch_get_tensor_with_tp", "get_replica_desc", "batch_get_replica_desc"]:
         assert callable(getattr(MooncakeDistributedStore, name)), name
 
 

@@ -65,13 +65,16 @@ from mooncake._store_base import (  # noqa: F401 (ReplicateConfig, SoftPinAction
     _pyapi, _rc, _seq, _size, _sz, _vp)
 
 from mooncake._store_multi import BufferHandle, MooncakeHostMemAllocator, _MultiCalls
+from mooncake._store_replica import (Descriptor, DiskDescriptor, MemoryDescriptor,
+                                     ReplicaDescriptor, ReplicaStatus, _ReplicaCalls)
 from mooncake._store_tensor import _TensorCalls
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "BufferHandle",
-           "MooncakeHostMemAllocator"]
+           "MooncakeHostMemAllocator", "ReplicaStatus", "Descriptor", "MemoryDescriptor",
+           "DiskDescriptor", "ReplicaDescriptor"]
 
 
-class MooncakeDistributedStore(_MultiCalls, _TensorCalls):
+class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls):
     """Mooncake's distributed store client, backed by Tide."""
 
     def __init__(self):

@@ -286,6 +286,21 @@ test_get_parts(void)
 	tide_store_close(cb);
 }
 
+/* Where an object is, through the agents (AGENT_REPLICAS): the two nodes' segments. */
+static void
+test_replicas(void)
+{
+	struct tide_store *ca = NULL, *cb = NULL;
+
+	TIDE_UT_OK(attach(&ca, sock_a));
+	TIDE_UT_OK(attach(&cb, sock_b));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cb);
+	replicas_check(ca, cb, "agent-it", tide_store_endpoint(node_a),
+		       tide_store_endpoint(node_b));
+	tide_store_close(ca);
+	tide_store_close(cb);
+}
+
 /* Batches, ranges, existence, removal, from the local buffer and a mapped
  * region (the zero-copy path) and a registered heap buffer. */
 static void
@@ -954,6 +969,7 @@ register_tests(void)
 	CU_add_test(s, "put_parts", test_put_parts);
 	CU_add_test(s, "soft_pin", test_soft_pin);
 	CU_add_test(s, "get_parts", test_get_parts);
+	CU_add_test(s, "replicas", test_replicas);
 	CU_add_test(s, "data_outlives_client", test_data_outlives_client);
 	CU_add_test(s, "client_killed_mid_put", test_client_killed_mid_put);
 	CU_add_test(s, "agent_restart", test_agent_restart);

@@ -10,6 +10,8 @@
  *   - tide_store_batch_get_into_parts(): objects read into pieces from the heap
  *     (through an agent: bounced) and the reader's local buffer (shared), in
  *     order, pieces past the end untouched; -ENOBUFS, -ENOENT per key; refusals;
+ *   - tide_store_batch_get_replicas(): an object of two replicas is two COMPLETE
+ *     memory replicas on the two holders' segments; a missing key -ENOENT.
  *
  * Include it once, from a CUnit test file; it asserts with CUnit.
  */
@@ -200,6 +202,58 @@ get_parts_check(struct tide_store *w, struct tide_store *r, const char *pfx, uin
 	CU_ASSERT_EQUAL(tide_store_batch_remove(w, keys, 2, true, rcs), 0);
 	free(src);
 	free(heap);
+}
+
+/* w puts an object of 2 replicas (the cluster's two segments are ep0 and ep1); r
+ * asks where it is, beside a missing key. */
+static void
+replicas_check(struct tide_store *w, struct tide_store *r, const char *pfx, const char *ep0,
+	       const char *ep1)
+{
+	struct tide_store_rc two = {.replica_num = 2};
+	struct tide_store_replicas *res = (void *)1;
+	char k[160], km[160];
+	const char *keys[3] = {k, km, k};
+	uint8_t v[3000];
+	int rcs[1];
+
+	snprintf(k, sizeof(k), "%s/replicas", pfx);
+	snprintf(km, sizeof(km), "%s/replicas-missing", pfx);
+	sc_fill(v, sizeof(v), 5);
+	CU_ASSERT_EQUAL_FATAL(tide_store_put(w, k, v, sizeof(v), &two), 0);
+	CU_ASSERT_EQUAL_FATAL(tide_store_batch_get_replicas(r, keys, 3, &res), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(res);
+	for (int i = 0; i < 3; i += 2) {
+		CU_ASSERT_EQUAL(res[i].err, 0);
+		CU_ASSERT_EQUAL_FATAL(res[i].n, 2);
+		for (size_t j = 0; j < 2; j++) {
+			const struct tide_store_replica *p = &res[i].v[j];
+
+			CU_ASSERT_EQUAL(p->type, TIDE_STORE_REPLICA_MEMORY);
+			CU_ASSERT_EQUAL(p->status, TIDE_STORE_REPLICA_COMPLETE);
+			CU_ASSERT_EQUAL(p->size, sizeof(v));
+			CU_ASSERT_NOT_EQUAL(p->buffer_address, 0);
+			CU_ASSERT_STRING_EQUAL(p->protocol, "tcp");
+			CU_ASSERT_STRING_EQUAL(p->file_path, "");
+		}
+		/* One on each segment, in either order. */
+		CU_ASSERT_TRUE((strcmp(res[i].v[0].transport_endpoint, ep0) == 0 &&
+				strcmp(res[i].v[1].transport_endpoint, ep1) == 0) ||
+			       (strcmp(res[i].v[0].transport_endpoint, ep1) == 0 &&
+				strcmp(res[i].v[1].transport_endpoint, ep0) == 0));
+	}
+	CU_ASSERT_EQUAL(res[1].err, -ENOENT);
+	CU_ASSERT_EQUAL(res[1].n, 0);
+	CU_ASSERT_PTR_NULL(res[1].v);
+	tide_store_replicas_free(res);
+	tide_store_replicas_free(NULL);
+	/* Refusals: *out NULL. */
+	res = (void *)1;
+	CU_ASSERT_EQUAL(tide_store_batch_get_replicas(r, keys, 0, &res), -EINVAL);
+	CU_ASSERT_PTR_NULL(res);
+	CU_ASSERT_EQUAL(tide_store_batch_get_replicas(r, NULL, 1, &res), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_get_replicas(r, keys, 1, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_remove(w, keys, 1, true, rcs), 0);
 }
 
 #endif /* TIDE_STORE_CALLS_IT_H */

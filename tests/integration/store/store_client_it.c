@@ -912,6 +912,13 @@ test_get_parts(void)
 	get_parts_check(sb, sa, "it-heap", NULL);
 }
 
+/* Where an object of two replicas is (tide_store_batch_get_replicas()). */
+static void
+test_replicas(void)
+{
+	replicas_check(sa, sb, "it", tide_store_endpoint(sa), tide_store_endpoint(sb));
+}
+
 static void
 test_preferred_segment(void)
 {
@@ -1290,6 +1297,7 @@ register_tests(void)
 	CU_add_test(s, "batch", test_batch);
 	CU_add_test(s, "put_parts", test_put_parts);
 	CU_add_test(s, "get_parts", test_get_parts);
+	CU_add_test(s, "replicas", test_replicas);
 	CU_add_test(s, "missing_and_remove", test_missing_and_remove);
 	CU_add_test(s, "small_buffer", test_small_buffer);
 	CU_add_test(s, "heartbeat_keeps_segment", test_heartbeat_keeps_segment);

@@ -257,6 +257,32 @@ test_op_names(void)
 	CU_ASSERT_STRING_EQUAL(agent_op_name(60000), "?");
 }
 
+/* agent_r_view: a string in place, refused as agent_r_str refuses one. */
+static void
+test_view(void)
+{
+	static const uint8_t body[] = {3, 0, 0, 0, 'a', 'b', 'c', 2, 0, 0, 0, 'x', 0, 9, 0, 0, 0};
+	struct agent_rbuf r;
+	const char *s;
+	size_t len;
+
+	agent_r_init(&r, body, sizeof(body));
+	s = agent_r_view(&r, 3, &len);
+	CU_ASSERT_FALSE(r.bad);
+	CU_ASSERT_EQUAL(len, 3);
+	CU_ASSERT_EQUAL(memcmp(s, "abc", 3), 0);
+	s = agent_r_view(&r, 16, &len); /* holds a NUL */
+	CU_ASSERT_TRUE(r.bad);
+	CU_ASSERT_EQUAL(len, 0);
+	CU_ASSERT_STRING_EQUAL(s, "");
+	agent_r_init(&r, body, sizeof(body));
+	agent_r_view(&r, 2, &len); /* longer than max */
+	CU_ASSERT_TRUE(r.bad);
+	agent_r_init(&r, body + 13, 4); /* 9 bytes announced, none there */
+	agent_r_view(&r, 16, &len);
+	CU_ASSERT_TRUE(r.bad);
+}
+
 /* The soft pin travels as a trailer (AGENT_PUT_SOFT_PIN), only when asked for, and comes
  * back into the config the agent hands to the store. */
 static void
@@ -382,6 +408,7 @@ register_tests(void)
 	CU_add_test(s, "reader_refuses", test_reader_refuses);
 	CU_add_test(s, "rc_round_trip", test_rc_round_trip);
 	CU_add_test(s, "soft_pin_trailer", test_soft_pin_trailer);
+	CU_add_test(s, "view", test_view);
 	CU_add_test(s, "rc_ok_matches_reader", test_rc_ok_matches_reader);
 	CU_add_test(s, "send_recv_fd", test_send_recv_fd);
 	CU_add_test(s, "recv_refuses", test_recv_refuses);
