@@ -16,6 +16,7 @@
 
 #include "eth_net_internal.h"
 #include "tide_log.h"
+#include "tide_rng.h"
 
 #define DELAYQ_CAP 4096 /* frames; beyond it the delay queue drops (counted) */
 
@@ -30,22 +31,12 @@ struct tide_eth_delayq {
 	uint32_t head, len;
 };
 
-static uint64_t
-rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static bool
 chance(struct tide_eth_netdev *nd, double p)
 {
 	if (p <= 0.0)
 		return false;
-	return (double)(rng_next(&nd->rng) >> 11) * 0x1.0p-53 < p;
+	return (double)(tide_rng_next(&nd->rng) >> 11) * 0x1.0p-53 < p;
 }
 
 bool
@@ -119,7 +110,7 @@ eth_fault_apply(struct tide_eth_netdev *nd, int dir, struct rte_mbuf **in, uint1
 		 * application's zero-copy memory, which the wire must not write. */
 		if (chance(nd, f->corrupt) && rte_pktmbuf_data_len(m) > RTE_ETHER_HDR_LEN) {
 			uint16_t span = rte_pktmbuf_data_len(m) - RTE_ETHER_HDR_LEN;
-			uint64_t r = rng_next(&nd->rng);
+			uint64_t r = tide_rng_next(&nd->rng);
 			uint8_t *p = rte_pktmbuf_mtod_offset(m, uint8_t *,
 							     RTE_ETHER_HDR_LEN + (r % span));
 

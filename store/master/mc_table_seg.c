@@ -13,6 +13,7 @@
 
 #include "tide_log.h"
 #include "mc_table_int.h"
+#include "tide_rng.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* Options, create, destroy                                                                    */
@@ -78,11 +79,8 @@ tide_mc_table_create(const struct tide_mc_table_opts *opts, struct tide_mc_table
 		seed = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)t;
 	/* splitmix64 expands the seed into the hash key and the PRNG state. */
 	for (int i = 0; i < 3; i++) {
-		uint64_t z = (seed += UINT64_C(0x9e3779b97f4a7c15));
+		uint64_t z = tide_rng_next(&seed);
 
-		z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-		z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-		z ^= z >> 31;
 		if (i == 0)
 			t->hk0 = z;
 		else if (i == 1)

@@ -36,6 +36,7 @@
 #include "tide_node_eal.h"
 #include "tide_nodeenv.h"
 #include "tide_seg.h"
+#include "tide_rng.h"
 
 #define ETHERTYPE_TIDE_DEMO 0x88B5      /* IEEE local experimental ethertype */
 #define DEMO_MAGIC          0x54494445u /* "TIDE" */
@@ -82,17 +83,6 @@ struct demo {
 	uint32_t frag_max; /* payload bytes per frame */
 };
 
-static uint64_t
-rng_next(uint64_t *s)
-{
-	/* splitmix64: deterministic workload from a seed */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 /* Object sizes of one Miles rollout shard (miles-usage.md 1.5): a ~10 KB
  * manifest, a ~3 KB meta blob, and per ragged field a data member plus small
  * offsets/shapes/ndims/nulls members; the data members of long fields are the
@@ -100,7 +90,7 @@ rng_next(uint64_t *s)
 static uint32_t
 shard_obj_size(uint32_t i, uint64_t *rng, uint32_t big)
 {
-	uint64_t r = rng_next(rng);
+	uint64_t r = tide_rng_next(rng);
 
 	if (i == 0)
 		return 10 * 1024 + (uint32_t)(r % 2048);
@@ -404,7 +394,7 @@ main(int argc, char **argv)
 	if (d.obj == NULL || d.src == NULL)
 		goto out_nodes;
 	for (uint64_t i = 0; i < d.src_len; i++)
-		d.src[i] = (uint8_t)(rng_next(&rng) >> 56);
+		d.src[i] = (uint8_t)(tide_rng_next(&rng) >> 56);
 	for (uint32_t i = 0; i < d.nobj; i++) {
 		struct node *dst;
 

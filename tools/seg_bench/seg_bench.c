@@ -36,6 +36,7 @@
 #include "tide_clock.h"
 #include "tide_seg.h"
 #include "tide_nodeenv.h"
+#include "tide_rng.h"
 
 #define KiB (UINT64_C(1) << 10)
 #define MiB (UINT64_C(1) << 20)
@@ -74,11 +75,7 @@ static uint64_t rng_state;
 static uint64_t
 rng(void)
 {
-	uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
+	return tide_rng_next(&rng_state);
 }
 
 static uint64_t
