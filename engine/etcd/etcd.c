@@ -23,6 +23,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "tide_buf.h"
 #include "tide_etcd.h"
 #include "tide_log.h"
 
@@ -338,24 +339,14 @@ on_body(char *p, size_t sz, size_t nm, void *arg)
 	struct buf *b = arg;
 	size_t n = sz * nm;
 
-	if (b->len + n + 1 > REPLY_MAX) {
+	void *q = b->p;
+
+	/* Room for the bytes and a NUL, within REPLY_MAX in all. */
+	if (tide_grow(&q, &b->cap, b->len, n + 1, 1024, REPLY_MAX) != 0) {
 		b->overflow = true;
 		return 0; /* aborts the transfer */
 	}
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 1024;
-		char *q;
-
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		q = realloc(b->p, cap);
-		if (q == NULL) {
-			b->overflow = true;
-			return 0;
-		}
-		b->p = q;
-		b->cap = cap;
-	}
+	b->p = q;
 	memcpy(b->p + b->len, p, n);
 	b->len += n;
 	b->p[b->len] = '\0';

@@ -21,6 +21,7 @@
 #include <openssl/evp.h>
 
 #include "mc_internal.h"
+#include "tide_buf.h"
 #include "tide_log.h"
 
 #define MC_PATH_MAX 16
@@ -57,26 +58,12 @@ mc_err_set(struct tide_mc_err *err, uint8_t errc, size_t offset, const char *fmt
 uint8_t *
 mc_buf_reserve(struct tide_mc_buf *b, size_t n)
 {
-	size_t need, cap;
-	uint8_t *p;
+	void *p = b->data;
 
-	if (n > SIZE_MAX - b->len) {
-		return NULL;
-	}
-	need = b->len + n;
-	if (need <= b->cap) {
-		return b->data + b->len;
-	}
-	cap = b->cap ? b->cap : 256;
-	while (cap < need) {
-		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-	}
-	p = realloc(b->data, cap);
-	if (p == NULL) {
+	if (tide_grow(&p, &b->cap, b->len, n, 256, 0) != 0) {
 		return NULL;
 	}
 	b->data = p;
-	b->cap = cap;
 	return b->data + b->len;
 }
 

@@ -16,6 +16,7 @@
 
 #include "meta_internal.h"
 #include "te_meta.h"
+#include "tide_buf.h"
 #include "tide_log.h"
 
 #define LINE_MAX_LEN 8192
@@ -243,24 +244,12 @@ struct body {
 static int
 body_reserve(struct body *b, size_t extra)
 {
-	size_t want;
-	char *np;
+	void *p = b->p;
+	/* The bytes and a NUL, at most TE_HTTP_MAX_BODY bytes of body. */
+	int rc = tide_grow(&p, &b->cap, b->len, extra + 1, 0, TE_HTTP_MAX_BODY + 1);
 
-	if (extra > TE_HTTP_MAX_BODY || b->len > TE_HTTP_MAX_BODY - extra)
-		return -EPROTO;
-	want = b->len + extra + 1;
-	if (want <= b->cap)
-		return 0;
-	if (want < b->cap * 2)
-		want = b->cap * 2;
-	if (want > TE_HTTP_MAX_BODY + 1)
-		want = TE_HTTP_MAX_BODY + 1;
-	np = realloc(b->p, want);
-	if (np == NULL)
-		return -ENOMEM;
-	b->p = np;
-	b->cap = want;
-	return 0;
+	b->p = p;
+	return rc == -E2BIG ? -EPROTO : rc;
 }
 
 static int

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tide_buf.h"
 #include "tide_clock.h"
 #include "tide_etcd.h"
 #include "tide_log.h"
@@ -116,19 +117,11 @@ get_le64(const uint8_t *p)
 static int
 rbuf_reserve(struct rbuf *b, size_t more)
 {
-	if (b->len + more > b->cap) {
-		size_t cap = b->cap ? b->cap : 64 * 1024;
-		uint8_t *p;
+	void *p = b->p;
+	int rc = tide_grow(&p, &b->cap, b->len, more, 64 * 1024, 0);
 
-		while (cap < b->len + more)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p)
-			return -ENOMEM;
-		b->p = p;
-		b->cap = cap;
-	}
-	return 0;
+	b->p = p;
+	return rc == 0 ? 0 : -ENOMEM;
 }
 
 static int
