@@ -115,7 +115,7 @@ enum {
 static struct flag flags[] = {
 	[FL_RPC_PORT] = {"rpc_port", F_INT, "RPC port (wins over --port when > 0)", 0, 65535},
 	[FL_PORT] = {"port", F_INT, "deprecated RPC port", 0, 65535, .i = 50051},
-	[FL_RPC_ADDRESS] = {"rpc_address", F_STR, "IPv4 address to bind", .s = "0.0.0.0"},
+	[FL_RPC_ADDRESS] = {"rpc_address", F_STR, "IPv4 or IPv6 address to bind", .s = "0.0.0.0"},
 	[FL_RPC_THREAD_NUM] = {"rpc_thread_num", F_INT,
 			       "RPC worker threads; 0 = min(max_threads, CPUs)", 0,
 			       TIDE_MC_SERVER_MAX_THREADS},

@@ -19,6 +19,7 @@
 
 #include "meta_internal.h"
 #include "tide_addr.h"
+#include "tide_sock.h"
 #include "tide_clock.h"
 
 int64_t
@@ -33,102 +34,17 @@ meta_deadline(int timeout_ms)
 	return meta_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 }
 
-/* Poll fd for events until the deadline. 0 ready; -ETIMEDOUT; -errno. */
+/* Poll fd for events until the deadline (engine/addr's one deadline socket). */
 static int
 wait_fd(int fd, short events, int64_t deadline_ms)
 {
-	for (;;) {
-		int64_t left = deadline_ms - meta_now_ms();
-		struct pollfd p = {.fd = fd, .events = events};
-		int rc;
-
-		if (left <= 0)
-			return -ETIMEDOUT;
-		rc = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-		if (rc > 0)
-			return 0;
-		if (rc < 0 && errno != EINTR)
-			return -errno;
-	}
-}
-
-static int
-map_connect_err(int e)
-{
-	switch (e) {
-	case ECONNREFUSED:
-	case ETIMEDOUT:
-	case ENOMEM:
-		return -e;
-	case ENETUNREACH:
-	case EHOSTUNREACH:
-	case EHOSTDOWN:
-	case ENETDOWN:
-	case EADDRNOTAVAIL:
-		return -EHOSTUNREACH;
-	default:
-		return -e;
-	}
-}
-
-static int
-connect_one(const struct addrinfo *ai, int64_t deadline_ms, int *out)
-{
-	int fd, one = 1, soerr = 0, rc;
-	socklen_t sl = sizeof(soerr);
-
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-	if (fd < 0)
-		return -errno;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-		goto done;
-	if (errno != EINPROGRESS) {
-		rc = map_connect_err(errno);
-		goto fail;
-	}
-	rc = wait_fd(fd, POLLOUT, deadline_ms);
-	if (rc < 0)
-		goto fail;
-	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if (soerr != 0) {
-		rc = map_connect_err(soerr);
-		goto fail;
-	}
-done:
-	*out = fd;
-	return 0;
-fail:
-	close(fd);
-	return rc;
+	return tide_sock_wait(fd, events, deadline_ms < 0 ? 0 : (uint64_t)deadline_ms);
 }
 
 int
 meta_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, int *fd)
 {
-	struct addrinfo hints = {0}, *res = NULL, *ai;
-	char portstr[8];
-	int rc;
-
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
-	snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
-	rc = getaddrinfo(host, portstr, &hints, &res);
-	if (rc != 0)
-		return rc == EAI_MEMORY ? -ENOMEM : -EHOSTUNREACH;
-	rc = -EHOSTUNREACH;
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		rc = connect_one(ai, deadline_ms, fd);
-		/* A timeout spent the whole budget; later addresses would fail at once. */
-		if (rc == 0 || rc == -ETIMEDOUT)
-			break;
-	}
-	freeaddrinfo(res);
-	return rc;
+	return tide_sock_connect(host, port, deadline_ms < 0 ? 0 : (uint64_t)deadline_ms, fd);
 }
 
 int

@@ -16,9 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tide_clock.h"
 #include "tide_log.h"
 #include "tide_addr.h"
 #include "tide_mc_client.h"
+#include "tide_sock.h"
 
 struct tide_mc_client {
 	int fd;
@@ -34,44 +36,21 @@ struct tide_mc_client {
 static int64_t
 mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)tide_mono_ms();
 }
 
-/* Wait for `ev` on fd until the deadline. 0 ready, -ETIMEDOUT, -errno. */
+/* Wait for `ev` on fd until the deadline (engine/addr's one deadline socket). */
 static int
 wait_fd(int fd, short ev, int64_t deadline)
 {
-	struct pollfd p = {.fd = fd, .events = ev};
-	int64_t left;
-	int n;
-
-	for (;;) {
-		left = deadline - mono_ms();
-		if (left <= 0) {
-			return -ETIMEDOUT;
-		}
-		n = poll(&p, 1, left > 1000000 ? 1000000 : (int)left);
-		if (n > 0) {
-			return 0;
-		}
-		if (n < 0 && errno != EINTR) {
-			return -errno;
-		}
-	}
+	return tide_sock_wait(fd, ev, deadline < 0 ? 0 : (uint64_t)deadline);
 }
 
 int
 tide_mc_client_connect(const char *host, uint16_t port, int timeout_ms, struct tide_mc_client **out)
 {
-	struct addrinfo hints, *ai = NULL;
 	struct tide_mc_client *c;
-	char portstr[8];
-	socklen_t sl;
-	int fd, rc, soerr = 0, one = 1;
-	int64_t deadline;
+	int fd, rc;
 
 	if (host == NULL || out == NULL || port == 0) {
 		return -EINVAL;
@@ -79,54 +58,21 @@ tide_mc_client_connect(const char *host, uint16_t port, int timeout_ms, struct t
 	if (timeout_ms <= 0) {
 		timeout_ms = TIDE_MC_CLIENT_DEFAULT_TIMEOUT_MS;
 	}
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_INET;
-	hints.ai_socktype = SOCK_STREAM;
-	snprintf(portstr, sizeof(portstr), "%u", port);
-	if (getaddrinfo(host, portstr, &hints, &ai) != 0 || ai == NULL) {
-		return -EHOSTUNREACH;
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		rc = -errno;
-		freeaddrinfo(ai);
+	/* IPv4 or IPv6, each address of a name in turn, TCP_NODELAY (engine/addr). */
+	rc = tide_sock_connect(host, port, tide_mono_ms() + (uint64_t)timeout_ms, &fd);
+	if (rc != 0) {
 		return rc;
 	}
-	deadline = mono_ms() + timeout_ms;
-	rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
-	freeaddrinfo(ai);
-	if (rc != 0) {
-		if (errno != EINPROGRESS) {
-			rc = -errno;
-			goto fail;
-		}
-		rc = wait_fd(fd, POLLOUT, deadline);
-		if (rc != 0) {
-			goto fail;
-		}
-		sl = sizeof(soerr);
-		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) {
-			soerr = errno;
-		}
-		if (soerr != 0) {
-			rc = -soerr;
-			goto fail;
-		}
-	}
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c = calloc(1, sizeof(*c));
 	if (c == NULL) {
-		rc = -ENOMEM;
-		goto fail;
+		close(fd);
+		return -ENOMEM;
 	}
 	c->fd = fd;
 	c->timeout_ms = timeout_ms;
 	c->enc_flags = TIDE_MC_ENC_STOCK;
 	*out = c;
 	return 0;
-fail:
-	close(fd);
-	return rc;
 }
 
 int

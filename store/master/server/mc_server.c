@@ -26,6 +26,7 @@
 #include "mc_server_int.h"
 #include "tide_log.h"
 #include "tide_clock.h"
+#include "tide_sock.h"
 
 #define MC_RCHUNK    (64u << 10) /* bytes read per read() */
 #define MC_WBUF_HIGH (4u << 20)  /* stop reading above this many unsent bytes */
@@ -103,32 +104,14 @@ tide_mc_server_opts_init(struct tide_mc_server_opts *opts, size_t opts_size)
 static int
 listen_on(const char *host, uint16_t port, int *fd_out, uint16_t *port_out)
 {
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa);
-	int fd, one = 1, rc;
+	/* An IPv4 or IPv6 literal ("0.0.0.0", "::1"): engine/addr's listener. */
+	int rc = tide_sock_listen(host, port, MC_BACKLOG, fd_out, port_out);
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons(port);
-	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-		TIDE_LOG(ERR, "'%s' is not an IPv4 address", host);
-		return -EINVAL;
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		return -errno;
-	}
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, MC_BACKLOG) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &sl) != 0) {
-		rc = -errno;
+	if (rc == -EINVAL)
+		TIDE_LOG(ERR, "'%s' is not an IPv4 or IPv6 address", host);
+	else if (rc != 0)
 		TIDE_LOG(ERR, "cannot listen on %s:%u: %s", host, port, strerror(-rc));
-		close(fd);
-		return rc;
-	}
-	*fd_out = fd;
-	*port_out = ntohs(sa.sin_port);
-	return 0;
+	return rc;
 }
 
 static int

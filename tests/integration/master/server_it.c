@@ -41,8 +41,9 @@ static const struct tide_mc_uuid seg_a = {0xaaaa, 0xbbbb};
 static struct {
 	uint32_t admin_conns, meta_conns, max_body, head_ms, body_ms, idle_ms;
 	uint64_t meta_bytes;
-	const char *allow; /* allow_networks */
-	bool defer_rpc;    /* the RPC port opens at tide_mc_server_start_rpc() */
+	const char *allow;       /* allow_networks */
+	bool defer_rpc;          /* the RPC port opens at tide_mc_server_start_rpc() */
+	const char *rpc_address; /* NULL: 127.0.0.1 */
 } http_lim;
 
 static struct tide_mc_server *
@@ -68,8 +69,8 @@ start_server(void)
 		o.http_idle_timeout_ms = http_lim.idle_ms;
 	o.allow_networks = http_lim.allow;
 	o.defer_rpc = http_lim.defer_rpc;
+	o.rpc_address = http_lim.rpc_address != NULL ? http_lim.rpc_address : "127.0.0.1";
 	memset(&http_lim, 0, sizeof(http_lim));
-	o.rpc_address = "127.0.0.1";
 	o.rpc_port = 0;
 	o.metrics_host = "127.0.0.1";
 	o.metrics_port = 0;
@@ -1164,6 +1165,27 @@ test_allow_networks(void)
 	CU_ASSERT_PTR_NULL(bad);
 }
 
+/* The master listens on an IPv6 address and the master client reaches it by the
+ * "[v6]:port" form (engine/addr's one deadline socket on both ends). */
+static void
+test_ipv6_rpc(void)
+{
+	struct tide_mc_server *s;
+	struct tide_mc_client *c = NULL;
+	char addr[64];
+
+	http_lim.rpc_address = "::1";
+	s = start_server();
+	snprintf(addr, sizeof(addr), "[::1]:%u", tide_mc_server_rpc_port(s));
+	CU_ASSERT_EQUAL_FATAL(tide_mc_client_connect_addr(addr, 5000, &c), 0);
+	mount_ok(c);
+	tide_mc_client_close(c);
+	/* An IPv4 client does not reach an IPv6-only listener. */
+	CU_ASSERT_EQUAL(tide_mc_client_connect("127.0.0.1", tide_mc_server_rpc_port(s), 2000, &c),
+			-ECONNREFUSED);
+	tide_mc_server_destroy(s);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Replies held until the journal is durable (HA)                                              */
 /* ------------------------------------------------------------------------------------------ */
@@ -1428,6 +1450,7 @@ register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("master_server", NULL, NULL);
 
+	CU_add_test(s, "ipv6_rpc", test_ipv6_rpc);
 	CU_add_test(s, "client_sequence", test_client_sequence);
 	CU_add_test(s, "capture_replay", test_capture_replay);
 	CU_add_test(s, "pipelined", test_pipelined);

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/**
+ * \file
+ * The one TCP socket with deadlines: connect to a host (IPv4 or IPv6 literal, or a
+ * name: each of its addresses in turn), listen on an address of either family, and
+ * wait for readiness; every wait is bounded by the caller's deadline, so no call
+ * here can hang. Deadlines are CLOCK_MONOTONIC milliseconds (tide_mono_ms()).
+ * Users: the transfer engine's metadata and handshake client, the master client,
+ * the master's RPC listener.
+ */
+#ifndef TIDE_SOCK_H
+#define TIDE_SOCK_H
+
+#include <stdint.h>
+
+/**
+ * Connect to host:port before deadline_ms. host: an IPv4 or IPv6 literal (no
+ * brackets) or a name, whose addresses are tried in order until one answers (a
+ * timeout spends the whole budget and ends the walk). The socket is non-blocking,
+ * close-on-exec, TCP_NODELAY.
+ * \param[out] fd  the connected socket (the caller closes it).
+ * \return 0; -EHOSTUNREACH the name does not resolve or no route (ENETUNREACH,
+ *         EHOSTDOWN, ENETDOWN, EADDRNOTAVAIL); -ECONNREFUSED; -ETIMEDOUT; -ENOMEM;
+ *         another -errno of socket()/connect(). Thread: any.
+ */
+int tide_sock_connect(const char *host, uint16_t port, uint64_t deadline_ms, int *fd);
+
+/**
+ * A listening socket on host:port (port 0: ephemeral), SO_REUSEADDR, non-blocking,
+ * close-on-exec. host: an IPv4 or IPv6 literal ("0.0.0.0", "::" for every address
+ * of that family; an IPv6 socket takes IPv6 only).
+ * \param[out] fd         the socket (the caller closes it).
+ * \param[out] port_out   the port bound (NULL: not wanted).
+ * \return 0; -EINVAL host is not an address literal; -errno of socket()/bind()/
+ *         listen(). Thread: any.
+ */
+int tide_sock_listen(const char *host, uint16_t port, int backlog, int *fd, uint16_t *port_out);
+
+/**
+ * Wait until fd is ready for `events` (POLLIN, POLLOUT) or deadline_ms passes.
+ * \return 0 ready (or an error or hang-up is pending: the next I/O says which);
+ *         -ETIMEDOUT; another -errno of poll(). EINTR is retried. Thread: any.
+ */
+int tide_sock_wait(int fd, short events, uint64_t deadline_ms);
+
+#endif /* TIDE_SOCK_H */
