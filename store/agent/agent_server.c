@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "agent_proto.h"
+#include "store_sess.h"
 #include "tide_agent_server.h"
 #include "tide_log.h"
 
@@ -58,6 +59,9 @@ struct srv_client {
 	bool done; /* thread finished; joined by the reaper */
 	struct srv_region *regions;
 	size_t nregions;
+	/* Keys of the sessions this connection started (store_sess.h as a key set); the
+	 * client thread's alone. Revoked / ended when the connection goes. */
+	struct store_sess_tab own_put, own_get;
 	struct srv_client *next;
 };
 
@@ -322,6 +326,7 @@ struct key_parts {
 	char **keys;
 	size_t *nparts;
 	struct tide_store_part *parts;
+	uint64_t *offs; /* with_off: each piece's offset in its object; else NULL */
 };
 
 /*
@@ -332,12 +337,15 @@ struct key_parts {
  * either way.
  */
 static bool
-key_parts_read(const struct srv_client *c, struct agent_rbuf *rd, size_t n, struct key_parts *kp)
+key_parts_read(const struct srv_client *c, struct agent_rbuf *rd, size_t n, struct key_parts *kp,
+	       bool with_off)
 {
+	const size_t pbytes = LOC_BYTES + (with_off ? 8u : 0u);
 	struct tide_store_part *np_;
 	size_t i, total = 0, cap = 0;
 
 	kp->parts = NULL;
+	kp->offs = NULL;
 	kp->keys = calloc(n, sizeof(*kp->keys));
 	kp->nparts = calloc(n, sizeof(*kp->nparts));
 	if (kp->keys == NULL || kp->nparts == NULL)
@@ -347,8 +355,7 @@ key_parts_read(const struct srv_client *c, struct agent_rbuf *rd, size_t n, stru
 
 		kp->keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
 		np = agent_r_u32(rd);
-		if (rd->bad || np > AGENT_MAX_PARTS - total ||
-		    np > (rd->len - rd->pos) / LOC_BYTES) {
+		if (rd->bad || np > AGENT_MAX_PARTS - total || np > (rd->len - rd->pos) / pbytes) {
 			rd->bad = true;
 			break;
 		}
@@ -360,12 +367,23 @@ key_parts_read(const struct srv_client *c, struct agent_rbuf *rd, size_t n, stru
 				break;
 			}
 			kp->parts = np_;
+			if (with_off) {
+				uint64_t *no = realloc(kp->offs, cap * sizeof(*kp->offs));
+
+				if (no == NULL) {
+					rd->bad = true;
+					break;
+				}
+				kp->offs = no;
+			}
 		}
 		for (uint32_t k = 0; k < np && !rd->bad; k++) {
 			struct agent_loc l;
 			void *p = NULL;
 
 			agent_r_loc(rd, &l);
+			if (with_off)
+				kp->offs[total + k] = agent_r_u64(rd);
 			if (!rd->bad && !resolve(c, &l, &p))
 				rd->bad = true;
 			kp->parts[total + k] = (struct tide_store_part){p, l.len};
@@ -382,6 +400,7 @@ key_parts_free(struct key_parts *kp, size_t n)
 	free_keys(kp->keys, n);
 	free(kp->nparts);
 	free(kp->parts);
+	free(kp->offs);
 }
 
 /* A put of values in pieces (tide_store_batch_put_parts()): every piece is
@@ -402,7 +421,7 @@ op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		return -EPROTO;
 	agent_r_rc(rd, &arc, n);
 	int *rcs = calloc(n, sizeof(*rcs));
-	if (rcs == NULL || !key_parts_read(c, rd, n, &kp))
+	if (rcs == NULL || !key_parts_read(c, rd, n, &kp, false))
 		goto out;
 	/* The soft pin comes last, where an agent without it never looks. */
 	if ((flags & AGENT_PUT_SOFT_PIN) != 0) {
@@ -439,7 +458,7 @@ op_get_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
 		return -EPROTO;
 	int64_t *sizes = calloc(n, sizeof(*sizes));
-	if (sizes == NULL || !key_parts_read(c, rd, n, &kp))
+	if (sizes == NULL || !key_parts_read(c, rd, n, &kp, false))
 		goto out;
 	for (i = 0; i < n; i++)
 		sizes[i] = -EINVAL;
@@ -663,6 +682,244 @@ op_hello(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	return 0;
 }
 
+/* ---------------------------------------------------------------- sessions */
+
+/* Session requests have no op of their own here: AGENT_SESS_KEYS carries the what. */
+static struct store_sess_tab *
+own_tab(struct srv_client *c, bool put)
+{
+	return put ? &c->own_put : &c->own_get;
+}
+
+/* Put sessions start in the store; those that started are this connection's. */
+static int
+op_put_sess_start(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct agent_rc arc;
+	struct tide_store_rc rc;
+	uint32_t n, flags;
+	size_t i;
+	int err = -EPROTO, r;
+
+	n = agent_r_u32(rd);
+	flags = agent_r_u32(rd);
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
+		return -EPROTO;
+	agent_r_rc(rd, &arc, n);
+	char **keys = calloc(n, sizeof(*keys));
+	size_t *sizes = calloc(n, sizeof(*sizes));
+	int *rcs = calloc(n, sizeof(*rcs));
+	if (keys == NULL || sizes == NULL || rcs == NULL)
+		goto out;
+	for (i = 0; i < n && !rd->bad; i++) {
+		keys[i] = agent_r_str(rd, AGENT_MAX_KEY);
+		sizes[i] = (size_t)agent_r_u64(rd);
+	}
+	if ((flags & AGENT_PUT_SOFT_PIN) != 0)
+		agent_r_soft_pin(rd, &arc);
+	if (rd->bad || (flags & ~AGENT_PUT_SOFT_PIN) != 0)
+		goto out;
+	rc = agent_rc_view(&arc);
+	r = tide_store_batch_put_session_start(c->srv->store, (const char *const *)keys, sizes, n,
+					       &rc, rcs);
+	for (i = 0; r == 0 && i < n; i++) {
+		int o;
+
+		if (rcs[i] != 0)
+			continue;
+		o = store_sess_put(&c->own_put, keys[i], 0, NULL, 0, 0);
+		if (o != 0) {
+			/* A session nobody could end: give it back at once. */
+			int rr = 0;
+
+			(void)tide_store_batch_put_session_revoke(
+				c->srv->store, (const char *const *)&keys[i], 1, &rr);
+			rcs[i] = o == -ENOSPC ? -EMFILE : o;
+		}
+	}
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u32(w, (uint32_t)rcs[i]);
+	err = 0;
+out:
+	agent_rc_free(&arc, n);
+	free_keys(keys, n);
+	free(sizes);
+	free(rcs);
+	return err;
+}
+
+/*
+ * Ranged writes or reads: the keys this connection holds a session of go to the
+ * store (pieces resolved to the client's memory, as for the puts in pieces); the
+ * others are -ESRCH without it.
+ */
+static int
+op_sess_ranges(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	struct key_parts kp = {0};
+	uint8_t dir = agent_r_u8(rd);
+	bool put = dir == AGENT_SESS_PUT;
+	uint32_t n = agent_r_u32(rd);
+	size_t i, k, m = 0, mp = 0;
+	int err = -EPROTO, r = 0;
+
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH ||
+	    (dir != AGENT_SESS_PUT && dir != AGENT_SESS_GET))
+		return -EPROTO;
+	int64_t *out = calloc(n, sizeof(*out));
+	int64_t *sout = calloc(n, sizeof(*sout));
+	const char **skeys = calloc(n, sizeof(*skeys));
+	size_t *snp = calloc(n, sizeof(*snp)), *sidx = calloc(n, sizeof(*sidx));
+	if (out == NULL || sout == NULL || skeys == NULL || snp == NULL || sidx == NULL ||
+	    !key_parts_read(c, rd, n, &kp, true))
+		goto out;
+	/* Owned keys first, their pieces moved down in place (they keep their order). */
+	for (i = 0, k = 0; i < n; k += kp.nparts[i], i++) {
+		if (!store_sess_has(own_tab(c, put), kp.keys[i])) {
+			out[i] = -ESRCH;
+			continue;
+		}
+		for (size_t j = k; j < k + kp.nparts[i]; j++, mp++) {
+			kp.parts[mp] = kp.parts[j];
+			kp.offs[mp] = kp.offs[j];
+		}
+		skeys[m] = kp.keys[i];
+		snp[m] = kp.nparts[i];
+		sidx[m++] = i;
+	}
+	if (m > 0) {
+		r = put ? tide_store_batch_put_ranges(c->srv->store, skeys, kp.parts, kp.offs, snp,
+						      m, sout)
+			: tide_store_batch_get_ranges(c->srv->store, skeys, kp.parts, kp.offs, snp,
+						      m, sout);
+		for (k = 0; k < m; k++)
+			out[sidx[k]] = r == 0 ? sout[k] : r;
+	}
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u64(w, (uint64_t)out[i]);
+	err = 0;
+out:
+	key_parts_free(&kp, n);
+	free(out);
+	free(sout);
+	free(skeys);
+	free(snp);
+	free(sidx);
+	return err;
+}
+
+/* End, revoke or get end of this connection's keys (others: -ESRCH), or get start. */
+static int
+sess_keys_run(struct srv_client *c, enum agent_sess_what what, char **keys, size_t n, int *rcs)
+{
+	struct tide_store *s = c->srv->store;
+	bool put = what == AGENT_SESS_PUT_END || what == AGENT_SESS_PUT_REVOKE;
+	size_t i, m = 0;
+	int r = 0;
+
+	if (what == AGENT_SESS_GET_START) {
+		r = tide_store_batch_get_session_start(s, (const char *const *)keys, n, rcs);
+		for (i = 0; r == 0 && i < n; i++) {
+			if (rcs[i] == 0 &&
+			    store_sess_put(&c->own_get, keys[i], 0, NULL, 0, 0) != 0) {
+				(void)tide_store_batch_get_session_end(
+					s, (const char *const *)&keys[i], 1);
+				rcs[i] = -EMFILE;
+			} else if (rcs[i] != 0) {
+				store_sess_unlink(&c->own_get, keys[i]);
+			}
+		}
+		return r;
+	}
+	const char **sk = calloc(n, sizeof(*sk));
+	size_t *sidx = calloc(n, sizeof(*sidx));
+	int *src = calloc(n, sizeof(*src));
+	if (sk == NULL || sidx == NULL || src == NULL) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		rcs[i] = put ? -ESRCH : 0;
+		if (store_sess_has(own_tab(c, put), keys[i])) {
+			sk[m] = keys[i];
+			sidx[m++] = i;
+		}
+	}
+	if (m > 0) {
+		if (put)
+			r = what == AGENT_SESS_PUT_END
+				    ? tide_store_batch_put_session_end(s, sk, m, src)
+				    : tide_store_batch_put_session_revoke(s, sk, m, src);
+		else
+			r = tide_store_batch_get_session_end(s, sk, m);
+		for (i = 0; r == 0 && i < m; i++) {
+			if (put)
+				rcs[sidx[i]] = src[i];
+			/* Over unless another end of ours is finishing it (-EBUSY). */
+			if (!put || src[i] != -EBUSY)
+				store_sess_unlink(own_tab(c, put), sk[i]);
+		}
+	}
+out:
+	free(sk);
+	free(sidx);
+	free(src);
+	return r;
+}
+
+static int
+op_sess_keys(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	uint8_t what = agent_r_u8(rd);
+	uint32_t n = agent_r_u32(rd);
+	size_t i;
+	int r, *v;
+
+	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH || what > AGENT_SESS_GET_END)
+		return -EPROTO;
+	char **keys = read_keys(rd, n);
+	v = calloc(n, sizeof(*v));
+	if (rd->bad || v == NULL) {
+		free_keys(keys, n);
+		free(v);
+		return -EPROTO;
+	}
+	r = sess_keys_run(c, (enum agent_sess_what)what, keys, n, v);
+	agent_w_u32(w, (uint32_t)r);
+	for (i = 0; i < n; i++)
+		agent_w_u32(w, (uint32_t)v[i]);
+	free_keys(keys, n);
+	free(v);
+	return 0;
+}
+
+/* The connection is gone: what it reserved goes back, what it cached is forgotten. */
+static void
+sess_drop_all(struct srv_client *c)
+{
+	for (int put = 1; put >= 0; put--) {
+		char **keys = NULL;
+		size_t n = store_sess_keys(own_tab(c, put), &keys);
+
+		for (size_t i = 0; i < n; i += AGENT_MAX_BATCH) {
+			size_t m = n - i < AGENT_MAX_BATCH ? n - i : AGENT_MAX_BATCH;
+			int *rcs = calloc(m, sizeof(*rcs));
+
+			if (rcs != NULL)
+				(void)sess_keys_run(
+					c, put ? AGENT_SESS_PUT_REVOKE : AGENT_SESS_GET_END,
+					keys + i, m, rcs);
+			free(rcs);
+		}
+		if (n > 0)
+			TIDE_LOG(INFO, "client pid %u detached with %zu %s sessions open: %s",
+				 c->pid, n, put ? "put" : "get", put ? "revoked" : "ended");
+		free(keys);
+	}
+}
+
 /* ------------------------------------------------------------- connection */
 
 /* Run one request. Owns fd (-1 or the descriptor the request carried): only
@@ -691,6 +948,12 @@ dispatch(struct srv_client *c, const struct agent_hdr *h, struct agent_rbuf *rd,
 		return op_get_parts(c, rd, w);
 	case AGENT_REPLICAS:
 		return op_replicas(c, rd, w);
+	case AGENT_PUT_SESS_START:
+		return op_put_sess_start(c, rd, w);
+	case AGENT_SESS_RANGES:
+		return op_sess_ranges(c, rd, w);
+	case AGENT_SESS_KEYS:
+		return op_sess_keys(c, rd, w);
 	case AGENT_GET:
 		return op_get(c, rd, w);
 	case AGENT_RANGES:
@@ -713,9 +976,14 @@ client_main(void *arg)
 {
 	struct srv_client *c = arg;
 	struct tide_agent_server *srv = c->srv;
+	bool own = store_sess_init(&c->own_put, TIDE_STORE_SESSIONS_MAX) == 0;
 	size_t i;
 
-	for (;;) {
+	if (own && store_sess_init(&c->own_get, TIDE_STORE_SESSIONS_MAX) != 0) {
+		store_sess_fini(&c->own_put);
+		own = false;
+	}
+	for (; own;) {
 		struct agent_hdr h;
 		struct agent_rbuf rd;
 		struct agent_wbuf w;
@@ -755,6 +1023,15 @@ client_main(void *arg)
 		pthread_mutex_unlock(&srv->lock);
 		if (rc != 0)
 			break;
+	}
+	if (!own) {
+		TIDE_LOG(WARN, "client pid %u: no memory for its sessions; closing it", c->pid);
+	} else {
+		/* Gone mid-session (exited, crashed, or closed): its reservations would
+		 * otherwise wait for the master's put-start discard timeout. */
+		sess_drop_all(c);
+		store_sess_fini(&c->own_put);
+		store_sess_fini(&c->own_get);
 	}
 	/* The operation in progress (if any) has finished: nothing of ours still
 	 * touches the client's memory, so the regions can go. */

@@ -471,6 +471,9 @@ agent_op_name(unsigned op)
 		[AGENT_PUT_PARTS] = "put_parts",
 		[AGENT_GET_PARTS] = "get_parts",
 		[AGENT_REPLICAS] = "replicas",
+		[AGENT_PUT_SESS_START] = "put_sess_start",
+		[AGENT_SESS_RANGES] = "sess_ranges",
+		[AGENT_SESS_KEYS] = "sess_keys",
 	};
 
 	return op < AGENT_OP_MAX && names[op] ? names[op] : "?";

@@ -63,6 +63,22 @@ enum agent_op {
 	 * u64 buffer_address, str endpoint, str protocol, str file_path}}. An answer
 	 * larger than AGENT_MAX_BODY is rc -E2BIG alone. Newer than AGENT_GET_PARTS. */
 	AGENT_REPLICAS,
+	/*
+	 * Sessions (tide_store_batch_put_session_* and _get_session_*), newer than
+	 * AGENT_REPLICAS. A session belongs to the connection that started it: the
+	 * agent answers -ESRCH for another connection's keys, and revokes (ends) the
+	 * connection's sessions when it closes.
+	 * AGENT_PUT_SESS_START: u32 n, u32 flags (AGENT_PUT_SOFT_PIN), rc config,
+	 *   n x {str key, u64 size} [, soft pin] -> i32 rc, n x i32.
+	 * AGENT_SESS_RANGES: u8 dir (AGENT_SESS_PUT / AGENT_SESS_GET), u32 n,
+	 *   n x {str key, u32 np, np x {loc, u64 off}} -> i32 rc, n x i64;
+	 *   AGENT_MAX_PARTS pieces in all.
+	 * AGENT_SESS_KEYS: u8 what (enum agent_sess_what), u32 n, n x str key ->
+	 *   i32 rc, n x i32 (AGENT_SESS_GET_END: zeros).
+	 */
+	AGENT_PUT_SESS_START,
+	AGENT_SESS_RANGES,
+	AGENT_SESS_KEYS,
 	AGENT_OP_MAX,
 };
 
@@ -75,6 +91,18 @@ enum agent_op {
  * (-EINVAL): the pin is never dropped silently.
  */
 #define AGENT_PUT_SOFT_PIN 0x80000000u
+
+/* AGENT_SESS_RANGES' direction. */
+#define AGENT_SESS_PUT 1u
+#define AGENT_SESS_GET 0u
+
+/* What an AGENT_SESS_KEYS request asks. */
+enum agent_sess_what {
+	AGENT_SESS_PUT_END = 0,
+	AGENT_SESS_PUT_REVOKE = 1,
+	AGENT_SESS_GET_START = 2,
+	AGENT_SESS_GET_END = 3,
+};
 
 /* A place in the client's memory: region id from MAP, offset, length. */
 struct agent_loc {

@@ -1379,6 +1379,172 @@ tide_agent_backend(struct tide_agent_conn *a)
 	return &a->be;
 }
 
+/* ---------------------------------------------------------------- sessions */
+
+/*
+ * Sessions run in the agent's store and belong to this connection (agent_proto.h):
+ * if the agent restarts in between, they are gone with the old connection (the
+ * agent revoked them) and the calls on their keys answer -ESRCH.
+ */
+static int
+agent_put_sess_start(struct tide_agent_conn *a, const char *const *keys, const size_t *sizes,
+		     size_t n, const struct tide_store_rc *repl, int *rcs)
+{
+	struct agent_wbuf w;
+	uint8_t *body = NULL;
+	size_t blen, i;
+	int err;
+
+	if (!keys_ok(keys, n) || sizes == NULL || rcs == NULL)
+		return -EINVAL;
+	if (!agent_rc_ok(repl, n)) {
+		TIDE_LOG(ERR,
+			 "session start: a replicate config string longer than %u bytes, or "
+			 "more than 1024 preferred segments: refused",
+			 AGENT_MAX_KEY);
+		return -EINVAL;
+	}
+	int *got = calloc(n, sizeof(*got));
+	if (got == NULL)
+		return -ENOMEM;
+	agent_w_init(&w);
+	agent_w_u32(&w, (uint32_t)n);
+	agent_w_u32(&w, agent_rc_soft_pin(repl) ? AGENT_PUT_SOFT_PIN : 0);
+	agent_w_rc(&w, repl, n);
+	for (i = 0; i < n; i++) {
+		agent_w_str(&w, keys[i]);
+		agent_w_u64(&w, sizes[i]);
+	}
+	if (agent_rc_soft_pin(repl))
+		agent_w_soft_pin(&w, repl);
+	pthread_mutex_lock(&a->io_lock);
+	err = call(a, AGENT_PUT_SESS_START, &w, &body, &blen);
+	pthread_mutex_unlock(&a->io_lock);
+	agent_w_free(&w);
+	if (err == 0)
+		err = read_vec(body, blen, n, got, NULL);
+	if (err == 0)
+		memcpy(rcs, got, n * sizeof(*rcs));
+	free(body);
+	free(got);
+	return err;
+}
+
+/*
+ * Ranged writes or reads: every piece becomes a location (a shared region as it
+ * is, else staging space: copied in for a write, back for a read), sent with its
+ * offset in the object. out is written only when the agent ran the call.
+ */
+static int
+agent_sess_ranges(struct tide_agent_conn *a, bool put, const char *const *keys,
+		  const struct tide_store_part *parts, const uint64_t *offs, const size_t *nparts,
+		  size_t n, int64_t *out)
+{
+	struct agent_wbuf w;
+	uint8_t *body = NULL;
+	size_t blen, i, k, total = 0;
+	int err;
+
+	if (!keys_ok(keys, n) || nparts == NULL || out == NULL)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (nparts[i] > AGENT_MAX_PARTS - total) {
+			TIDE_LOG(ERR, "ranges: more than %u pieces in one call: refused",
+				 AGENT_MAX_PARTS);
+			return -EINVAL;
+		}
+		total += nparts[i];
+	}
+	if (total > 0 && (parts == NULL || offs == NULL))
+		return -EINVAL;
+	for (k = 0; k < total; k++)
+		if (parts[k].buf == NULL && parts[k].len > 0)
+			return -EINVAL;
+	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
+	const void **pb = calloc(total + 1, sizeof(*pb));
+	uint64_t *l64 = calloc(total + 1, sizeof(*l64));
+	struct agent_loc *locs = calloc(total + 1, sizeof(*locs));
+	uint64_t *bounced = calloc(total + 1, sizeof(*bounced));
+	int64_t *got = calloc(n, sizeof(*got));
+	if (pb == NULL || l64 == NULL || locs == NULL || bounced == NULL || got == NULL) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (k = 0; k < total; k++) {
+		pb[k] = parts[k].buf;
+		l64[k] = parts[k].len;
+	}
+	pthread_mutex_lock(&a->io_lock);
+	err = plan(a, pb, l64, total, put, locs, bounced);
+	if (err == 0) {
+		agent_w_init(&w);
+		agent_w_u8(&w, put ? AGENT_SESS_PUT : AGENT_SESS_GET);
+		agent_w_u32(&w, (uint32_t)n);
+		for (i = 0, k = 0; i < n; i++) {
+			agent_w_str(&w, keys[i]);
+			agent_w_u32(&w, (uint32_t)nparts[i]);
+			for (size_t e = k + nparts[i]; k < e; k++) {
+				agent_w_loc(&w, &locs[k]);
+				agent_w_u64(&w, offs[k]);
+			}
+		}
+		err = call(a, AGENT_SESS_RANGES, &w, &body, &blen);
+		agent_w_free(&w);
+		if (err == 0)
+			err = read_vec(body, blen, n, NULL, got);
+		free(body);
+		for (i = 0, k = 0; err == 0 && i < n; k += nparts[i], i++) {
+			uint64_t sum = 0;
+
+			if (got[i] < 0)
+				continue;
+			for (size_t j = k; j < k + nparts[i]; j++)
+				sum += l64[j];
+			/* A key read (or written) whole is every piece's bytes: anything else
+			 * is the agent's error, and nothing of it is copied. */
+			if ((uint64_t)got[i] != sum) {
+				got[i] = -EPROTO;
+				continue;
+			}
+			for (size_t j = k; !put && j < k + nparts[i]; j++)
+				if (bounced[j] != 0 && l64[j] > 0)
+					memcpy((void *)(uintptr_t)parts[j].buf,
+					       a->regions[a->staging].base + bounced[j] - 1,
+					       (size_t)l64[j]);
+		}
+	}
+	staging_trim(a);
+	pthread_mutex_unlock(&a->io_lock);
+	if (err == 0)
+		memcpy(out, got, n * sizeof(*out));
+out:
+	free(pb);
+	free(l64);
+	free(locs);
+	free(bounced);
+	free(got);
+	return err;
+}
+
+/* End, revoke, get start, get end: keys out, a code per key back. */
+static int
+agent_sess_keys(struct tide_agent_conn *a, enum agent_sess_what what, const char *const *keys,
+		size_t n, int *rcs)
+{
+	int *got, err;
+
+	if (!keys_ok(keys, n) || (rcs == NULL && what != AGENT_SESS_GET_END))
+		return -EINVAL;
+	got = calloc(n, sizeof(*got));
+	if (got == NULL)
+		return -ENOMEM;
+	err = keys_call(a, AGENT_SESS_KEYS, (int)what, keys, n, got);
+	if (err == 0 && rcs != NULL)
+		memcpy(rcs, got, n * sizeof(*rcs));
+	free(got);
+	return err;
+}
+
 static struct tide_agent_conn *
 conn_of(struct store_backend *b)
 {
@@ -1556,6 +1722,40 @@ be_protocol(const struct store_backend *b)
 
 /* The agent maps the caller's regions itself: registered buffers need nothing here
  * (register_memory NULL), memory outside every region is bounced (plan()). */
+static int
+be_put_sess_start(struct store_backend *b, const char *const *keys, const size_t *sizes, size_t n,
+		  const struct tide_store_rc *repl, int *rcs)
+{
+	return agent_put_sess_start(conn_of(b), keys, sizes, n, repl, rcs);
+}
+
+static int
+be_sess_ranges(struct store_backend *b, bool put, const char *const *keys,
+	       const struct tide_store_part *parts, const uint64_t *offs, const size_t *nparts,
+	       size_t n, int64_t *out)
+{
+	return agent_sess_ranges(conn_of(b), put, keys, parts, offs, nparts, n, out);
+}
+
+static int
+be_put_sess_end(struct store_backend *b, const char *const *keys, size_t n, bool revoke, int *rcs)
+{
+	return agent_sess_keys(conn_of(b), revoke ? AGENT_SESS_PUT_REVOKE : AGENT_SESS_PUT_END,
+			       keys, n, rcs);
+}
+
+static int
+be_get_sess_start(struct store_backend *b, const char *const *keys, size_t n, int *rcs)
+{
+	return agent_sess_keys(conn_of(b), AGENT_SESS_GET_START, keys, n, rcs);
+}
+
+static int
+be_get_sess_end(struct store_backend *b, const char *const *keys, size_t n)
+{
+	return agent_sess_keys(conn_of(b), AGENT_SESS_GET_END, keys, n, NULL);
+}
+
 const struct store_backend_ops store_agent_ops = {
 	.name = "agent",
 	.attached = true,
@@ -1569,6 +1769,11 @@ const struct store_backend_ops store_agent_ops = {
 	.get_into_ranges = be_get_into_ranges,
 	.get_parts = be_get_parts,
 	.get_replicas = be_get_replicas,
+	.put_sess_start = be_put_sess_start,
+	.sess_ranges = be_sess_ranges,
+	.put_sess_end = be_put_sess_end,
+	.get_sess_start = be_get_sess_start,
+	.get_sess_end = be_get_sess_end,
 	.exist = be_exist,
 	.batch_exist = be_batch_exist,
 	.remove = be_remove,

@@ -82,6 +82,19 @@ struct store_backend_ops {
 			 const struct tide_store_part *parts, const size_t *nparts, size_t n,
 			 int64_t *sizes);
 
+	/* Sessions: tide_store_batch_put_session_start(), _put_ranges(),
+	 * _put_session_end() and _revoke() (revoke true), _get_session_start(),
+	 * _get_ranges(), _get_session_end(). */
+	int (*put_sess_start)(struct store_backend *b, const char *const *keys, const size_t *sizes,
+			      size_t n, const struct tide_store_rc *repl, int *rcs);
+	int (*sess_ranges)(struct store_backend *b, bool put, const char *const *keys,
+			   const struct tide_store_part *parts, const uint64_t *offs,
+			   const size_t *nparts, size_t n, int64_t *out);
+	int (*put_sess_end)(struct store_backend *b, const char *const *keys, size_t n, bool revoke,
+			    int *rcs);
+	int (*get_sess_start)(struct store_backend *b, const char *const *keys, size_t n, int *rcs);
+	int (*get_sess_end)(struct store_backend *b, const char *const *keys, size_t n);
+
 	/* tide_store_is_exist(), tide_store_batch_is_exist(). */
 	int (*exist)(struct store_backend *b, const char *key);
 	int (*batch_exist)(struct store_backend *b, const char *const *keys, size_t n, int *out);

@@ -37,6 +37,7 @@
 #include "store_agent.h"
 #include "store_backend.h"
 #include "store_inproc.h"
+#include "store_session.h"
 #include "store_repl.h"
 #include "tide_log.h"
 #include "tide_mc_client.h"
@@ -155,6 +156,15 @@ tide_store_create(struct tide_store **out)
 	s = calloc(1, sizeof(*s));
 	if (s == NULL)
 		return -ENOMEM;
+	if (store_sess_init(&s->ip.put_sess, TIDE_STORE_SESSIONS_MAX) != 0) {
+		free(s);
+		return -ENOMEM;
+	}
+	if (store_sess_init(&s->ip.get_sess, TIDE_STORE_SESSIONS_MAX) != 0) {
+		store_sess_fini(&s->ip.put_sess);
+		free(s);
+		return -ENOMEM;
+	}
 	s->ip.be.ops = &store_inproc_ops;
 	tide_mc_pool_init(&s->ip.mc.pool);
 	store_leases_init(&s->ip.leases, true);
@@ -334,6 +344,10 @@ teardown(struct tide_store *s)
 	int rc;
 
 	hb_stop(s);
+	/* Reserved objects of sessions still open would wait for the master's discard
+	 * timeout: give them back while the master connections are up. */
+	if (s->set_up)
+		store_session_close(&s->ip);
 	store_leases_fini(&s->ip.leases, &s->ip.mc);
 	if (s->mounted) {
 		m = tide_mc_pool_get(&s->ip.mc.pool, STORE_HEALTH_TIMEOUT_MS, &rc);
@@ -789,6 +803,8 @@ tide_store_close(struct tide_store *s)
 	pthread_mutex_destroy(&s->ip.map_lock);
 	pthread_mutex_destroy(&s->ip.leases.mu);
 	tide_mc_pool_fini(&s->ip.mc.pool);
+	store_sess_fini(&s->ip.put_sess);
+	store_sess_fini(&s->ip.get_sess);
 	free(s->rdma_devices);
 	free(s);
 }
@@ -921,6 +937,58 @@ tide_store_batch_get_into_parts(struct tide_store *s, const char *const *keys,
 				int64_t *sizes)
 {
 	return ready(s) ? s->be->ops->get_parts(s->be, keys, parts, nparts, n, sizes) : -EINVAL;
+}
+
+int
+tide_store_batch_put_session_start(struct tide_store *s, const char *const *keys,
+				   const size_t *sizes, size_t n, const struct tide_store_rc *repl,
+				   int *rcs)
+{
+	return ready(s) ? s->be->ops->put_sess_start(s->be, keys, sizes, n, repl, rcs) : -EINVAL;
+}
+
+int
+tide_store_batch_put_ranges(struct tide_store *s, const char *const *keys,
+			    const struct tide_store_part *parts, const uint64_t *offs,
+			    const size_t *nparts, size_t n, int64_t *out)
+{
+	return ready(s) ? s->be->ops->sess_ranges(s->be, true, keys, parts, offs, nparts, n, out)
+			: -EINVAL;
+}
+
+int
+tide_store_batch_put_session_end(struct tide_store *s, const char *const *keys, size_t n, int *rcs)
+{
+	return ready(s) ? s->be->ops->put_sess_end(s->be, keys, n, false, rcs) : -EINVAL;
+}
+
+int
+tide_store_batch_put_session_revoke(struct tide_store *s, const char *const *keys, size_t n,
+				    int *rcs)
+{
+	return ready(s) ? s->be->ops->put_sess_end(s->be, keys, n, true, rcs) : -EINVAL;
+}
+
+int
+tide_store_batch_get_session_start(struct tide_store *s, const char *const *keys, size_t n,
+				   int *rcs)
+{
+	return ready(s) ? s->be->ops->get_sess_start(s->be, keys, n, rcs) : -EINVAL;
+}
+
+int
+tide_store_batch_get_ranges(struct tide_store *s, const char *const *keys,
+			    const struct tide_store_part *parts, const uint64_t *offs,
+			    const size_t *nparts, size_t n, int64_t *out)
+{
+	return ready(s) ? s->be->ops->sess_ranges(s->be, false, keys, parts, offs, nparts, n, out)
+			: -EINVAL;
+}
+
+int
+tide_store_batch_get_session_end(struct tide_store *s, const char *const *keys, size_t n)
+{
+	return ready(s) ? s->be->ops->get_sess_end(s->be, keys, n) : -EINVAL;
 }
 
 int

@@ -24,6 +24,7 @@
 #include "store_repl.h"
 #include "store_replicas.h"
 #include "store_scratch.h"
+#include "store_session.h"
 #include "tide_log.h"
 #include "tide_te.h"
 
@@ -500,6 +501,41 @@ be_unregister_memory(struct store_backend *b, void *ptr)
 	(void)tide_te_unregister_local(ip_of(b)->te, ptr); /* -ENOENT: it was covered */
 }
 
+/* ----------------------------------------------------------------------------- sessions */
+
+static int
+be_put_sess_start(struct store_backend *b, const char *const *keys, const size_t *sizes, size_t n,
+		  const struct tide_store_rc *repl, int *rcs)
+{
+	return store_session_put_start(ip_of(b), keys, sizes, n, repl, rcs);
+}
+
+static int
+be_sess_ranges(struct store_backend *b, bool put, const char *const *keys,
+	       const struct tide_store_part *parts, const uint64_t *offs, const size_t *nparts,
+	       size_t n, int64_t *out)
+{
+	return store_session_ranges(ip_of(b), put, keys, parts, offs, nparts, n, out);
+}
+
+static int
+be_put_sess_end(struct store_backend *b, const char *const *keys, size_t n, bool revoke, int *rcs)
+{
+	return store_session_put_end(ip_of(b), keys, n, revoke, rcs);
+}
+
+static int
+be_get_sess_start(struct store_backend *b, const char *const *keys, size_t n, int *rcs)
+{
+	return store_session_get_start(ip_of(b), keys, n, rcs);
+}
+
+static int
+be_get_sess_end(struct store_backend *b, const char *const *keys, size_t n)
+{
+	return store_session_get_end(ip_of(b), keys, n);
+}
+
 /* ------------------------------------------------------------------------------- status */
 
 static int
@@ -550,6 +586,11 @@ const struct store_backend_ops store_inproc_ops = {
 	.get_into_ranges = be_get_into_ranges,
 	.get_parts = be_get_parts,
 	.get_replicas = be_get_replicas,
+	.put_sess_start = be_put_sess_start,
+	.sess_ranges = be_sess_ranges,
+	.put_sess_end = be_put_sess_end,
+	.get_sess_start = be_get_sess_start,
+	.get_sess_end = be_get_sess_end,
 	.exist = be_is_exist,
 	.batch_exist = be_batch_is_exist,
 	.remove = be_remove,

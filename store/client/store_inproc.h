@@ -21,6 +21,7 @@
 #include "store_backend.h"
 #include "store_lease.h"
 #include "store_mc.h"
+#include "store_sess.h"
 #include "store_xfer.h"
 
 /* Bound on a health check's connect and answer (and on close's UnmountSegment),
@@ -46,6 +47,8 @@ struct store_inproc {
 	size_t lbuf_len;
 	pthread_mutex_t map_lock; /* maps */
 	struct store_mapped *maps;
+	/* Open sessions (store_session.h), TIDE_STORE_SESSIONS_MAX each; lock themselves. */
+	struct store_sess_tab put_sess, get_sess;
 };
 
 /* Where ip's transfers run (store_xfer.h): its engine and its own segment. Thread: any. */

@@ -440,6 +440,150 @@ int tide_store_batch_get_into_parts(struct tide_store *s, const char *const *key
 int tide_store_get_into_ranges(struct tide_store *s, const char *const *keys, size_t nkeys,
 			       struct tide_store_frag *frags, size_t nfrags);
 
+/*
+ * Sessions (Mooncake's batch_put_session_* and batch_get_session_*): the master is
+ * asked once at the start, the bytes then move in any number of ranged transfers,
+ * and the end makes the objects readable (put) or drops the cached replica (get).
+ *
+ * State: the store keeps one table of put sessions and one of get sessions, each keyed
+ * by object key, at most TIDE_STORE_SESSIONS_MAX entries each (the same key may be in
+ * both). A session outlives the call that started it and ends with its end (or revoke),
+ * or tide_store_close(), which revokes the put sessions still open. Through an agent the
+ * sessions live in the agent's store (its bound shared by the node's clients) and belong
+ * to the connection that started them: another client's calls on the key answer -ESRCH
+ * as for a key never started (a get session is the store's per key: a client's get end
+ * drops the cached replica for every client that started one), and when the connection
+ * goes (the client exits or crashes, or the agent restarts) the agent revokes its open
+ * put sessions and ends its get sessions. A process that dies with
+ * sessions open in process leaves its reserved objects PROCESSING at the master until
+ * another put of the key takes them over after the master's put_start_discard_timeout
+ * (30 s by default; their space is released after put_start_release_timeout, 10 min).
+ *
+ * Per-key codes (the Python binding returns Mooncake's INVALID_PARAMS, -600, for -ESRCH,
+ * -EBUSY, -ERANGE and -EMFILE, as stock does for the first three):
+ *   -ESRCH   the key has no session of that kind (never started, ended, revoked, or
+ *            being ended), or, through an agent, another connection's;
+ *   -EBUSY   put start: the key has a put session already; end / revoke: another end
+ *            or revoke of the key is finishing it;
+ *   -ERANGE  a range reaches past the session's bytes (the reserved size; for a get
+ *            session the replica's size);
+ *   -EMFILE  TIDE_STORE_SESSIONS_MAX sessions of that kind are open.
+ *
+ * Thread: every call may run on any thread at once, also on the same keys: ranged
+ * transfers of one key run concurrently (ranges that overlap land in an unspecified
+ * order); an end or revoke first stops new transfers of its keys (they get -ESRCH), then
+ * waits for those in flight, then asks the master. A second start of a key already in a
+ * put session is refused (-EBUSY); a get start replaces the key's get session (transfers
+ * in flight finish on the old replica).
+ */
+
+/** Open put sessions, and open get sessions, one store keeps at most (each). */
+#define TIDE_STORE_SESSIONS_MAX 65536
+
+/**
+ * Start put sessions (Mooncake's batch_put_session_start): reserve n objects at the
+ * master (one BatchPutStart) and remember their replicas; no byte moves.
+ * \param sizes  n object sizes (the bytes the ranged writes may fill).
+ * \param repl   Config for every key (NULL: defaults); group_ids, if set, has n entries,
+ *               else every key gets -EINVAL; a soft pin is forwarded as by the puts.
+ * \param rcs    Out: per key 0 (reserved: the session is open), -EBUSY (a put session
+ *               of the key is open; nothing asked), -EMFILE, -EINVAL (size 0), -EEXIST
+ *               (the object exists already: nothing reserved), -EREMOTEIO (the master
+ *               gave no memory replica: revoked), or the master's error (-ENOSPC ...).
+ * \return 0 when the call ran (look at rcs); -EINVAL bad args (a NULL array, an empty
+ *         key, n 0; through an agent also a key over 4096 bytes or more than 65536 keys)
+ *         or not set up; -ENOMEM; a master (or agent) connection error (rcs untouched,
+ *         nothing reserved).
+ * Thread: any, after setup (see above).
+ */
+int tide_store_batch_put_session_start(struct tide_store *s, const char *const *keys,
+				       const size_t *sizes, size_t n,
+				       const struct tide_store_rc *repl, int *rcs);
+
+/**
+ * Ranged writes into open put sessions (Mooncake's batch_put_from_multi_buffer_ranges):
+ * piece j of key i (parts, nparts[i] consecutive entries per key, as in
+ * tide_store_batch_put_parts()) is written at offs[j] (one offset per piece, same order)
+ * of every replica the key's session reserved; one engine batch for the call.
+ * \param out  Out: per key the bytes its pieces hold (each counted once, whatever the
+ *             replicas), or -ESRCH (no open put session), -ERANGE (a piece past the
+ *             reserved size: nothing of the key written), -EREMOTEIO (no piece to write:
+ *             Mooncake's INVALID_REPLICA), or the first transfer error (replicas may
+ *             then hold part of the pieces: write them again, or revoke).
+ * \return 0 when the call ran (look at out); -EINVAL bad args (a NULL array, an empty
+ *         key, a piece with a NULL buf and a non-zero len, n 0; through an agent also a
+ *         key over 4096 bytes, more than 65536 keys or 524288 pieces) or not set up (out
+ *         untouched); -ENOMEM or an agent connection error (nothing moved; out's entries
+ *         mean nothing).
+ * Ownership: the arrays and pieces stay the caller's, read during the call only.
+ * Thread: any, after setup (see above).
+ */
+int tide_store_batch_put_ranges(struct tide_store *s, const char *const *keys,
+				const struct tide_store_part *parts, const uint64_t *offs,
+				const size_t *nparts, size_t n, int64_t *out);
+
+/**
+ * End put sessions (Mooncake's batch_put_session_end): one BatchPutEnd; the objects
+ * become readable with whatever their replicas hold (bytes never written are whatever
+ * the segment held).
+ * \param rcs  Out: per key 0 (ended: the object is visible), -ESRCH, -EBUSY, or the
+ *             master's error for the End (the key is then revoked: nothing half
+ *             visible), and the session is gone unless -ESRCH/-EBUSY.
+ * \return 0 when the call ran; -EINVAL bad args (as above) or not set up; -ENOMEM;
+ *         an agent connection error (rcs untouched).
+ * Thread: any, after setup (see above).
+ */
+int tide_store_batch_put_session_end(struct tide_store *s, const char *const *keys, size_t n,
+				     int *rcs);
+
+/**
+ * Revoke put sessions (Mooncake's batch_put_session_revoke): one BatchPutRevoke; the
+ * reserved objects are dropped.
+ * \param rcs  Out: per key 0 (revoked; the session is gone), -ESRCH or -EBUSY.
+ * \return as tide_store_batch_put_session_end().
+ * Thread: any, after setup (see above).
+ */
+int tide_store_batch_put_session_revoke(struct tide_store *s, const char *const *keys, size_t n,
+					int *rcs);
+
+/**
+ * Start get sessions (Mooncake's batch_get_session_start): one BatchGetReplicaList;
+ * each key's first COMPLETE memory replica and the read lease's end are remembered,
+ * replacing the key's get session if it had one.
+ * \param rcs  Out: per key 0, -EMFILE, or the key's lookup error (-ENOENT, -EAGAIN no
+ *             COMPLETE memory replica, master errors); a failed key's old get session
+ *             is dropped.
+ * \return 0 when the call ran; -EINVAL bad args (as above) or not set up; -ENOMEM; a
+ *         master (or agent) connection error (rcs untouched).
+ * Thread: any, after setup (see above).
+ */
+int tide_store_batch_get_session_start(struct tide_store *s, const char *const *keys, size_t n,
+				       int *rcs);
+
+/**
+ * Ranged reads through get sessions (Mooncake's batch_get_into_multi_buffer_ranges):
+ * piece j of key i (as tide_store_batch_put_ranges() lays them out; here buf is written)
+ * gets len bytes from offs[j] of the replica the key's session remembered; one engine
+ * batch for the call, no master call.
+ * \param out  Out: per key the bytes read (the sum of its pieces' lens), or -ESRCH (no
+ *             get session), -ERANGE (a piece past the replica's size: nothing read),
+ *             -ESTALE (the read lease ended, before or during the read: the session is
+ *             dropped; start it again), or the first transfer error.
+ * \return as tide_store_batch_put_ranges().
+ * Thread: any, after setup (see above).
+ */
+int tide_store_batch_get_ranges(struct tide_store *s, const char *const *keys,
+				const struct tide_store_part *parts, const uint64_t *offs,
+				const size_t *nparts, size_t n, int64_t *out);
+
+/**
+ * End get sessions (Mooncake's batch_get_session_end): forget the keys' cached replicas
+ * (keys without one are fine). No master call.
+ * \return 0; -EINVAL bad args (as above) or not set up; an agent connection error.
+ * Thread: any, after setup (see above).
+ */
+int tide_store_batch_get_session_end(struct tide_store *s, const char *const *keys, size_t n);
+
 /** Kind of a replica (the alternatives of Mooncake's Replica::Descriptor, in its order). */
 enum tide_store_replica_type {
 	TIDE_STORE_REPLICA_MEMORY = 0,     /**< in a client's mounted segment */
@@ -634,7 +778,7 @@ const char *tide_store_strerror(int err);
  * or a public struct's layout change. Bindings that mirror the structs (the Python
  * package) refuse a library whose version they were not written for.
  */
-#define TIDE_STORE_ABI_VERSION 4
+#define TIDE_STORE_ABI_VERSION 5
 
 /** TIDE_STORE_ABI_VERSION of the library as built. Thread: any. */
 unsigned tide_store_abi_version(void);

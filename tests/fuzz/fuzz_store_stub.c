@@ -370,3 +370,100 @@ tide_store_health_check(struct tide_store *s)
 	check_store(s);
 	return 0;
 }
+
+/*
+ * Sessions: every start succeeds (the agent then keeps the key as the
+ * connection's), every range lies in a mapped region and moves its bytes, every
+ * end and revoke succeeds. The agent's own key sets are store_sess.c's, built
+ * into this target here (its meson entry names the stub and agent_proto.c only).
+ */
+#include "store_sess.c"
+
+int
+tide_store_batch_put_session_start(struct tide_store *s, const char *const *keys,
+				   const size_t *sizes, size_t n, const struct tide_store_rc *repl,
+				   int *rcs)
+{
+	check_store(s);
+	check_keys(keys, n);
+	check_rc(repl, n);
+	TRAP_IF(sizes == NULL || rcs == NULL);
+	for (size_t i = 0; i < n; i++)
+		rcs[i] = sizes[i] == 0 ? -EINVAL : 0;
+	return 0;
+}
+
+static int
+stub_ranges(struct tide_store *s, const char *const *keys, const struct tide_store_part *parts,
+	    const uint64_t *offs, const size_t *nparts, size_t n, int64_t *out, bool write)
+{
+	size_t k = 0;
+
+	check_store(s);
+	check_keys(keys, n);
+	TRAP_IF(nparts == NULL || out == NULL);
+	for (size_t i = 0; i < n; i++) {
+		out[i] = 0;
+		for (size_t e = k + nparts[i]; k < e; k++) {
+			TRAP_IF(offs == NULL);
+			(void)offs[k];
+			check_buf(parts[k].buf, parts[k].len, write);
+			out[i] += (int64_t)parts[k].len;
+		}
+	}
+	return 0;
+}
+
+int
+tide_store_batch_put_ranges(struct tide_store *s, const char *const *keys,
+			    const struct tide_store_part *parts, const uint64_t *offs,
+			    const size_t *nparts, size_t n, int64_t *out)
+{
+	return stub_ranges(s, keys, parts, offs, nparts, n, out, false);
+}
+
+int
+tide_store_batch_get_ranges(struct tide_store *s, const char *const *keys,
+			    const struct tide_store_part *parts, const uint64_t *offs,
+			    const size_t *nparts, size_t n, int64_t *out)
+{
+	return stub_ranges(s, keys, parts, offs, nparts, n, out, true);
+}
+
+static int
+stub_keys_rcs(struct tide_store *s, const char *const *keys, size_t n, int *rcs)
+{
+	check_store(s);
+	check_keys(keys, n);
+	TRAP_IF(rcs == NULL);
+	memset(rcs, 0, n * sizeof(*rcs));
+	return 0;
+}
+
+int
+tide_store_batch_put_session_end(struct tide_store *s, const char *const *keys, size_t n, int *rcs)
+{
+	return stub_keys_rcs(s, keys, n, rcs);
+}
+
+int
+tide_store_batch_put_session_revoke(struct tide_store *s, const char *const *keys, size_t n,
+				    int *rcs)
+{
+	return stub_keys_rcs(s, keys, n, rcs);
+}
+
+int
+tide_store_batch_get_session_start(struct tide_store *s, const char *const *keys, size_t n,
+				   int *rcs)
+{
+	return stub_keys_rcs(s, keys, n, rcs);
+}
+
+int
+tide_store_batch_get_session_end(struct tide_store *s, const char *const *keys, size_t n)
+{
+	check_store(s);
+	check_keys(keys, n);
+	return 0;
+}

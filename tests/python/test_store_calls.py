@@ -160,6 +160,85 @@ def test_multi_buffer_edges(pair):
     assert r.get(m + "x") == bytes(src[:1])
 
 
+# ---------------------------------------------------------------------- sessions
+
+def test_put_and_get_sessions(pair):
+    """Stock's session calls (real_client.cpp batch_put_session_* / batch_get_session_*):
+    reserve, ranged writes from two buffers at offsets into two replicas, end, read back
+    every byte whole and through a get session; stock's codes for every refusal; a
+    revoke leaves nothing."""
+    w, r = pair
+    tag = os.urandom(4).hex()
+    k1, k2, k3 = f"sess-1-{tag}", f"sess-2-{tag}", f"sess-3-{tag}"
+    missing = f"sess-missing-{tag}"
+    src, sa = buf(10_000, seed=21)
+    two = ReplicateConfig()
+    two.replica_num = 2
+    assert w.batch_put_session_start([k1, k2], [10_000, 3000], two) == [0, 0]
+    # A second start of a key in a session: -600, as stock.
+    assert w.batch_put_session_start([k1], [10_000]) == [INVALID]
+    assert r.is_exist(k1) == 0
+    # Key 1 from two buffers, second half first; key 2 from the start of src.
+    assert w.batch_put_from_multi_buffer_ranges(
+        [k1, k2], [[sa + 4000, sa], [sa]], [[6000, 4000], [3000]],
+        [[4000, 0], [0]]) == [10_000, 3000]
+    # Past the reserved size, a key never started, lists of another length: -600.
+    assert w.batch_put_from_multi_buffer_ranges([k2], [[sa]], [[3000]], [[1]]) == [INVALID]
+    assert w.batch_put_from_multi_buffer_ranges([missing], [[sa]], [[1]], [[0]]) == [INVALID]
+    assert w.batch_put_from_multi_buffer_ranges([k2], [[sa, sa]], [[1]], [[0]]) == [INVALID]
+    assert w.batch_put_from_multi_buffer_ranges([k1, k2], [[sa]], [[1]], [[0]]) == \
+        [INVALID, INVALID]
+    # No buffers: stock's INVALID_REPLICA.
+    assert w.batch_put_from_multi_buffer_ranges([k2], [[]], [[]], [[]]) == [-702]
+    # End: readable; an end or revoke of a key without a session is -600.
+    assert w.batch_put_session_end([k1, k2, missing]) == [0, 0, INVALID]
+    assert w.batch_put_session_end([k1]) == [INVALID]
+    assert w.batch_put_session_revoke([k1]) == [INVALID]
+    assert w.batch_put_from_multi_buffer_ranges([k1], [[sa]], [[1]], [[0]]) == [INVALID]
+    assert r.get(k1) == bytes(src[:10_000])
+    assert r.get(k2) == bytes(src[:3000])
+    assert len(r.get_replica_desc(k1)) == 2
+    # An existing object cannot be reserved: OBJECT_ALREADY_EXISTS.
+    assert w.batch_put_session_start([k1], [10_000]) == [-705]
+    assert w.batch_put_session_start([k1, k2], [1]) == [INVALID, INVALID]
+
+    # Get session: ranges from the cached replica.
+    d, da = buf(3000)
+    assert r.batch_get_session_start([k1, missing]) == [0, NOT_FOUND]
+    assert r.batch_get_into_multi_buffer_ranges(
+        [k1, missing], [[da, da + 2000], [da]], [[2000, 1000], [10]],
+        [[8000, 100], [0]]) == [3000, INVALID]
+    assert bytes(d[:2000]) == bytes(src[8000:10_000])
+    assert bytes(d[2000:3000]) == bytes(src[100:1100])
+    assert r.batch_get_into_multi_buffer_ranges([k1], [[da]], [[1000]], [[9001]]) == [INVALID]
+    assert w.batch_get_into_multi_buffer_ranges([k1], [[da]], [[10]], [[0]]) == [INVALID]
+    assert r.batch_get_session_end([k1, missing]) == 0
+    assert r.batch_get_session_end([]) == 0
+    assert r.batch_get_into_multi_buffer_ranges([k1], [[da]], [[10]], [[0]]) == [INVALID]
+    assert r.batch_get_session_start([]) == []
+
+    # Revoke: nothing stays, the key can be reserved again.
+    assert w.batch_put_session_start([k3], [4096]) == [0]
+    assert w.batch_put_from_multi_buffer_ranges([k3], [[sa]], [[4096]], [[0]]) == [4096]
+    assert w.batch_put_session_revoke([k3]) == [0]
+    assert r.is_exist(k3) == 0
+    assert w.batch_put_session_start([k3], [4096]) == [0]
+    assert w.batch_put_session_revoke([k3, missing]) == [0, INVALID]
+    assert w.remove(k1, force=True) == 0 and w.remove(k2, force=True) == 0
+
+
+def test_sessions_on_a_closed_store(master):
+    """Not set up: [] (and -1 for batch_get_session_end), as stock's binding."""
+    s = MooncakeDistributedStore()
+    assert s.batch_put_session_start(["k"], [1]) == []
+    assert s.batch_put_from_multi_buffer_ranges(["k"], [[1]], [[1]], [[0]]) == []
+    assert s.batch_put_session_end(["k"]) == []
+    assert s.batch_put_session_revoke(["k"]) == []
+    assert s.batch_get_session_start(["k"]) == []
+    assert s.batch_get_into_multi_buffer_ranges(["k"], [[1]], [[1]], [[0]]) == []
+    assert s.batch_get_session_end(["k"]) == -1
+
+
 # ---------------------------------------------------------------------- soft pins
 
 def soft_pinned():
@@ -531,7 +610,11 @@ def test_methods_exist_with_stock_names():
                  "put_tensor", "get_tensor", "batch_put_tensor", "batch_get_tensor",
                  "pub_tensor", "get_tensor_into", "put_tensor_from", "upsert_tensor",
                  "put_tensor_with_tp", "get_tensor_with_tp", "batch_put_tensor_with_tp",
-                 "batch_get_tensor_with_tp", "get_replica_desc", "batch_get_replica_desc"]:
+                 "batch_get_tensor_with_tp", "get_replica_desc", "batch_get_replica_desc",
+                 "batch_put_session_start", "batch_put_from_multi_buffer_ranges",
+                 "batch_put_session_end", "batch_put_session_revoke",
+                 "batch_get_session_start", "batch_get_into_multi_buffer_ranges",
+                 "batch_get_session_end"]:
         assert callable(getattr(MooncakeDistributedStore, name)), name
 
 

@@ -19,7 +19,7 @@ import os
 __all__ = ["lib", "path", "abi"]
 
 # The interface this package is written for: TIDE_STORE_ABI_VERSION of tide_store.h.
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 
 def _find():

@@ -67,6 +67,7 @@ from mooncake._store_base import (  # noqa: F401 (ReplicateConfig, SoftPinAction
 from mooncake._store_multi import BufferHandle, MooncakeHostMemAllocator, _MultiCalls
 from mooncake._store_replica import (Descriptor, DiskDescriptor, MemoryDescriptor,
                                      ReplicaDescriptor, ReplicaStatus, _ReplicaCalls)
+from mooncake._store_session import _SessionCalls
 from mooncake._store_tensor import _TensorCalls
 
 __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "BufferHandle",
@@ -74,7 +75,7 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "Buff
            "DiskDescriptor", "ReplicaDescriptor"]
 
 
-class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls):
+class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls, _SessionCalls):
     """Mooncake's distributed store client, backed by Tide."""
 
     def __init__(self):

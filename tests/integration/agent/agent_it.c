@@ -286,6 +286,60 @@ test_get_parts(void)
 	tide_store_close(cb);
 }
 
+/*
+ * Sessions through the agents (AGENT_PUT_SESS_START, AGENT_SESS_RANGES,
+ * AGENT_SESS_KEYS): pieces in the writer's local buffer (shared) and on its heap
+ * (bounced); a session is its connection's (another client of the same agent gets
+ * -ESRCH); a client gone mid-session leaves nothing reserved (the agent revokes).
+ */
+static void
+test_sessions(void)
+{
+	struct tide_store *ca = NULL, *cb = NULL, *ca2 = NULL, *cw = NULL;
+	const char *k = "agent-it/sess-own";
+	size_t size = 4096;
+	int64_t out = 0;
+	void *lb;
+	size_t lblen;
+	int rc = -1;
+
+	TIDE_UT_OK(attach(&ca, sock_a));
+	TIDE_UT_OK(attach(&cb, sock_b));
+	TIDE_UT_OK(attach(&ca2, sock_a));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(ca2);
+	TIDE_UT_OK(tide_store_local_buffer(ca, &lb, &lblen));
+	CU_ASSERT_FATAL(lblen >= (2u << 20));
+	session_check(ca, cb, "agent-it", lb);
+	session_check(cb, node_a, "agent-it-heap", NULL);
+	/* Another connection to the same agent cannot write, end or revoke it. */
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(ca, &k, &size, 1, NULL, &rc), 0);
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	{
+		uint8_t v[16] = {1};
+		struct tide_store_part p = {v, sizeof(v)};
+		uint64_t off = 0;
+		size_t np = 1;
+
+		CU_ASSERT_EQUAL(tide_store_batch_put_ranges(ca2, &k, &p, &off, &np, 1, &out), 0);
+		CU_ASSERT_EQUAL(out, -ESRCH);
+	}
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_end(ca2, &k, 1, &rc), 0);
+	CU_ASSERT_EQUAL(rc, -ESRCH);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_revoke(ca2, &k, 1, &rc), 0);
+	CU_ASSERT_EQUAL(rc, -ESRCH);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(ca2, &k, &size, 1, NULL, &rc), 0);
+	CU_ASSERT_EQUAL(rc, -EBUSY);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_revoke(ca, &k, 1, &rc), 0);
+	CU_ASSERT_EQUAL(rc, 0);
+	/* A client that goes mid-session. */
+	TIDE_UT_OK(attach(&cw, sock_a));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(cw);
+	session_gone_check(cw, cb, "agent-it");
+	tide_store_close(ca);
+	tide_store_close(ca2);
+	tide_store_close(cb);
+}
+
 /* Where an object is, through the agents (AGENT_REPLICAS): the two nodes' segments. */
 static void
 test_replicas(void)
@@ -970,6 +1024,7 @@ register_tests(void)
 	CU_add_test(s, "soft_pin", test_soft_pin);
 	CU_add_test(s, "get_parts", test_get_parts);
 	CU_add_test(s, "replicas", test_replicas);
+	CU_add_test(s, "sessions", test_sessions);
 	CU_add_test(s, "data_outlives_client", test_data_outlives_client);
 	CU_add_test(s, "client_killed_mid_put", test_client_killed_mid_put);
 	CU_add_test(s, "agent_restart", test_agent_restart);

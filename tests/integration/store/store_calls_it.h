@@ -11,7 +11,15 @@
  *     (through an agent: bounced) and the reader's local buffer (shared), in
  *     order, pieces past the end untouched; -ENOBUFS, -ENOENT per key; refusals;
  *   - tide_store_batch_get_replicas(): an object of two replicas is two COMPLETE
- *     memory replicas on the two holders' segments; a missing key -ENOENT.
+ *     memory replicas on the two holders' segments; a missing key -ENOENT;
+ *   - sessions (tide_store_batch_put_session_* / _get_session_*): objects of two
+ *     replicas reserved, written from two buffers at offsets (heap: through an
+ *     agent bounced; the writer's local buffer: shared), ended, read back whole
+ *     by the other store and through its get session; every per-key code (a key
+ *     without a session, a range past the size, a second start, an existing
+ *     object, an end of an ended key, a lease-less read); a revoke leaves
+ *     nothing; a writer that goes mid-session (closed, or its connection to the
+ *     agent gone) leaves nothing reserved.
  *
  * Include it once, from a CUnit test file; it asserts with CUnit.
  */
@@ -254,6 +262,201 @@ replicas_check(struct tide_store *w, struct tide_store *r, const char *pfx, cons
 	CU_ASSERT_EQUAL(tide_store_batch_get_replicas(r, NULL, 1, &res), -EINVAL);
 	CU_ASSERT_EQUAL(tide_store_batch_get_replicas(r, keys, 1, NULL), -EINVAL);
 	CU_ASSERT_EQUAL(tide_store_batch_remove(w, keys, 1, true, rcs), 0);
+}
+
+/* w writes two objects through put sessions (k1 of two replicas from two pieces, one in
+ * lbuf when given, at offsets out of order; k2 one piece), ends them; r reads them back
+ * whole and through a get session. Then every refusal, and a revoke. */
+static void
+session_check(struct tide_store *w, struct tide_store *r, const char *pfx, uint8_t *lbuf)
+{
+	enum { S1 = 10000, S2 = 3000, OA = 4000 };
+	struct tide_store_rc two = {.replica_num = 2};
+	char k1[160], k2[160], k3[160], km[160];
+	const char *keys[2] = {k1, k2};
+	size_t sizes[2] = {S1, S2};
+	uint8_t *a = malloc(S1 - OA), *b = lbuf != NULL ? lbuf : malloc(OA), *c = malloc(S2);
+	uint8_t *whole = malloc(S1), *g = calloc(1, 2000), *g2 = calloc(1, 1000);
+	struct tide_store_part pp[3];
+	uint64_t offs[3];
+	size_t np[2];
+	int64_t out[2];
+	int rcs[2];
+
+	CU_ASSERT_FATAL(a != NULL && b != NULL && c != NULL && whole != NULL && g != NULL &&
+			g2 != NULL);
+	snprintf(k1, sizeof(k1), "%s/sess-1", pfx);
+	snprintf(k2, sizeof(k2), "%s/sess-2", pfx);
+	snprintf(k3, sizeof(k3), "%s/sess-3", pfx);
+	snprintf(km, sizeof(km), "%s/sess-missing", pfx);
+	sc_fill(a, S1 - OA, 61);
+	sc_fill(b, OA, 62);
+	sc_fill(c, S2, 63);
+
+	/* Start: both reserved; a second start of either is -EBUSY, nothing asked. */
+	CU_ASSERT_EQUAL_FATAL(tide_store_batch_put_session_start(w, keys, sizes, 2, &two, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], 0);
+	CU_ASSERT_EQUAL(rcs[1], 0);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, keys, sizes, 1, &two, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], -EBUSY);
+	/* Not readable before the end. */
+	CU_ASSERT_EQUAL(tide_store_is_exist(r, k1), 0);
+	/* Writes: k1's second half first, then its first; k2 whole. */
+	pp[0] = (struct tide_store_part){a, S1 - OA};
+	offs[0] = OA;
+	pp[1] = (struct tide_store_part){b, OA};
+	offs[1] = 0;
+	pp[2] = (struct tide_store_part){c, S2};
+	offs[2] = 0;
+	np[0] = 2;
+	np[1] = 1;
+	out[0] = out[1] = -1;
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, pp, offs, np, 2, out), 0);
+	CU_ASSERT_EQUAL(out[0], S1);
+	CU_ASSERT_EQUAL(out[1], S2);
+	/* A range past the reserved size: -ERANGE, nothing of the key written. */
+	offs[2] = 1;
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, &keys[1], &pp[2], &offs[2], &np[1], 1, out),
+			0);
+	CU_ASSERT_EQUAL(out[0], -ERANGE);
+	offs[2] = 0;
+	/* No pieces: Mooncake's INVALID_REPLICA (-EREMOTEIO). */
+	np[0] = 0;
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, pp, offs, np, 1, out), 0);
+	CU_ASSERT_EQUAL(out[0], -EREMOTEIO);
+	/* End: both visible; ending again, or writing after, is -ESRCH. */
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_end(w, keys, 2, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], 0);
+	CU_ASSERT_EQUAL(rcs[1], 0);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_end(w, keys, 1, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], -ESRCH);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_revoke(w, keys, 1, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], -ESRCH);
+	np[0] = 2;
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, pp, offs, np, 1, out), 0);
+	CU_ASSERT_EQUAL(out[0], -ESRCH);
+	/* Every byte, read by the other store. */
+	CU_ASSERT_EQUAL(tide_store_get_into(r, k1, whole, S1), S1);
+	CU_ASSERT_EQUAL(memcmp(whole, b, OA), 0);
+	CU_ASSERT_EQUAL(memcmp(whole + OA, a, S1 - OA), 0);
+	CU_ASSERT_EQUAL(tide_store_get_into(r, k2, whole, S1), S2);
+	CU_ASSERT_EQUAL(memcmp(whole, c, S2), 0);
+	/* An existing object cannot be reserved again. */
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, keys, sizes, 1, NULL, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], -EEXIST);
+
+	/* Get sessions: k1's replica cached; a missing key -ENOENT. */
+	{
+		const char *gk[2] = {k1, km};
+		struct tide_store_part gp[2] = {{g, 2000}, {g2, 1000}};
+		uint64_t go[2] = {S1 - 2000, 100};
+		size_t gn[2] = {2, 0};
+
+		CU_ASSERT_EQUAL(tide_store_batch_get_session_start(r, gk, 2, rcs), 0);
+		CU_ASSERT_EQUAL(rcs[0], 0);
+		CU_ASSERT_EQUAL(rcs[1], -ENOENT);
+		out[0] = out[1] = -1;
+		CU_ASSERT_EQUAL(tide_store_batch_get_ranges(r, gk, gp, go, gn, 2, out), 0);
+		CU_ASSERT_EQUAL(out[0], 3000);
+		CU_ASSERT_EQUAL(out[1], -ESRCH);
+		CU_ASSERT_EQUAL(memcmp(g, a + (S1 - 2000 - OA), 2000), 0);
+		CU_ASSERT_EQUAL(memcmp(g2, b + 100, 1000), 0);
+		/* Past the replica's size: -ERANGE. */
+		go[1] = S1 - 999;
+		CU_ASSERT_EQUAL(tide_store_batch_get_ranges(r, gk, gp, go, gn, 1, out), 0);
+		CU_ASSERT_EQUAL(out[0], -ERANGE);
+		CU_ASSERT_EQUAL(tide_store_batch_get_session_end(r, gk, 2), 0);
+		CU_ASSERT_EQUAL(tide_store_batch_get_ranges(r, gk, gp, go, gn, 1, out), 0);
+		CU_ASSERT_EQUAL(out[0], -ESRCH);
+		/* The writer never started one. */
+		go[1] = 100;
+		CU_ASSERT_EQUAL(tide_store_batch_get_ranges(w, gk, gp, go, gn, 1, out), 0);
+		CU_ASSERT_EQUAL(out[0], -ESRCH);
+	}
+
+	/* Revoke: the reservation goes, nothing is left, the key can start again. */
+	keys[0] = k3;
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, keys, sizes, 1, NULL, rcs), 0);
+	CU_ASSERT_EQUAL_FATAL(rcs[0], 0);
+	np[0] = 1;
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, &pp[2], &offs[2], np, 1, out), 0);
+	CU_ASSERT_EQUAL(out[0], S2);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_revoke(w, keys, 1, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], 0);
+	CU_ASSERT_EQUAL(tide_store_is_exist(r, k3), 0);
+	CU_ASSERT_EQUAL(tide_store_get_into(r, k3, whole, S1), -ENOENT);
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, &pp[2], &offs[2], np, 1, out), 0);
+	CU_ASSERT_EQUAL(out[0], -ESRCH);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, keys, sizes, 1, NULL, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], 0);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_revoke(w, keys, 1, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], 0);
+	/* A size of 0 is refused per key. */
+	sizes[0] = 0;
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, keys, sizes, 1, NULL, rcs), 0);
+	CU_ASSERT_EQUAL(rcs[0], -EINVAL);
+
+	/* Refusals of the whole call. */
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, keys, sizes, 0, NULL, rcs), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, NULL, sizes, 1, NULL, rcs), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(w, keys, NULL, 1, NULL, rcs), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, pp, NULL, np, 1, out), -EINVAL);
+	pp[0].buf = NULL;
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, pp, offs, np, 1, out), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_get_ranges(w, keys, pp, offs, np, 1, out), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_end(w, keys, 0, rcs), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_revoke(w, keys, 1, NULL), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_get_session_start(w, NULL, 1, rcs), -EINVAL);
+	CU_ASSERT_EQUAL(tide_store_batch_get_session_end(w, keys, 0), -EINVAL);
+
+	keys[0] = k1;
+	CU_ASSERT_EQUAL(tide_store_batch_remove(w, keys, 2, true, rcs), 0);
+	free(a);
+	if (lbuf == NULL)
+		free(b);
+	free(c);
+	free(whole);
+	free(g);
+	free(g2);
+}
+
+/* w (closed here) goes while its put session of key pfx/sess-gone is half written; o
+ * then finds nothing reserved: a new session of the key starts (an object still
+ * reserved would be -EEXIST until the master's discard timeout) within 5 s. */
+static void
+session_gone_check(struct tide_store *w, struct tide_store *o, const char *pfx)
+{
+	char k[160];
+	const char *keys[1] = {k};
+	size_t size = 8192;
+	uint8_t v[4096];
+	struct tide_store_part p = {v, sizeof(v)};
+	uint64_t off = 0;
+	size_t np = 1;
+	int64_t out;
+	int rc = -1;
+
+	snprintf(k, sizeof(k), "%s/sess-gone", pfx);
+	sc_fill(v, sizeof(v), 71);
+	CU_ASSERT_EQUAL_FATAL(tide_store_batch_put_session_start(w, keys, &size, 1, NULL, &rc), 0);
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	CU_ASSERT_EQUAL(tide_store_batch_put_ranges(w, keys, &p, &off, &np, 1, &out), 0);
+	CU_ASSERT_EQUAL(out, (int64_t)sizeof(v));
+	/* Another client sees the reservation. */
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_start(o, keys, &size, 1, NULL, &rc), 0);
+	CU_ASSERT_NOT_EQUAL(rc, 0);
+	tide_store_close(w);
+	for (int i = 0; i < 50; i++) {
+		CU_ASSERT_EQUAL(tide_store_batch_put_session_start(o, keys, &size, 1, NULL, &rc),
+				0);
+		if (rc == 0)
+			break;
+		usleep(100 * 1000);
+	}
+	CU_ASSERT_EQUAL(rc, 0);
+	CU_ASSERT_EQUAL(tide_store_is_exist(o, k), 0);
+	CU_ASSERT_EQUAL(tide_store_batch_put_session_revoke(o, keys, 1, &rc), 0);
+	CU_ASSERT_EQUAL(rc, 0);
 }
 
 #endif /* TIDE_STORE_CALLS_IT_H */

@@ -912,6 +912,24 @@ test_get_parts(void)
 	get_parts_check(sb, sa, "it-heap", NULL);
 }
 
+/* Put and get sessions between the two stores (store_calls_it.h), writer's pieces
+ * from its local buffer and from the heap; then a third store that closes with a put
+ * session open (close revokes it). */
+static void
+test_sessions(void)
+{
+	struct tide_store *sc = NULL;
+	void *lb;
+	size_t lblen;
+
+	TIDE_UT_OK(tide_store_local_buffer(sa, &lb, &lblen));
+	session_check(sa, sb, "it", lblen >= (2u << 20) ? lb : NULL);
+	session_check(sb, sa, "it-heap", NULL);
+	TIDE_UT_OK(new_store(&sc, 0));
+	CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+	session_gone_check(sc, sb, "it");
+}
+
 /* Where an object of two replicas is (tide_store_batch_get_replicas()). */
 static void
 test_replicas(void)
@@ -1298,6 +1316,7 @@ register_tests(void)
 	CU_add_test(s, "put_parts", test_put_parts);
 	CU_add_test(s, "get_parts", test_get_parts);
 	CU_add_test(s, "replicas", test_replicas);
+	CU_add_test(s, "sessions", test_sessions);
 	CU_add_test(s, "missing_and_remove", test_missing_and_remove);
 	CU_add_test(s, "small_buffer", test_small_buffer);
 	CU_add_test(s, "heartbeat_keeps_segment", test_heartbeat_keeps_segment);

@@ -252,6 +252,9 @@ test_op_names(void)
 {
 	CU_ASSERT_STRING_EQUAL(agent_op_name(AGENT_PUT), "put");
 	CU_ASSERT_STRING_EQUAL(agent_op_name(AGENT_HEALTH), "health");
+	CU_ASSERT_STRING_EQUAL(agent_op_name(AGENT_PUT_SESS_START), "put_sess_start");
+	CU_ASSERT_STRING_EQUAL(agent_op_name(AGENT_SESS_RANGES), "sess_ranges");
+	CU_ASSERT_STRING_EQUAL(agent_op_name(AGENT_SESS_KEYS), "sess_keys");
 	CU_ASSERT_STRING_EQUAL(agent_op_name(0), "?");
 	CU_ASSERT_STRING_EQUAL(agent_op_name(AGENT_OP_MAX), "?");
 	CU_ASSERT_STRING_EQUAL(agent_op_name(60000), "?");
