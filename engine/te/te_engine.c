@@ -1620,10 +1620,14 @@ seg_load_once(struct tide_te *te, struct te_seg *sg, tide_te_seg_t idx, struct s
 	return f->rc;
 }
 
-/* One request to a remote segment; caller holds sg->lock. Ends the task on any error. */
+/*
+ * One request to a remote segment; caller holds sg->lock. Ends the task on any error.
+ * inl non-NULL: the transport may take a one-slice request to run inline; *inl is
+ * then its handle, for sg->pops->inline_run() once sg->lock is dropped.
+ */
 static void
 submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r, struct te_task *t,
-	      struct submit_fetch *f)
+	      struct submit_fetch *f, void **inl)
 {
 	int rc;
 	if (!sg->used) {
@@ -1680,6 +1684,12 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 		s->submitted_ns = now;
 	}
 	atomic_store(&t->state, TIDE_TE_PENDING);
+	if (inl != NULL && ns == 1 && sg->pops->inline_begin != NULL) {
+		*inl = sg->pops->inline_begin(sg->px, sg->peer, &t->slices[0]);
+		if (*inl != NULL) {
+			return;
+		}
+	}
 	rc = sg->pops->submit(sg->px, sg->peer, &t->slices[0]);
 	if (rc != 0) {
 		atomic_store(&t->left, 0);
@@ -1713,6 +1723,12 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 	}
 	pthread_mutex_unlock(&te->seg_lock);
 	struct submit_fetch fetch = {.seg = -1};
+	/* One request into a fresh batch (the store's and most synchronous
+	 * callers' shape): the transport may run it on this thread, sparing the
+	 * hand-offs to and from its io threads (te_xport.h inline_begin). A batch
+	 * filled by several calls keeps its requests overlapping: only its first
+	 * call may. */
+	bool try_inline = n == 1 && b->n == 0;
 
 	/* A guard count: a request that ends at once must not let a waiter on
 	 * another thread free the batch while this loop still fills it. */
@@ -1737,9 +1753,22 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 			task_end(t, rc);
 			continue;
 		}
+		void *inl = NULL;
+		const struct te_xport_ops *iops = NULL;
+		struct te_xport *ipx = NULL;
+
 		pthread_mutex_lock(&sg->lock);
-		submit_remote(te, sg, r, t, &fetch);
+		submit_remote(te, sg, r, t, &fetch, try_inline ? &inl : NULL);
+		if (inl != NULL) {
+			iops = sg->pops;
+			ipx = sg->px;
+		}
 		pthread_mutex_unlock(&sg->lock);
+		if (inl != NULL) {
+			/* Outside the segment lock: other callers of this segment go on;
+			 * the transport keeps the peer open until this returns. */
+			iops->inline_run(ipx, inl);
+		}
 	}
 	/* Drop the guard: only now may a waiter see the batch idle and free it. */
 	batch_open_drop(b);

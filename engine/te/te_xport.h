@@ -173,6 +173,21 @@ struct te_xport_ops {
 	 * until destroy; the engine destroys borrowers first.
 	 */
 	struct tide_lcore_group *(*lcores)(struct te_xport *x);
+	/*
+	 * Optional (tcp-kernel), both or neither: run one small request on the
+	 * calling thread instead of the transport's threads. inline_begin, called
+	 * where submit would be (the core's segment lock held), takes slice s
+	 * (s->next NULL) only if it can start at once on an idle connection, and
+	 * then returns a handle; NULL: not taken, submit it. The core must then
+	 * call inline_run(handle) exactly once, on the same thread, holding no core
+	 * lock; it moves the request and returns once the connection is back with
+	 * the transport, normally with s reported through te_slice_done() (on the
+	 * calling thread). It blocks at most io_timeout_ms without progress, and
+	 * returns early, s still in flight, when the peer is being closed. s is
+	 * reported exactly once either way; the peer stays open until it returned.
+	 */
+	void *(*inline_begin)(struct te_xport *x, struct te_xpeer *p, struct te_slice *s);
+	void (*inline_run)(struct te_xport *x, void *handle);
 };
 
 /*

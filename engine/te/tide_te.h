@@ -254,7 +254,10 @@ int tide_te_batch_free(struct tide_te *te, tide_te_batch_t batch);
  * Submit n requests into the batch (appended after earlier ones; task ids
  * are consecutive from the batch's count before the call). Requests whose
  * remote range is not inside a buffer of the peer's descriptor fail at once
- * with -EFAULT; the others start.
+ * with -EFAULT; the others start. One small request (at most 64 KiB) submitted
+ * alone into a fresh batch, to a peer with an idle kernel-TCP connection, runs
+ * on the calling thread: the call returns with it ended (at most io_timeout_ms
+ * without progress later), sparing the hand-offs to the engine's threads.
  * \return 0; -ENOSPC more requests than the batch holds; -EINVAL bad segment handle
  *         or opcode; -ENOENT unknown batch.
  * Thread: any, but one submitter per batch at a time.

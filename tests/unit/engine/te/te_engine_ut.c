@@ -201,6 +201,62 @@ test_remote_roundtrip(void)
 	free(back);
 }
 
+/*
+ * One small request into a fresh batch runs on the submitting thread once a
+ * connection is up (te_xport.h inline_begin): it has ended when tide_te_submit
+ * returns. Then the peer goes away: small requests fail, none hangs.
+ */
+static void
+test_inline_small(void)
+{
+	struct tide_te *a = mk(2000, 0), *b = mk(2000, 0);
+	uint8_t *seg = calloc(1, MIB), *src = malloc(MIB), *back = calloc(1, MIB);
+	tide_te_seg_t s;
+	int ended = 0;
+
+	fill(src, MIB, 9);
+	CU_ASSERT_FATAL(tide_te_register(a, seg, MIB, "*") == 0);
+	CU_ASSERT_FATAL(tide_te_open_segment(b, tide_te_local_name(a), &s) == 0);
+	struct tide_te_status st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg, 4096);
+	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
+	for (unsigned i = 0; i < 100; i++) {
+		size_t off = (size_t)i * 4096, len = 1 + i * 37 % 4096;
+		struct tide_te_req r = {.op = TIDE_TE_WRITE,
+					.local = src + off,
+					.seg = s,
+					.remote_addr = (uintptr_t)seg + off,
+					.len = len};
+
+		/* a WRITE, then a READ of it back, each one request in a fresh batch */
+		for (int k = 0; k < 2; k++) {
+			tide_te_batch_t bt;
+
+			CU_ASSERT_FATAL(tide_te_batch_alloc(b, 1, &bt) == 0);
+			CU_ASSERT(tide_te_submit(b, bt, &r, 1) == 0);
+			CU_ASSERT(tide_te_status(b, bt, 0, &st) == 0);
+			ended += st.state == TIDE_TE_COMPLETED;
+			CU_ASSERT(tide_te_wait(b, bt, 10000) == 0);
+			CU_ASSERT(tide_te_batch_result(b, bt) == 0);
+			CU_ASSERT(tide_te_batch_free(b, bt) == 0);
+			r.op = TIDE_TE_READ;
+			r.local = back + off;
+		}
+		CU_ASSERT(memcmp(back + off, src + off, len) == 0);
+	}
+	/* Idle connections between requests: (nearly) all ended inside submit. */
+	CU_ASSERT(ended >= 180);
+	tide_te_destroy(a);
+	for (unsigned i = 0; i < 3; i++) {
+		st = one(b, TIDE_TE_READ, back, s, (uintptr_t)seg, 4096);
+		CU_ASSERT(st.state == TIDE_TE_FAILED || st.state == TIDE_TE_TIMEOUT);
+		CU_ASSERT(st.error != 0);
+	}
+	tide_te_destroy(b);
+	free(seg);
+	free(src);
+	free(back);
+}
+
 /* Memory this process has not mapped (a device pointer, a freed region) is refused
  * at registration, not found out by the first peer that copies into it. */
 static void
@@ -819,6 +875,7 @@ register_tests(void)
 	CU_add_test(s, "options", test_options);
 	CU_add_test(s, "register", test_register);
 	CU_add_test(s, "local_segment", test_local_segment);
+	CU_add_test(s, "inline_small", test_inline_small);
 	CU_add_test(s, "remote_roundtrip", test_remote_roundtrip);
 	CU_add_test(s, "bounds", test_bounds);
 	CU_add_test(s, "peer_restart", test_peer_restart);

@@ -934,6 +934,7 @@ struct mc_server {
 	uint8_t *mem;
 	uint64_t base, len;
 	int served;
+	int die_at; /* close on receiving the die_at-th request, unanswered; 0: never */
 };
 
 static void *
@@ -954,6 +955,8 @@ mc_server_main(void *arg)
 
 		if (addr < m->base || addr + size > m->base + m->len)
 			break; /* v1: silent close (v2 would send |1 first) */
+		if (m->die_at != 0 && m->served + 1 == m->die_at)
+			break;
 		for (int i = 0; i < 8; i++)
 			st[i] = (uint8_t)(0x4D43545600000000ULL >> (8 * i));
 		if (write) {
@@ -1101,6 +1104,365 @@ test_io_timeout_and_cancel(void)
 	close(lfd);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Inline requests (inline_begin / inline_run on the calling thread)        */
+
+/* Run slice i inline if the transport takes it; true when it did. */
+static bool
+run_inline(struct te_xport *x, struct te_xpeer *peer, int i)
+{
+	void *h;
+
+	sl[i].next = NULL;
+	h = te_tcp_kernel_ops.inline_begin(x, peer, &sl[i]);
+	if (h == NULL)
+		return false;
+	te_tcp_kernel_ops.inline_run(x, h);
+	return true;
+}
+
+/* As run_inline, retrying while the owner thread is busy with the slot (it
+ * may still be inside the call that completed the previous request). */
+static bool
+run_inline_retry(struct te_xport *x, struct te_xpeer *peer, int i)
+{
+	for (int k = 0; k < 200; k++) {
+		if (run_inline(x, peer, i))
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/* The owner counts a lost connection right after failing its slices. */
+static uint64_t
+failures_settled(struct te_xport *x, uint64_t want)
+{
+	for (int k = 0; k < 200 && te_tcp_kernel_conn_failures(x) < want; k++)
+		usleep(1000);
+	return te_tcp_kernel_conn_failures(x);
+}
+
+/* Wait until slice i completed (any thread); its error, or 1 on timeout. */
+static int
+wait_slice(int i, int timeout_ms)
+{
+	uint64_t t0 = ms_now();
+	int err = 1;
+
+	pthread_mutex_lock(&mu);
+	while (sl_ndone[i] == 0 && ms_now() - t0 < (uint64_t)timeout_ms) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 5 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&cv, &mu, &ts);
+	}
+	if (sl_ndone[i] > 0)
+		err = sl_err[i];
+	pthread_mutex_unlock(&mu);
+	return err;
+}
+
+/* Small WRITEs and READs inline on warm connections, every framing; a large
+ * slice, a cold peer and a peer with queued work go through the io threads. */
+static void
+inline_basic(uint32_t proto, uint64_t inst, uint32_t conns)
+{
+	enum { N = 300 };
+	struct pair p;
+	uint32_t len = N * 4096;
+	uint8_t *src = malloc(len), *dst = calloc(1, len), *big = malloc(1 << 20);
+	uint64_t base = (uintptr_t)srvmem + 8192;
+	int taken = 0;
+
+	fill(src, len, 40 + proto);
+	pair_open(&p, proto, inst, conns);
+	/* no connection yet: not taken, nothing touched */
+	mk(0, 1, src, base, 4096);
+	CU_ASSERT_FALSE(run_inline(p.cli, p.peer, 0));
+	CU_ASSERT_EQUAL(ndone, 0);
+	TIDE_UT_OK(submit_range(&p, 0, 1));
+	CU_ASSERT_EQUAL(wait_slice(0, 5000), 0);
+	reset_done();
+	for (int i = 0; i < N; i++) {
+		uint32_t l = 1 + (uint32_t)rand() % 4096;
+
+		mk(i, 1, src + (size_t)i * 4096, base + (uint64_t)i * 4096, l);
+		if (run_inline(p.cli, p.peer, i)) {
+			taken++;
+			/* done on return, on this thread */
+			CU_ASSERT_EQUAL(sl_ndone[i], 1);
+		} else {
+			TIDE_UT_OK(submit_range(&p, i, i + 1));
+		}
+		CU_ASSERT_EQUAL(wait_slice(i, 5000), 0);
+		mk(N + i, 0, dst + (size_t)i * 4096, base + (uint64_t)i * 4096, l);
+		if (run_inline(p.cli, p.peer, N + i))
+			taken++;
+		else
+			TIDE_UT_OK(submit_range(&p, N + i, N + i + 1));
+		CU_ASSERT_EQUAL(wait_slice(N + i, 5000), 0);
+		CU_ASSERT_EQUAL(memcmp(src + (size_t)i * 4096, dst + (size_t)i * 4096, l), 0);
+	}
+	/* The connection is idle between requests: nearly every one goes inline
+	 * (the owner's timer tick may hold the slot at the moment we try). */
+	CU_ASSERT(taken >= 2 * N * 9 / 10);
+	for (int i = 0; i < 2 * N; i++)
+		CU_ASSERT_EQUAL(sl_ndone[i], 1);
+	/* A large slice is not taken: the io threads move it. */
+	reset_done();
+	mk(0, 0, big, base, 1 << 20);
+	CU_ASSERT_FALSE(run_inline(p.cli, p.peer, 0));
+	TIDE_UT_OK(submit_range(&p, 0, 1));
+	CU_ASSERT_EQUAL(wait_slice(0, 5000), 0);
+	/* Inline after io-thread work still works (epoll re-armed, slots idle). */
+	mk(1, 0, dst, base, 4096);
+	CU_ASSERT_TRUE(run_inline_retry(p.cli, p.peer, 1));
+	CU_ASSERT_EQUAL(sl_err[1], 0);
+	CU_ASSERT_EQUAL(te_tcp_kernel_conn_failures(p.cli), 0);
+	CU_ASSERT_EQUAL(nstray, 0);
+	pair_close(&p);
+	free(src);
+	free(dst);
+	free(big);
+}
+
+static void
+test_inline_basic(void)
+{
+	inline_basic(3, SRV_INSTANCE, 2);
+	inline_basic(2, 0, 1);
+	inline_basic(1, 0, 1); /* v1 WRITE ends when sent */
+}
+
+struct inl_worker {
+	struct pair *p;
+	int first, n;
+	uint8_t *src, *dst;
+	uint64_t base;
+	int taken, errs;
+};
+
+static void *
+inl_worker_main(void *arg)
+{
+	struct inl_worker *w = arg;
+
+	for (int k = 0; k < w->n; k++) {
+		int i = w->first + 2 * k;
+		uint32_t l = 1 + (uint32_t)(i * 7919) % 8192;
+		size_t off = (size_t)(i / 2) * 8192;
+
+		mk(i, 1, w->src + off, w->base + off, l);
+		if (run_inline(w->p->cli, w->p->peer, i))
+			w->taken++;
+		else
+			TIDE_UT_OK(te_tcp_kernel_ops.submit(w->p->cli, w->p->peer, &sl[i]));
+		w->errs += wait_slice(i, 10000) != 0;
+		mk(i + 1, 0, w->dst + off, w->base + off, l);
+		if (run_inline(w->p->cli, w->p->peer, i + 1))
+			w->taken++;
+		else
+			TIDE_UT_OK(te_tcp_kernel_ops.submit(w->p->cli, w->p->peer, &sl[i + 1]));
+		w->errs += wait_slice(i + 1, 10000) != 0;
+	}
+	return NULL;
+}
+
+/* Threads on one peer, inline where a slot is idle, through the io threads
+ * otherwise, plus a batch streaming meanwhile: every slice ends once, with
+ * the right bytes. */
+static void
+test_inline_concurrent(void)
+{
+	enum { T = 4, K = 150, NB = 200 };
+	struct pair p;
+	struct inl_worker w[T];
+	pthread_t th[T];
+	uint8_t *src = malloc(SRV_LEN / 2), *dst = calloc(1, SRV_LEN / 2), *bb = malloc(NB * 4096);
+	uint64_t base = (uintptr_t)srvmem;
+	int taken = 0;
+
+	fill(src, SRV_LEN / 2, 99);
+	pair_open(&p, 3, SRV_INSTANCE, 2);
+	mk(MAX_SL - 1, 1, src, base, 64);
+	TIDE_UT_OK(submit_range(&p, MAX_SL - 1, MAX_SL));
+	CU_ASSERT_EQUAL(wait_slice(MAX_SL - 1, 5000), 0);
+	for (int t = 0; t < T; t++) {
+		w[t] = (struct inl_worker){
+			.p = &p, .first = t * 2 * K, .n = K, .src = src, .dst = dst, .base = base};
+		CU_ASSERT_FATAL(pthread_create(&th[t], NULL, inl_worker_main, &w[t]) == 0);
+	}
+	/* a batch of READs from the upper half while the threads run */
+	for (int i = 0; i < NB; i++)
+		mk(2 * T * K + i, 0, bb + (size_t)i * 4096, base + SRV_LEN / 2 + (uint64_t)i * 4096,
+		   4096);
+	TIDE_UT_OK(submit_range(&p, 2 * T * K, 2 * T * K + NB));
+	for (int t = 0; t < T; t++) {
+		pthread_join(th[t], NULL);
+		CU_ASSERT_EQUAL(w[t].errs, 0);
+		taken += w[t].taken;
+	}
+	for (int i = 0; i < NB; i++)
+		CU_ASSERT_EQUAL(wait_slice(2 * T * K + i, 10000), 0);
+	for (int i = 0; i < 2 * T * K + NB; i++)
+		CU_ASSERT_EQUAL(sl_ndone[i], 1);
+	for (int i = 0; i < 2 * T * K; i += 2) {
+		size_t off = (size_t)(i / 2) * 8192;
+		uint32_t l = 1 + (uint32_t)(i * 7919) % 8192;
+
+		CU_ASSERT_EQUAL(memcmp(src + off, dst + off, l), 0);
+	}
+	CU_ASSERT(taken > 0);
+	CU_ASSERT_EQUAL(te_tcp_kernel_conn_failures(p.cli), 0);
+	CU_ASSERT_EQUAL(nstray, 0);
+	pair_close(&p);
+	free(src);
+	free(dst);
+	free(bb);
+}
+
+/* A v1 peer that accepts and never answers: a v1 WRITE (done when sent)
+ * brings the connection up; an inline READ then times out as the io threads
+ * would time it out, and the connection is counted lost. */
+static void
+test_inline_timeout(void)
+{
+	struct te_xport_cfg c;
+	struct te_xport *x;
+	struct te_xpeer *peer;
+	struct te_peer_addr a = {.proto = 1};
+	uint8_t buf[64] = {0};
+	uint16_t port;
+	int lfd = silent_server(&port);
+	uint64_t t0;
+
+	cfg_init(&c, false);
+	c.io_timeout_ms = 300;
+	TIDE_UT_OK(te_tcp_kernel_ops.create(&c, &x));
+	strcpy(a.host, "127.0.0.1");
+	a.data_port = port;
+	TIDE_UT_OK(te_tcp_kernel_ops.peer_open(x, &a, &peer));
+	reset_done();
+	mk(0, 1, buf, 0x1000, sizeof(buf));
+	TIDE_UT_OK(te_tcp_kernel_ops.submit(x, peer, &sl[0]));
+	CU_ASSERT_EQUAL(wait_slice(0, 5000), 0);
+	mk(1, 0, buf, 0x1000, sizeof(buf));
+	t0 = ms_now();
+	CU_ASSERT_TRUE_FATAL(run_inline_retry(x, peer, 1));
+	CU_ASSERT(ms_now() - t0 >= 290 && ms_now() - t0 < 2000);
+	CU_ASSERT_EQUAL(wait_slice(1, 5000), -ETIMEDOUT);
+	CU_ASSERT_EQUAL(sl_ndone[1], 1);
+	CU_ASSERT_EQUAL(failures_settled(x, 1), 1);
+	/* The next request reconnects (through the io threads). */
+	mk(2, 1, buf, 0x1000, sizeof(buf));
+	CU_ASSERT_FALSE(run_inline(x, peer, 2));
+	TIDE_UT_OK(te_tcp_kernel_ops.submit(x, peer, &sl[2]));
+	CU_ASSERT_EQUAL(wait_slice(2, 5000), 0);
+	te_tcp_kernel_ops.peer_close(x, peer, -ECANCELED);
+	te_tcp_kernel_ops.destroy(x);
+	close(lfd);
+}
+
+struct closer {
+	struct te_xport *x;
+	struct te_xpeer *peer;
+	int delay_ms;
+};
+
+static void *
+closer_main(void *arg)
+{
+	struct closer *c = arg;
+
+	usleep((useconds_t)c->delay_ms * 1000);
+	te_tcp_kernel_ops.peer_close(c->x, c->peer, -EPIPE);
+	return NULL;
+}
+
+/* peer_close while a caller waits inline on a peer that never answers: the
+ * caller returns within INLINE_CHECK_MS and the request ends with close's err. */
+static void
+test_inline_peer_close(void)
+{
+	struct te_xport_cfg c;
+	struct closer cl;
+	struct te_peer_addr a = {.proto = 1};
+	uint8_t buf[64] = {0};
+	uint16_t port;
+	int lfd = silent_server(&port);
+	pthread_t th;
+	uint64_t t0;
+
+	cfg_init(&c, false);
+	c.io_timeout_ms = 60000;
+	TIDE_UT_OK(te_tcp_kernel_ops.create(&c, &cl.x));
+	strcpy(a.host, "127.0.0.1");
+	a.data_port = port;
+	TIDE_UT_OK(te_tcp_kernel_ops.peer_open(cl.x, &a, &cl.peer));
+	reset_done();
+	mk(0, 1, buf, 0x1000, sizeof(buf));
+	TIDE_UT_OK(te_tcp_kernel_ops.submit(cl.x, cl.peer, &sl[0]));
+	CU_ASSERT_EQUAL(wait_slice(0, 5000), 0);
+	cl.delay_ms = 100;
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, closer_main, &cl) == 0);
+	mk(1, 0, buf, 0x1000, sizeof(buf));
+	t0 = ms_now();
+	CU_ASSERT_TRUE(run_inline_retry(cl.x, cl.peer, 1));
+	CU_ASSERT(ms_now() - t0 < 1000);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(sl_ndone[1], 1);
+	CU_ASSERT_EQUAL(sl_err[1], -EPIPE);
+	te_tcp_kernel_ops.destroy(cl.x);
+	close(lfd);
+}
+
+/* The peer dies mid request: a v2 server that closes on the second request
+ * unanswered. The inline READ fails -ECONNRESET, exactly once, and the
+ * connection is counted lost. */
+static void
+test_inline_peer_dies(void)
+{
+	struct mc_server m = {.base = 0x7f0000000000ULL, .len = 1 << 20, .die_at = 2};
+	struct te_xport_cfg c;
+	struct te_xport *x;
+	struct te_xpeer *peer;
+	struct te_peer_addr a = {.proto = 2};
+	uint8_t buf[4096];
+	pthread_t th;
+
+	m.mem = calloc(1, m.len);
+	m.lfd = silent_server(&a.data_port);
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, mc_server_main, &m) == 0);
+	cfg_init(&c, false);
+	c.conns_per_peer = 1;
+	TIDE_UT_OK(te_tcp_kernel_ops.create(&c, &x));
+	strcpy(a.host, "127.0.0.1");
+	TIDE_UT_OK(te_tcp_kernel_ops.peer_open(x, &a, &peer));
+	reset_done();
+	fill(buf, sizeof(buf), 3);
+	mk(0, 1, buf, m.base, sizeof(buf));
+	TIDE_UT_OK(te_tcp_kernel_ops.submit(x, peer, &sl[0]));
+	CU_ASSERT_EQUAL(wait_slice(0, 5000), 0);
+	mk(1, 0, buf, m.base, sizeof(buf));
+	CU_ASSERT_TRUE(run_inline_retry(x, peer, 1));
+	CU_ASSERT_EQUAL(wait_slice(1, 5000), -ECONNRESET);
+	CU_ASSERT_EQUAL(sl_ndone[1], 1);
+	pthread_join(th, NULL);
+	CU_ASSERT_EQUAL(m.served, 1);
+	CU_ASSERT_EQUAL(failures_settled(x, 1), 1);
+	CU_ASSERT_EQUAL(nstray, 0);
+	te_tcp_kernel_ops.peer_close(x, peer, -ECANCELED);
+	te_tcp_kernel_ops.destroy(x);
+	close(m.lfd);
+	free(m.mem);
+}
+
 static int
 suite_init(void)
 {
@@ -1141,6 +1503,11 @@ register_tests(void)
 	CU_add_test(s, "stock_lanes_move_home", test_stock_lanes_move_home);
 	CU_add_test(s, "accept_emfile", test_accept_emfile);
 	CU_add_test(s, "allowlist", test_allowlist);
+	CU_add_test(s, "inline_basic", test_inline_basic);
+	CU_add_test(s, "inline_concurrent", test_inline_concurrent);
+	CU_add_test(s, "inline_timeout", test_inline_timeout);
+	CU_add_test(s, "inline_peer_close", test_inline_peer_close);
+	CU_add_test(s, "inline_peer_dies", test_inline_peer_dies);
 }
 
 TIDE_UT_MAIN(register_tests)
