@@ -756,6 +756,70 @@ tide_agent_put(struct tide_agent_conn *a, const char *key, const void *buf, size
 }
 
 /*
+ * A call's pieces (tide_store_part), checked and given the arrays plan() fills: every
+ * piece becomes a location, inside a shared region as it is or in staging space.
+ * Shared by the calls that move objects in pieces (put parts, get parts, session
+ * ranges).
+ */
+struct parts_plan {
+	size_t total;           /* pieces of all keys */
+	const void **pb;        /* each piece's address */
+	uint64_t *l64;          /* and length */
+	struct agent_loc *locs; /* where the agent finds it */
+	uint64_t *bounced;      /* staging offset + 1 of a copied piece, 0 when in place */
+};
+
+static void
+parts_plan_free(struct parts_plan *pp)
+{
+	free(pp->pb);
+	free(pp->l64);
+	free(pp->locs);
+	free(pp->bounced);
+	memset(pp, 0, sizeof(*pp));
+}
+
+/* Check n keys' pieces (at most AGENT_MAX_PARTS in all; a NULL piece with bytes is
+ * refused) and allocate pp's arrays. 0; -EINVAL (what names the call in the log
+ * line); -ENOMEM. */
+static int
+parts_plan_init(struct parts_plan *pp, const struct tide_store_part *parts, const size_t *nparts,
+		size_t n, const char *what)
+{
+	size_t total = 0;
+
+	memset(pp, 0, sizeof(*pp));
+	for (size_t i = 0; i < n; i++) {
+		if (nparts[i] > AGENT_MAX_PARTS - total) {
+			TIDE_LOG(ERR, "%s: more than %u pieces in one call: refused", what,
+				 AGENT_MAX_PARTS);
+			return -EINVAL;
+		}
+		total += nparts[i];
+	}
+	if (total > 0 && parts == NULL)
+		return -EINVAL;
+	for (size_t k = 0; k < total; k++)
+		if (parts[k].buf == NULL && parts[k].len > 0)
+			return -EINVAL;
+	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
+	pp->total = total;
+	pp->pb = calloc(total + 1, sizeof(*pp->pb));
+	pp->l64 = calloc(total + 1, sizeof(*pp->l64));
+	pp->locs = calloc(total + 1, sizeof(*pp->locs));
+	pp->bounced = calloc(total + 1, sizeof(*pp->bounced));
+	if (pp->pb == NULL || pp->l64 == NULL || pp->locs == NULL || pp->bounced == NULL) {
+		parts_plan_free(pp);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < total; k++) {
+		pp->pb[k] = parts[k].buf;
+		pp->l64[k] = parts[k].len;
+	}
+	return 0;
+}
+
+/*
  * Values in pieces: every piece becomes a location of its own (inside a shared
  * region as it is, else bounced through the staging area like a whole buffer),
  * and the agent writes each to its offset: the value is never gathered here.
@@ -768,7 +832,8 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 {
 	struct agent_wbuf w;
 	uint8_t *body = NULL;
-	size_t blen, i, k, total = 0;
+	struct parts_plan pp;
+	size_t blen, i, k;
 	int err;
 
 	/* Unknown flags are refused here, as in process: a stray AGENT_PUT_SOFT_PIN
@@ -776,19 +841,6 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 	if ((flags & ~TIDE_STORE_PUT_UPSERT) != 0 || !keys_ok(keys, n) || nparts == NULL ||
 	    rcs == NULL)
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		if (nparts[i] > AGENT_MAX_PARTS - total) {
-			TIDE_LOG(ERR, "put: more than %u pieces in one call: refused",
-				 AGENT_MAX_PARTS);
-			return -EINVAL;
-		}
-		total += nparts[i];
-	}
-	if (total > 0 && parts == NULL)
-		return -EINVAL;
-	for (k = 0; k < total; k++)
-		if (parts[k].buf == NULL && parts[k].len > 0)
-			return -EINVAL;
 	if (!agent_rc_ok(repl, n)) {
 		TIDE_LOG(ERR,
 			 "put: a replicate config string longer than %u bytes, or more than "
@@ -796,22 +848,16 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 			 AGENT_MAX_KEY);
 		return -EINVAL;
 	}
-	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
-	const void **pb = calloc(total + 1, sizeof(*pb));
-	uint64_t *l64 = calloc(total + 1, sizeof(*l64));
-	struct agent_loc *locs = calloc(total + 1, sizeof(*locs));
-	uint64_t *bounced = calloc(total + 1, sizeof(*bounced));
+	err = parts_plan_init(&pp, parts, nparts, n, "put");
+	if (err != 0)
+		return err;
 	int *got = calloc(n, sizeof(*got));
-	if (pb == NULL || l64 == NULL || locs == NULL || bounced == NULL || got == NULL) {
+	if (got == NULL) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (k = 0; k < total; k++) {
-		pb[k] = parts[k].buf;
-		l64[k] = parts[k].len;
-	}
 	pthread_mutex_lock(&a->io_lock);
-	err = plan(a, pb, l64, total, true, locs, bounced);
+	err = plan(a, pp.pb, pp.l64, pp.total, true, pp.locs, pp.bounced);
 	if (err == 0) {
 		agent_w_init(&w);
 		agent_w_u32(&w, (uint32_t)n);
@@ -821,7 +867,7 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 			agent_w_str(&w, keys[i]);
 			agent_w_u32(&w, (uint32_t)nparts[i]);
 			for (size_t e = k + nparts[i]; k < e; k++)
-				agent_w_loc(&w, &locs[k]);
+				agent_w_loc(&w, &pp.locs[k]);
 		}
 		if (agent_rc_soft_pin(repl))
 			agent_w_soft_pin(&w, repl);
@@ -836,10 +882,7 @@ tide_agent_batch_put_parts(struct tide_agent_conn *a, const char *const *keys,
 	if (err == 0)
 		memcpy(rcs, got, n * sizeof(*rcs));
 out:
-	free(pb);
-	free(l64);
-	free(locs);
-	free(bounced);
+	parts_plan_free(&pp);
 	free(got);
 	return err;
 }
@@ -1021,40 +1064,22 @@ tide_agent_batch_get_parts(struct tide_agent_conn *a, const char *const *keys,
 {
 	struct agent_wbuf w;
 	uint8_t *body = NULL;
-	size_t blen, i, k, total = 0;
+	struct parts_plan pp;
+	size_t blen, i, k;
 	int err;
 
 	if (!keys_ok(keys, n) || nparts == NULL || sizes == NULL)
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		if (nparts[i] > AGENT_MAX_PARTS - total) {
-			TIDE_LOG(ERR, "get: more than %u pieces in one call: refused",
-				 AGENT_MAX_PARTS);
-			return -EINVAL;
-		}
-		total += nparts[i];
-	}
-	if (total > 0 && parts == NULL)
-		return -EINVAL;
-	for (k = 0; k < total; k++)
-		if (parts[k].buf == NULL && parts[k].len > 0)
-			return -EINVAL;
-	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
-	const void **pb = calloc(total + 1, sizeof(*pb));
-	uint64_t *l64 = calloc(total + 1, sizeof(*l64));
-	struct agent_loc *locs = calloc(total + 1, sizeof(*locs));
-	uint64_t *bounced = calloc(total + 1, sizeof(*bounced));
+	err = parts_plan_init(&pp, parts, nparts, n, "get");
+	if (err != 0)
+		return err;
 	int64_t *got = calloc(n, sizeof(*got));
-	if (pb == NULL || l64 == NULL || locs == NULL || bounced == NULL || got == NULL) {
+	if (got == NULL) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (k = 0; k < total; k++) {
-		pb[k] = parts[k].buf;
-		l64[k] = parts[k].len;
-	}
 	pthread_mutex_lock(&a->io_lock);
-	err = plan(a, pb, l64, total, false, locs, bounced);
+	err = plan(a, pp.pb, pp.l64, pp.total, false, pp.locs, pp.bounced);
 	if (err == 0) {
 		agent_w_init(&w);
 		agent_w_u32(&w, (uint32_t)n);
@@ -1062,14 +1087,14 @@ tide_agent_batch_get_parts(struct tide_agent_conn *a, const char *const *keys,
 			agent_w_str(&w, keys[i]);
 			agent_w_u32(&w, (uint32_t)nparts[i]);
 			for (size_t e = k + nparts[i]; k < e; k++)
-				agent_w_loc(&w, &locs[k]);
+				agent_w_loc(&w, &pp.locs[k]);
 		}
 		err = call(a, AGENT_GET_PARTS, &w, &body, &blen);
 		agent_w_free(&w);
 		if (err == 0) {
 			err = read_vec(body, blen, n, NULL, got);
 			if (err != -EPROTO) {
-				unplan_parts(a, parts, nparts, n, got, bounced);
+				unplan_parts(a, parts, nparts, n, got, pp.bounced);
 				memcpy(sizes, got, n * sizeof(*got));
 			}
 		}
@@ -1078,10 +1103,7 @@ tide_agent_batch_get_parts(struct tide_agent_conn *a, const char *const *keys,
 	staging_trim(a);
 	pthread_mutex_unlock(&a->io_lock);
 out:
-	free(pb);
-	free(l64);
-	free(locs);
-	free(bounced);
+	parts_plan_free(&pp);
 	free(got);
 	return err;
 }
@@ -1442,40 +1464,26 @@ agent_sess_ranges(struct tide_agent_conn *a, bool put, const char *const *keys,
 {
 	struct agent_wbuf w;
 	uint8_t *body = NULL;
-	size_t blen, i, k, total = 0;
+	struct parts_plan pp;
+	size_t blen, i, k;
 	int err;
 
 	if (!keys_ok(keys, n) || nparts == NULL || out == NULL)
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		if (nparts[i] > AGENT_MAX_PARTS - total) {
-			TIDE_LOG(ERR, "ranges: more than %u pieces in one call: refused",
-				 AGENT_MAX_PARTS);
-			return -EINVAL;
-		}
-		total += nparts[i];
+	err = parts_plan_init(&pp, parts, nparts, n, "ranges");
+	if (err == 0 && pp.total > 0 && offs == NULL) {
+		parts_plan_free(&pp); /* pieces without their offsets */
+		err = -EINVAL;
 	}
-	if (total > 0 && (parts == NULL || offs == NULL))
-		return -EINVAL;
-	for (k = 0; k < total; k++)
-		if (parts[k].buf == NULL && parts[k].len > 0)
-			return -EINVAL;
-	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
-	const void **pb = calloc(total + 1, sizeof(*pb));
-	uint64_t *l64 = calloc(total + 1, sizeof(*l64));
-	struct agent_loc *locs = calloc(total + 1, sizeof(*locs));
-	uint64_t *bounced = calloc(total + 1, sizeof(*bounced));
+	if (err != 0)
+		return err;
 	int64_t *got = calloc(n, sizeof(*got));
-	if (pb == NULL || l64 == NULL || locs == NULL || bounced == NULL || got == NULL) {
+	if (got == NULL) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (k = 0; k < total; k++) {
-		pb[k] = parts[k].buf;
-		l64[k] = parts[k].len;
-	}
 	pthread_mutex_lock(&a->io_lock);
-	err = plan(a, pb, l64, total, put, locs, bounced);
+	err = plan(a, pp.pb, pp.l64, pp.total, put, pp.locs, pp.bounced);
 	if (err == 0) {
 		agent_w_init(&w);
 		agent_w_u8(&w, put ? AGENT_SESS_PUT : AGENT_SESS_GET);
@@ -1484,7 +1492,7 @@ agent_sess_ranges(struct tide_agent_conn *a, bool put, const char *const *keys,
 			agent_w_str(&w, keys[i]);
 			agent_w_u32(&w, (uint32_t)nparts[i]);
 			for (size_t e = k + nparts[i]; k < e; k++) {
-				agent_w_loc(&w, &locs[k]);
+				agent_w_loc(&w, &pp.locs[k]);
 				agent_w_u64(&w, offs[k]);
 			}
 		}
@@ -1499,7 +1507,7 @@ agent_sess_ranges(struct tide_agent_conn *a, bool put, const char *const *keys,
 			if (got[i] < 0)
 				continue;
 			for (size_t j = k; j < k + nparts[i]; j++)
-				sum += l64[j];
+				sum += pp.l64[j];
 			/* A key read (or written) whole is every piece's bytes: anything else
 			 * is the agent's error, and nothing of it is copied. */
 			if ((uint64_t)got[i] != sum) {
@@ -1507,10 +1515,10 @@ agent_sess_ranges(struct tide_agent_conn *a, bool put, const char *const *keys,
 				continue;
 			}
 			for (size_t j = k; !put && j < k + nparts[i]; j++)
-				if (bounced[j] != 0 && l64[j] > 0)
+				if (pp.bounced[j] != 0 && pp.l64[j] > 0)
 					memcpy((void *)(uintptr_t)parts[j].buf,
-					       a->regions[a->staging].base + bounced[j] - 1,
-					       (size_t)l64[j]);
+					       a->regions[a->staging].base + pp.bounced[j] - 1,
+					       (size_t)pp.l64[j]);
 		}
 	}
 	staging_trim(a);
@@ -1518,10 +1526,7 @@ agent_sess_ranges(struct tide_agent_conn *a, bool put, const char *const *keys,
 	if (err == 0)
 		memcpy(out, got, n * sizeof(*out));
 out:
-	free(pb);
-	free(l64);
-	free(locs);
-	free(bounced);
+	parts_plan_free(&pp);
 	free(got);
 	return err;
 }
