@@ -69,16 +69,17 @@ class TestLoss(TestSuite):
         d = self.net.dropped()
         self.verify(all(d.get(h, 0) > 0 for h in lossnet.HOSTS), f"drops per port: {d}")
 
-    def test_ack_loss_only_tide_sender(self):
-        """Steps: the switch drops 5 % of what the Linux receiver sends (ACKs only); Tide sends
-        8 MiB (200 ms RTO floor).
-        Verify: complete and correct; the data direction lost nothing; at most 5 RTOs (a lost
-        ACK is covered by the next cumulative ACK or a loss probe, not by a timeout)."""
-        self.net.set_loss({"lb": 5})
-        r = self.run_pair("ta", "lb", 8 * MIB, 5611)
+    def test_tide_sender_5pct_both_ways_few_rtos(self):
+        """Steps: the switch drops 5 % of TCP frames both ways (data, retransmissions, ACKs);
+        Tide sends 16 MiB to Linux with a 200 ms RTO floor.
+        Verify: complete and correct; at most 3 RTOs. (With one tail loss probe per episode a
+        lost ACK after a window's last segment, then the probe's lost ACK, left about 30 RTOs
+        per 64 MiB here, each 200 ms: issue 35.)"""
+        self.net.set_loss({"ta": 5, "lb": 5})
+        r = self.run_pair("ta", "lb", 16 * MIB, 5611, timeout=180)
         d = self.net.dropped()
-        self.verify(d.get("lb", 0) > 0 and d.get("ta", 0) == 0, f"drops per port: {d}")
-        self.verify(r["rtos"] is not None and r["rtos"] <= 5, f"{r['rtos']} RTOs")
+        self.verify(d.get("lb", 0) > 0 and d.get("ta", 0) > 0, f"drops per port: {d}")
+        self.verify(r["rtos"] is not None and r["rtos"] <= 3, f"{r['rtos']} RTOs")
 
     def test_data_loss_tide_sender_recovers_without_timeouts(self):
         """Steps: the switch drops 1 % of what Tide sends (data and retransmissions alike),
