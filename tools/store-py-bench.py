@@ -250,7 +250,9 @@ def one_run(build, args, run, tmp, stock=False):
             "TIDE_NODE_ENV": os.devnull, "TIDE_AGENT": "off", "MC_FORCE_TCP": "1",
             "TIDE_LOG_LEVEL": "warn"})
         master_bin = os.path.join(build, "tools", "master", "mooncake_master")
-    master, addr = storecluster.start_master(master_bin, env, subprocess.DEVNULL)
+    # Tide's master on an ephemeral metrics port (9003 may be taken); stock's as it comes.
+    master, addr = storecluster.start_master(master_bin, env, subprocess.DEVNULL,
+                                             *([] if stock else ["--metrics_port", "0"]))
     procs, rows = [], []
     try:
         holder = child(["holder", addr], env, stdin=subprocess.PIPE)
