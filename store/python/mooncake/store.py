@@ -75,6 +75,11 @@ __all__ = ["MooncakeDistributedStore", "ReplicateConfig", "SoftPinAction", "Buff
            "DiskDescriptor", "ReplicaDescriptor"]
 
 
+def _count_or_code(r):
+    """A C result that is a count or size when not negative, else Mooncake's code."""
+    return r if r >= 0 else _mc_code(r)
+
+
 class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls, _SessionCalls):
     """Mooncake's distributed store client, backed by Tide."""
 
@@ -333,46 +338,34 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls, _Sessio
         # Through an agent the object may have shrunk between its size and its read.
         return b if n.value == len(b) else b[:n.value]
 
-    def remove(self, key, force=False):
-        """0, -704 when the key does not exist, -706 when leased (force False)."""
-        k = _key(key, "remove")
+    def _keyed(self, what, key, call):
+        """call(C handle, key bytes) for a one-key method: -600 for a bad key or a store
+        that is not set up; the call runs between _enter and _leave."""
+        k = _key(key, what)
         if k is None:
             return _INVALID_PARAMS
         h = self._enter()
         if h is None:
             return _INVALID_PARAMS
         try:
-            return _mc_code(_lib.tide_store_remove(h, k, bool(force)))
+            return call(h, k)
         finally:
             self._leave()
+
+    def remove(self, key, force=False):
+        """0, -704 when the key does not exist, -706 when leased (force False)."""
+        return self._keyed("remove", key,
+                           lambda h, k: _mc_code(_lib.tide_store_remove(h, k, bool(force))))
 
     def is_exist(self, key):
         """1 exists, 0 not, negative on error."""
-        k = _key(key, "is_exist")
-        if k is None:
-            return _INVALID_PARAMS
-        h = self._enter()
-        if h is None:
-            return _INVALID_PARAMS
-        try:
-            r = _lib.tide_store_is_exist(h, k)
-            return r if r >= 0 else _mc_code(r)
-        finally:
-            self._leave()
+        return self._keyed("is_exist", key,
+                           lambda h, k: _count_or_code(_lib.tide_store_is_exist(h, k)))
 
     def get_size(self, key):
         """Object size in bytes, or a negative code (-704 missing)."""
-        k = _key(key, "get_size")
-        if k is None:
-            return _INVALID_PARAMS
-        h = self._enter()
-        if h is None:
-            return _INVALID_PARAMS
-        try:
-            r = _lib.tide_store_get_size(h, k)
-            return r if r >= 0 else _mc_code(r)
-        finally:
-            self._leave()
+        return self._keyed("get_size", key,
+                           lambda h, k: _count_or_code(_lib.tide_store_get_size(h, k)))
 
     def remove_all(self, force=False):
         """Number of objects removed, or a negative code."""
@@ -380,25 +373,15 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls, _Sessio
         if h is None:
             return _INVALID_PARAMS
         try:
-            r = _lib.tide_store_remove_all(h, bool(force))
-            return r if r >= 0 else _mc_code(r)
+            return _count_or_code(_lib.tide_store_remove_all(h, bool(force)))
         finally:
             self._leave()
 
     def remove_by_regex(self, pattern, force=False):
         """Remove every key matching the regular expression (evaluated by the master);
         the number removed, or a negative code (-600 bad pattern)."""
-        k = _key(pattern, "remove_by_regex")
-        if k is None:
-            return _INVALID_PARAMS
-        h = self._enter()
-        if h is None:
-            return _INVALID_PARAMS
-        try:
-            r = _lib.tide_store_remove_by_regex(h, k, bool(force))
-            return r if r >= 0 else _mc_code(r)
-        finally:
-            self._leave()
+        return self._keyed("remove_by_regex", pattern, lambda h, k: _count_or_code(
+            _lib.tide_store_remove_by_regex(h, k, bool(force))))
 
     # ------------------------------------------------------------ batches
 
@@ -471,8 +454,7 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls, _Sessio
             p, n = _ptr(buffer_ptr), _size(size)
             if not p and n:
                 return _INVALID_PARAMS
-            r = _lib.tide_store_get_into(h, k, p or None, n)
-            return r if r >= 0 else _mc_code(r)
+            return _count_or_code(_lib.tide_store_get_into(h, k, p or None, n))
         except _BadArg:
             return _INVALID_PARAMS
         finally:
