@@ -789,19 +789,13 @@ parts_plan_init(struct parts_plan *pp, const struct tide_store_part *parts, cons
 	size_t total = 0;
 
 	memset(pp, 0, sizeof(*pp));
-	for (size_t i = 0; i < n; i++) {
-		if (nparts[i] > AGENT_MAX_PARTS - total) {
-			TIDE_LOG(ERR, "%s: more than %u pieces in one call: refused", what,
-				 AGENT_MAX_PARTS);
-			return -EINVAL;
-		}
-		total += nparts[i];
-	}
-	if (total > 0 && parts == NULL)
+	if (!store_parts_ok(parts, nparts, n, AGENT_MAX_PARTS, &total)) {
+		TIDE_LOG(ERR,
+			 "%s: pieces refused (more than %u in one call, or a NULL piece with "
+			 "bytes)",
+			 what, AGENT_MAX_PARTS);
 		return -EINVAL;
-	for (size_t k = 0; k < total; k++)
-		if (parts[k].buf == NULL && parts[k].len > 0)
-			return -EINVAL;
+	}
 	/* One entry more than needed: calloc(0) may be NULL, which reads as no memory. */
 	pp->total = total;
 	pp->pb = calloc(total + 1, sizeof(*pp->pb));

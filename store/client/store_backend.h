@@ -128,6 +128,37 @@ struct store_backend_ops {
 	const char *(*protocol)(const struct store_backend *b);
 };
 
+/*
+ * The pieces of n keys, checked as every op taking struct tide_store_part checks them:
+ * at most max pieces in all (a backend's bound; in process, what fits the caller's
+ * memory), the array present when a piece is counted, no NULL piece with bytes.
+ * true with *total the count; false is the op's -EINVAL. Thread: any.
+ */
+static inline bool
+store_parts_ok(const struct tide_store_part *parts, const size_t *nparts, size_t n, size_t max,
+	       size_t *total)
+{
+	size_t t = 0;
+
+	if (nparts == NULL)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (nparts[i] > max - t)
+			return false;
+		t += nparts[i];
+	}
+	if (t > 0 && parts == NULL)
+		return false;
+	for (size_t k = 0; k < t; k++)
+		if (parts[k].buf == NULL && parts[k].len > 0)
+			return false;
+	*total = t;
+	return true;
+}
+
+/* In process the pieces are an array of the caller's: their count fits its memory. */
+#define STORE_PARTS_MAX (SIZE_MAX / sizeof(struct tide_store_part))
+
 /* The two backends (store_inproc.c, store_agent.c). */
 extern const struct store_backend_ops store_inproc_ops;
 extern const struct store_backend_ops store_agent_ops;

@@ -240,23 +240,12 @@ be_put_parts(struct store_backend *b, const char *const *keys, const struct tide
 				  .upsert = (flags & TIDE_STORE_PUT_UPSERT) != 0};
 	struct store_put_key *out;
 	struct store_scratch sc;
-	size_t i, k, total = 0;
+	size_t i, total;
 	int ret;
 
-	if ((flags & ~TIDE_STORE_PUT_UPSERT) != 0 || !keys_ok(keys, n) || nparts == NULL ||
-	    rcs == NULL)
+	if ((flags & ~TIDE_STORE_PUT_UPSERT) != 0 || !keys_ok(keys, n) || rcs == NULL ||
+	    !store_parts_ok(parts, nparts, n, STORE_PARTS_MAX, &total))
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		/* The pieces are an array of the caller's: their count fits its memory. */
-		if (nparts[i] > SIZE_MAX / sizeof(*parts) - total)
-			return -EINVAL;
-		total += nparts[i];
-	}
-	if (total > 0 && parts == NULL)
-		return -EINVAL;
-	for (k = 0; k < total; k++)
-		if (parts[k].buf == NULL && parts[k].len > 0)
-			return -EINVAL;
 	if (store_repl_check(repl, n) != 0) {
 		/* e.g. fewer group ids than keys: every key is refused, as batch_put. */
 		for (i = 0; i < n; i++)
@@ -320,21 +309,11 @@ be_get_parts(struct store_backend *b, const char *const *keys, const struct tide
 	     const size_t *nparts, size_t n, int64_t *sizes)
 {
 	struct store_get_ctx c = get_ctx(ip_of(b));
-	size_t i, k, total = 0;
+	size_t total;
 
-	if (!keys_ok(keys, n) || nparts == NULL || sizes == NULL)
+	if (!keys_ok(keys, n) || sizes == NULL ||
+	    !store_parts_ok(parts, nparts, n, STORE_PARTS_MAX, &total))
 		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		/* The pieces are an array of the caller's: their count fits its memory. */
-		if (nparts[i] > SIZE_MAX / sizeof(*parts) - total)
-			return -EINVAL;
-		total += nparts[i];
-	}
-	if (total > 0 && parts == NULL)
-		return -EINVAL;
-	for (k = 0; k < total; k++)
-		if (parts[k].buf == NULL && parts[k].len > 0)
-			return -EINVAL;
 	return store_get_parts(&c, keys, parts, nparts, n, total, sizes);
 }
 

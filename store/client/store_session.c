@@ -190,23 +190,9 @@ static bool
 parts_ok(const struct tide_store_part *parts, const uint64_t *offs, const size_t *nparts, size_t n,
 	 size_t *total)
 {
-	size_t t = 0;
-
-	if (nparts == NULL)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		/* The pieces are an array of the caller's: their count fits its memory. */
-		if (nparts[i] > SIZE_MAX / sizeof(*parts) - t)
-			return false;
-		t += nparts[i];
-	}
-	if (t > 0 && (parts == NULL || offs == NULL))
-		return false;
-	for (size_t k = 0; k < t; k++)
-		if (parts[k].buf == NULL && parts[k].len > 0)
-			return false;
-	*total = t;
-	return true;
+	/* The pieces as every parts op checks them, and an offset for each. */
+	return store_parts_ok(parts, nparts, n, STORE_PARTS_MAX, total) &&
+	       (*total == 0 || offs != NULL);
 }
 
 int
