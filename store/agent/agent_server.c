@@ -119,6 +119,24 @@ region_fd_ok(const struct srv_client *c, int fd)
 }
 
 /* MAP: owns fd (a descriptor or -1) and closes it on every path. */
+/* A reply of a call's code r, then one 32-bit result per key (codes). */
+static void
+reply_i32s(struct agent_wbuf *w, int r, const int *v, size_t n)
+{
+	agent_w_u32(w, (uint32_t)r);
+	for (size_t i = 0; i < n; i++)
+		agent_w_u32(w, (uint32_t)v[i]);
+}
+
+/* A reply of a call's code r, then one 64-bit result per key (sizes or codes). */
+static void
+reply_i64s(struct agent_wbuf *w, int r, const int64_t *v, size_t n)
+{
+	agent_w_u32(w, (uint32_t)r);
+	for (size_t i = 0; i < n; i++)
+		agent_w_u64(w, (uint64_t)v[i]);
+}
+
 static int
 op_map(struct srv_client *c, struct agent_rbuf *rd, int fd, struct agent_wbuf *w)
 {
@@ -307,9 +325,7 @@ op_put(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 			for (i = 0; i < n; i++)
 				rcs[i] = rcs[i] ? rcs[i] : -EINVAL;
 	}
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u32(w, (uint32_t)rcs[i]);
+	reply_i32s(w, r, rcs, n);
 	err = 0;
 out:
 	agent_rc_free(&arc, n);
@@ -412,7 +428,6 @@ op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	struct agent_rc arc;
 	struct tide_store_rc rc;
 	uint32_t n, flags;
-	size_t i;
 	int err = -EPROTO, r;
 
 	n = agent_r_u32(rd);
@@ -434,9 +449,7 @@ op_put_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 	/* rcs stays zero when the call failed as a whole: the client reads only rc then. */
 	r = tide_store_batch_put_parts(c->srv->store, (const char *const *)kp.keys, kp.parts,
 				       kp.nparts, n, &rc, flags, rcs);
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u32(w, (uint32_t)rcs[i]);
+	reply_i32s(w, r, rcs, n);
 	err = 0;
 out:
 	agent_rc_free(&arc, n);
@@ -464,9 +477,7 @@ op_get_parts(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		sizes[i] = -EINVAL;
 	r = tide_store_batch_get_into_parts(c->srv->store, (const char *const *)kp.keys, kp.parts,
 					    kp.nparts, n, sizes);
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u64(w, (uint64_t)sizes[i]);
+	reply_i64s(w, r, sizes, n);
 	err = 0;
 out:
 	key_parts_free(&kp, n);
@@ -542,9 +553,7 @@ op_get(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		r = tide_store_batch_get_into(c->srv->store, (const char *const *)kl.keys,
 					      (void *const *)kl.bufs, kl.lens, n, sizes);
 	}
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u64(w, (uint64_t)sizes[i]);
+	reply_i64s(w, r, sizes, n);
 	err = 0;
 out:
 	key_locs_free(&kl, n);
@@ -599,7 +608,6 @@ op_keys(struct srv_client *c, uint16_t op, struct agent_rbuf *rd, struct agent_w
 {
 	bool force = op == AGENT_REMOVE ? agent_r_u8(rd) != 0 : false;
 	uint32_t n = agent_r_u32(rd);
-	size_t i;
 	int r, *v;
 
 	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH)
@@ -617,9 +625,7 @@ op_keys(struct srv_client *c, uint16_t op, struct agent_rbuf *rd, struct agent_w
 		r = v[0] = tide_store_remove(c->srv->store, keys[0], force);
 	else
 		r = tide_store_batch_remove(c->srv->store, (const char *const *)keys, n, force, v);
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u32(w, (uint32_t)v[i]);
+	reply_i32s(w, r, v, n);
 	free_keys(keys, n);
 	free(v);
 	return 0;
@@ -737,9 +743,7 @@ op_put_sess_start(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf
 			rcs[i] = o == -ENOSPC ? -EMFILE : o;
 		}
 	}
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u32(w, (uint32_t)rcs[i]);
+	reply_i32s(w, r, rcs, n);
 	err = 0;
 out:
 	agent_rc_free(&arc, n);
@@ -796,9 +800,7 @@ op_sess_ranges(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w
 		for (k = 0; k < m; k++)
 			out[sidx[k]] = r == 0 ? sout[k] : r;
 	}
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u64(w, (uint64_t)out[i]);
+	reply_i64s(w, r, out, n);
 	err = 0;
 out:
 	key_parts_free(&kp, n);
@@ -874,7 +876,6 @@ op_sess_keys(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 {
 	uint8_t what = agent_r_u8(rd);
 	uint32_t n = agent_r_u32(rd);
-	size_t i;
 	int r, *v;
 
 	if (rd->bad || n == 0 || n > AGENT_MAX_BATCH || what > AGENT_SESS_GET_END)
@@ -887,9 +888,7 @@ op_sess_keys(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
 		return -EPROTO;
 	}
 	r = sess_keys_run(c, (enum agent_sess_what)what, keys, n, v);
-	agent_w_u32(w, (uint32_t)r);
-	for (i = 0; i < n; i++)
-		agent_w_u32(w, (uint32_t)v[i]);
+	reply_i32s(w, r, v, n);
 	free_keys(keys, n);
 	free(v);
 	return 0;
