@@ -453,3 +453,16 @@ _STORES_LOCK = threading.Lock()
 _UNTOUCHED = object()
 _SENTINEL_INT = -(1 << 31)
 _SENTINEL_I64 = -(1 << 63)
+
+
+def _regroup(config, idx, n):
+    """config for the keys idx of a call made for n keys: its per-key group_ids (stock's)
+    taken at idx (an index may repeat: a key split into shards), the config itself when
+    it has no per-key groups or idx is every key in order."""
+    groups = getattr(config, "group_ids", None) if config is not None else None
+    if not groups or len(groups) != n or list(idx) == list(range(n)):
+        return config
+    import copy
+    c = copy.copy(config)
+    c.group_ids = [groups[i] for i in idx]
+    return c

@@ -22,7 +22,7 @@ import threading
 from mooncake._native import abi as _abi, lib as _lib
 from mooncake._store_base import (_BadArg, _E, _INVALID_PARAMS, _NO_RELEASE, _SENTINEL_I64,
                                   _SENTINEL_INT, _UNTOUCHED, _buffer, _cp, _key, _keys,
-                                  _mc_code, _ptr, _rc, _seq, _size, _sz, _vp)
+                                  _mc_code, _ptr, _rc, _regroup, _seq, _size, _sz, _vp)
 
 __all__ = ["BufferHandle", "MooncakeHostMemAllocator"]
 
@@ -172,7 +172,7 @@ class _MultiCalls:
             sub = karr if len(ok) == n else (_cp * len(ok))(*[karr[i] for i in ok])
             parts, nparts = _parts_arrays([[(p, ln) for p, ln in groups[i] if ln]
                                            for i in ok])
-            rc, keep = _rc(_subset_config(config, ok, n), len(ok))
+            rc, keep = _rc(_regroup(config, ok, n), len(ok))
             out = (ctypes.c_int * len(ok))(*([_SENTINEL_INT] * len(ok)))
             r = _lib.tide_store_batch_put_parts(
                 h, sub, parts, nparts, len(ok), None if rc is None else ctypes.byref(rc),
@@ -391,16 +391,3 @@ def _buffer_group(values):
         keep.append(k)
         group.append((p or 0, n))
     return group, keep
-
-
-def _subset_config(config, idx, n):
-    """config with group_ids cut to the keys idx of n (stock's per-key group ids)."""
-    if config is None or len(idx) == n:
-        return config
-    groups = getattr(config, "group_ids", None)
-    if not groups or len(groups) != n:
-        return config
-    import copy
-    c = copy.copy(config)
-    c.group_ids = [groups[i] for i in idx]
-    return c

@@ -28,7 +28,8 @@ import sys
 import threading
 
 from mooncake._native import abi as _abi, lib as _lib
-from mooncake._store_base import (_INVALID_PARAMS, _NO_RELEASE, _key, _seq, _vp, _sz)
+from mooncake._store_base import (_INVALID_PARAMS, _NO_RELEASE, _key, _regroup, _seq, _sz,
+                                  _vp)
 
 MAGIC, VERSION = 0x4D4F4F4E, 1
 _HEAD = struct.Struct("<IHHiiIIQQ")
@@ -402,7 +403,7 @@ class _TensorCalls:
             res[b] = 0
         if keys:
             out = self._put_infos(what, keys, infos, metas,
-                                  _repeat_groups(config, owner, len(base_keys)), upsert)
+                                  _regroup(config, owner, len(base_keys)), upsert)
             for b, r in zip(owner, out):
                 if r != 0 and res[b] == 0:
                     res[b] = r
@@ -479,14 +480,3 @@ class _TensorCalls:
             return [_INVALID_PARAMS] * len(base_keys)
         return [self.put_tensor_with_tp_from(k, p, n, tp_rank, tp_size, split_dim)
                 for k, p, n in zip(base_keys, ptrs, sizes)]
-
-
-def _repeat_groups(config, owner, n):
-    """config with group_ids (one per base key) repeated for each shard key."""
-    groups = getattr(config, "group_ids", None) if config is not None else None
-    if not groups or len(groups) != n:
-        return config
-    import copy
-    c = copy.copy(config)
-    c.group_ids = [groups[b] for b in owner]
-    return c
