@@ -743,6 +743,33 @@ test_damage_snapshot_chunk(void)
 	tide_mc_table_destroy(r2);
 }
 
+/*
+ * kill() only queues SIGSTOP: wait (at most 2 s) until every thread of pid is stopped
+ * (state T in /proc/PID/stat), so no record the test puts next can still reach etcd.
+ */
+static bool
+wait_stopped(pid_t pid)
+{
+	char path[64], buf[512];
+	double until = tide_ut_now_s() + 2.0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	while (tide_ut_now_s() < until) {
+		FILE *f = fopen(path, "r");
+		size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		const char *rp;
+
+		if (f != NULL)
+			fclose(f);
+		buf[n] = '\0';
+		rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+		if (rp != NULL && rp[1] == ' ' && (rp[2] == 'T' || rp[2] == 't'))
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
 /* Records pending and etcd frozen (SIGSTOP), then down: stop returns within a bound. */
 static void
 test_stop_etcd_unreachable(void)
@@ -759,6 +786,7 @@ test_stop_etcd_unreachable(void)
 		CU_ASSERT_EQUAL(put(t, &c, i, obj_len(i), 1, true), 0);
 	sync_log(&c, t);
 	CU_ASSERT_EQUAL_FATAL(kill(fx.pid, SIGSTOP), 0);
+	CU_ASSERT_FATAL(wait_stopped(fx.pid));
 	for (int i = 10; i < 20; i++)
 		CU_ASSERT_EQUAL(put(t, &c, i, obj_len(i), 1, true), 0);
 	usleep(300 * 1000);
