@@ -301,10 +301,11 @@ class _TensorCalls:
                                       True)
 
     # ------------------------------------------------------------------- gets
-    def get_tensor(self, key):
-        """The tensor stored under key (received straight into its memory), or None when
-        the key is missing, on error, or when the object is not a tensor."""
-        k = _key(key, "get_tensor")
+    def _get_raw(self, what, key):
+        """(raw, head) for the object under key, received straight into a fresh uint8
+        tensor (numpy array without torch): raw covers the whole object, head is its first
+        META_SIZE bytes (b"" when shorter). None when the key is missing or on error."""
+        k = _key(key, what)
         if k is None:
             return None
         h = self._enter()
@@ -324,15 +325,23 @@ class _TensorCalls:
                 raise exc
             if rc != 0 or raw is None:
                 return None
-            raw = raw[:n.value]
             head = ctypes.string_at(p.value, META_SIZE) if n.value >= META_SIZE else b""
-            info = parse_meta(head, n.value)
-            if info is None:
-                _say("get_tensor", f"{key!r} does not hold a Mooncake tensor")
-                return None
-            return _as_tensor("get_tensor", raw, info)
+            return raw[:n.value], head
         finally:
             self._leave()
+
+    def get_tensor(self, key):
+        """The tensor stored under key (received straight into its memory), or None when
+        the key is missing, on error, or when the object is not a tensor."""
+        got = self._get_raw("get_tensor", key)
+        if got is None:
+            return None
+        raw, head = got
+        info = parse_meta(head, len(raw))
+        if info is None:
+            _say("get_tensor", f"{key!r} does not hold a Mooncake tensor")
+            return None
+        return _as_tensor("get_tensor", raw, info)
 
     def batch_get_tensor(self, keys):
         """get_tensor for each key: a tensor or None per key."""
