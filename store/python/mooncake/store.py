@@ -65,6 +65,7 @@ from mooncake._store_base import (  # noqa: F401 (ReplicateConfig, SoftPinAction
     _pyapi, _rc, _seq, _size, _sz, _vp)
 
 from mooncake._store_multi import BufferHandle, MooncakeHostMemAllocator, _MultiCalls
+from mooncake._store_parallel import ParallelAxis, ReadTarget, TensorParallelism, _ParallelCalls  # noqa: F401,E501
 from mooncake._store_replica import (Descriptor, DiskDescriptor, MemoryDescriptor,
                                      ReplicaDescriptor, ReplicaStatus, _ReplicaCalls)
 from mooncake._store_session import _SessionCalls
@@ -80,7 +81,8 @@ def _count_or_code(r):
     return r if r >= 0 else _mc_code(r)
 
 
-class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ReplicaCalls, _SessionCalls):
+class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ParallelCalls, _ReplicaCalls,
+                               _SessionCalls):
     """Mooncake's distributed store client, backed by Tide."""
 
     def __init__(self):
