@@ -183,7 +183,7 @@ def test_tp_shards_by_rank_read_by_other_tp_sizes(pair):
         is None
 
 
-def test_shards_of_the_tp_calls_read_through_parallelism(pair):
+def test_shards_of_the_tp_calls_read_through_parallelism(pair, capsys):
     """put_tensor_with_tp's shards (no manifest) read by the unified calls: the "_tp_"
     keys give the layout, any TP size that divides the dimension reads its rank."""
     w, r = pair
@@ -208,8 +208,10 @@ def test_shards_of_the_tp_calls_read_through_parallelism(pair):
     # object under "<key>_tp_<rank>" as stored (rank 0 of 6 here; none for rank 6).
     got = r.get_tensor_with_parallelism(k, target("shard", par(axis("tp", 0, 5, 1))))
     assert same(got, t[:, :2].contiguous())
+    capsys.readouterr()
     assert r.get_tensor_with_parallelism(k, target("shard", par(axis("tp", 6, 7, 1)))) \
         is None
+    assert "uniform" in capsys.readouterr().err
 
 
 def test_tp_with_other_axes_takes_the_full_tensor(pair):

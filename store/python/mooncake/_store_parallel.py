@@ -1030,7 +1030,9 @@ class _ParallelCalls:
         except _No:
             if ptr is None and _single_tp(axes):
                 # stock's last resort: the "_tp_" object as it is
-                return self.get_tensor(key if tp.size <= 1 else tried[0])
+                got = self.get_tensor(key if tp.size <= 1 else tried[0])
+                if got is not None:
+                    return got
             raise
 
     # --------------------------------------------------------------------- reads
