@@ -436,6 +436,15 @@ static const struct key_def keys[] = {
 		"rdma (Miles' P2P weight sync hard-codes it) with Tide's TCP path, user-space when "
 		"TIDE_DPDK_DEVICE is set, logged once at initialize. false = rdma fails there, as "
 		"stock Mooncake's does."},
+	{.name = "TIDE_SHM_PEERS",
+	 .type = T_BOOL,
+	 FLD(shm_peers),
+	 .def = "true",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "Transfer engines on kernel TCP: reach a peer process on this host (same user, "
+		"same PID namespace) by mapping its store segment (a sealed memory file) and "
+		"copying with memcpy, one copy per byte, instead of through loopback TCP. false = "
+		"always TCP (what two hosts use). User-space TCP and RDMA never map."},
 	{.name = "TIDE_ALLOW_NETS",
 	 .type = T_STR,
 	 FLD(allow_nets),

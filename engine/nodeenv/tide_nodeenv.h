@@ -194,6 +194,7 @@ struct tide_nodeenv {
 	bool pin_unread;                                /**< TIDE_PIN_UNREAD (master RL mode) */
 	bool put_lease;   /**< TIDE_PUT_LEASE (store clients: one-round-trip puts) */
 	bool rdma_as_tcp; /**< TIDE_RDMA_AS_TCP (protocol rdma served by TCP without a device) */
+	bool shm_peers;   /**< TIDE_SHM_PEERS (kernel TCP: map same-host peers' shared buffers) */
 	/** TIDE_ALLOW_NETS as written: networks (tide_cidr.h syntax) that may connect to the
 	 * transfer engine's ports; "" = any. Validated here; parse with tide_cidr_parse(). */
 	char allow_nets[TIDE_NODEENV_TEXT_LEN];

@@ -27,11 +27,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "te_meta.h"
+#include "te_shm.h"
 #include "te_xport.h"
 #include "tide_clock.h"
 #include "tide_log.h"
@@ -54,6 +57,10 @@
 struct te_mem {
 	uint64_t addr, len;
 	char location[64];
+	/* tide_te_register_shared(): our duplicate of the memory file's descriptor
+	 * (-1: a plain buffer), its inode and the buffer's offset in it. */
+	int shm_fd;
+	uint64_t shm_ino, shm_off;
 };
 
 /* A local buffer registered for the data path only (tide_te_register_local). */
@@ -73,6 +80,9 @@ struct te_seg {
 	struct te_xpeer *peer;
 	const struct te_xport_ops *pops; /* transport the peer belongs to */
 	struct te_xport *px;
+	/* The peer's shared buffers when it runs on this host (te_shm.h); NULL:
+	 * everything goes through pops. Replaced with the descriptor. */
+	struct te_shm *shm;
 };
 
 struct te_task {
@@ -139,6 +149,7 @@ struct tide_te {
 
 	const struct te_xport_ops *xops; /* TCP (kernel or user-space) */
 	struct te_xport *x;
+	bool shm_peers; /* kernel TCP and TIDE_SHM_PEERS: map same-host peers' shared buffers */
 	uint16_t data_port;
 	const struct te_xport_ops *rxops; /* RDMA, when installed */
 	struct te_xport *rx;
@@ -411,6 +422,7 @@ build_desc(struct tide_te *te, struct te_desc *d)
 {
 	time_t now = time(NULL);
 	struct tm tm;
+	bool shared = false;
 	memset(d, 0, sizeof(*d));
 	snprintf(d->name, sizeof(d->name), "%s", te->name);
 	snprintf(d->protocol, sizeof(d->protocol), "tcp");
@@ -434,6 +446,17 @@ build_desc(struct tide_te *te, struct te_desc *d)
 		snprintf(d->bufs[i].name, sizeof(d->bufs[i].name), "%s", te->mem[i].location);
 		d->bufs[i].addr = te->mem[i].addr;
 		d->bufs[i].length = te->mem[i].len;
+		if (te->mem[i].shm_fd >= 0) {
+			d->bufs[i].shm = true;
+			d->bufs[i].shm_fd = te->mem[i].shm_fd;
+			d->bufs[i].shm_ino = te->mem[i].shm_ino;
+			d->bufs[i].shm_off = te->mem[i].shm_off;
+			shared = true;
+		}
+	}
+	if (shared && te_shm_host_id()[0] != '\0') {
+		d->pid = (int32_t)getpid();
+		snprintf(d->host_id, sizeof(d->host_id), "%s", te_shm_host_id());
 	}
 	/* RDMA adds devices and every buffer's keys; the TCP port stays advertised, so
 	 * a peer without RDMA still reaches us. */
@@ -510,10 +533,12 @@ range_mapped(uint64_t a, uint64_t len)
 	return true;
 }
 
-int
-tide_te_register(struct tide_te *te, void *addr, size_t len, const char *location)
+/* Add a buffer to the sorted table (and to the RDMA devices); no publish. */
+static int
+register_mem_locked(struct tide_te *te, uint64_t a, size_t len, const char *location, int shm_fd,
+		    uint64_t shm_ino, uint64_t shm_off)
 {
-	uint64_t a = (uint64_t)(uintptr_t)addr;
+	void *addr = (void *)(uintptr_t)a;
 	size_t i;
 	if (addr == NULL || len == 0 || a + len < a) {
 		return -EINVAL;
@@ -556,13 +581,66 @@ tide_te_register(struct tide_te *te, void *addr, size_t len, const char *locatio
 	memmove(&te->mem[i + 1], &te->mem[i], (te->nmem - i) * sizeof(*te->mem));
 	te->mem[i].addr = a;
 	te->mem[i].len = len;
+	te->mem[i].shm_fd = shm_fd;
+	te->mem[i].shm_ino = shm_ino;
+	te->mem[i].shm_off = shm_off;
 	/* Mooncake's "*" means "detect the NUMA node"; this build reports cpu:0. */
 	snprintf(te->mem[i].location, sizeof(te->mem[i].location), "%s",
 		 location == NULL || location[0] == '\0' || strcmp(location, "*") == 0 ? "cpu:0"
 										       : location);
 	te->nmem++;
 	pthread_rwlock_unlock(&te->mem_lock);
+	return 0;
+}
+
+/* tide_te_register() with, for a shared buffer, the file it maps (shm_fd >= 0,
+ * owned by the engine from here on, closed on failure). */
+static int
+register_mem(struct tide_te *te, void *addr, size_t len, const char *location, int shm_fd,
+	     uint64_t shm_ino, uint64_t shm_off)
+{
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	int rc = register_mem_locked(te, a, len, location, shm_fd, shm_ino, shm_off);
+
+	if (rc != 0) {
+		if (shm_fd >= 0) {
+			close(shm_fd);
+		}
+		return rc;
+	}
 	return publish(te);
+}
+
+int
+tide_te_register(struct tide_te *te, void *addr, size_t len, const char *location)
+{
+	return register_mem(te, addr, len, location, -1, 0, 0);
+}
+
+int
+tide_te_register_shared(struct tide_te *te, void *addr, size_t len, const char *location, int fd,
+			uint64_t offset)
+{
+	struct stat st;
+	int seals, dup;
+
+	if (fd < 0 || addr == NULL || len == 0) {
+		return -EINVAL;
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < offset ||
+	    (uint64_t)st.st_size - offset < len || seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		TIDE_LOG(ERR,
+			 "register_shared fd %d: not a memory file sealed against shrinking "
+			 "(F_SEAL_SHRINK) that holds [%" PRIu64 ", +%zu)",
+			 fd, offset, len);
+		return -EINVAL;
+	}
+	dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup < 0) {
+		return -errno;
+	}
+	return register_mem(te, addr, len, location, dup, (uint64_t)st.st_ino, offset);
 }
 
 int
@@ -577,8 +655,15 @@ tide_te_unregister(struct tide_te *te, void *addr)
 		pthread_rwlock_unlock(&te->mem_lock);
 		return -ENOENT;
 	}
+	int shm_fd = te->mem[i].shm_fd;
 	memmove(&te->mem[i], &te->mem[i + 1], (te->nmem - i - 1) * sizeof(*te->mem));
 	te->nmem--;
+	if (shm_fd >= 0) {
+		/* Peers that mapped the file keep their mapping of it (te_shm.h); what
+		 * they write from now on reaches the file only, not this memory's
+		 * next use. */
+		close(shm_fd);
+	}
 	if (te->rx != NULL) {
 		te->rxops->mem_dereg(te->rx, a);
 	}
@@ -872,6 +957,21 @@ te_engine_tcp_ops_override(const struct te_xport_ops *ops)
 }
 
 /* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
+/* TIDE_SHM_PEERS of the node environment (te_shm.h); false when it does not load. */
+static bool
+shm_peers(const struct tide_te *te)
+{
+	struct tide_nodeenv *ne;
+	bool yes;
+
+	if (node_env_load(te, &ne) != 0) {
+		return false;
+	}
+	yes = ne->shm_peers;
+	free(ne);
+	return yes;
+}
+
 static int
 install_tcp(struct tide_te *te)
 {
@@ -931,6 +1031,7 @@ install_tcp(struct tide_te *te)
 	}
 	te->xops = ops;
 	te->data_port = ops->data_port(te->x);
+	te->shm_peers = strcmp(ops->name, "tcp-kernel") == 0 && shm_peers(te);
 	TIDE_LOG(INFO, "transport %s: data port %u", ops->name, te->data_port);
 	return 0;
 }
@@ -1155,6 +1256,28 @@ tide_te_local_addr(const struct tide_te *te, char *host, size_t host_len, uint16
 /* ---- segments ----------------------------------------------------------- */
 
 /* Fetch name's descriptor and (re)build the segment's peer; caller holds sg->lock. */
+/*
+ * Install descriptor d (owned from here on) and the peer's shared buffers with
+ * it. Same-host mapping is for the kernel-socket transport only: a user-space
+ * TCP (tcp-dpdk) or RDMA node asked for its device path, and its suites and
+ * benchmarks between processes of one host must measure that path. Caller
+ * holds sg->lock.
+ */
+static void
+seg_set_desc(struct tide_te *te, struct te_seg *sg, struct te_desc *d)
+{
+	struct te_shm *shm = NULL;
+
+	if (te->shm_peers && !(te->rx != NULL && te_desc_is_rdma(d)) &&
+	    te_shm_open(d, sg->name, &shm) != 0) {
+		shm = NULL; /* -ENOMEM: the network still works */
+	}
+	te_shm_put(sg->shm);
+	sg->shm = shm;
+	te_desc_free(sg->desc);
+	sg->desc = d;
+}
+
 static int
 seg_load(struct tide_te *te, struct te_seg *sg)
 {
@@ -1209,8 +1332,7 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 		 * checked here change. A stock peer advertises no instance (0 == 0): its
 		 * data address and port decide; a restart there comes with a new random
 		 * data port, or breaks the connections, which marks the segment stale. */
-		te_desc_free(sg->desc);
-		sg->desc = d;
+		seg_set_desc(te, sg, d);
 		sg->stale = false;
 		return 0;
 	}
@@ -1244,8 +1366,7 @@ seg_load(struct tide_te *te, struct te_seg *sg)
 		TIDE_LOG(NOTICE, "segment '%s': descriptor changed (peer restarted?); reloaded",
 			 sg->name);
 	}
-	te_desc_free(sg->desc);
-	sg->desc = d;
+	seg_set_desc(te, sg, d);
 	sg->addr = pa;
 	sg->peer = peer;
 	sg->pops = pops;
@@ -1372,6 +1493,8 @@ tide_te_close_segment(struct tide_te *te, tide_te_seg_t seg)
 	}
 	te_desc_free(sg->desc);
 	sg->desc = NULL;
+	te_shm_put(sg->shm);
+	sg->shm = NULL;
 	sg->peer = NULL;
 	sg->used = false;
 	pthread_mutex_unlock(&sg->lock);
@@ -1624,10 +1747,13 @@ seg_load_once(struct tide_te *te, struct te_seg *sg, tide_te_seg_t idx, struct s
  * One request to a remote segment; caller holds sg->lock. Ends the task on any error.
  * inl non-NULL: the transport may take a one-slice request to run inline; *inl is
  * then its handle, for sg->pops->inline_run() once sg->lock is dropped.
+ * shm non-NULL: a request inside a same-host peer's shared buffer is not sent;
+ * *shm is then a reference to the peer's buffers, for shm_run() once sg->lock
+ * is dropped (the copy does not hold up other callers of the segment).
  */
 static void
 submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r, struct te_task *t,
-	      struct submit_fetch *f, void **inl)
+	      struct submit_fetch *f, void **inl, struct te_shm **shm)
 {
 	int rc;
 	if (!sg->used) {
@@ -1660,6 +1786,12 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 				   ") is outside its registered buffers: refused",
 				   sg->name, r->remote_addr, r->len);
 		task_end(t, -EFAULT);
+		return;
+	}
+	if (shm != NULL && sg->shm != NULL && te_shm_covers(sg->shm, r->remote_addr, r->len)) {
+		te_shm_get(sg->shm);
+		*shm = sg->shm;
+		atomic_store(&t->state, TIDE_TE_PENDING);
 		return;
 	}
 	uint64_t ns = (r->len + te->o.slice_size - 1) / te->o.slice_size;
@@ -1695,6 +1827,35 @@ submit_remote(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r
 		atomic_store(&t->left, 0);
 		task_end(t, rc);
 	}
+}
+
+/*
+ * Carry out request r of task t in a same-host peer's shared buffer (a
+ * reference from submit_remote, dropped here). A buffer that turns out not to
+ * be mappable sends the request over the network after all; a peer that
+ * exited fails it as a broken connection does, and marks the segment for a
+ * descriptor fetch.
+ */
+static void
+shm_run(struct tide_te *te, struct te_seg *sg, const struct tide_te_req *r, struct te_task *t,
+	struct te_shm *shm, struct submit_fetch *f)
+{
+	int rc = te_shm_copy(shm, (uint8_t)r->op, r->local, r->remote_addr, r->len);
+
+	te_shm_put(shm);
+	if (rc == -ENOENT) {
+		pthread_mutex_lock(&sg->lock);
+		submit_remote(te, sg, r, t, f, NULL, NULL);
+		pthread_mutex_unlock(&sg->lock);
+		return;
+	}
+	if (rc == 0) {
+		atomic_store_explicit(&t->done_bytes, r->len, memory_order_relaxed);
+	} else {
+		atomic_fetch_add_explicit(&te->st.conn_failures, 1, memory_order_relaxed);
+		__atomic_store_n(&sg->stale, true, __ATOMIC_RELAXED);
+	}
+	task_end(t, rc);
 }
 
 int
@@ -1754,11 +1915,12 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 			continue;
 		}
 		void *inl = NULL;
+		struct te_shm *shm = NULL;
 		const struct te_xport_ops *iops = NULL;
 		struct te_xport *ipx = NULL;
 
 		pthread_mutex_lock(&sg->lock);
-		submit_remote(te, sg, r, t, &fetch, try_inline ? &inl : NULL);
+		submit_remote(te, sg, r, t, &fetch, try_inline ? &inl : NULL, &shm);
 		if (inl != NULL) {
 			iops = sg->pops;
 			ipx = sg->px;
@@ -1768,6 +1930,9 @@ tide_te_submit(struct tide_te *te, tide_te_batch_t id, const struct tide_te_req 
 			/* Outside the segment lock: other callers of this segment go on;
 			 * the transport keeps the peer open until this returns. */
 			iops->inline_run(ipx, inl);
+		}
+		if (shm != NULL) {
+			shm_run(te, sg, r, t, shm, &fetch);
 		}
 	}
 	/* Drop the guard: only now may a waiter see the batch idle and free it. */
@@ -2067,6 +2232,7 @@ tide_te_destroy(struct tide_te *te)
 	te_meta_close(te->meta);
 	for (int i = 1; i < TE_MAX_SEGS; i++) {
 		te_desc_free(te->segs[i].desc);
+		te_shm_put(te->segs[i].shm);
 	}
 	for (uint32_t i = 0; i < TE_MAX_BATCHES; i++) {
 		if (te->batches[i] != NULL) {
@@ -2076,6 +2242,11 @@ tide_te_destroy(struct tide_te *te)
 	free(te->batches);
 	free(te->orphans);
 	pthread_mutex_destroy(&te->orphan_lock);
+	for (size_t i = 0; i < te->nmem; i++) {
+		if (te->mem[i].shm_fd >= 0) {
+			close(te->mem[i].shm_fd);
+		}
+	}
 	free(te->mem);
 	free(te->lmem);
 	pthread_rwlock_destroy(&te->mem_lock);

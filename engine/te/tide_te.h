@@ -181,6 +181,25 @@ const char *tide_te_transport_name(const struct tide_te *te);
 int tide_te_register(struct tide_te *te, void *addr, size_t len, const char *location);
 
 /**
+ * tide_te_register() for memory that is the mapping of a memory file: [addr, addr+len)
+ * maps bytes [offset, offset+len) of fd (a memfd sealed with F_SEAL_SHRINK, so no
+ * peer's copy can fault past its end). The descriptor then names the file, and a peer
+ * engine on the same host, in the same PID namespace, of the same user, with the
+ * kernel-socket transport and TIDE_SHM_PEERS not 0, maps the file and copies with
+ * memcpy instead of sending the bytes through loopback TCP (engine/te/te_shm.h); any
+ * other peer, stock Mooncake's included, reaches the buffer over the network as usual.
+ * What such a peer writes after tide_te_unregister() lands in the file, never in
+ * whatever this process maps at addr next.
+ * \return as tide_te_register(); also -EINVAL fd not a regular file sealed against
+ *         shrinking that holds [offset, offset+len) (logged).
+ * Ownership: fd stays the caller's (the engine keeps a duplicate until the buffer is
+ * unregistered or the engine destroyed); the memory as for tide_te_register().
+ * Thread: any.
+ */
+int tide_te_register_shared(struct tide_te *te, void *addr, size_t len, const char *location,
+			    int fd, uint64_t offset);
+
+/**
  * Unregister the buffer that starts at addr. Requests from peers that arrive
  * afterwards are refused; a request already copying finishes first.
  * \return 0; -ENOENT not a registered start address.
@@ -257,7 +276,10 @@ int tide_te_batch_free(struct tide_te *te, tide_te_batch_t batch);
  * with -EFAULT; the others start. One small request (at most 64 KiB) submitted
  * alone into a fresh batch, to a peer with an idle kernel-TCP connection, runs
  * on the calling thread: the call returns with it ended (at most io_timeout_ms
- * without progress later), sparing the hand-offs to the engine's threads.
+ * without progress later), sparing the hand-offs to the engine's threads. A
+ * request inside a same-host peer's shared buffer (tide_te_register_shared) is
+ * copied by the calling thread too, whatever its size: the call returns with it
+ * ended, as for the local segment.
  * \return 0; -ENOSPC more requests than the batch holds; -EINVAL bad segment handle
  *         or opcode; -ENOENT unknown batch.
  * Thread: any, but one submitter per batch at a time.

@@ -18,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -527,6 +528,37 @@ setup_engine(struct tide_store *s, const struct tide_store_cfg *cfg)
 	return 0;
 }
 
+/*
+ * The segment's backing file when this process's engine runs kernel-socket TCP:
+ * a memory file sealed against shrinking, which engines of other processes on
+ * this host map to copy objects in and out with memcpy instead of loopback TCP
+ * (tide_te_register_shared). -1: plain anonymous memory (user-space TCP and RDMA
+ * move the bytes on their device; or memfd_create failed, logged at DEBUG). Such
+ * memory is shmem: no transparent huge pages unless the administrator enabled
+ * them for shmem, which seg_warm's touching ahead makes up for.
+ */
+static int
+segment_file(struct tide_store *s, uint64_t size)
+{
+	int fd;
+
+	if (strcmp(tide_te_transport_name(s->ip.te), "tcp-kernel") != 0)
+		return -1;
+	fd = memfd_create("tide-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0) {
+		TIDE_LOG(DEBUG, "segment: memfd_create: %s; anonymous memory", strerror(errno));
+		return -1;
+	}
+	if (ftruncate(fd, (off_t)size) != 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+		TIDE_LOG(DEBUG, "segment: sizing or sealing its file: %s; anonymous memory",
+			 strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int
 setup_segment(struct tide_store *s, uint64_t size)
 {
@@ -534,16 +566,21 @@ setup_segment(struct tide_store *s, uint64_t size)
 	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
 	void *p;
-	int rc;
+	int rc, fd;
 
 	if (size == 0)
 		return 0;
 	if (size > SIZE_MAX)
 		return -EINVAL;
+	fd = segment_file(s, size);
 	p = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return -errno;
+		 (fd >= 0 ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS) | MAP_NORESERVE, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
 	s->ip.seg_base = p;
 	s->ip.seg_size = (size_t)size;
 	/* Huge pages and faulting in ahead: fresh segment memory otherwise costs
@@ -552,7 +589,13 @@ setup_segment(struct tide_store *s, uint64_t size)
 				 &s->seg_warm);
 	if (rc != 0)
 		TIDE_LOG(DEBUG, "segment warm-up not started: %s", strerror(-rc));
-	rc = tide_te_register(s->ip.te, p, (size_t)size, "cpu:0");
+	if (fd >= 0) {
+		/* The engine keeps its own duplicate of the file for same-host peers. */
+		rc = tide_te_register_shared(s->ip.te, p, (size_t)size, "cpu:0", fd, 0);
+		close(fd);
+	} else {
+		rc = tide_te_register(s->ip.te, p, (size_t)size, "cpu:0");
+	}
 	if (rc != 0) {
 		TIDE_LOG(ERR, "register global segment: %s", tide_te_strerror(rc));
 		return rc;

@@ -83,6 +83,22 @@ keys_item(const uint32_t *keys, uint32_t n)
 	return arr;
 }
 
+/* A shared buffer's "tide_shm": {"fd": n, "ino": n, "off": n}. */
+static bool
+encode_shm(cJSON *o, const struct te_desc_buf *b)
+{
+	cJSON *shm = cJSON_CreateObject();
+	char fd[16];
+
+	if (shm == NULL || !cJSON_AddItemToObject(o, "tide_shm", shm)) {
+		cJSON_Delete(shm);
+		return false;
+	}
+	snprintf(fd, sizeof(fd), "%" PRId32, b->shm_fd);
+	return add(shm, "fd", cJSON_CreateRaw(fd)) && add(shm, "ino", u64_item(b->shm_ino)) &&
+	       add(shm, "off", u64_item(b->shm_off));
+}
+
 /* "devices" and Mooncake's "priority_matrix": for every buffer location, every device
  * preferred (Tide spreads over all devices itself). */
 static bool
@@ -159,6 +175,11 @@ te_desc_encode(const struct te_desc *desc, char **json)
 	     add(root, "tide_instance", cJSON_CreateString(inst));
 	if (ok && desc->data_ip[0] != '\0')
 		ok = add(root, "tide_data_ip", cJSON_CreateString(desc->data_ip));
+	if (ok && desc->pid > 0 && desc->host_id[0] != '\0') {
+		snprintf(num, sizeof(num), "%" PRId32, desc->pid);
+		ok = add(root, "tide_pid", cJSON_CreateRaw(num)) &&
+		     add(root, "tide_host", cJSON_CreateString(desc->host_id));
+	}
 	arr = ok ? cJSON_CreateArray() : NULL;
 	ok = ok && add(root, "buffers", arr);
 	for (uint32_t i = 0; ok && i < desc->nbufs; i++) {
@@ -175,6 +196,8 @@ te_desc_encode(const struct te_desc *desc, char **json)
 		if (ok && rdma)
 			ok = add(o, "rkey", keys_item(b->rkey, b->nkeys)) &&
 			     add(o, "lkey", keys_item(b->lkey, b->nkeys));
+		if (ok && b->shm)
+			ok = encode_shm(o, b);
 	}
 	if (ok && rdma)
 		ok = encode_rdma(root, desc);
@@ -408,6 +431,47 @@ check_buf(const struct te_desc_buf *b, uint32_t i, char *err, size_t errlen)
 	return 0;
 }
 
+/* A buffer's optional "tide_shm" object (te_meta.h). */
+static int
+decode_shm(const cJSON *buf, struct te_desc_buf *b, const char *path, char *err, size_t errlen)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(buf, "tide_shm");
+	char sub[48];
+	bool present;
+	uint64_t fd = 0;
+	int rc;
+
+	if (o == NULL || cJSON_IsNull(o))
+		return 0;
+	if (!cJSON_IsObject(o)) {
+		seterr(err, errlen, "%stide_shm: not an object", path);
+		return -EPROTO;
+	}
+	snprintf(sub, sizeof(sub), "%stide_shm.", path);
+	rc = get_u64(o, "fd", sub, false, &present, &fd, err, errlen);
+	if (rc == 0 && (!present || fd > INT32_MAX)) {
+		seterr(err, errlen, "%sfd: %s", sub, present ? "> 2^31-1" : "missing");
+		rc = -EPROTO;
+	}
+	if (rc == 0)
+		rc = get_u64(o, "ino", sub, true, &present, &b->shm_ino, err, errlen);
+	if (rc == 0 && !present) {
+		seterr(err, errlen, "%sino: missing", sub);
+		rc = -EPROTO;
+	}
+	if (rc == 0)
+		rc = get_u64(o, "off", sub, true, &present, &b->shm_off, err, errlen);
+	if (rc == 0 && !present) {
+		seterr(err, errlen, "%soff: missing", sub);
+		rc = -EPROTO;
+	}
+	if (rc != 0)
+		return rc;
+	b->shm = true;
+	b->shm_fd = (int32_t)fd;
+	return 0;
+}
+
 /* A u32 array of exactly `want` entries (one key per device). */
 static int
 get_keys(const cJSON *obj, const char *key, const char *path, uint32_t *out, uint32_t *n,
@@ -552,6 +616,8 @@ decode_bufs(const cJSON *arr, struct te_desc *d, char *err, size_t errlen)
 					      errlen);
 			}
 		}
+		if (rc == 0)
+			rc = decode_shm(it, b, path, err, errlen);
 		if (rc != 0)
 			break;
 		n++;
@@ -633,6 +699,20 @@ decode_root(const cJSON *root, struct te_desc *d, char *err, size_t errlen)
 			return -EPROTO;
 		}
 		snprintf(d->data_ip, sizeof(d->data_ip), "%s", it->valuestring);
+	}
+	rc = get_u64(root, "tide_pid", "", false, &present, &v, err, errlen);
+	if (rc != 0)
+		return rc;
+	if (present) {
+		if (v == 0 || v > INT32_MAX) {
+			seterr(err, errlen, "tide_pid: %" PRIu64 " not in 1..2^31-1", v);
+			return -EPROTO;
+		}
+		d->pid = (int32_t)v;
+		rc = get_str(root, "tide_host", "", d->host_id, sizeof(d->host_id), true, true,
+			     false, err, errlen);
+		if (rc != 0)
+			return rc;
 	}
 	if (rdma) {
 		rc = decode_devices(root, d, err, errlen);
@@ -766,7 +846,8 @@ te_desc_equal(const struct te_desc *a, const struct te_desc *b)
 	if (strcmp(a->name, b->name) != 0 || a->tcp_data_port != b->tcp_data_port ||
 	    a->tcp_proto_version != b->tcp_proto_version || a->instance != b->instance ||
 	    strcmp(a->data_ip, b->data_ip) != 0 || a->nbufs != b->nbufs ||
-	    strcmp(a->protocol, b->protocol) != 0 || a->ndevs != b->ndevs)
+	    strcmp(a->protocol, b->protocol) != 0 || a->ndevs != b->ndevs || a->pid != b->pid ||
+	    strcmp(a->host_id, b->host_id) != 0)
 		return false;
 	for (uint32_t i = 0; i < a->ndevs; i++) {
 		if (strcmp(a->devs[i].name, b->devs[i].name) != 0 ||
@@ -779,7 +860,10 @@ te_desc_equal(const struct te_desc *a, const struct te_desc *b)
 		if (x->addr != y->addr || x->length != y->length || strcmp(x->name, y->name) != 0 ||
 		    x->nkeys != y->nkeys ||
 		    memcmp(x->rkey, y->rkey, x->nkeys * sizeof(x->rkey[0])) != 0 ||
-		    memcmp(x->lkey, y->lkey, x->nkeys * sizeof(x->lkey[0])) != 0)
+		    memcmp(x->lkey, y->lkey, x->nkeys * sizeof(x->lkey[0])) != 0 ||
+		    x->shm != y->shm ||
+		    (x->shm && (x->shm_fd != y->shm_fd || x->shm_ino != y->shm_ino ||
+				x->shm_off != y->shm_off)))
 			return false;
 	}
 	return true;

@@ -48,6 +48,14 @@ struct te_desc_buf {
 	uint32_t nkeys;
 	uint32_t rkey[TE_DESC_MAX_DEVS];
 	uint32_t lkey[TE_DESC_MAX_DEVS];
+	/* Tide extension "tide_shm" ({"fd","ino","off"}, absent => shm false): the buffer
+	 * is the mapping of a memory file of the owner process, its descriptor shm_fd
+	 * there, inode shm_ino, from byte shm_off. A peer on the same host (host_id and
+	 * pid below) may map the file instead of using the network (engine/te/te_shm.h). */
+	bool shm;
+	int32_t shm_fd;
+	uint64_t shm_ino;
+	uint64_t shm_off;
 };
 
 /** An RDMA device of a descriptor, as Mooncake's DeviceDesc. */
@@ -73,6 +81,11 @@ struct te_desc {
 	 * DPDK port with its own address. Tide initiators connect there; stock Mooncake
 	 * ignores it (and reaches the handshake host). */
 	char data_ip[16];
+	/* Tide extensions "tide_pid" and "tide_host" (absent => 0 and ""): the owner's
+	 * process id and host identity ("<boot id>/<PID namespace inode>"); with shared
+	 * buffers (te_desc_buf.shm) a peer with the same identity may map them. */
+	int32_t pid;
+	char host_id[80];
 	uint32_t nbufs;
 	struct te_desc_buf *bufs; /* malloc'd array of nbufs, sorted by addr on decode */
 	/* RDMA only: the devices buffers' keys refer to (ndevs 0 in a TCP descriptor). */

@@ -501,6 +501,70 @@ test_rdma_rejects(void)
 #undef HEAD
 }
 
+/* Tide's same-host extension: tide_pid, tide_host and a buffer's tide_shm round-trip and
+ * take part in equality; a stock descriptor has none; bad values are refused by name. */
+static void
+test_shm_fields(void)
+{
+	struct te_desc *d = mk(2), *back = NULL;
+	char *json = NULL;
+
+	d->bufs[0] = (struct te_desc_buf){"plain", 0x1000, 4096};
+	d->bufs[1] = (struct te_desc_buf){"seg", 0x200000, 1 << 20};
+	d->bufs[1].shm = true;
+	d->bufs[1].shm_fd = 17;
+	d->bufs[1].shm_ino = UINT64_C(123456789);
+	d->bufs[1].shm_off = 8192;
+	d->pid = 4242;
+	snprintf(d->host_id, sizeof(d->host_id), "b00t-1d/4026531836");
+	TIDE_UT_OK(te_desc_encode(d, &json));
+	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"tide_pid\":4242"));
+	CU_ASSERT_PTR_NOT_NULL(strstr(json, "\"tide_host\":\"b00t-1d/4026531836\""));
+	CU_ASSERT_PTR_NOT_NULL(
+		strstr(json, "\"tide_shm\":{\"fd\":17,\"ino\":123456789,\"off\":8192}"));
+	TIDE_UT_OK(te_desc_decode(json, strlen(json), &back, err, sizeof(err)));
+	CU_ASSERT_EQUAL(back->pid, 4242);
+	CU_ASSERT_STRING_EQUAL(back->host_id, d->host_id);
+	CU_ASSERT_FALSE(back->bufs[0].shm);
+	CU_ASSERT_TRUE(back->bufs[1].shm);
+	CU_ASSERT_EQUAL(back->bufs[1].shm_fd, 17);
+	CU_ASSERT_EQUAL(back->bufs[1].shm_ino, 123456789);
+	CU_ASSERT_EQUAL(back->bufs[1].shm_off, 8192);
+	CU_ASSERT_TRUE(te_desc_equal(d, back));
+	back->bufs[1].shm_ino++; /* the peer re-created its file */
+	CU_ASSERT_FALSE(te_desc_equal(d, back));
+	back->bufs[1].shm_ino--;
+	back->pid++; /* another process */
+	CU_ASSERT_FALSE(te_desc_equal(d, back));
+	free(json);
+	te_desc_free(back);
+	back = NULL;
+	/* Without a pid nothing is written: what a stock peer sees is unchanged. */
+	d->pid = 0;
+	d->bufs[1].shm = false;
+	TIDE_UT_OK(te_desc_encode(d, &json));
+	CU_ASSERT_PTR_NULL(strstr(json, "tide_pid"));
+	CU_ASSERT_PTR_NULL(strstr(json, "tide_shm"));
+	free(json);
+	te_desc_free(d);
+#define HEAD "{\"name\":\"n\",\"protocol\":\"tcp\",\"tcp_data_port\":1,"
+#define SBUF  "\"buffers\":[{\"name\":\"x\",\"addr\":4096,\"length\":1,"
+	expect_reject(HEAD "\"tide_pid\":0}", "tide_pid");
+	expect_reject(HEAD "\"tide_pid\":2147483648}", "tide_pid");
+	expect_reject(HEAD "\"tide_pid\":7}", "tide_host");
+	expect_reject(HEAD "\"tide_pid\":7,\"tide_host\":\"\"}", "tide_host");
+	expect_reject(HEAD SBUF "\"tide_shm\":1}]}", "buffers[0].tide_shm");
+	expect_reject(HEAD SBUF "\"tide_shm\":{\"ino\":1,\"off\":0}}]}", "buffers[0].tide_shm.fd");
+	expect_reject(HEAD SBUF "\"tide_shm\":{\"fd\":-1,\"ino\":1,\"off\":0}}]}",
+		      "buffers[0].tide_shm.fd");
+	expect_reject(HEAD SBUF "\"tide_shm\":{\"fd\":2147483648,\"ino\":1,\"off\":0}}]}",
+		      "buffers[0].tide_shm.fd");
+	expect_reject(HEAD SBUF "\"tide_shm\":{\"fd\":3,\"off\":0}}]}", "buffers[0].tide_shm.ino");
+	expect_reject(HEAD SBUF "\"tide_shm\":{\"fd\":3,\"ino\":1}}]}", "buffers[0].tide_shm.off");
+#undef SBUF
+#undef HEAD
+}
+
 static void
 test_equal_dup_normalize(void)
 {
@@ -676,6 +740,7 @@ register_tests(void)
 	CU_add_test(s, "huge_count", test_huge_count);
 	CU_add_test(s, "malformed", test_malformed);
 	CU_add_test(s, "contains", test_contains);
+	CU_add_test(s, "shm_fields", test_shm_fields);
 	CU_add_test(s, "equal_dup_normalize", test_equal_dup_normalize);
 	CU_add_test(s, "rpcmeta", test_rpcmeta);
 	CU_add_test(s, "random_mutations", test_mutations);

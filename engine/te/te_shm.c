@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Same-host peers' shared buffers, mapped and copied with memcpy (te_shm.h).
+ *
+ * Bounds: one mapping per shared buffer of a peer, made on the buffer's first
+ * use and kept until the set is freed (the segment closes or its descriptor
+ * changes); at most TE_DESC_MAX_BUFS buffers per peer (the decoder's limit).
+ * A copy costs one poll() of the peer's pidfd besides the memcpy.
+ */
+#include "te_shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "tide_log.h"
+#include "tide_te.h"
+
+enum map_state { MAP_UNTRIED, MAP_OK, MAP_FAILED_ };
+
+struct shm_buf {
+	uint64_t addr, len; /* in the peer's address space */
+	int32_t fd;         /* the peer's descriptor number */
+	uint64_t ino, off;  /* the file and where the buffer starts in it */
+	_Atomic int state;  /* enum map_state; MAP_OK publishes base */
+	uint8_t *base;      /* our mapping of [off, off + len) */
+};
+
+struct te_shm {
+	_Atomic uint32_t refs;
+	pthread_mutex_t lock; /* mapping (first use of a buffer) */
+	int32_t pid;
+	int pidfd;         /* -1: not opened yet (first mapping opens it) */
+	_Atomic bool gone; /* the peer exited */
+	char seg[TE_NAME_MAX];
+	uint32_t n;
+	struct shm_buf *bufs; /* sorted by addr (the decoder sorts descriptors) */
+};
+
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static char host_id[80];
+
+static void
+host_id_init(void)
+{
+	char boot[64] = "";
+	struct stat st;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	if (f != NULL) {
+		if (fgets(boot, sizeof(boot), f) == NULL)
+			boot[0] = '\0';
+		fclose(f);
+	}
+	boot[strcspn(boot, "\n")] = '\0';
+	/* The PID namespace: a pid names the same process only inside one. */
+	if (boot[0] == '\0' || stat("/proc/self/ns/pid", &st) != 0)
+		return;
+	snprintf(host_id, sizeof(host_id), "%s/%" PRIu64, boot, (uint64_t)st.st_ino);
+}
+
+const char *
+te_shm_host_id(void)
+{
+	pthread_once(&host_once, host_id_init);
+	return host_id;
+}
+
+int
+te_shm_open(const struct te_desc *d, const char *seg_name, struct te_shm **out)
+{
+	struct te_shm *m;
+	uint32_t n = 0;
+
+	*out = NULL;
+	if (d->pid <= 0 || d->pid == (int32_t)getpid() || te_shm_host_id()[0] == '\0' ||
+	    strcmp(d->host_id, te_shm_host_id()) != 0)
+		return 0;
+	for (uint32_t i = 0; i < d->nbufs; i++)
+		n += d->bufs[i].shm;
+	if (n == 0)
+		return 0;
+	m = calloc(1, sizeof(*m));
+	if (m == NULL)
+		return -ENOMEM;
+	m->bufs = calloc(n, sizeof(*m->bufs));
+	if (m->bufs == NULL) {
+		free(m);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < d->nbufs; i++) {
+		const struct te_desc_buf *b = &d->bufs[i];
+
+		if (!b->shm)
+			continue;
+		m->bufs[m->n++] = (struct shm_buf){.addr = b->addr,
+						   .len = b->length,
+						   .fd = b->shm_fd,
+						   .ino = b->shm_ino,
+						   .off = b->shm_off};
+	}
+	atomic_init(&m->refs, 1);
+	pthread_mutex_init(&m->lock, NULL);
+	m->pid = d->pid;
+	m->pidfd = -1;
+	snprintf(m->seg, sizeof(m->seg), "%s", seg_name);
+	*out = m;
+	return 0;
+}
+
+void
+te_shm_get(struct te_shm *m)
+{
+	if (m != NULL)
+		atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+}
+
+void
+te_shm_put(struct te_shm *m)
+{
+	if (m == NULL || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	for (uint32_t i = 0; i < m->n; i++) {
+		if (atomic_load(&m->bufs[i].state) == MAP_OK)
+			munmap(m->bufs[i].base, (size_t)m->bufs[i].len);
+	}
+	if (m->pidfd >= 0)
+		close(m->pidfd);
+	pthread_mutex_destroy(&m->lock);
+	free(m->bufs);
+	free(m);
+}
+
+/* The buffer holding [remote, remote + len), or NULL. */
+static struct shm_buf *
+find(const struct te_shm *m, uint64_t remote, uint64_t len)
+{
+	uint32_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (m->bufs[mid].addr + m->bufs[mid].len <= remote)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == m->n || remote < m->bufs[lo].addr || remote + len < remote ||
+	    remote + len > m->bufs[lo].addr + m->bufs[lo].len)
+		return NULL;
+	return &m->bufs[lo];
+}
+
+bool
+te_shm_covers(const struct te_shm *m, uint64_t remote, uint64_t len)
+{
+	return m != NULL && find(m, remote, len) != NULL;
+}
+
+/* The peer still runs (its pidfd is not readable). Caller holds nothing. */
+static bool
+peer_alive(struct te_shm *m)
+{
+	struct pollfd p = {.fd = m->pidfd, .events = POLLIN};
+
+	if (atomic_load_explicit(&m->gone, memory_order_relaxed))
+		return false;
+	if (poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+		atomic_store(&m->gone, true);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Map b (m->lock held). The pidfd comes first: it pins which process the pid
+ * names, so the file opened next through /proc is that process's, and the
+ * inode check then proves it is the advertised file. F_SEAL_SHRINK is
+ * required: a file the owner could shrink would turn our copies into SIGBUS.
+ */
+static int
+map_buf(struct te_shm *m, struct shm_buf *b, const char **why)
+{
+	char path[64];
+	struct stat st;
+	long pg = sysconf(_SC_PAGESIZE);
+	int fd, seals;
+	void *p;
+
+	if (m->pidfd < 0) {
+		m->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)m->pid, 0);
+		if (m->pidfd < 0) {
+			*why = "pidfd_open";
+			return -errno;
+		}
+	}
+	if (pg <= 0 || b->off % (uint64_t)pg != 0 || b->len > SIZE_MAX) {
+		*why = "offset not page-aligned";
+		return -EINVAL;
+	}
+	snprintf(path, sizeof(path), "/proc/%" PRId32 "/fd/%" PRId32, m->pid, b->fd);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0) {
+		*why = "open /proc/<pid>/fd/<n>";
+		return -errno;
+	}
+	seals = fcntl(fd, F_GET_SEALS);
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != b->ino || !S_ISREG(st.st_mode)) {
+		*why = "not the advertised file (inode differs)";
+		close(fd);
+		return -ESTALE;
+	}
+	if (seals < 0 || !(seals & F_SEAL_SHRINK) || (uint64_t)st.st_size < b->off ||
+	    (uint64_t)st.st_size - b->off < b->len) {
+		*why = "file not sealed against shrinking, or shorter than the buffer";
+		close(fd);
+		return -EINVAL;
+	}
+	p = mmap(NULL, (size_t)b->len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)b->off);
+	close(fd);
+	if (p == MAP_FAILED) {
+		*why = "mmap";
+		return -errno;
+	}
+	if (!peer_alive(m)) {
+		munmap(p, (size_t)b->len);
+		*why = "the process exited";
+		return -ECONNRESET;
+	}
+	b->base = p;
+	atomic_store_explicit(&b->state, MAP_OK, memory_order_release);
+	return 0;
+}
+
+int
+te_shm_copy(struct te_shm *m, uint8_t op, void *local, uint64_t remote, uint64_t len)
+{
+	struct shm_buf *b = find(m, remote, len);
+	int st, rc = 0;
+
+	if (b == NULL)
+		return -ENOENT;
+	st = atomic_load_explicit(&b->state, memory_order_acquire);
+	if (st == MAP_FAILED_)
+		return -ENOENT;
+	if (st == MAP_UNTRIED) {
+		const char *why = "";
+
+		pthread_mutex_lock(&m->lock);
+		st = atomic_load(&b->state);
+		if (st == MAP_UNTRIED) {
+			rc = map_buf(m, b, &why);
+			if (rc != 0 && rc != -ECONNRESET) {
+				atomic_store(&b->state, MAP_FAILED_);
+				TIDE_LOG(INFO,
+					 "segment '%s': buffer [0x%" PRIx64 ", +%" PRIu64
+					 ") of process %" PRId32
+					 " on this host cannot be mapped (%s: %s); it is reached "
+					 "over the network",
+					 m->seg, b->addr, b->len, m->pid, why, strerror(-rc));
+			} else if (rc == 0) {
+				TIDE_LOG(DEBUG,
+					 "segment '%s': buffer [0x%" PRIx64 ", +%" PRIu64
+					 ") of process %" PRId32 " mapped; copies bypass TCP",
+					 m->seg, b->addr, b->len, m->pid);
+			}
+			st = atomic_load(&b->state);
+		}
+		pthread_mutex_unlock(&m->lock);
+		if (rc == -ECONNRESET)
+			return rc;
+		if (st != MAP_OK)
+			return -ENOENT;
+	}
+	if (!peer_alive(m))
+		return -ECONNRESET;
+	uint8_t *p = b->base + (remote - b->addr);
+	if (op == TIDE_TE_READ)
+		memcpy(local, p, (size_t)len);
+	else
+		memcpy(p, local, (size_t)len);
+	return 0;
+}
