@@ -102,6 +102,26 @@ _get_tls = threading.local()
 _NO_RELEASE = _abi.tide_store_release_fn()  # a NULL release function
 
 
+# A bytes object of this size or more is fresh memory on every call (glibc maps
+# allocations above 32 MiB and unmaps them when freed), and filling it faults once per
+# 4 KiB page: a 64 MiB get ran at 23 op/s against 140 into a reused buffer. Transparent
+# huge pages (where the kernel offers them only on request, "madvise") fault once per
+# 2 MiB. Only the whole 2 MiB pages inside the object are asked for.
+_HUGE_GET = 8 << 20
+_HUGE = 2 << 20
+_MADV_HUGEPAGE = 14
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.madvise.argtypes = [_vp, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.restype = ctypes.c_int
+
+
+def _huge(addr, size):
+    lo = (addr + _HUGE - 1) & ~(_HUGE - 1)
+    hi = (addr + size) & ~(_HUGE - 1)
+    if hi > lo:
+        _libc.madvise(lo, hi - lo, _MADV_HUGEPAGE)  # advice only: failure changes nothing
+
+
 @_abi.tide_store_alloc_fn
 def _get_alloc_cb(arg, size):
     """tide_store_get_with's allocator; runs on the calling thread (holding the GIL).
@@ -111,6 +131,8 @@ def _get_alloc_cb(arg, size):
     try:
         b = _pyapi.PyBytes_FromStringAndSize(None, size)
         _get_tls.obj = b
+        if size >= _HUGE_GET:
+            _huge(id(b) + _BYTES_DATA, size)
         return id(b) + _BYTES_DATA
     except BaseException as e:  # noqa: B036 (re-raised by the caller)
         _get_tls.exc = e
