@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Same-host shared buffers (te_shm.c) against a real second process: a forked
+ * child maps a sealed memfd and reports its descriptor number and inode; the
+ * test maps it through /proc and copies both ways, then checks the refusals
+ * (another host, our own pid, an unsealed file, a wrong inode, a range outside)
+ * and that a child that exited fails copies with -ECONNRESET.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "te_shm.h"
+#include "tide_te.h"
+#include "tide_ut.h"
+
+#define LEN  (1u << 20)
+#define BASE UINT64_C(0x7f1000000000) /* the child's buffer address, as advertised */
+
+struct child {
+	pid_t pid;
+	int to_child; /* closing it lets the child exit */
+	int fd;       /* the child's descriptor number */
+	uint64_t ino;
+};
+
+/*
+ * Fork a child that creates a memfd of LEN bytes (sealed against shrinking when
+ * seal), fills it with byte i = i * 7, writes {fd, ino} to the pipe and waits
+ * for EOF on its stdin pipe; then it checks that byte 100 is 0xAB (the test
+ * wrote it through its mapping) and exits 0 if so, 3 if not.
+ */
+static struct child
+spawn(bool seal)
+{
+	int up[2], down[2];
+	struct child c = {0};
+
+	CU_ASSERT_FATAL(pipe(up) == 0 && pipe(down) == 0);
+	c.pid = fork();
+	CU_ASSERT_FATAL(c.pid >= 0);
+	if (c.pid == 0) {
+		int fd = memfd_create("tide-shm-ut", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		struct stat st;
+		uint64_t msg[2];
+		uint8_t *p;
+		char b;
+
+		close(up[0]);
+		close(down[1]);
+		if (fd < 0 || ftruncate(fd, LEN) != 0 ||
+		    (seal && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) || fstat(fd, &st) != 0)
+			_exit(2);
+		p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (p == MAP_FAILED)
+			_exit(2);
+		for (uint32_t i = 0; i < LEN; i++)
+			p[i] = (uint8_t)(i * 7);
+		msg[0] = (uint64_t)fd;
+		msg[1] = (uint64_t)st.st_ino;
+		if (write(up[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg))
+			_exit(2);
+		while (read(down[0], &b, 1) > 0)
+			;
+		_exit(p[100] == 0xAB ? 0 : 3);
+	}
+	close(up[1]);
+	close(down[0]);
+	uint64_t msg[2];
+	CU_ASSERT_FATAL(read(up[0], msg, sizeof(msg)) == (ssize_t)sizeof(msg));
+	close(up[0]);
+	c.to_child = down[1];
+	c.fd = (int)msg[0];
+	c.ino = msg[1];
+	return c;
+}
+
+static int
+reap(struct child *c)
+{
+	int st = 0;
+
+	if (c->to_child >= 0)
+		close(c->to_child);
+	c->to_child = -1;
+	CU_ASSERT(waitpid(c->pid, &st, 0) == c->pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A descriptor of the child's one buffer, as its engine would publish it. */
+static void
+desc_of(struct te_desc *d, struct te_desc_buf *b, const struct child *c)
+{
+	memset(d, 0, sizeof(*d));
+	memset(b, 0, sizeof(*b));
+	snprintf(b->name, sizeof(b->name), "cpu:0");
+	b->addr = BASE;
+	b->length = LEN;
+	b->shm = true;
+	b->shm_fd = c->fd;
+	b->shm_ino = c->ino;
+	d->nbufs = 1;
+	d->bufs = b;
+	d->pid = (int32_t)c->pid;
+	snprintf(d->host_id, sizeof(d->host_id), "%s", te_shm_host_id());
+}
+
+static void
+test_copy_both_ways(void)
+{
+	struct child c = spawn(true);
+	struct te_desc d;
+	struct te_desc_buf b;
+	struct te_shm *m = NULL;
+	uint8_t buf[4096], one = 0xAB;
+
+	CU_ASSERT_FATAL(te_shm_host_id()[0] != '\0');
+	desc_of(&d, &b, &c);
+	CU_ASSERT_EQUAL(te_shm_open(&d, "child", &m), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	CU_ASSERT_TRUE(te_shm_covers(m, BASE, LEN));
+	CU_ASSERT_FALSE(te_shm_covers(m, BASE + 1, LEN));
+	CU_ASSERT_FALSE(te_shm_covers(m, BASE - 1, 2));
+	/* Read a page from the middle: the child's pattern. */
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, buf, BASE + 8192, sizeof(buf)), 0);
+	for (uint32_t i = 0; i < sizeof(buf); i++)
+		if (buf[i] != (uint8_t)((8192 + i) * 7)) {
+			CU_FAIL("read bytes differ from the child's");
+			break;
+		}
+	/* A whole-buffer read (fills the page tables ahead, chunk by chunk). */
+	uint8_t *all = malloc(LEN);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, all, BASE, LEN), 0);
+	CU_ASSERT_EQUAL(all[LEN - 1], (uint8_t)((LEN - 1) * 7));
+	free(all);
+	/* Write one byte the child checks before it exits. */
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_WRITE, &one, BASE + 100, 1), 0);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, buf, BASE + LEN - 1, 2), -ENOENT);
+	te_shm_get(m);
+	te_shm_put(m);
+	CU_ASSERT_EQUAL(reap(&c), 0);
+	/* The child exited: its file is still mapped here, but copies fail as a broken
+	 * connection would. */
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, buf, BASE, 16), -ECONNRESET);
+	te_shm_put(m);
+}
+
+static void
+test_not_same_host(void)
+{
+	struct child c = spawn(true);
+	struct te_desc d;
+	struct te_desc_buf b;
+	struct te_shm *m = (struct te_shm *)1;
+
+	desc_of(&d, &b, &c);
+	snprintf(d.host_id, sizeof(d.host_id), "another-boot/1");
+	CU_ASSERT_EQUAL(te_shm_open(&d, "x", &m), 0);
+	CU_ASSERT_PTR_NULL(m);
+	desc_of(&d, &b, &c);
+	d.pid = (int32_t)getpid(); /* in-process peers use the local path, not this */
+	CU_ASSERT_EQUAL(te_shm_open(&d, "x", &m), 0);
+	CU_ASSERT_PTR_NULL(m);
+	desc_of(&d, &b, &c);
+	b.shm = false; /* nothing shared */
+	CU_ASSERT_EQUAL(te_shm_open(&d, "x", &m), 0);
+	CU_ASSERT_PTR_NULL(m);
+	CU_ASSERT_FALSE(te_shm_covers(NULL, BASE, 1));
+	CU_ASSERT(reap(&c) == 3); /* nobody wrote byte 100 */
+}
+
+/* A file that is not the advertised one, or not sealed, is left to the network. */
+static void
+test_refused_files(void)
+{
+	struct child c = spawn(false);
+	struct te_desc d;
+	struct te_desc_buf b;
+	struct te_shm *m = NULL;
+	uint8_t x;
+
+	desc_of(&d, &b, &c);
+	CU_ASSERT_EQUAL(te_shm_open(&d, "unsealed", &m), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, &x, BASE, 1), -ENOENT);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, &x, BASE, 1), -ENOENT); /* remembered */
+	te_shm_put(m);
+	CU_ASSERT(reap(&c) == 3);
+
+	c = spawn(true);
+	desc_of(&d, &b, &c);
+	b.shm_ino++;
+	CU_ASSERT_EQUAL(te_shm_open(&d, "wrong inode", &m), 0);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, &x, BASE, 1), -ENOENT);
+	te_shm_put(m);
+	desc_of(&d, &b, &c);
+	b.shm_fd = 1000; /* no such descriptor in the child */
+	CU_ASSERT_EQUAL(te_shm_open(&d, "no fd", &m), 0);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_WRITE, &x, BASE, 1), -ENOENT);
+	te_shm_put(m);
+	CU_ASSERT(reap(&c) == 3);
+}
+
+static void
+register_tests(void)
+{
+	CU_pSuite s = CU_add_suite("te_shm", NULL, NULL);
+
+	CU_add_test(s, "copy_both_ways", test_copy_both_ways);
+	CU_add_test(s, "not_same_host", test_not_same_host);
+	CU_add_test(s, "refused_files", test_refused_files);
+}
+
+TIDE_UT_MAIN(register_tests)
