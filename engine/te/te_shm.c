@@ -294,6 +294,31 @@ populate(struct shm_buf *b, uint64_t off, uint64_t len, bool write)
 		      write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
 }
 
+/*
+ * memcpy, except where glibc's choice is slow: from 2 KiB up to its
+ * non-temporal threshold it copies with `rep movsb`, and on the AMD EPYC
+ * machines measured here that ran at 2.9 GB/s instead of 11-12 when the
+ * destination's offset within a page lay 1-31 bytes past the source's (a
+ * 16-byte-aligned malloc'd buffer against a page-aligned replica is the common
+ * case: SGLang's and vLLM's 128 KiB pieces hit it). A loop of 256-byte
+ * fixed-size copies (vector loads and stores) ran at 13-14 GB/s there.
+ */
+static void
+copy(void *dst, const void *src, uint64_t len)
+{
+	uint64_t dist = ((uintptr_t)dst - (uintptr_t)src) & 4095;
+	uint8_t *d = dst;
+	const uint8_t *s = src;
+
+	if (len < 2048 || dist == 0 || dist >= 64) {
+		memcpy(dst, src, (size_t)len);
+		return;
+	}
+	for (; len >= 256; len -= 256, d += 256, s += 256)
+		__builtin_memcpy(d, s, 256);
+	memcpy(d, s, (size_t)len);
+}
+
 int
 te_shm_copy(struct te_shm *m, uint8_t op, void *local, uint64_t remote, uint64_t len)
 {
@@ -339,8 +364,8 @@ te_shm_copy(struct te_shm *m, uint8_t op, void *local, uint64_t remote, uint64_t
 	uint8_t *p = b->base + (remote - b->addr);
 	populate(b, remote - b->addr, len, op == TIDE_TE_WRITE);
 	if (op == TIDE_TE_READ)
-		memcpy(local, p, (size_t)len);
+		copy(local, p, len);
 	else
-		memcpy(p, local, (size_t)len);
+		copy(p, local, len);
 	return 0;
 }
