@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -957,9 +958,11 @@ te_engine_tcp_ops_override(const struct te_xport_ops *ops)
 }
 
 /* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
-/* TIDE_SHM_PEERS of the node environment (te_shm.h); false when it does not load. */
+/* A boolean key of the node environment, at offset off of struct tide_nodeenv
+ * (TIDE_SHM_PEERS, TIDE_RDMA_AS_TCP); false when the file does not load (the
+ * transport install that follows says why). */
 static bool
-shm_peers(const struct tide_te *te)
+node_env_flag(const struct tide_te *te, size_t off)
 {
 	struct tide_nodeenv *ne;
 	bool yes;
@@ -967,7 +970,7 @@ shm_peers(const struct tide_te *te)
 	if (node_env_load(te, &ne) != 0) {
 		return false;
 	}
-	yes = ne->shm_peers;
+	memcpy(&yes, (const char *)ne + off, sizeof(yes));
 	free(ne);
 	return yes;
 }
@@ -1031,25 +1034,17 @@ install_tcp(struct tide_te *te)
 	}
 	te->xops = ops;
 	te->data_port = ops->data_port(te->x);
-	te->shm_peers = strcmp(ops->name, "tcp-kernel") == 0 && shm_peers(te);
+	te->shm_peers = strcmp(ops->name, "tcp-kernel") == 0 &&
+			node_env_flag(te, offsetof(struct tide_nodeenv, shm_peers));
 	TIDE_LOG(INFO, "transport %s: data port %u", ops->name, te->data_port);
 	return 0;
 }
 
-/* TIDE_RDMA_AS_TCP of the node environment (false when it does not load: the
- * install that follows reports that). */
+/* TIDE_RDMA_AS_TCP: serve protocol rdma with TCP on a node without a device. */
 static bool
 rdma_as_tcp(const struct tide_te *te)
 {
-	struct tide_nodeenv *ne;
-	bool yes;
-
-	if (node_env_load(te, &ne) != 0) {
-		return false;
-	}
-	yes = ne->rdma_as_tcp;
-	free(ne);
-	return yes;
+	return node_env_flag(te, offsetof(struct tide_nodeenv, rdma_as_tcp));
 }
 
 #if TE_HAVE_RDMA

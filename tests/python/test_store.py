@@ -779,6 +779,20 @@ def mk_attached(master, sock, lbuf=LBUF):
                 os.environ[k] = v
 
 
+@pytest.fixture(scope="module", params=["in-process", "agent"])
+def pair_each_way(request, master):
+    """(writer, reader): two stores of one cluster, in process or each on its agent; the
+    call-family test files take it as their `pair` (pair = ts.pair_each_way)."""
+    if request.param == "in-process":
+        a, b = mk(master), mk(master)
+    else:
+        socks = request.getfixturevalue("agents")
+        a, b = mk_attached(master, socks[0]), mk_attached(master, socks[1])
+    yield a, b
+    b.close()
+    a.close()
+
+
 def test_agent_round_trip_and_pool(master, agents):
     a = mk_attached(master, agents[0])
     b = mk_attached(master, agents[1])

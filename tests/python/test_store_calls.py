@@ -42,17 +42,7 @@ def master():
 agents = ts.agents  # the two-agent fixture of test_store.py (module scope here too)
 
 
-@pytest.fixture(scope="module", params=["in-process", "agent"])
-def pair(request, master):
-    """(writer, reader): two stores of one cluster, in-process or each on its agent."""
-    if request.param == "in-process":
-        a, b = ts.mk(master), ts.mk(master)
-    else:
-        socks = request.getfixturevalue("agents")
-        a, b = ts.mk_attached(master, socks[0]), ts.mk_attached(master, socks[1])
-    yield a, b
-    b.close()
-    a.close()
+pair = ts.pair_each_way  # (writer, reader), in process and through agents
 
 
 def buf(n, seed=None):

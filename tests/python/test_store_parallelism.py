@@ -36,17 +36,7 @@ def master():
 agents = ts.agents  # test_store.py's two tide-node agents (module scope here too)
 
 
-@pytest.fixture(scope="module", params=["in-process", "agent"])
-def pair(request, master):
-    """(writer, reader): two stores of one cluster, in process or each on its agent."""
-    if request.param == "in-process":
-        a, b = ts.mk(master), ts.mk(master)
-    else:
-        socks = request.getfixturevalue("agents")
-        a, b = ts.mk_attached(master, socks[0]), ts.mk_attached(master, socks[1])
-    yield a, b
-    b.close()
-    a.close()
+pair = ts.pair_each_way  # (writer, reader), in process and through agents
 
 
 def uniq(prefix):

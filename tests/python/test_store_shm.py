@@ -20,8 +20,6 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 if __name__ != "__main__":  # roles keep what the test gave them (TIDE_SHM_PEERS)
     for k in [k for k in os.environ if k.startswith(("TIDE_", "MOONCAKE_"))]:
         del os.environ[k]
@@ -108,14 +106,8 @@ def role_client(master, tag, drop=False):
 
 sys.path.insert(0, HERE)
 
-
-@pytest.fixture(scope="module")
-def master():
-    from test_store import start_master
-    p, addr = start_master(extra=["--eviction_ratio=0"])
-    yield addr
-    p.terminate()
-    p.wait(timeout=10)
+if __name__ != "__main__":
+    from test_store import master  # noqa: E402,F401 (the fixture: a master, eviction off)
 
 
 def spawn(args, env=None, **kw):

@@ -348,6 +348,21 @@ get_u64(const cJSON *obj, const char *key, const char *path, bool allow_string, 
 	return 0;
 }
 
+/* get_u64() of a key that must be there ("<path><key>: missing" otherwise). */
+static int
+need_u64(const cJSON *obj, const char *key, const char *path, bool allow_string, uint64_t *out,
+	 char *err, size_t errlen)
+{
+	bool present;
+	int rc = get_u64(obj, key, path, allow_string, &present, out, err, errlen);
+
+	if (rc == 0 && !present) {
+		seterr(err, errlen, "%s%s: missing", path, key);
+		rc = -EPROTO;
+	}
+	return rc;
+}
+
 static int
 hex_u64(const char *s, uint64_t *out)
 {
@@ -437,7 +452,6 @@ decode_shm(const cJSON *buf, struct te_desc_buf *b, const char *path, char *err,
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(buf, "tide_shm");
 	char sub[48];
-	bool present;
 	uint64_t fd = 0;
 	int rc;
 
@@ -448,23 +462,15 @@ decode_shm(const cJSON *buf, struct te_desc_buf *b, const char *path, char *err,
 		return -EPROTO;
 	}
 	snprintf(sub, sizeof(sub), "%stide_shm.", path);
-	rc = get_u64(o, "fd", sub, false, &present, &fd, err, errlen);
-	if (rc == 0 && (!present || fd > INT32_MAX)) {
-		seterr(err, errlen, "%sfd: %s", sub, present ? "> 2^31-1" : "missing");
+	rc = need_u64(o, "fd", sub, false, &fd, err, errlen);
+	if (rc == 0 && fd > INT32_MAX) {
+		seterr(err, errlen, "%sfd: > 2^31-1", sub);
 		rc = -EPROTO;
 	}
 	if (rc == 0)
-		rc = get_u64(o, "ino", sub, true, &present, &b->shm_ino, err, errlen);
-	if (rc == 0 && !present) {
-		seterr(err, errlen, "%sino: missing", sub);
-		rc = -EPROTO;
-	}
+		rc = need_u64(o, "ino", sub, true, &b->shm_ino, err, errlen);
 	if (rc == 0)
-		rc = get_u64(o, "off", sub, true, &present, &b->shm_off, err, errlen);
-	if (rc == 0 && !present) {
-		seterr(err, errlen, "%soff: missing", sub);
-		rc = -EPROTO;
-	}
+		rc = need_u64(o, "off", sub, true, &b->shm_off, err, errlen);
 	if (rc != 0)
 		return rc;
 	b->shm = true;
@@ -582,7 +588,6 @@ decode_bufs(const cJSON *arr, struct te_desc *d, char *err, size_t errlen)
 	{
 		struct te_desc_buf *b = &ents[n].b;
 		char path[32];
-		bool present;
 
 		snprintf(path, sizeof(path), "buffers[%" PRIu32 "].", n);
 		ents[n].idx = n;
@@ -594,17 +599,9 @@ decode_bufs(const cJSON *arr, struct te_desc *d, char *err, size_t errlen)
 		rc = get_str(it, "name", path, b->name, sizeof(b->name), true, true, false, err,
 			     errlen);
 		if (rc == 0)
-			rc = get_u64(it, "addr", path, true, &present, &b->addr, err, errlen);
-		if (rc == 0 && !present) {
-			seterr(err, errlen, "%saddr: missing", path);
-			rc = -EPROTO;
-		}
+			rc = need_u64(it, "addr", path, true, &b->addr, err, errlen);
 		if (rc == 0)
-			rc = get_u64(it, "length", path, true, &present, &b->length, err, errlen);
-		if (rc == 0 && !present) {
-			seterr(err, errlen, "%slength: missing", path);
-			rc = -EPROTO;
-		}
+			rc = need_u64(it, "length", path, true, &b->length, err, errlen);
 		if (rc == 0)
 			rc = check_buf(b, n, err, errlen);
 		if (rc == 0 && rdma) {
@@ -892,7 +889,6 @@ te_rpcmeta_decode(const char *json, size_t len, char *host, size_t host_len, uin
 {
 	cJSON *root;
 	uint64_t v = 0;
-	bool present;
 	int rc;
 
 	root = parse(json, len, err, errlen);
@@ -900,11 +896,7 @@ te_rpcmeta_decode(const char *json, size_t len, char *host, size_t host_len, uin
 		return -EPROTO;
 	rc = get_str(root, "ip_or_host_name", "", host, host_len, true, true, false, err, errlen);
 	if (rc == 0)
-		rc = get_u64(root, "rpc_port", "", false, &present, &v, err, errlen);
-	if (rc == 0 && !present) {
-		seterr(err, errlen, "rpc_port: missing");
-		rc = -EPROTO;
-	}
+		rc = need_u64(root, "rpc_port", "", false, &v, err, errlen);
 	if (rc == 0 && (v == 0 || v > 65535)) {
 		seterr(err, errlen, "rpc_port: %" PRIu64 " not in 1..65535", v);
 		rc = -EPROTO;
