@@ -642,3 +642,35 @@ def test_setup_dummy_attaches_to_the_agent(master, agents):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+# ------------------------------------------------------------------- put_from_with_metadata
+
+def test_put_from_with_metadata(pair, capfd):
+    """Stock's layout: one object, the metadata bytes first, then the data, each written from
+    its own buffer; size 0 stores nothing and answers 0; prefer_alloc_in_same_node is -1; a
+    null address with bytes is -600; metadata of 0 bytes stores the data alone."""
+    w, r = pair
+    meta, ma = buf(300, seed=7)
+    data, da = buf(200 * KiB + 5, seed=8)
+    k = "pfwm-" + os.urandom(4).hex()
+    assert w.put_from_with_metadata(k, da, ma, 200 * KiB + 5, 300) == 0
+    assert r.get(k) == bytes(meta[:300]) + bytes(data[:200 * KiB + 5])
+    assert r.get_size(k) == 300 + 200 * KiB + 5
+    k0 = k + "-nometa"
+    assert w.put_from_with_metadata(k0, da, 0, 1000, 0) == 0
+    assert r.get(k0) == bytes(data[:1000])
+    k1 = k + "-empty"
+    assert w.put_from_with_metadata(k1, da, ma, 0, 300) == 0
+    assert "empty data" in capfd.readouterr().err
+    assert r.is_exist(k1) == 0
+    same = ReplicateConfig()
+    same.prefer_alloc_in_same_node = True
+    assert w.put_from_with_metadata(k + "-same", da, ma, 10, 10, same) == -1
+    assert "prefer_alloc_in_same_node" in capfd.readouterr().err
+    assert w.put_from_with_metadata(k + "-null", 0, ma, 10, 10) == -600
+    assert w.put_from_with_metadata(k + "-neg", da, ma, -1, 10) == -600
+    assert r.is_exist(k + "-same") == 0 and r.is_exist(k + "-null") == 0
+    # A key that exists keeps its object, whatever put answers (as put_from does).
+    assert w.put_from_with_metadata(k, da, ma, 10, 10) == w.put_from(k, da, 20)
+    assert r.get_size(k) == 300 + 200 * KiB + 5

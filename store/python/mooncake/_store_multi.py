@@ -204,6 +204,30 @@ class _MultiCalls:
         del keep
         return r
 
+    def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size,
+                               metadata_size, config=None):
+        """Store one object: metadata_size bytes at metadata_buffer_ptr, then size bytes at
+        buffer_ptr (stock's layout, metadata first), written from both buffers in place.
+        0 or a negative code. As stock: size 0 stores nothing and returns 0 (warned);
+        config.prefer_alloc_in_same_node is refused with -1."""
+        if config is not None and getattr(config, "prefer_alloc_in_same_node", False):
+            print("mooncake.store: put_from_with_metadata: prefer_alloc_in_same_node is not "
+                  "supported", file=sys.stderr)
+            return -1
+        try:
+            n, m = _size(size), _size(metadata_size)
+            group = [(_ptr(metadata_buffer_ptr), m), (_ptr(buffer_ptr), n)]
+        except _BadArg:
+            return _INVALID_PARAMS
+        if n == 0:
+            print(f"mooncake.store: put_from_with_metadata {key!r}: empty data, nothing "
+                  "stored", file=sys.stderr)
+            return 0
+        if any(ln and not p for p, ln in group):
+            return _INVALID_PARAMS
+        return self._one_put("put_from_with_metadata", key, [g for g in group if g[1]],
+                             config, False)
+
     def upsert_parts(self, key, *parts, config=None):
         """put_parts, replacing an existing value."""
         group, keep = _buffer_group(parts)
