@@ -548,7 +548,7 @@ test_shm_fields(void)
 	free(json);
 	te_desc_free(d);
 #define HEAD "{\"name\":\"n\",\"protocol\":\"tcp\",\"tcp_data_port\":1,"
-#define SBUF  "\"buffers\":[{\"name\":\"x\",\"addr\":4096,\"length\":1,"
+#define SBUF "\"buffers\":[{\"name\":\"x\",\"addr\":4096,\"length\":1,"
 	expect_reject(HEAD "\"tide_pid\":0}", "tide_pid");
 	expect_reject(HEAD "\"tide_pid\":2147483648}", "tide_pid");
 	expect_reject(HEAD "\"tide_pid\":7}", "tide_host");
