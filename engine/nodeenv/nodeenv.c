@@ -436,6 +436,17 @@ static const struct key_def keys[] = {
 		"rdma (Miles' P2P weight sync hard-codes it) with Tide's TCP path, user-space when "
 		"TIDE_DPDK_DEVICE is set, logged once at initialize. false = rdma fails there, as "
 		"stock Mooncake's does."},
+	{.name = "TIDE_MASTER_POLL_US",
+	 .type = T_U32,
+	 FLD(master_poll_us),
+	 .def = "50",
+	 .min = 0,
+	 .max = 1000,
+	 .valid = "0..1000 (microseconds)",
+	 .doc = "Store clients poll for each answer of the master this long before sleeping: "
+		"waking a sleeping thread costs tens of microseconds on a VM, more than the "
+		"master takes to answer a small call. At most this much CPU per call; 0 = sleep "
+		"at once."},
 	{.name = "TIDE_SHM_PEERS",
 	 .type = T_BOOL,
 	 FLD(shm_peers),

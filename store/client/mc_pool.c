@@ -103,6 +103,7 @@ tide_mc_pool_get(struct tide_mc_pool *p, int timeout_ms, int *err)
 			return NULL;
 		}
 		m->gen = gen;
+		tide_mc_client_set_poll_us(m->c, p->poll_us);
 		/* The timeout bounded the connect only; calls keep the client's default. */
 		if (timeout_ms > 0)
 			tide_mc_client_set_timeout(m->c, 0);

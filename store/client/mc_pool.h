@@ -38,6 +38,9 @@ struct tide_mc_pool {
 	 * did, then the connect is tried once more. Set before first use. */
 	int (*relocate)(void *arg);
 	void *relocate_arg;
+	/* Busy poll for each answer up to this many microseconds (tide_mc_client_set_poll_us;
+	 * TIDE_MASTER_POLL_US). Set before first use; 0 sleeps at once. */
+	uint32_t poll_us;
 };
 
 /* Ready to use once the master is set; nothing is connected. Thread: the owner. */

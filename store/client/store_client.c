@@ -664,17 +664,19 @@ transport_why(const struct tide_store *s)
 	return "the node file gives this process no TIDE_DPDK_DEVICE, or MC_FORCE_TCP is set";
 }
 
-/* TIDE_PUT_LEASE of the node environment (store_lease.h), loaded into *ne unless set-up
- * already read it: off keeps every put on PutStart/PutEnd. 0, or -EINVAL when the node
+/* The in-process client's keys of the node environment, loaded into *ne unless set-up
+ * already read it: TIDE_PUT_LEASE (store_lease.h; off keeps every put on
+ * PutStart/PutEnd) and TIDE_MASTER_POLL_US (mc_pool.h). 0, or -EINVAL when the node
  * environment is not valid. */
 static int
-put_lease_env(struct store_leases *L, struct tide_nodeenv **ne)
+inproc_env(struct tide_store *s, struct tide_nodeenv **ne)
 {
 	int rc = *ne == NULL ? tide_store_nodeenv(ne) : 0;
 
 	if (rc != 0)
 		return rc;
-	L->mode = (*ne)->put_lease ? 0 : -1;
+	s->ip.leases.mode = (*ne)->put_lease ? 0 : -1;
+	s->ip.mc.pool.poll_us = (*ne)->master_poll_us;
 	return 0;
 }
 
@@ -724,7 +726,7 @@ tide_store_setup(struct tide_store *s, const struct tide_store_cfg *cfg)
 		free(ne);
 		return -EINVAL;
 	}
-	rc = put_lease_env(&s->ip.leases, &ne);
+	rc = inproc_env(s, &ne);
 	free(ne);
 	if (rc != 0)
 		return rc;

@@ -70,6 +70,14 @@ void tide_mc_client_close(struct tide_mc_client *c);
 /** Set the per-call timeout (ms; <= 0 = default). Thread: the owner. */
 void tide_mc_client_set_timeout(struct tide_mc_client *c, int timeout_ms);
 
+/**
+ * Poll for an answer up to us microseconds after a request is sent before sleeping in
+ * poll() (0, the default: sleep at once). On an idle VM waking a sleeping thread costs
+ * tens of microseconds per round trip; a master answers a small call within that. Bounded
+ * CPU: at most us per call. Thread: the owner.
+ */
+void tide_mc_client_set_poll_us(struct tide_mc_client *c, uint32_t us);
+
 /** Encoder flags for requests (TIDE_MC_ENC_*; default TIDE_MC_ENC_STOCK). Thread: the owner. */
 void tide_mc_client_set_enc_flags(struct tide_mc_client *c, unsigned flags);
 
