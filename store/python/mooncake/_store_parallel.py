@@ -45,8 +45,8 @@ import struct
 
 from mooncake._store_base import _INVALID_PARAMS, _kb, _regroup, _seq, _vp
 from mooncake._store_tensor import (_BY_CODE, FULL, META_SIZE, SHARD, _HEAD, _LAYOUT,
-                                    _as_tensor, _info, _raw_over, _say, _torch, pack_meta,
-                                    parse_meta)
+                                    _as_tensor, _info, _raw_over, _say, fresh_bytes,
+                                    pack_meta, parse_meta)
 
 _DP, _TP, _EP, _PP = 0, 1, 2, 3  # stock's LayoutAxisKind
 _KINDS = {"dp": _DP, "tp": _TP, "ep": _EP, "pp": _PP}
@@ -935,14 +935,7 @@ class _ParallelCalls:
         at ptr."""
         head, total, frags = self._plan(srcs, g, split, code, start, extent, target)
         if ptr is None:
-            torch = _torch()
-            if torch is not None:
-                raw = torch.empty(max(1, total), dtype=torch.uint8)
-                p = raw.data_ptr()
-            else:
-                import numpy as np
-                raw = np.empty(max(1, total), dtype=np.uint8)
-                p = raw.ctypes.data
+            raw, p = fresh_bytes(total)
             self._gather(p, head, frags)
             return _as_tensor(what, raw[:total], parse_meta(head, total))
         if total > size:

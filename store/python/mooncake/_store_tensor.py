@@ -174,19 +174,24 @@ def _as_tensor(what, raw, info):
 _tls = threading.local()
 
 
+def fresh_bytes(n):
+    """A fresh uint8 tensor of n bytes (at least 1), or a numpy array without torch, and
+    its address."""
+    torch = _torch()
+    if torch is not None:
+        raw = torch.empty(max(1, n), dtype=torch.uint8)
+        return raw, raw.data_ptr()
+    import numpy as np
+    raw = np.empty(max(1, n), dtype=np.uint8)
+    return raw, raw.ctypes.data
+
+
 @_abi.tide_store_alloc_fn
 def _tensor_alloc_cb(arg, size):
     """tide_store_get_with's allocator for get_tensor: a fresh uint8 tensor (or numpy
     array) of the object's size, which the object is received into. Must return."""
     try:
-        torch = _torch()
-        if torch is not None:
-            raw = torch.empty(max(1, size), dtype=torch.uint8)
-            addr = raw.data_ptr()
-        else:
-            import numpy as np
-            raw = np.empty(max(1, size), dtype=np.uint8)
-            addr = raw.ctypes.data
+        raw, addr = fresh_bytes(size)
         _tls.raw = raw
         return addr
     except BaseException as e:  # noqa: B036 (raised again by the caller)
