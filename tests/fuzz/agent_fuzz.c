@@ -104,6 +104,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	TRAP_IF(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0);
 	c.sock = sv[0];
+	/* As client_main() starts: the client's own session tables (the session ops look
+	 * keys up there; without them an input reaching one read a bucket of NULL). */
+	TRAP_IF(store_sess_init(&c.own_put, TIDE_STORE_SESSIONS_MAX) != 0 ||
+		store_sess_init(&c.own_get, TIDE_STORE_SESSIONS_MAX) != 0);
 	for (;;) {
 		struct agent_hdr h;
 		struct agent_rbuf rd;
@@ -142,7 +146,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rc != 0)
 			break;
 	}
-	/* As client_main() ends: the regions go, then the socket. */
+	/* As client_main() ends: its sessions, the regions, then the socket. */
+	sess_drop_all(&c);
+	store_sess_fini(&c.own_put);
+	store_sess_fini(&c.own_get);
 	for (size_t i = 0; i < c.nregions; i++)
 		region_unmap(&srv, &c.regions[i]);
 	free(c.regions);
