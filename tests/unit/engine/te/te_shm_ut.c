@@ -4,7 +4,9 @@
  * child maps a sealed memfd and reports its descriptor number and inode; the
  * test maps it through /proc and copies both ways, then checks the refusals
  * (another host, our own pid, an unsealed file, a wrong inode, a range outside)
- * and that a child that exited fails copies with -ECONNRESET.
+ * and that a child that exited fails copies with -ECONNRESET; and that the
+ * filler maps the pages the child holds without allocating the ones it never
+ * touched.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "te_shm.h"
@@ -33,12 +36,13 @@ struct child {
 
 /*
  * Fork a child that creates a memfd of LEN bytes (sealed against shrinking when
- * seal), fills it with byte i = i * 7, writes {fd, ino} to the pipe and waits
- * for EOF on its stdin pipe; then it checks that byte 100 is 0xAB (the test
- * wrote it through its mapping) and exits 0 if so, 3 if not.
+ * seal), fills its first fill bytes with byte i = i * 7 (the rest is never
+ * touched: no pages), writes {fd, ino} to the pipe and waits for EOF on its
+ * stdin pipe; then it checks that byte 100 is 0xAB (the test wrote it through
+ * its mapping) and exits 0 if so, 3 if not.
  */
 static struct child
-spawn(bool seal)
+spawn_filled(bool seal, uint32_t fill)
 {
 	int up[2], down[2];
 	struct child c = {0};
@@ -61,7 +65,7 @@ spawn(bool seal)
 		p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			_exit(2);
-		for (uint32_t i = 0; i < LEN; i++)
+		for (uint32_t i = 0; i < fill; i++)
 			p[i] = (uint8_t)(i * 7);
 		msg[0] = (uint64_t)fd;
 		msg[1] = (uint64_t)st.st_ino;
@@ -80,6 +84,12 @@ spawn(bool seal)
 	c.fd = (int)msg[0];
 	c.ino = msg[1];
 	return c;
+}
+
+static struct child
+spawn(bool seal)
+{
+	return spawn_filled(seal, LEN);
 }
 
 static int
@@ -208,6 +218,74 @@ test_refused_files(void)
 	CU_ASSERT(reap(&c) == 3);
 }
 
+/* Rss of our mapping of the child's file (the pages our page tables map), in
+ * KiB, from /proc/self/smaps; -1 if no such mapping. */
+static long
+mapped_kib(uint64_t ino)
+{
+	char line[256];
+	long rss = -1;
+	bool in = false;
+	FILE *f = fopen("/proc/self/smaps", "re");
+
+	CU_ASSERT_FATAL(f != NULL);
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long long lo, hi, inode;
+		char perms[8];
+		long v;
+
+		if (sscanf(line, "%llx-%llx %7s %*s %*s %llu", &lo, &hi, perms, &inode) == 4)
+			in = inode == ino && hi - lo == LEN;
+		else if (in && sscanf(line, "Rss: %ld kB", &v) == 1)
+			rss = v;
+	}
+	fclose(f);
+	return rss;
+}
+
+/*
+ * The filler, started by the first mapping, maps every page the child's file
+ * holds (its first half) ahead of any copy there, and allocates none of the
+ * second half, which the child never touched (its warm-up would have kept a
+ * memory reserve; the filler must not spend memory behind its back).
+ */
+static void
+test_filler(void)
+{
+	struct child c = spawn_filled(true, LEN / 2);
+	struct te_desc d;
+	struct te_desc_buf b;
+	struct te_shm *m = NULL;
+	struct timespec t0, t;
+	struct stat st;
+	char path[64];
+	uint8_t buf[16];
+	long kib = -1;
+
+	desc_of(&d, &b, &c);
+	CU_ASSERT_EQUAL_FATAL(te_shm_open(&d, "child", &m), 0);
+	/* 16 bytes: covers no whole chunk, so the copy fills nothing itself. */
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, buf, BASE + 4096, sizeof(buf)), 0);
+	CU_ASSERT_EQUAL(buf[0], (uint8_t)(4096 * 7));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* The filler runs at SCHED_IDLE: on a loaded machine it waits for CPU. */
+	do {
+		kib = mapped_kib(c.ino);
+		if (kib >= (long)(LEN / 2 / 1024))
+			break;
+		usleep(10000);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < 20);
+	CU_ASSERT_EQUAL(kib, (long)(LEN / 2 / 1024));
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)c.pid, c.fd);
+	CU_ASSERT_FATAL(stat(path, &st) == 0);
+	CU_ASSERT_EQUAL((uint64_t)st.st_blocks * 512, LEN / 2);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_WRITE, (uint8_t[]){0xAB}, BASE + 100, 1), 0);
+	te_shm_put(m); /* stops and joins the filler, unmaps */
+	CU_ASSERT_EQUAL(mapped_kib(c.ino), -1);
+	CU_ASSERT_EQUAL(reap(&c), 0);
+}
+
 static void
 register_tests(void)
 {
@@ -216,6 +294,7 @@ register_tests(void)
 	CU_add_test(s, "copy_both_ways", test_copy_both_ways);
 	CU_add_test(s, "not_same_host", test_not_same_host);
 	CU_add_test(s, "refused_files", test_refused_files);
+	CU_add_test(s, "filler", test_filler);
 }
 
 TIDE_UT_MAIN(register_tests)
