@@ -197,6 +197,19 @@ class _Source:
             return None
         return self.parts[i].__array_interface__["data"][0] + offset - self.starts[i]
 
+    def pieces(self, offset, size):
+        """[(address, nbytes)] of bytes [offset, offset + size), one per part they span,
+        in order: a store that takes a value in pieces sends them where they are."""
+        out, end = [], offset + size
+        i = max(bisect.bisect_right(self.starts, offset) - 1, 0)
+        while i < len(self.parts) and self.starts[i] < end:
+            p, s = self.parts[i], self.starts[i]
+            a, b = max(offset, s), min(end, s + p.nbytes)
+            if a < b:
+                out.append((p.__array_interface__["data"][0] + a - s, b - a))
+            i += 1
+        return out
+
     def contiguous(self, offset=0, size=None):
         size = self.nbytes - offset if size is None else size
         if len(self.parts) == 1:

@@ -371,33 +371,44 @@ class MooncakeBundleTransfer:
         copy of each 64 MiB chunk overlaps the write of the one before. One batch is in
         flight at a time; the last one is written on this thread. A store that sends
         from any memory as it is (Tide's, in process: _tide_puts_in_place) gets members
-        that lie in one array as pointers into it, with no lease and no copy; the
-        caller's value outlives the put."""
+        that lie in one array as pointers into it, with no lease and no copy, and
+        members spanning several arrays (Miles' MoE chunks: 64 MiB over a sample's
+        arrays) as their pieces through batch_put_from_multi_buffers, with no copy
+        either; the caller's value outlives the put."""
         pool = self.buffer_pool() if self._has("batch_put_from") else None
         in_place = pool is not None and self._puts_in_place()
-        pending = []  # (key, lease or None, size, address)
+        multi = in_place and self._has("batch_put_from_multi_buffers")
+        pending = []  # (key, lease or None, size, address or [(address, size)])
         inflight = None  # the writer thread's batch (a Future)
+
+        def call(name, keys, *args):
+            cfg = self._config(config, gid, len(keys))
+            fn = getattr(self.store, name)
+            res = fn(keys, *args, config=cfg) if cfg is not None else fn(keys, *args)
+            res = list(res) if res is not None else [0] * len(keys)
+            if len(res) != len(keys):
+                raise RuntimeError(f"structured_object_store: {name} returned "
+                                   f"{len(res)} results for {len(keys)} keys")
+            bad = None
+            for k, r in zip(keys, res):
+                if _rc(r) == 0:
+                    written.append(k)
+                elif bad is None:
+                    bad = (k, _rc(r))
+            if bad is not None:
+                raise _status_error(name, bad[0], bad[1])
 
         def write(batch):
             try:
-                keys = [k for k, _, _, _ in batch]
-                cfg = self._config(config, gid, len(keys))
-                ptrs = [ptr for _, _, _, ptr in batch]
-                sizes = [sz for _, _, sz, _ in batch]
-                res = (self.store.batch_put_from(keys, ptrs, sizes, config=cfg)
-                       if cfg is not None else self.store.batch_put_from(keys, ptrs, sizes))
-                res = list(res) if res is not None else [0] * len(keys)
-                if len(res) != len(keys):
-                    raise RuntimeError(f"structured_object_store: batch_put_from returned "
-                                       f"{len(res)} results for {len(keys)} keys")
-                bad = None
-                for k, r in zip(keys, res):
-                    if _rc(r) == 0:
-                        written.append(k)
-                    elif bad is None:
-                        bad = (k, _rc(r))
-                if bad is not None:
-                    raise _status_error("batch_put_from", bad[0], bad[1])
+                one = [b for b in batch if not isinstance(b[3], list)]
+                many = [b for b in batch if isinstance(b[3], list)]
+                if one:
+                    call("batch_put_from", [k for k, _, _, _ in one],
+                         [ptr for _, _, _, ptr in one], [sz for _, _, sz, _ in one])
+                if many:
+                    call("batch_put_from_multi_buffers", [k for k, _, _, _ in many],
+                         [[a for a, _ in pcs] for _, _, _, pcs in many],
+                         [[n for _, n in pcs] for _, _, _, pcs in many])
             finally:
                 for _, lease, _, _ in batch:
                     if lease is not None:
@@ -426,6 +437,8 @@ class MooncakeBundleTransfer:
             pend_bytes = 0
             for key, src, off, size in objects:
                 ptr = src.address(off, size) if in_place and size else None
+                if ptr is None and multi and size:
+                    ptr = src.pieces(off, size)
                 if ptr is not None:
                     pending.append((key, None, size, ptr))
                     pend_bytes += size
