@@ -128,6 +128,35 @@ def test_round_trip_sizes_and_buffer_types(pair):
     assert b.get("f32") == f32.tobytes()
 
 
+def test_large_get_refills_only_dropped_objects(pair):
+    """get() of 8 MiB and more refills a bytes object it returned before, but only one
+    the caller has dropped: an object still held keeps its bytes, and a refilled one
+    hashes as its new contents."""
+    a, b = pair
+    n = 9 << 20
+    one, two = pattern(n, 1), pattern(n, 2)
+    assert a.put("big-1", one) == 0 and a.put("big-2", two) == 0
+    held = b.get("big-1")
+    assert held == one
+    h1 = hash(held)
+    got = b.get("big-2")
+    assert got is not held and got == two
+    assert held == one and hash(held) == h1  # held: never written again
+    view = memoryview(got)  # a view holds it too
+    again = b.get("big-1")
+    assert again is not got and again == one and view.tobytes() == two
+    del view
+    addr = id(got)
+    del got  # now only the store's cache holds it
+    third = b.get("big-2")
+    assert id(third) == addr and third == two
+    assert hash(third) == hash(bytes(two))
+    bad = b.get("no-such-big")  # a failed get leaves the cache alone
+    assert bad == b""
+    assert b.get("big-2") == two and third == two
+    assert a.remove("big-1", True) == 0 and a.remove("big-2", True) == 0
+
+
 def test_missing_remove_and_codes(pair):
     a, b = pair
     assert a.get("nope") == b""

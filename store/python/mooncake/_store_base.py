@@ -3,10 +3,12 @@ ctypes types of libtidestore (from mooncake._native's generated declarations), a
 conversion shared by every call (keys, pointer lists, ReplicateConfig), and a store's C
 handle's lifetime (_Life). mooncake.store and its call families (_store_multi.py,
 _store_tensor.py) import from here; nothing here imports them."""
+import collections
 import ctypes
 import enum
 import operator
 import re
+import sys
 import threading
 
 from mooncake._native import abi as _abi, lib as _lib
@@ -122,6 +124,64 @@ def _huge(addr, size):
         _libc.madvise(lo, hi - lo, _MADV_HUGEPAGE)  # advice only: failure changes nothing
 
 
+class _Recycler:
+    """Large bytes objects get() returned, kept so that a later get() of the same size can
+    fill one again once nobody else holds it.
+
+    Why: a bytes object of 32 MiB or more is an mmap of its own, so every such get()
+    writes into pages never touched before. On a VM whose host reclaims the guest's free
+    memory, that first touch cost 100-280 ms per 64 MiB (against 11 ms for the copy into
+    mapped pages), whatever the store; a reader that gets and drops objects one by one
+    paid it on every call. An object whose only reference is ours cannot be seen by
+    anyone, so refilling it is as safe as CPython reusing its own free objects; its
+    cached hash is reset. At most `cap` bytes are kept (_GET_KEEP: 256 MiB, a quarter of
+    the local buffer every client registers by default), oldest dropped first: memory a
+    process keeps after its large gets. Objects kept but still held by their caller cost
+    nothing extra while held."""
+
+    def __init__(self, cap):
+        self._objs = collections.deque()
+        self._bytes = 0
+        self._cap = cap
+        self._lock = threading.Lock()
+
+    def take(self, size):
+        """A kept object of exactly size bytes that only this cache holds, or None."""
+        with self._lock:
+            for i in range(len(self._objs)):
+                o = self._objs[i]
+                # References: the deque, o, and getrefcount's argument.
+                if len(o) == size and sys.getrefcount(o) == 3:
+                    del self._objs[i]
+                    self._bytes -= size
+                    ctypes.c_ssize_t.from_address(id(o) + _BYTES_HASH).value = -1
+                    return o
+            return None
+
+    def keep(self, o):
+        if self._cap <= 0 or len(o) > self._cap:
+            return
+        with self._lock:
+            self._objs.append(o)
+            self._bytes += len(o)
+            while self._bytes > self._cap:
+                self._bytes -= len(self._objs.popleft())
+
+
+_GET_KEEP = 256 << 20
+
+
+# ob_shash sits just before ob_sval (CPython's PyBytesObject); checked here once, since a
+# refilled object must not keep the hash of its old contents.
+_BYTES_HASH = _BYTES_DATA - ctypes.sizeof(ctypes.c_ssize_t)
+_probe = bytes(range(40))
+assert ctypes.c_ssize_t.from_address(id(_probe) + _BYTES_HASH).value == -1
+hash(_probe)
+assert ctypes.c_ssize_t.from_address(id(_probe) + _BYTES_HASH).value == hash(_probe)
+del _probe
+_recycler = _Recycler(_GET_KEEP)
+
+
 @_abi.tide_store_alloc_fn
 def _get_alloc_cb(arg, size):
     """tide_store_get_with's allocator; runs on the calling thread (holding the GIL).
@@ -129,10 +189,12 @@ def _get_alloc_cb(arg, size):
     callback leaves C with an undefined return value. So everything (MemoryError, a
     KeyboardInterrupt delivered here) is caught, kept, and raised again by get()."""
     try:
-        b = _pyapi.PyBytes_FromStringAndSize(None, size)
+        b = _recycler.take(size) if size >= _HUGE_GET else None
+        if b is None:
+            b = _pyapi.PyBytes_FromStringAndSize(None, size)
+            if size >= _HUGE_GET:
+                _huge(id(b) + _BYTES_DATA, size)
         _get_tls.obj = b
-        if size >= _HUGE_GET:
-            _huge(id(b) + _BYTES_DATA, size)
         return id(b) + _BYTES_DATA
     except BaseException as e:  # noqa: B036 (re-raised by the caller)
         _get_tls.exc = e

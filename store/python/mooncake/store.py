@@ -61,8 +61,8 @@ from mooncake._native import abi as _abi, lib as _lib
 from mooncake._store_base import (  # noqa: F401 (ReplicateConfig, SoftPinAction re-exported)
     ReplicateConfig, SoftPinAction, _SENTINEL_I64, _SENTINEL_INT, _UNTOUCHED, _BadArg, _CAPSULE_NAME, _Cfg, _E, _Frag, _GET_GUESS, _INVALID_PARAMS,
     _Life, _NO_RELEASE, _REGISTER_CODES, _STORES, _STORES_LOCK, _UNREGISTER_CODES, _buffer,
-    _cp, _get_alloc_cb, _get_tls, _key, _keys, _mc_code, _parse_size, _ptr, _ptrs_sizes,
-    _pyapi, _rc, _seq, _size, _sz, _vp)
+    _cp, _HUGE_GET, _get_alloc_cb, _get_tls, _key, _keys, _mc_code, _parse_size, _ptr,
+    _ptrs_sizes, _recycler, _pyapi, _rc, _seq, _size, _sz, _vp)
 
 from mooncake._store_multi import BufferHandle, MooncakeHostMemAllocator, _MultiCalls
 from mooncake._store_parallel import ParallelAxis, ReadTarget, TensorParallelism, _ParallelCalls  # noqa: F401,E501
@@ -333,6 +333,8 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ParallelCalls, _Repli
             b, exc = _get_tls.obj, _get_tls.exc
         finally:
             _get_tls.obj, _get_tls.exc = saved
+        if b is not None and len(b) >= _HUGE_GET:
+            _recycler.keep(b)  # refilled by a later get once the caller drops it
         if exc is not None and not isinstance(exc, MemoryError):
             raise exc  # e.g. KeyboardInterrupt during the get
         if rc != 0 or b is None:
