@@ -125,24 +125,27 @@ def _huge(addr, size):
 
 
 class _Recycler:
-    """Large bytes objects get() returned, kept so that a later get() of the same size can
-    fill one again once nobody else holds it.
+    """Large bytes objects get() returned (_KEEP_MIN and more), kept so that a later get()
+    of the same size can fill one again once nobody else holds it.
 
     Why: a bytes object of 32 MiB or more is an mmap of its own, so every such get()
     writes into pages never touched before. On a VM whose host reclaims the guest's free
-    memory, that first touch cost 100-280 ms per 64 MiB (against 11 ms for the copy into
+    memory, that first touch cost 100-280 ms per 64 MiB (against 6.5 ms for the copy into
     mapped pages), whatever the store; a reader that gets and drops objects one by one
-    paid it on every call. An object whose only reference is ours cannot be seen by
-    anyone, so refilling it is as safe as CPython reusing its own free objects; its
-    cached hash is reset. At most `cap` bytes are kept (_GET_KEEP: 256 MiB, a quarter of
-    the local buffer every client registers by default), oldest dropped first: memory a
-    process keeps after its large gets. Objects kept but still held by their caller cost
-    nothing extra while held."""
+    paid it on every call. (From 1 MiB, where glibc's heap serves the objects, it was
+    measured too: 4 MiB gets lost their rare 2-5 ms stalls but took 5 % longer at the
+    median, so smaller objects are left to glibc.) An object whose only reference is ours
+    cannot be seen by anyone, so refilling it is as safe as CPython reusing its own free
+    objects; its cached hash is reset. At most `cap` bytes and `count` objects are kept (256 MiB, a
+    quarter of the local buffer every client registers by default; 8, so a get scans
+    little), oldest dropped first: memory a process keeps after its large gets. Objects
+    kept but still held by their caller cost nothing extra while held."""
 
-    def __init__(self, cap):
+    def __init__(self, cap, count):
         self._objs = collections.deque()
         self._bytes = 0
         self._cap = cap
+        self._count = count
         self._lock = threading.Lock()
 
     def take(self, size):
@@ -164,11 +167,11 @@ class _Recycler:
         with self._lock:
             self._objs.append(o)
             self._bytes += len(o)
-            while self._bytes > self._cap:
+            while self._bytes > self._cap or len(self._objs) > self._count:
                 self._bytes -= len(self._objs.popleft())
 
 
-_GET_KEEP = 256 << 20
+_KEEP_MIN = _HUGE_GET
 
 
 # ob_shash sits just before ob_sval (CPython's PyBytesObject); checked here once, since a
@@ -179,7 +182,7 @@ assert ctypes.c_ssize_t.from_address(id(_probe) + _BYTES_HASH).value == -1
 hash(_probe)
 assert ctypes.c_ssize_t.from_address(id(_probe) + _BYTES_HASH).value == hash(_probe)
 del _probe
-_recycler = _Recycler(_GET_KEEP)
+_recycler = _Recycler(256 << 20, 8)
 
 
 @_abi.tide_store_alloc_fn
@@ -189,7 +192,7 @@ def _get_alloc_cb(arg, size):
     callback leaves C with an undefined return value. So everything (MemoryError, a
     KeyboardInterrupt delivered here) is caught, kept, and raised again by get()."""
     try:
-        b = _recycler.take(size) if size >= _HUGE_GET else None
+        b = _recycler.take(size) if size >= _KEEP_MIN else None
         if b is None:
             b = _pyapi.PyBytes_FromStringAndSize(None, size)
             if size >= _HUGE_GET:

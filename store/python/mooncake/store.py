@@ -61,7 +61,7 @@ from mooncake._native import abi as _abi, lib as _lib
 from mooncake._store_base import (  # noqa: F401 (ReplicateConfig, SoftPinAction re-exported)
     ReplicateConfig, SoftPinAction, _SENTINEL_I64, _SENTINEL_INT, _UNTOUCHED, _BadArg, _CAPSULE_NAME, _Cfg, _E, _Frag, _GET_GUESS, _INVALID_PARAMS,
     _Life, _NO_RELEASE, _REGISTER_CODES, _STORES, _STORES_LOCK, _UNREGISTER_CODES, _buffer,
-    _cp, _HUGE_GET, _get_alloc_cb, _get_tls, _key, _keys, _mc_code, _parse_size, _ptr,
+    _cp, _KEEP_MIN, _get_alloc_cb, _get_tls, _key, _keys, _mc_code, _parse_size, _ptr,
     _ptrs_sizes, _recycler, _pyapi, _rc, _seq, _size, _sz, _vp)
 
 from mooncake._store_multi import BufferHandle, MooncakeHostMemAllocator, _MultiCalls
@@ -333,7 +333,7 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ParallelCalls, _Repli
             b, exc = _get_tls.obj, _get_tls.exc
         finally:
             _get_tls.obj, _get_tls.exc = saved
-        if b is not None and len(b) >= _HUGE_GET:
+        if b is not None and len(b) >= _KEEP_MIN:
             _recycler.keep(b)  # refilled by a later get once the caller drops it
         if exc is not None and not isinstance(exc, MemoryError):
             raise exc  # e.g. KeyboardInterrupt during the get
