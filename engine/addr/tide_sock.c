@@ -32,6 +32,22 @@ tide_sock_wait(int fd, short events, uint64_t deadline_ms)
 	}
 }
 
+bool
+tide_sock_poll_briefly(int fd, short events, uint32_t us)
+{
+	struct pollfd p = {.fd = fd, .events = events};
+	uint64_t end;
+
+	if (us == 0)
+		return false;
+	end = tide_mono_us() + us;
+	do {
+		if (poll(&p, 1, 0) != 0)
+			return true; /* ready, or an error the next poll() reports again */
+	} while (tide_mono_us() < end);
+	return false;
+}
+
 /* Connect errors as one code per cause: every "no way to that host" is -EHOSTUNREACH. */
 static int
 connect_err(int e)

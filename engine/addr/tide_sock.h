@@ -11,6 +11,7 @@
 #ifndef TIDE_SOCK_H
 #define TIDE_SOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /**
@@ -42,5 +43,15 @@ int tide_sock_listen(const char *host, uint16_t port, int backlog, int *fd, uint
  *         -ETIMEDOUT; another -errno of poll(). EINTR is retried. Thread: any.
  */
 int tide_sock_wait(int fd, short events, uint64_t deadline_ms);
+
+/**
+ * Poll fd for `events` without sleeping, for at most us microseconds, before a
+ * caller's sleeping wait. Why: on an idle VM a sleeping thread's wake-up costs
+ * tens of microseconds, more than a small answer takes to arrive; polling spares
+ * it, at the cost of at most us of CPU per wait. us 0: returns false at once.
+ * \return true when fd became ready (or has an error pending) within us, false
+ *         otherwise. Thread: any.
+ */
+bool tide_sock_poll_briefly(int fd, short events, uint32_t us);
 
 #endif /* TIDE_SOCK_H */

@@ -447,6 +447,18 @@ static const struct key_def keys[] = {
 		"waking a sleeping thread costs tens of microseconds on a VM, more than the "
 		"master takes to answer a small call. At most this much CPU per call; 0 = sleep "
 		"at once."},
+	{.name = "TIDE_DATA_POLL_US",
+	 .type = T_U32,
+	 FLD(data_poll_us),
+	 .def = "50",
+	 .min = 0,
+	 .max = 1000,
+	 .valid = "0..1000 (microseconds)",
+	 .doc = "Transfer engines on kernel TCP: a caller waiting for the answer to a small "
+		"request (64 KiB or less, sent from its own thread) polls this long before "
+		"sleeping; the answer over loopback or a LAN often comes sooner than a "
+		"sleeping thread wakes on a VM. At most this much CPU per request; 0 = sleep "
+		"at once."},
 	{.name = "TIDE_SHM_PEERS",
 	 .type = T_BOOL,
 	 FLD(shm_peers),

@@ -196,6 +196,7 @@ struct tide_nodeenv {
 	bool rdma_as_tcp; /**< TIDE_RDMA_AS_TCP (protocol rdma served by TCP without a device) */
 	bool shm_peers;   /**< TIDE_SHM_PEERS (kernel TCP: map same-host peers' shared buffers) */
 	uint32_t master_poll_us; /**< TIDE_MASTER_POLL_US (store clients: poll for answers) */
+	uint32_t data_poll_us;   /**< TIDE_DATA_POLL_US (kernel TCP: poll for small answers) */
 	/** TIDE_ALLOW_NETS as written: networks (tide_cidr.h syntax) that may connect to the
 	 * transfer engine's ports; "" = any. Validated here; parse with tide_cidr_parse(). */
 	char allow_nets[TIDE_NODEENV_TEXT_LEN];

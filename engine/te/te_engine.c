@@ -957,23 +957,33 @@ te_engine_tcp_ops_override(const struct te_xport_ops *ops)
 	atomic_store(&tcp_ops_override, ops);
 }
 
-/* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
-/* A boolean key of the node environment, at offset off of struct tide_nodeenv
- * (TIDE_SHM_PEERS, TIDE_RDMA_AS_TCP); false when the file does not load (the
- * transport install that follows says why). */
+/* A key of the node environment: the size bytes at offset off of struct
+ * tide_nodeenv copied to out (TIDE_SHM_PEERS, TIDE_RDMA_AS_TCP,
+ * TIDE_DATA_POLL_US); zeros when the file does not load (the transport
+ * install that follows says why). */
+static void
+node_env_field(const struct tide_te *te, size_t off, void *out, size_t size)
+{
+	struct tide_nodeenv *ne;
+
+	memset(out, 0, size);
+	if (node_env_load(te, &ne) != 0) {
+		return;
+	}
+	memcpy(out, (const char *)ne + off, size);
+	free(ne);
+}
+
 static bool
 node_env_flag(const struct tide_te *te, size_t off)
 {
-	struct tide_nodeenv *ne;
 	bool yes;
 
-	if (node_env_load(te, &ne) != 0) {
-		return false;
-	}
-	memcpy(&yes, (const char *)ne + off, sizeof(yes));
-	free(ne);
+	node_env_field(te, off, &yes, sizeof(yes));
 	return yes;
 }
+
+/* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
 
 static int
 install_tcp(struct tide_te *te)
@@ -1002,6 +1012,8 @@ install_tcp(struct tide_te *te)
 #endif
 	}
 	xport_cfg(te, &cfg);
+	node_env_field(te, offsetof(struct tide_nodeenv, data_poll_us), &cfg.poll_us,
+		       sizeof(cfg.poll_us));
 	if (ops == &te_tcp_kernel_ops && cfg.data_port == 0) {
 		/* The kernel data port from the range too (stock's TCP transport does). */
 		for (int tries = 0;; tries++) {

@@ -109,6 +109,9 @@ struct te_xport_cfg {
 	uint32_t io_threads;     /* >= 1 */
 	uint32_t io_timeout_ms;
 	uint32_t connect_timeout_ms;
+	/* Microseconds a caller waiting for a small request's answer polls before it
+	 * sleeps (TIDE_DATA_POLL_US; tcp-kernel's inline requests); 0: sleep at once. */
+	uint32_t poll_us;
 	uint32_t slice_size;
 	struct te_srv_ctx srv;
 	const char *node_env;     /* node environment file (tcp-dpdk); NULL: $TIDE_NODE_ENV */

@@ -52,6 +52,7 @@
 #include "te_sess.h"
 #include "te_tcp_kernel.h"
 #include "te_xport.h"
+#include "tide_sock.h"
 #include "tide_clock.h"
 #include "tide_log.h"
 
@@ -1670,6 +1671,10 @@ kernel_inline_run(struct te_xport *x, void *h)
 			if ((io_to - idle) / 1000000ULL + 1 < (uint64_t)ms)
 				ms = (int)((io_to - idle) / 1000000ULL + 1);
 		}
+		/* The answer to a small request often comes sooner than this thread
+		 * would wake from poll(): poll for it first (bounded by poll_us). */
+		if (pf.events == POLLIN)
+			(void)tide_sock_poll_briefly(sl->c.fd, POLLIN, x->cfg.poll_us);
 		rc = poll(&pf, 1, ms);
 		if (rc < 0 && errno != EINTR) {
 			err = -errno;

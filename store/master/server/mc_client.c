@@ -40,33 +40,14 @@ mono_ms(void)
 	return (int64_t)tide_mono_ms();
 }
 
-/*
- * Poll (without sleeping) until fd is readable or us microseconds passed. Why: on
- * an idle VM both the master's and our wake-ups cost tens of microseconds; polling
- * spares ours. A 4 KiB store get went from 8,800 to 16,300 op/s with 40-60 us
- * (20: 12,200; 100: no better than 60). Bounded by us per wait.
- */
-static void
-poll_briefly(int fd, uint32_t us)
-{
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	uint64_t end;
-
-	if (us == 0)
-		return;
-	end = tide_mono_us() + us;
-	do {
-		if (poll(&p, 1, 0) != 0)
-			return; /* readable, or an error poll() will report again */
-	} while (tide_mono_us() < end);
-}
-
 /* Wait for `ev` on fd until the deadline (engine/addr's one deadline socket). */
 static int
 wait_fd(const struct tide_mc_client *c, short ev, int64_t deadline)
 {
+	/* Polling first spares a wake-up: a 4 KiB store get went 8,800 -> 16,300
+	 * op/s with 40-60 us (20: 12,200; 100: no better than 60). */
 	if (ev == POLLIN)
-		poll_briefly(c->fd, c->poll_us);
+		(void)tide_sock_poll_briefly(c->fd, POLLIN, c->poll_us);
 	return tide_sock_wait(c->fd, ev, deadline < 0 ? 0 : (uint64_t)deadline);
 }
 
@@ -442,7 +423,7 @@ tide_mc_client_call_batch(struct tide_mc_client *c, const struct tide_mc_req *re
 		pfd.fd = c->fd;
 		pfd.events = (short)(POLLIN | (sent < c->wbuf.len ? POLLOUT : 0));
 		if (sent >= c->wbuf.len)
-			poll_briefly(c->fd, c->poll_us);
+			(void)tide_sock_poll_briefly(c->fd, POLLIN, c->poll_us);
 		left = deadline - mono_ms();
 		if (left <= 0) {
 			rc = -ETIMEDOUT;
