@@ -77,6 +77,28 @@ test_wait_deadline(void)
 	close(l);
 }
 
+/* Poll-before-sleep: false after its budget on a quiet socket, true at once
+ * when data is waiting, false at once with a zero budget. */
+static void
+test_poll_briefly(void)
+{
+	int sv[2];
+	uint64_t t0;
+
+	CU_ASSERT_FATAL(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	t0 = tide_mono_us();
+	CU_ASSERT_FALSE(tide_sock_poll_briefly(sv[0], POLLIN, 2000));
+	CU_ASSERT(tide_mono_us() - t0 >= 2000);
+	CU_ASSERT_FALSE(tide_sock_poll_briefly(sv[0], POLLIN, 0));
+	CU_ASSERT_EQUAL(write(sv[1], "x", 1), 1);
+	t0 = tide_mono_us();
+	CU_ASSERT_TRUE(tide_sock_poll_briefly(sv[0], POLLIN, 1000000));
+	CU_ASSERT(tide_mono_us() - t0 < 1000000);
+	CU_ASSERT_TRUE(tide_sock_poll_briefly(sv[1], POLLOUT, 10));
+	close(sv[0]);
+	close(sv[1]);
+}
+
 static void
 register_tests(void)
 {
@@ -85,6 +107,7 @@ register_tests(void)
 	CU_add_test(s, "ipv4_and_ipv6", test_ipv4_and_ipv6);
 	CU_add_test(s, "refusals", test_refusals);
 	CU_add_test(s, "wait_deadline", test_wait_deadline);
+	CU_add_test(s, "poll_briefly", test_poll_briefly);
 }
 
 TIDE_UT_MAIN(register_tests)
