@@ -40,6 +40,7 @@
 #include "fuzz_store_stub.h"
 #include "fuzz_te.h"
 #include "store_agent.h"
+#include "store_mc.h"
 #include "te_meta.h"
 #include "te_rdma.h"
 #include "tide_agent_server.h"
@@ -768,6 +769,92 @@ __wrap_agent_recv(int sock, struct agent_hdr *h, uint8_t **body, int *fd)
 	return rc;
 }
 
+/* store_replicas.c (linked for store_agent.c's replica lists) maps the master's
+ * codes with store_mc_errno(), which lives with the master client this tool does
+ * not link; the agent double answers no replica list, so no code reaches it. */
+int
+store_mc_errno(int32_t ec)
+{
+	return ec == 0 ? 0 : -EPROTO;
+}
+
+/* A request the client API has no call for in this harness (the session ops go
+ * through the store's backend), recorded as the server would read it. */
+static void
+record_agent(uint16_t op, const struct agent_wbuf *w)
+{
+	struct agent_hdr h = {.magic = AGENT_MAGIC,
+			      .version = AGENT_VERSION,
+			      .op = op,
+			      .len = (uint32_t)w->len,
+			      .seq = 1000u + (uint32_t)nmsgs};
+
+	if (w->err != 0)
+		die("agent request", ENOMEM);
+	pthread_mutex_lock(&msg_lock);
+	if (nmsgs < sizeof(msgs) / sizeof(msgs[0])) {
+		msgs[nmsgs].op = op;
+		buf_add(&msgs[nmsgs].b, &h, sizeof(h));
+		buf_add(&msgs[nmsgs].b, w->p, w->len);
+		nmsgs++;
+	}
+	pthread_mutex_unlock(&msg_lock);
+}
+
+/*
+ * The session ops (AGENT_PUT_SESS_START, AGENT_SESS_RANGES, AGENT_SESS_KEYS),
+ * in the layouts agent_proto.h gives, against region 1 (the session's first
+ * AGENT_MAP): start two keys with a soft pin, write and read ranges, end.
+ */
+static void
+gen_agent_sessions(const char *const *keys)
+{
+	struct tide_store_rc rc = {.replica_num = 1,
+				   .soft_pin_action = TIDE_STORE_SOFT_PIN_ENABLE,
+				   .soft_pin_ttl_ms = 5000};
+	struct agent_loc l0 = {.region = 1, .off = 0, .len = 64};
+	struct agent_loc l1 = {.region = 1, .off = 64, .len = 32};
+	struct agent_wbuf w;
+
+	agent_w_init(&w);
+	agent_w_u32(&w, 2);
+	agent_w_u32(&w, AGENT_PUT_SOFT_PIN);
+	agent_w_rc(&w, &rc, 2);
+	agent_w_str(&w, keys[0]);
+	agent_w_u64(&w, 96);
+	agent_w_str(&w, keys[1]);
+	agent_w_u64(&w, 64);
+	agent_w_soft_pin(&w, &rc);
+	record_agent(AGENT_PUT_SESS_START, &w);
+	agent_w_free(&w);
+	for (int dir = 0; dir < 2; dir++) {
+		agent_w_init(&w);
+		agent_w_u8(&w, dir ? AGENT_SESS_PUT : AGENT_SESS_GET);
+		agent_w_u32(&w, 2);
+		agent_w_str(&w, keys[0]);
+		agent_w_u32(&w, 2);
+		agent_w_loc(&w, &l0);
+		agent_w_u64(&w, 0);
+		agent_w_loc(&w, &l1);
+		agent_w_u64(&w, 64);
+		agent_w_str(&w, keys[1]);
+		agent_w_u32(&w, 1);
+		agent_w_loc(&w, &l0);
+		agent_w_u64(&w, 0);
+		record_agent(AGENT_SESS_RANGES, &w);
+		agent_w_free(&w);
+	}
+	for (uint8_t what = AGENT_SESS_PUT_END; what <= AGENT_SESS_GET_END; what++) {
+		agent_w_init(&w);
+		agent_w_u8(&w, what);
+		agent_w_u32(&w, 2);
+		agent_w_str(&w, keys[0]);
+		agent_w_str(&w, keys[1]);
+		record_agent(AGENT_SESS_KEYS, &w);
+		agent_w_free(&w);
+	}
+}
+
 static void
 gen_agent(void)
 {
@@ -829,6 +916,23 @@ gen_agent(void)
 	(void)tide_agent_get_size(a, "fuzz/local");
 	(void)tide_agent_is_exist(a, "fuzz/local");
 	(void)tide_agent_batch_is_exist(a, keys, 3, ex);
+	/* The newer ops: pieces in and out (one with a soft pin), replica lists. */
+	{
+		struct tide_store_part parts[4] = {
+			{lb, 32}, {heap, 32}, {(uint8_t *)lb + 128, 64}, {heap + 64, 16}};
+		size_t np[3] = {2, 1, 1};
+		struct tide_store_rc pin = {.replica_num = 1,
+					    .soft_pin_action = TIDE_STORE_SOFT_PIN_ENABLE,
+					    .soft_pin_ttl_ms = 1000};
+		struct tide_store_replicas *reps = NULL;
+
+		(void)tide_agent_batch_put_parts(a, keys, parts, np, 3, NULL, 0, rcs);
+		(void)tide_agent_batch_put_parts(a, keys, parts, np, 3, &pin, TIDE_STORE_PUT_UPSERT,
+						 rcs);
+		(void)tide_agent_batch_get_parts(a, keys, parts, np, 3, sizes);
+		if (tide_agent_batch_get_replicas(a, keys, 3, &reps) == 0)
+			tide_store_replicas_free(reps);
+	}
 	(void)tide_agent_remove(a, "fuzz/local", false);
 	(void)tide_agent_batch_remove(a, keys, 3, true, rcs);
 	(void)tide_agent_remove_by_regex(a, "^fuzz/.*", false);
@@ -838,6 +942,7 @@ gen_agent(void)
 	tide_agent_close(a);
 	tide_agent_server_stop(srv);
 	rmdir(dir);
+	gen_agent_sessions(keys);
 
 	/* The whole session, then per operation: the session's hello and maps, then it. */
 	{
