@@ -144,7 +144,7 @@ lcore_net_opts(struct tide_node_rt *rt, struct rt_lc *l)
 		no->tcp_time_wait_ms = rt->o.time_wait_ms;
 	/* The stacks share one address: only the first announces it. */
 	no->arp_gratuitous = l->idx == 0;
-	rc = tide_eth_netdev_csum(&l->nd, tide_node_csum(ne), no);
+	rc = tide_eth_netdev_csum(&l->nd, tide_node_csum(ne), &no->tx_offloads, &no->cksum_elide);
 	if (rc != 0) {
 		/* The glue logged the port, its driver and what it lacks. */
 		TIDE_LOG(ERR, "TIDE_CSUM=%s refused on %s: %s",

@@ -131,7 +131,8 @@ tide_eth_netdev_tx_offloads(const struct tide_eth_netdev *nd)
 }
 
 int
-tide_eth_netdev_csum(struct tide_eth_netdev *nd, enum tide_eth_csum mode, struct tide_net_opts *no)
+tide_eth_netdev_csum(struct tide_eth_netdev *nd, enum tide_eth_csum mode, uint32_t *tx_offloads,
+		     bool *elide)
 {
 	struct tide_eth_csum_plan plan;
 	uint16_t pid = tide_eth_port_id(nd->port);
@@ -171,8 +172,8 @@ tide_eth_netdev_csum(struct tide_eth_netdev *nd, enum tide_eth_csum mode, struct
 	nd->csum = plan;
 	nd->rx_trust = (uint16_t)((plan.rx_ip ? TIDE_NET_RX_F_IP_CSUM_GOOD : 0) |
 				  (plan.rx_tcp ? TIDE_NET_RX_F_L4_CSUM_GOOD : 0));
-	no->tx_offloads = plan.elide ? 0 : tx;
-	no->cksum_elide = plan.elide;
+	*tx_offloads = plan.elide ? 0 : tx;
+	*elide = plan.elide;
 	if (plan.elide)
 		LOG_AT(nd->queue == 0 ? TIDE_LOG_NOTICE : TIDE_LOG_DEBUG,
 		       "port %u %s (%s): checksums elided (TIDE_CSUM=elide): none computed, "

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "tide_eth.h"
-#include "tide_net.h"
+#include "tide_net_dev.h" /* the stack's device contract, nothing more */
 
 #ifdef __cplusplus
 extern "C" {
@@ -110,22 +110,19 @@ uint32_t tide_eth_netdev_tx_offloads(const struct tide_eth_netdev *nd);
 
 /**
  * Checksum handling of the stack on this netdev (TIDE_CSUM): decides with
- * tide_eth_port_csum() and sets no->tx_offloads (TIDE_NET_OFFLOAD_* the
- * device computes, as tide_eth_netdev_tx_offloads() for AUTO),
- * no->cksum_elide, and which of the device's RX verdicts the glue passes on
- * (none under SW). Logs the outcome, for queue 0 at NOTICE, e.g.
- * "port 0 net_memif0 (net_memif): checksums elided (TIDE_CSUM=elide) ...".
- * Without this call a netdev behaves as AUTO (RX verdicts passed on) and the
- * caller chooses no->tx_offloads itself.
- * \return 0; -ENOTSUP OFFLOAD and the port lacks an offload, -EPERM ELIDE on
- *         a driver other than net_memif/net_ring (both logged, naming the
- *         port, its driver and what is missing); -EINVAL unknown mode, or
- *         ELIDE while the fault injector corrupts frames (only checksums
- *         would catch the corruption).
- * Thread: the owner, after tide_eth_netdev_init(), before the stack is created.
+ * tide_eth_port_csum() and sets *tx_offloads (TIDE_NET_OFFLOAD_* the device
+ * computes, as tide_eth_netdev_tx_offloads() for AUTO) and *elide, for the
+ * stack's tide_net_opts.tx_offloads and .cksum_elide, and which of the
+ * device's RX verdicts the glue passes on (none under SW). Logs the outcome, for queue 0 at NOTICE,
+ * e.g. "port 0 net_memif0 (net_memif): checksums elided (TIDE_CSUM=elide) ...". Without this call a
+ * netdev behaves as AUTO (RX verdicts passed on) and the caller chooses the stack's tx_offloads
+ * itself. \return 0; -ENOTSUP OFFLOAD and the port lacks an offload, -EPERM ELIDE on a driver other
+ * than net_memif/net_ring (both logged, naming the port, its driver and what is missing); -EINVAL
+ * unknown mode, or ELIDE while the fault injector corrupts frames (only checksums would catch the
+ * corruption). Thread: the owner, after tide_eth_netdev_init(), before the stack is created.
  */
-int tide_eth_netdev_csum(struct tide_eth_netdev *nd, enum tide_eth_csum mode,
-			 struct tide_net_opts *no);
+int tide_eth_netdev_csum(struct tide_eth_netdev *nd, enum tide_eth_csum mode, uint32_t *tx_offloads,
+			 bool *elide);
 
 /** Release what the netdev holds (held and delayed frames). Thread: owner. */
 void tide_eth_netdev_fini(struct tide_eth_netdev *nd);

@@ -655,7 +655,7 @@ stack_up(struct worker *w, struct tide_eth_netdev *nd, struct tide_eth_port *p, 
 	o.dev = nd;
 	tide_eth_port_mac(p, o.mac);
 	o.ip = ip;
-	rc = tide_eth_netdev_csum(nd, w->csum, &o);
+	rc = tide_eth_netdev_csum(nd, w->csum, &o.tx_offloads, &o.cksum_elide);
 	if (rc != 0)
 		return rc;
 	if (picker) {
@@ -957,7 +957,7 @@ ck_stack(struct tide_eth_netdev *nd, struct tide_eth_port *p, uint32_t ip, enum 
 	o.dev = nd;
 	tide_eth_port_mac(p, o.mac);
 	o.ip = ip;
-	rc = tide_eth_netdev_csum(nd, mode, &o);
+	rc = tide_eth_netdev_csum(nd, mode, &o.tx_offloads, &o.cksum_elide);
 	if (rc != 0)
 		return rc;
 	return tide_net_stack_create(&o, now_ns(), out);
@@ -1046,11 +1046,16 @@ test_checksum_modes(void)
 		TIDE_UT_OK(tide_eth_netdev_init(&nd, pn, 0, NULL));
 		tide_net_opts_init(&o, sizeof(o));
 		o.tx_offloads = 0x55;
-		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o), -EPERM);
+		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o.tx_offloads,
+						     &o.cksum_elide),
+				-EPERM);
 		CU_ASSERT_FALSE(o.cksum_elide);
 		CU_ASSERT_EQUAL(o.tx_offloads, 0x55); /* untouched on failure */
-		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_OFFLOAD, &o), -ENOTSUP);
-		TIDE_UT_OK(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_SW, &o));
+		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_OFFLOAD, &o.tx_offloads,
+						     &o.cksum_elide),
+				-ENOTSUP);
+		TIDE_UT_OK(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_SW, &o.tx_offloads,
+						&o.cksum_elide));
 		CU_ASSERT_EQUAL(o.tx_offloads, 0);
 		CU_ASSERT_FALSE(o.cksum_elide);
 		CU_ASSERT_EQUAL(nd.rx_trust, 0);
@@ -1063,14 +1068,17 @@ test_checksum_modes(void)
 	if (pa != NULL && pb != NULL) {
 		TIDE_UT_OK(tide_eth_netdev_init(&nd, pa, 0, &corrupt));
 		tide_net_opts_init(&o, sizeof(o));
-		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o), -EINVAL);
+		CU_ASSERT_EQUAL(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o.tx_offloads,
+						     &o.cksum_elide),
+				-EINVAL);
 		CU_ASSERT_FALSE(o.cksum_elide);
-		TIDE_UT_OK(
-			tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_AUTO, &o)); /* fine with checks */
+		TIDE_UT_OK(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_AUTO, &o.tx_offloads,
+						&o.cksum_elide)); /* fine with checks */
 		tide_eth_netdev_fini(&nd);
 		TIDE_UT_OK(tide_eth_netdev_init(&nd, pa, 0, NULL));
 		o.tx_offloads = TIDE_NET_OFFLOAD_TCP_CKSUM;
-		TIDE_UT_OK(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o));
+		TIDE_UT_OK(tide_eth_netdev_csum(&nd, TIDE_ETH_CSUM_ELIDE, &o.tx_offloads,
+						&o.cksum_elide));
 		CU_ASSERT_TRUE(o.cksum_elide);
 		CU_ASSERT_EQUAL(o.tx_offloads, 0);
 		CU_ASSERT_TRUE(nd.csum.elide);
