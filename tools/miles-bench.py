@@ -288,13 +288,8 @@ def run_once(build, steps, tmp, run):
                 p.kill()
                 p.wait()
         if holder is not None:
-            holder.stdin.close()
-            try:
-                holder.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                holder.kill()
-        master.terminate()
-        master.wait(timeout=30)
+            storecluster.end_role(holder)
+        storecluster.stop(master, 30)
     return rows
 
 

@@ -335,19 +335,8 @@ def one_run(build, args, run, tmp, stock=False):
             raise SystemExit(f"client exited {client.returncode}")
     finally:
         for p in procs:
-            if p.stdin and not p.stdin.closed:
-                p.stdin.close()
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        master.terminate()
-        try:
-            master.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
+            storecluster.end_role(p)
+        storecluster.stop(master)
     return rows
 
 

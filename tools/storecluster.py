@@ -56,6 +56,28 @@ def expect_line(p, what, deadline_s=60):
     return line.strip()
 
 
+def end_role(p, deadline_s=30):
+    """Let a child role finish: close its stdin (the roles read it until EOF), wait up to
+    deadline_s, kill it past that. Returns its exit status (a killed child's negative)."""
+    if p.stdin and not p.stdin.closed:
+        p.stdin.close()
+    try:
+        return p.wait(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.wait()
+
+
+def stop(p, deadline_s=10):
+    """SIGTERM a server (the master), SIGKILL past deadline_s; its exit status."""
+    p.terminate()
+    try:
+        return p.wait(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.wait()
+
+
 def start_master(binary, env, out, *args, deadline_s=20):
     """mooncake_master on a free loopback port, stdout and stderr to out; returns
     (process, "127.0.0.1:port") once it accepts connections, or raises RuntimeError when

@@ -105,6 +105,8 @@ def role_client(master, tag, drop=False):
 # ------------------------------------------------------------------ harness
 
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+from storecluster import end_role as end  # noqa: E402 (close stdin, wait, kill past 30 s)
 
 if __name__ != "__main__":
     from test_store import master  # noqa: E402,F401 (the fixture: a master, eviction off)
@@ -127,16 +129,6 @@ def holder(master, mode="plain"):
     p = spawn(["holder", master, mode], stdin=subprocess.PIPE)
     expect_ready(p, "holder")
     return p
-
-
-def end(p):
-    if p.stdin and not p.stdin.closed:
-        p.stdin.close()
-    try:
-        p.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
 
 
 def client(master, tag, env=None, drop=False):
