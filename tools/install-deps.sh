@@ -10,7 +10,6 @@ PKGS=(
 	libdpdk-dev dpdk            # DPDK 22.11 (ethdev, PMD plugins incl. net_ring/net_memif)
 	libcjson-dev libnuma-dev libbsd-dev libssl-dev
 	libpcre2-dev                # master regexes (ECMAScript syntax, bounded)
-	libcurl4-openssl-dev        # etcd v3 JSON gateway client (engine/etcd)
 	etcd-server etcd-client     # etcd 3.4 for the HA and etcd-metadata tests (tests start their own)
 	libcunit1-dev
 	libibverbs-dev ibverbs-utils # RDMA: verbs headers (libibverbs.so.1 is dlopen()ed at run time), ibv_devices for dts/rdma

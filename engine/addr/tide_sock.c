@@ -32,6 +32,52 @@ tide_sock_wait(int fd, short events, uint64_t deadline_ms)
 	}
 }
 
+int
+tide_sock_write_all(int fd, const void *buf, size_t len, uint64_t deadline_ms)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int rc = tide_sock_wait(fd, POLLOUT, deadline_ms);
+
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		return n < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+ssize_t
+tide_sock_read_some(int fd, void *buf, size_t len, uint64_t deadline_ms)
+{
+	for (;;) {
+		ssize_t n = recv(fd, buf, len, 0);
+		int rc;
+
+		if (n >= 0)
+			return n;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		rc = tide_sock_wait(fd, POLLIN, deadline_ms);
+		if (rc < 0)
+			return rc;
+	}
+}
+
 bool
 tide_sock_poll_briefly(int fd, short events, uint32_t us)
 {

@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /**
  * Connect to host:port before deadline_ms. host: an IPv4 or IPv6 literal (no
@@ -43,6 +44,21 @@ int tide_sock_listen(const char *host, uint16_t port, int backlog, int *fd, uint
  *         -ETIMEDOUT; another -errno of poll(). EINTR is retried. Thread: any.
  */
 int tide_sock_wait(int fd, short events, uint64_t deadline_ms);
+
+/**
+ * Send all len bytes of buf on non-blocking fd before deadline_ms (MSG_NOSIGNAL:
+ * a closed peer is -EPIPE, never a signal).
+ * \return 0; -ETIMEDOUT; another -errno of send() or poll(). Thread: any.
+ */
+int tide_sock_write_all(int fd, const void *buf, size_t len, uint64_t deadline_ms);
+
+/**
+ * Receive what is there (at most len bytes) on non-blocking fd, waiting for the
+ * first byte until deadline_ms.
+ * \return bytes received, 0 at end of stream; -ETIMEDOUT; another -errno of
+ *         recv() or poll(). Thread: any.
+ */
+ssize_t tide_sock_read_some(int fd, void *buf, size_t len, uint64_t deadline_ms);
 
 /**
  * Poll fd for `events` without sleeping, for at most us microseconds, before a

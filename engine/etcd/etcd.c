@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * etcd v3 over its JSON gateway: libcurl carries the HTTP, cJSON the bodies,
+ * etcd v3 over its JSON gateway: engine/addr's HTTP client carries the HTTP
+ * (tide_http.h, one request per connection), cJSON the bodies,
  * OpenSSL's base64 the byte fields. Gateway facts this relies on (etcd 3.4,
  * Debian 12): every call is a POST to /v3/<service>/<method>; int64 fields
  * come back as strings; fields at their zero value are left out (a failed
@@ -20,11 +21,12 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
 #include <openssl/evp.h>
 
 #include "tide_buf.h"
+#include "tide_clock.h"
 #include "tide_etcd.h"
+#include "tide_http.h"
 #include "tide_log.h"
 
 /* Replies are small (one key, a lease); a bound keeps a confused or hostile
@@ -35,9 +37,8 @@
 
 struct tide_etcd {
 	pthread_mutex_t lock;
-	CURL *curl;
-	struct curl_slist *hdrs;
 	char *urls[TIDE_ETCD_MAX_ENDPOINTS];
+	struct tide_http_url url[TIDE_ETCD_MAX_ENDPOINTS]; /* urls[i], parsed */
 	int nurls;
 	int cur; /* endpoint tried first */
 	unsigned timeout_ms;
@@ -48,15 +49,6 @@ struct buf {
 	size_t len, cap;
 	bool overflow;
 };
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void
-curl_init_once(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 int
 tide_etcd_parse_endpoints(const char *list, char **urls, int max)
@@ -117,9 +109,6 @@ tide_etcd_open(const char *endpoints, unsigned timeout_ms, struct tide_etcd **ou
 	if (out == NULL)
 		return -EINVAL;
 	*out = NULL;
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_rc != CURLE_OK)
-		return -ENOMEM;
 	e = calloc(1, sizeof(*e));
 	if (e == NULL)
 		return -ENOMEM;
@@ -130,11 +119,15 @@ tide_etcd_open(const char *endpoints, unsigned timeout_ms, struct tide_etcd **ou
 	}
 	e->nurls = n;
 	e->timeout_ms = timeout_ms != 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
-	e->curl = curl_easy_init();
-	e->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	if (e->curl == NULL || e->hdrs == NULL) {
-		tide_etcd_close(e);
-		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		/* tide_etcd_parse_endpoints() checked the form; a name too long for the
+		 * parsed URL is the one thing left to refuse. */
+		if (tide_http_url_parse(e->urls[i], &e->url[i], NULL, 0) != 0) {
+			while (n > 0)
+				free(e->urls[--n]);
+			free(e);
+			return -EINVAL;
+		}
 	}
 	pthread_mutex_init(&e->lock, NULL);
 	*out = e;
@@ -146,13 +139,9 @@ tide_etcd_close(struct tide_etcd *e)
 {
 	if (e == NULL)
 		return;
-	if (e->curl != NULL)
-		curl_easy_cleanup(e->curl);
-	curl_slist_free_all(e->hdrs);
 	for (int i = 0; i < e->nurls; i++)
 		free(e->urls[i]);
-	if (e->curl != NULL && e->hdrs != NULL)
-		pthread_mutex_destroy(&e->lock);
+	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
 
@@ -333,48 +322,52 @@ parse_kv(const cJSON *j, struct tide_etcd_kv *kv)
 
 /* --- HTTP ---------------------------------------------------------------- */
 
-static size_t
-on_body(char *p, size_t sz, size_t nm, void *arg)
+/* Append n bytes to b (NUL-terminated), within REPLY_MAX in all; false (and
+ * b->overflow) past it or out of memory. */
+static bool
+buf_add(struct buf *b, const char *p, size_t n)
 {
-	struct buf *b = arg;
-	size_t n = sz * nm;
-
 	void *q = b->p;
 
-	/* Room for the bytes and a NUL, within REPLY_MAX in all. */
 	if (tide_grow(&q, &b->cap, b->len, n + 1, 1024, REPLY_MAX) != 0) {
 		b->overflow = true;
-		return 0; /* aborts the transfer */
+		return false;
 	}
 	b->p = q;
 	memcpy(b->p + b->len, p, n);
 	b->len += n;
 	b->p[b->len] = '\0';
-	return n;
+	return true;
 }
 
-/* Transport errors worth trying the next endpoint for. */
+/* Transport errors worth trying the next endpoint for: no answer came (status
+ * still 0) because the endpoint could not be reached or the connection broke. */
 static bool
-transport_error(CURLcode c)
+transport_error(int rc, int status)
 {
-	return c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST ||
-	       c == CURLE_OPERATION_TIMEDOUT || c == CURLE_SEND_ERROR || c == CURLE_RECV_ERROR ||
-	       c == CURLE_GOT_NOTHING;
+	return status == 0 && (rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ETIMEDOUT ||
+			       rc == -ECONNRESET || rc == -EPIPE);
 }
 
-/* Set the handle up for one POST of txt to url, the reply to fn(data). */
-static void
-prepare(struct tide_etcd *e, const char *url, const char *txt, unsigned timeout_ms,
-	size_t (*fn)(char *, size_t, size_t, void *), void *data)
+/* One POST of txt to path on endpoint i, answered to sink (NULL: collected). */
+static int
+post_one(struct tide_etcd *e, int i, const char *path, const char *txt, unsigned timeout_ms,
+	 unsigned connect_ms, tide_http_sink_fn sink, void *arg, int *status, char **body,
+	 size_t *len)
 {
-	curl_easy_reset(e->curl);
-	curl_easy_setopt(e->curl, CURLOPT_URL, url);
-	curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, e->hdrs);
-	curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, txt);
-	curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, fn);
-	curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, data);
+	uint64_t now = tide_mono_ms();
+	struct tide_http_req q = {.method = "POST",
+				  .target = path,
+				  .content_type = "application/json",
+				  .body = txt,
+				  .body_len = strlen(txt),
+				  .deadline_ms = now + timeout_ms,
+				  .connect_deadline_ms = now + connect_ms,
+				  .max_body = REPLY_MAX,
+				  .sink = sink,
+				  .arg = arg};
+
+	return tide_http_request(&e->url[i], &q, status, body, len);
 }
 
 /* etcd errors that answer the caller rather than report a failure: matched
@@ -406,36 +399,33 @@ answer_rc(const cJSON *m)
 static int
 post(struct tide_etcd *e, const char *path, cJSON *body, cJSON **reply)
 {
-	char *txt = cJSON_PrintUnformatted(body), url[512];
-	struct buf b = {0};
-	int rc = -ECONNREFUSED;
-	CURLcode c = CURLE_OK;
+	char *txt = cJSON_PrintUnformatted(body);
+	int rc = -ECONNREFUSED, last = 0;
 
 	*reply = NULL;
 	if (txt == NULL)
 		return -ENOMEM;
 	for (int t = 0; t < e->nurls; t++) {
-		int i = (e->cur + t) % e->nurls;
-		long status = 0;
+		int i = (e->cur + t) % e->nurls, status = 0, r;
+		char *b = NULL;
+		size_t blen = 0;
 
-		snprintf(url, sizeof(url), "%s%s", e->urls[i], path);
-		b.len = 0;
-		b.overflow = false;
-		prepare(e, url, txt, e->timeout_ms, on_body, &b);
-		c = curl_easy_perform(e->curl);
-		if (transport_error(c)) {
-			rc = c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+		r = post_one(e, i, path, txt, e->timeout_ms, e->timeout_ms, NULL, NULL, &status, &b,
+			     &blen);
+		if (transport_error(r, status)) {
+			last = r;
+			rc = r == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
 			continue;
 		}
 		e->cur = i;
-		if (c != CURLE_OK) {
-			TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s: %s", url,
-					   b.overflow ? "reply too large" : curl_easy_strerror(c));
-			rc = b.overflow ? -EBADMSG : -EPROTO;
+		if (r != 0) {
+			TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s%s: %s", e->urls[i], path,
+					   r == -EMSGSIZE ? "reply too large" : strerror(-r));
+			rc = r == -EMSGSIZE ? -EBADMSG : r == -ENOMEM ? -ENOMEM : -EPROTO;
 			break;
 		}
-		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
-		*reply = b.p != NULL ? cJSON_ParseWithLength(b.p, b.len) : NULL;
+		*reply = cJSON_ParseWithLength(b, blen);
+		free(b);
 		if (status != 200) {
 			const cJSON *m =
 				*reply ? cJSON_GetObjectItemCaseSensitive(*reply, "message") : NULL;
@@ -444,9 +434,9 @@ post(struct tide_etcd *e, const char *path, cJSON *body, cJSON **reply)
 				m = cJSON_GetObjectItemCaseSensitive(*reply, "error");
 			rc = answer_rc(m);
 			if (rc == -EPROTO)
-				TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s: HTTP %ld: %s", url, status,
-						   cJSON_IsString(m) ? m->valuestring
-								     : "(no message)");
+				TIDE_LOG_RATELIMIT(
+					WARN, 5, "etcd %s%s: HTTP %d: %s", e->urls[i], path, status,
+					cJSON_IsString(m) ? m->valuestring : "(no message)");
 			cJSON_Delete(*reply);
 			*reply = NULL;
 			break;
@@ -456,8 +446,7 @@ post(struct tide_etcd *e, const char *path, cJSON *body, cJSON **reply)
 	}
 	if (rc == -ECONNREFUSED || rc == -ETIMEDOUT)
 		TIDE_LOG_RATELIMIT(WARN, 5, "etcd: no endpoint of %d answered %s (last: %s)",
-				   e->nurls, path, curl_easy_strerror(c));
-	free(b.p);
+				   e->nurls, path, strerror(-last));
 	free(txt);
 	return rc;
 }
@@ -949,15 +938,16 @@ watch_line(struct watch_state *w, const char *line, size_t n)
 	cJSON_Delete(j);
 }
 
-static size_t
-on_watch(char *p, size_t sz, size_t nm, void *arg)
+/* The watch stream's sink: whole lines to watch_line(); 1 (end the stream)
+ * once a change, or junk, is seen. */
+static int
+on_watch(void *arg, const char *p, size_t n)
 {
 	struct watch_state *w = arg;
-	size_t n = sz * nm;
 	char *nl;
 
-	if (on_body(p, sz, nm, &w->b) != n)
-		return 0;
+	if (!buf_add(&w->b, p, n))
+		return -EMSGSIZE;
 	while (!w->changed && w->err == 0 && (nl = memchr(w->b.p, '\n', w->b.len)) != NULL) {
 		size_t ln = (size_t)(nl - w->b.p);
 
@@ -966,8 +956,7 @@ on_watch(char *p, size_t sz, size_t nm, void *arg)
 		memmove(w->b.p, nl + 1, w->b.len - ln - 1);
 		w->b.len -= ln + 1;
 	}
-	/* Returning short ends the stream: done once a change (or junk) is seen. */
-	return w->changed || w->err != 0 ? 0 : n;
+	return w->changed || w->err != 0 ? 1 : 0;
 }
 
 int
@@ -975,9 +964,8 @@ tide_etcd_wait_change(struct tide_etcd *e, const char *key, size_t key_len, int6
 		      unsigned timeout_ms, int64_t *rev)
 {
 	cJSON *body, *cr;
-	char *txt, url[512];
+	char *txt;
 	int rc = -ECONNREFUSED;
-	CURLcode c = CURLE_OK;
 
 	if (e == NULL || key == NULL || key_len == 0 || after_rev < 0 || timeout_ms == 0)
 		return -EINVAL;
@@ -994,17 +982,13 @@ tide_etcd_wait_change(struct tide_etcd *e, const char *key, size_t key_len, int6
 		return -ENOMEM;
 	pthread_mutex_lock(&e->lock);
 	for (int t = 0; t < e->nurls; t++) {
-		int i = (e->cur + t) % e->nurls;
+		int i = (e->cur + t) % e->nurls, status = 0, r;
 		struct watch_state w = {0};
-		long status = 0;
 
-		snprintf(url, sizeof(url), "%s/v3/watch", e->urls[i]);
-		prepare(e, url, txt, timeout_ms, on_watch, &w);
 		/* The stream's deadline is the wait; connecting keeps the call's own bound. */
-		curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS,
-				 (long)(timeout_ms < e->timeout_ms ? timeout_ms : e->timeout_ms));
-		c = curl_easy_perform(e->curl);
-		curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
+		r = post_one(e, i, "/v3/watch", txt, timeout_ms,
+			     timeout_ms < e->timeout_ms ? timeout_ms : e->timeout_ms, on_watch, &w,
+			     &status, NULL, NULL);
 		free(w.b.p);
 		if (w.changed) {
 			e->cur = i;
@@ -1017,8 +1001,7 @@ tide_etcd_wait_change(struct tide_etcd *e, const char *key, size_t key_len, int6
 			rc = -EBADMSG;
 			break;
 		}
-		if ((c == CURLE_OPERATION_TIMEDOUT || (c == CURLE_OK && status == 200)) &&
-		    w.created) {
+		if ((r == -ETIMEDOUT || (r == 0 && status == 200)) && w.created) {
 			/* The key stayed quiet, or etcd ended the stream (it is stopping):
 			 * no change seen; the caller reads the key again. */
 			e->cur = i;
@@ -1026,11 +1009,12 @@ tide_etcd_wait_change(struct tide_etcd *e, const char *key, size_t key_len, int6
 			break;
 		}
 		if (status != 0 && status != 200) {
-			TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s: HTTP %ld", url, status);
+			TIDE_LOG_RATELIMIT(WARN, 5, "etcd %s/v3/watch: HTTP %d", e->urls[i],
+					   status);
 			rc = -EPROTO;
 			break;
 		}
-		rc = c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
+		rc = r == -ETIMEDOUT ? -ETIMEDOUT : -ECONNREFUSED;
 	}
 	pthread_mutex_unlock(&e->lock);
 	free(txt);

@@ -2,7 +2,8 @@
 /**
  * \file
  * A small etcd v3 client over etcd's JSON gateway (`POST /v3/...`, HTTP/1.1
- * through libcurl, bodies through cJSON): the calls Mooncake's master
+ * through engine/addr's HTTP client, one connection per call, bodies through
+ * cJSON): the calls Mooncake's master
  * election, its clients' leader discovery and its transfer-engine metadata
  * make (see ../shared/spec/mooncake-ha-etcd.md, section 1.5), plus what
  * state kept under a key prefix needs (range reads and deletes, writes fenced
@@ -22,8 +23,8 @@
  * status (logged with its message); -EBADMSG the reply was not the JSON the
  * call expects; -ENOMEM; -EINVAL bad arguments.
  *
- * Threads: a handle is one connection (libcurl easy handle) and a mutex:
- * calls on one handle from several threads are serialised, so a thread that
+ * Threads: a handle is the endpoint list and a mutex: calls on one handle
+ * from several threads are serialised, so a thread that
  * must not wait behind another's call (a watch) opens its own handle.
  */
 #ifndef TIDE_ETCD_H

@@ -3,93 +3,85 @@
  * libFuzzer target: the etcd client's reply handling (engine/etcd/etcd.c,
  * compiled in). An etcd endpoint is a peer: whatever it answers, every call
  * must return 0 or a negative errno, leak nothing and read nothing out of
- * bounds. libcurl's transfer is replaced at link time (--wrap): setopt keeps
- * the write callback, perform feeds it the input's body in chunks, getinfo
- * reports the input's HTTP status. No socket is opened.
+ * bounds. The HTTP exchange is replaced at link time (--wrap=tide_http_request):
+ * the input's status comes back, and its body either collected (bounded by the
+ * request's max_body, as the real client does) or fed to the request's sink in
+ * chunks. No socket is opened.
  *
  * Input: byte 0 the call (get, put, create, delete, grant, keepalive, revoke,
  * wait_change, range, delete_range, txn_if_created, compact), byte 1 the status (0: 200, 1: 404, 2:
  * 500, else 200), byte 2 the chunk size (0: one chunk), then the reply body.
  */
-#include <stdarg.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
 #include "tide_etcd.h"
+#include "tide_http.h"
 
-typedef size_t (*write_fn)(char *, size_t, size_t, void *);
-
-static write_fn cur_write;
-static void *cur_data;
 static const uint8_t *cur_body;
 static size_t cur_len, cur_chunk;
-static long cur_status;
+static int cur_status;
 
-CURLcode __wrap_curl_easy_setopt(CURL *h, CURLoption opt, ...);
-CURLcode __wrap_curl_easy_perform(CURL *h);
-CURLcode __wrap_curl_easy_getinfo(CURL *h, CURLINFO info, ...);
+int __wrap_tide_http_request(const struct tide_http_url *u, const struct tide_http_req *r,
+			     int *status, char **body, size_t *len);
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 
-CURLcode
-__wrap_curl_easy_setopt(CURL *h, CURLoption opt, ...)
+int
+__wrap_tide_http_request(const struct tide_http_url *u, const struct tide_http_req *r, int *status,
+			 char **body, size_t *len)
 {
-	va_list ap;
-
-	(void)h;
-	va_start(ap, opt);
-	if (opt == CURLOPT_WRITEFUNCTION)
-		cur_write = va_arg(ap, write_fn);
-	else if (opt == CURLOPT_WRITEDATA)
-		cur_data = va_arg(ap, void *);
-	va_end(ap);
-	return CURLE_OK;
-}
-
-CURLcode
-__wrap_curl_easy_perform(CURL *h)
-{
+	size_t max = r->max_body != 0 && r->max_body < TIDE_HTTP_MAX_BODY ? r->max_body
+									  : TIDE_HTTP_MAX_BODY;
 	size_t off = 0;
 
-	(void)h;
-	while (off < cur_len) {
-		size_t n = cur_chunk != 0 && cur_chunk < cur_len - off ? cur_chunk : cur_len - off;
-		char buf[256];
-		char *p = n <= sizeof(buf) ? buf : NULL;
+	(void)u;
+	*status = cur_status;
+	if (cur_len > max)
+		return -EMSGSIZE;
+	if (r->sink == NULL) {
+		char *b = malloc(cur_len + 1);
 
-		/* libcurl hands over its own buffer; a copy keeps reads inside n bytes. */
-		if (p == NULL)
-			p = (char *)cur_body + off; /* one chunk: the input itself */
+		if (b == NULL)
+			return -ENOMEM;
+		memcpy(b, cur_body, cur_len);
+		b[cur_len] = '\0';
+		if (body != NULL)
+			*body = b;
 		else
-			memcpy(p, cur_body + off, n);
-		if (cur_write(p, 1, n, cur_data) != n)
-			return CURLE_WRITE_ERROR;
-		off += n;
+			free(b);
+		if (len != NULL)
+			*len = cur_len;
+		return 0;
 	}
-	return CURLE_OK;
-}
+	while (off < cur_len) {
+		size_t k = cur_chunk != 0 && cur_chunk < cur_len - off ? cur_chunk : cur_len - off;
+		/* A copy of exactly k bytes: reads past it are caught. */
+		char *p = malloc(k);
+		int rc;
 
-CURLcode
-__wrap_curl_easy_getinfo(CURL *h, CURLINFO info, ...)
-{
-	va_list ap;
-
-	(void)h;
-	va_start(ap, info);
-	if (info == CURLINFO_RESPONSE_CODE)
-		*va_arg(ap, long *) = cur_status;
-	va_end(ap);
-	return CURLE_OK;
+		if (p == NULL)
+			return -ENOMEM;
+		memcpy(p, cur_body + off, k);
+		rc = r->sink(r->arg, p, k);
+		free(p);
+		if (rc < 0)
+			return rc;
+		if (rc == 1)
+			break;
+		off += k;
+	}
+	return 0;
 }
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 {
 	static struct tide_etcd *e;
-	static const long statuses[] = {200, 404, 500};
+	static const int statuses[] = {200, 404, 500};
 	static const struct tide_etcd_op ops[] = {
 		{.type = TIDE_ETCD_OP_PUT,
 		 .key = "k/a",

@@ -34,13 +34,8 @@ meta_deadline(int timeout_ms)
 	return meta_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 }
 
-/* Poll fd for events until the deadline (engine/addr's one deadline socket). */
-static int
-wait_fd(int fd, short events, int64_t deadline_ms)
-{
-	return tide_sock_wait(fd, events, deadline_ms < 0 ? 0 : (uint64_t)deadline_ms);
-}
-
+/* The one deadline socket is engine/addr's; these keep the metadata layer's
+ * signed deadlines (meta_deadline()). */
 int
 meta_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, int *fd)
 {
@@ -50,47 +45,13 @@ meta_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, int *fd)
 int
 meta_sock_write_all(int fd, const void *buf, size_t len, int64_t deadline_ms)
 {
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n > 0) {
-			p += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			int rc = wait_fd(fd, POLLOUT, deadline_ms);
-
-			if (rc < 0)
-				return rc;
-			continue;
-		}
-		return n < 0 ? -errno : -EIO;
-	}
-	return 0;
+	return tide_sock_write_all(fd, buf, len, deadline_ms < 0 ? 0 : (uint64_t)deadline_ms);
 }
 
 ssize_t
 meta_sock_read_some(int fd, void *buf, size_t len, int64_t deadline_ms)
 {
-	for (;;) {
-		ssize_t n = recv(fd, buf, len, 0);
-		int rc;
-
-		if (n >= 0)
-			return n;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		rc = wait_fd(fd, POLLIN, deadline_ms);
-		if (rc < 0)
-			return rc;
-	}
+	return tide_sock_read_some(fd, buf, len, deadline_ms < 0 ? 0 : (uint64_t)deadline_ms);
 }
 
 int
