@@ -11,6 +11,7 @@ void
 tide_mc_pool_init(struct tide_mc_pool *p)
 {
 	memset(p, 0, sizeof(*p));
+	store_metrics_init(&p->metrics);
 	pthread_mutex_init(&p->addr_lock, NULL);
 	for (int i = 0; i < TIDE_MC_POOL_N; i++)
 		pthread_mutex_init(&p->conns[i].lock, NULL);
@@ -120,13 +121,16 @@ tide_mc_pool_put(struct tide_mc_pool_conn *m)
 int
 tide_mc_pool_call(struct tide_mc_pool *p, const struct tide_mc_req *r, struct tide_mc_resp *resp)
 {
+	/* Counted before the connection is asked for, as stock counts before it sends. */
+	uint64_t t0 = store_metrics_rpc_begin(&p->metrics, r->fn);
 	struct tide_mc_pool_conn *m;
 	int rc;
 
 	m = tide_mc_pool_get(p, 0, &rc);
-	if (m == NULL)
-		return rc;
-	rc = tide_mc_client_call(m->c, r, resp, NULL);
-	tide_mc_pool_put(m);
+	if (m != NULL) {
+		rc = tide_mc_client_call(m->c, r, resp, NULL);
+		tide_mc_pool_put(m);
+	}
+	store_metrics_rpc_end(&p->metrics, r->fn, t0, rc);
 	return rc;
 }

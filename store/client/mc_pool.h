@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "store_metrics.h"
 #include "tide_mc_client.h"
 
 #define TIDE_MC_POOL_N 4
@@ -41,6 +42,8 @@ struct tide_mc_pool {
 	/* Busy poll for each answer up to this many microseconds (tide_mc_client_set_poll_us;
 	 * TIDE_MASTER_POLL_US). Set before first use; 0 sleeps at once. */
 	uint32_t poll_us;
+	/* The RPCs made through this pool, counted and timed (store_metrics.h). */
+	struct store_metrics metrics;
 };
 
 /* Ready to use once the master is set; nothing is connected. Thread: the owner. */

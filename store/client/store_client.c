@@ -886,6 +886,16 @@ tide_store_health_check(struct tide_store *s)
 }
 
 int
+tide_store_metrics_text(struct tide_store *s, char *buf, size_t len, size_t *needed)
+{
+	if (!ready(s) || needed == NULL)
+		return -EINVAL;
+	/* Attached, the agent makes the master RPCs: this pool made none (stock's dummy client). */
+	return store_metrics_text(&s->ip.mc.pool.metrics, s->be->ops->attached ? "dummy" : "real",
+				  buf, len, needed);
+}
+
+int
 tide_store_put(struct tide_store *s, const char *key, const void *buf, size_t len,
 	       const struct tide_store_rc *repl)
 {

@@ -246,12 +246,25 @@ struct one {
 static int
 one_call(struct store_mc *mc, enum one_fn fn, struct one *o)
 {
+	/* The master function each one_fn sends, for the RPC metrics. */
+	static const enum tide_mc_fn mfn[] = {
+		[ONE_PUT_START] = TIDE_MC_FN_PUT_START,
+		[ONE_REPLICA_LIST] = TIDE_MC_FN_GET_REPLICA_LIST,
+		[ONE_EXIST_KEY] = TIDE_MC_FN_EXIST_KEY,
+		[ONE_REMOVE] = TIDE_MC_FN_REMOVE,
+		[ONE_REMOVE_ALL] = TIDE_MC_FN_REMOVE_ALL,
+	};
+	enum tide_mc_fn f =
+		(unsigned)fn < sizeof(mfn) / sizeof(mfn[0]) ? mfn[fn] : TIDE_MC_FN_COUNT;
+	uint64_t t0 = store_metrics_rpc_begin(&mc->pool.metrics, f);
 	struct tide_mc_pool_conn *m;
 	int rc;
 
 	m = tide_mc_pool_get(&mc->pool, 0, &rc);
-	if (m == NULL)
+	if (m == NULL) {
+		store_metrics_rpc_end(&mc->pool.metrics, f, t0, rc);
 		return rc;
+	}
 	switch (fn) {
 	case ONE_PUT_START:
 		rc = tide_mc_client_put_start(m->c, &mc->client_id, o->key, o->len, o->cfg, o->resp,
@@ -274,6 +287,7 @@ one_call(struct store_mc *mc, enum one_fn fn, struct one *o)
 		break;
 	}
 	tide_mc_pool_put(m);
+	store_metrics_rpc_end(&mc->pool.metrics, f, t0, rc);
 	return rc;
 }
 
@@ -322,16 +336,22 @@ store_mc_put_start(struct store_mc *mc, const char *key, uint64_t len,
 /* PutEnd or PutRevoke (end false) through the master client's helpers, or their
  * Upsert twins, which have none: the same requests under other ids. */
 static int
-end_call(struct tide_mc_pool_conn *m, const struct store_mc *mc, const char *key, bool upsert,
-	 bool end, int32_t *ec)
+end_call(struct tide_mc_pool_conn *m, struct store_mc *mc, const char *key, bool upsert, bool end,
+	 int32_t *ec)
 {
+	enum tide_mc_fn f = upsert ? (end ? TIDE_MC_FN_UPSERT_END : TIDE_MC_FN_UPSERT_REVOKE)
+				   : (end ? TIDE_MC_FN_PUT_END : TIDE_MC_FN_PUT_REVOKE);
+	uint64_t t0 = store_metrics_rpc_begin(&mc->pool.metrics, f);
 	struct tide_mc_resp resp;
 	struct tide_mc_req r;
 	int rc;
 
-	if (!upsert)
-		return end ? tide_mc_client_put_end(m->c, &mc->client_id, key, ec)
-			   : tide_mc_client_put_revoke(m->c, &mc->client_id, key, ec);
+	if (!upsert) {
+		rc = end ? tide_mc_client_put_end(m->c, &mc->client_id, key, ec)
+			 : tide_mc_client_put_revoke(m->c, &mc->client_id, key, ec);
+		store_metrics_rpc_end(&mc->pool.metrics, f, t0, rc);
+		return rc;
+	}
 	if (end) {
 		store_mc_req_init(&r, TIDE_MC_FN_UPSERT_END);
 		r.u.put_end.client_id = mc->client_id;
@@ -346,6 +366,7 @@ end_call(struct tide_mc_pool_conn *m, const struct store_mc *mc, const char *key
 		r.u.put_revoke.tenant_id = tenant_default;
 	}
 	rc = tide_mc_client_call(m->c, &r, &resp, NULL);
+	store_metrics_rpc_end(&mc->pool.metrics, f, t0, rc);
 	if (rc != 0)
 		return rc;
 	*ec = resp.u.status.ok ? 0 : resp.u.status.err;
@@ -611,15 +632,19 @@ store_mc_batch_keys(struct store_mc *mc, enum tide_mc_fn fn, const char *const *
 static int
 lease_call(struct store_mc *mc, const struct tide_mc_req *r, struct tide_mc_resp *resp)
 {
+	uint64_t t0 = store_metrics_rpc_begin(&mc->pool.metrics, r->fn);
 	struct tide_mc_pool_conn *m;
 	struct tide_mc_err err;
 	int rc;
 
 	m = tide_mc_pool_get(&mc->pool, 0, &rc);
-	if (m == NULL)
+	if (m == NULL) {
+		store_metrics_rpc_end(&mc->pool.metrics, r->fn, t0, rc);
 		return rc;
+	}
 	rc = tide_mc_client_call(m->c, r, resp, &err);
 	tide_mc_pool_put(m);
+	store_metrics_rpc_end(&mc->pool.metrics, r->fn, t0, rc);
 	if (rc == -EREMOTEIO && err.errc == TIDE_MC_ERRC_FUNCTION_NOT_REGISTERED) {
 		TIDE_LOG(DEBUG, "master does not serve %s (%s): plain puts",
 			 tide_mc_fn_info(r->fn)->name, err.msg);

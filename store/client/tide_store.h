@@ -739,6 +739,23 @@ int tide_store_unmap_buffer(struct tide_store *s, void *ptr);
 int tide_store_health_check(struct tide_store *s);
 
 /**
+ * This client's metrics as Prometheus text (exposition format 0.0.4), under stock
+ * Mooncake's client names: mooncake_client_rpc_count (counter) and
+ * mooncake_client_rpc_latency (histogram, microseconds, stock's buckets), labelled
+ * client_mode ("real"; "dummy" when attached to the node's agent), cluster_id (when
+ * MC_STORE_CLUSTER_ID is set) and rpc_name (the master function: "PutStart", ...).
+ * Only the master RPCs this process made are counted: attached to the agent, the
+ * agent makes them and this text has no samples (""). What stock's /metrics serves.
+ * \param buf     Receives the text and a NUL when len is enough; may be NULL with len 0.
+ * \param needed  Receives the size the text and its NUL need (on 0 and on -ENOBUFS).
+ * \return 0; -ENOBUFS buf too small (ask again with *needed bytes: counters move, so
+ *         allow some more); -EOPNOTSUPP metrics turned off (MC_STORE_CLIENT_METRIC=0);
+ *         -EINVAL not set up, or needed NULL.
+ * Thread: any, between set-up and tide_store_close(). Ownership: buf stays the caller's.
+ */
+int tide_store_metrics_text(struct tide_store *s, char *buf, size_t len, size_t *needed);
+
+/**
  * Transport this store's data moves with: "tcp" or "rdma" (with an agent, the
  * agent's); "" before setup. Valid until tide_store_close(). Thread: any.
  */

@@ -57,6 +57,7 @@ import sys
 import threading
 import weakref
 
+from mooncake import _client_http
 from mooncake._native import abi as _abi, lib as _lib
 from mooncake._store_base import (  # noqa: F401 (ReplicateConfig, SoftPinAction re-exported)
     ReplicateConfig, SoftPinAction, _SENTINEL_I64, _SENTINEL_INT, _UNTOUCHED, _BadArg, _CAPSULE_NAME, _Cfg, _E, _Frag, _GET_GUESS, _INVALID_PARAMS,
@@ -135,6 +136,12 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ParallelCalls, _Repli
                 devices = str(devices).strip()
                 if devices == "auto-discovery":  # Mooncake's spelling of "auto"
                     devices = ""
+            # Stock's client HTTP server (_client_http.py): /metrics, /metrics/summary, /health.
+            http_on = _client_http.parse_bool(c.get("enable_client_http_server", False))
+            http_port = _client_http.parse_port(c.get("client_http_port",
+                                                      _client_http.DEFAULT_PORT))
+            if http_port is None or (http_on and not 0 < http_port < 65536):
+                raise ValueError(f"invalid client_http_port {c.get('client_http_port')!r}")
         except ValueError as e:
             print(f"mooncake.store: setup: {e}", file=sys.stderr)
             return _INVALID_PARAMS
@@ -200,6 +207,7 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ParallelCalls, _Repli
             self._life = _Life(h, engine)
             with _STORES_LOCK:
                 _STORES[h.value] = weakref.ref(self)
+            self._http = _client_http.start(self, http_port) if http_on else None
         return 0
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
@@ -243,6 +251,7 @@ class MooncakeDistributedStore(_MultiCalls, _TensorCalls, _ParallelCalls, _Repli
             life = self._life
             if life is None or life.closing:
                 return 0
+            _client_http.stop(self.__dict__.pop("_http", None))
             life.close()
             with _STORES_LOCK:
                 _STORES.pop(life.h.value, None)
