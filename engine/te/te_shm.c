@@ -34,7 +34,8 @@
 /* The filler covers at most this much of one peer's buffers: page tables cost
  * 2 MiB per GiB mapped, so 16 MiB per peer at most; beyond it copies fill
  * their own chunks as before. */
-#define FILL_MAX (UINT64_C(8) << 30)
+#define FILL_MAX   (UINT64_C(8) << 30)
+#define FILL_STACK (64u << 10)
 
 enum map_state { MAP_UNTRIED, MAP_OK, MAP_FAILED_ };
 
@@ -273,9 +274,19 @@ map_buf(struct te_shm *m, struct shm_buf *b, const char **why)
 	}
 	b->base = p;
 	atomic_store_explicit(&b->state, MAP_OK, memory_order_release);
-	if (!m->filler_started && pthread_create(&m->filler, NULL, fill_main, m) == 0) {
-		m->filler_started = true;
-		(void)pthread_setname_np(m->filler, "tide-shmfill");
+	if (!m->filler_started) {
+		pthread_attr_t at;
+
+		/* A small stack: the filler needs a few hundred bytes, and a finished
+		 * one keeps its stack until the set is freed (joined there). */
+		if (pthread_attr_init(&at) == 0) {
+			(void)pthread_attr_setstacksize(&at, FILL_STACK);
+			if (pthread_create(&m->filler, &at, fill_main, m) == 0) {
+				m->filler_started = true;
+				(void)pthread_setname_np(m->filler, "tide-shmfill");
+			}
+			pthread_attr_destroy(&at);
+		}
 	}
 	return 0;
 }
