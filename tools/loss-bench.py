@@ -14,13 +14,19 @@ sender's RTOs per transfer (tide-net's tcp_rto_fired, TcpExt TCPTimeouts of the 
 sender's namespace) are kept per run, and the medians printed side by side.
 
 Bottleneck rows: --bn-mbit Mbit/s over a --bn-queue-packet pfifo toward the receiver, shared
-by N Linux flows of --bn-mib MiB each into Linux and into Tide (tide-net serve takes them
-all; tide-net send opens one connection, so Tide sends as one flow): aggregate goodput,
-Jain's fairness index, and the p99 completion time of N flows of 1 MiB.
+by N flows of --bn-mib MiB each, for each of --bn-pairs: Linux -> Linux, Linux -> Tide (N
+Linux flows; tide-net serve takes them all), Tide -> Linux and Tide -> Tide (one tide-net
+send --flows N: N connections on one poller). Per row: aggregate goodput (all bytes over the
+span from the first flow's handshake to the last flow's end), Jain's fairness index of the flows' goodputs, and the p99 (and median)
+completion time of N flows of 1 MiB; medians over runs, and a side-by-side table per N of each
+pair against Linux -> Linux (issue 35: Tide's aggregate >= Linux's, Jain >= Linux's, p99 <=
+Linux's).
 
 usage: tools/loss-bench.py BUILD_DIR [--mib 256] [--runs 5] [--losses 0,0.1,1,2,5]
            [--floors-us 1000,200000] [--pairs tl,lt,ll,tt] [--bn-flows 1,4,16]
-           [--bn-mbit 200] [--bn-queue 20] [--bn-mib 16] [--json FILE] [--png FILE]
+           [--bn-pairs ll,lt,tl,tt] [--bn-mbit 200] [--bn-queue 20] [--bn-mib 16]
+           [--json FILE] [--png FILE]
+--losses '' runs no random-loss rows, --bn-flows '' no bottleneck rows.
 Needs root (network namespaces). Writes BUILD_DIR/bench/loss-bench.json and .png by default.
 """
 import argparse
@@ -75,9 +81,7 @@ def bottleneck(net, a, raw, port):
     net.set_loss({})
     for run in range(a.runs):
         for n in a.bn_flows:
-            for p in ("ll", "lt", "tl"):
-                if p == "tl" and n != 1:
-                    continue  # tide-net send opens one connection
+            for p in a.bn_pairs:
                 snd, rcv, label = PAIRS[p]
                 net.set_bottleneck(rcv, a.bn_mbit, a.bn_queue)
                 row = {"kind": "bottleneck", "run": run, "flows": n, "pair": p,
@@ -89,7 +93,8 @@ def bottleneck(net, a, raw, port):
                 row["ok"] = r["ok"]
                 if r["ok"]:
                     row.update(mib_s=r["mib_s"], jain=lossnet.jain(r["flow_mib_s"]),
-                               rtos=r["rtos"], queue_drops=net.queue_drops(rcv) - q0)
+                               rtos=r["rtos"], queue_drops=net.queue_drops(rcv) - q0,
+                               mib_s_by_slowest=r["mib_s_by_slowest"], span_s=r["span_s"])
                 port += 1
                 f = lossnet.transfer(net, a.build_dir, snd, rcv, 1 << 20, port, flows=n,
                                      timeout=a.timeout)
@@ -104,8 +109,8 @@ def bottleneck(net, a, raw, port):
                 print(f"run {run} bottleneck {n} flow(s) {label}: " +
                       (f"{row['mib_s']:.1f} MiB/s, Jain {row['jain']:.3f}, "
                        f"FCT p99 {row.get('fct_p99_ms', float('nan')):.1f} ms, "
-                       f"queue drops {row['queue_drops']}" if r["ok"] else "FAILED"),
-                      flush=True)
+                       f"RTOs {row['rtos']}, queue drops {row['queue_drops']}"
+                       if r["ok"] else "FAILED"), flush=True)
                 if not row["ok"]:
                     print((r["log"] + f["log"])[-3000:], file=sys.stderr)
     return port
@@ -132,6 +137,27 @@ def wide_rows(med, a):
     return out
 
 
+def bottleneck_wide_rows(med, a):
+    """One row per flow count with every bottleneck pair's medians side by side, and each
+    pair's over Linux -> Linux's (goodput and Jain: higher is better; p99: lower is)."""
+    out = []
+    for n in a.bn_flows:
+        w = {"kind": "bottleneck-wide", "flows": n, "n": a.runs, "min": {}, "max": {}}
+        for p in a.bn_pairs:
+            m = benchplot.select(med, {"kind": "bottleneck", "flows": n, "pair": p})
+            if m:
+                for k in ("mib_s", "jain", "fct_p99_ms"):
+                    w[f"{p}_{k}"] = m[0].get(k)
+        for p in a.bn_pairs:
+            if p == "ll":
+                continue
+            for k in ("mib_s", "jain", "fct_p99_ms"):
+                if w.get(f"ll_{k}") and w.get(f"{p}_{k}") is not None:
+                    w[f"{p}_{k}_vs_ll"] = w[f"{p}_{k}"] / w[f"ll_{k}"]
+        out.append(w)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build_dir")
@@ -141,6 +167,8 @@ def main():
     ap.add_argument("--floors-us", type=ints, default=[1000, 200000])
     ap.add_argument("--pairs", default="tl,lt,ll,tt")
     ap.add_argument("--bn-flows", type=ints, default=[1, 4, 16])
+    ap.add_argument("--bn-pairs", default="ll,lt,tl,tt", help="bottleneck pairs (of "
+                    f"{','.join(PAIRS)}), each with every --bn-flows count")
     ap.add_argument("--bn-mbit", type=int, default=200)
     ap.add_argument("--bn-queue", type=int, default=20)
     ap.add_argument("--bn-mib", type=int, default=16)
@@ -151,13 +179,18 @@ def main():
     benchplot.add_output_args(ap)
     a = ap.parse_args()
     a.pairs = [p for p in a.pairs.split(",") if p]
+    a.bn_pairs = [p for p in a.bn_pairs.split(",") if p]
+    for p in a.pairs + a.bn_pairs:
+        if p not in PAIRS:
+            ap.error(f"pair {p!r}: not one of {', '.join(PAIRS)}")
     if os.geteuid() != 0:
         ap.error("needs root (network namespaces)")
     if not os.access(os.path.join(a.build_dir, "tools", "net", "tide-net"), os.X_OK):
         ap.error(f"{a.build_dir}/tools/net/tide-net: not built")
     json_path, png_path = benchplot.default_paths(a.build_dir, a.name, a.json, a.png)
     params = {k: getattr(a, k) for k in ("mib", "runs", "losses", "floors_us", "pairs",
-                                         "bn_flows", "bn_mbit", "bn_queue", "bn_mib")}
+                                         "bn_flows", "bn_pairs", "bn_mbit", "bn_queue",
+                                         "bn_mib")}
     net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250, linux_cc=a.linux_cc)
     raw = []
     try:
@@ -177,6 +210,7 @@ def main():
     med += benchplot.medians([r for r in raw if r["kind"] == "bottleneck"],
                              ["kind", "flows", "pair"])
     med += wide_rows(med, a)
+    med += bottleneck_wide_rows(med, a)
     series = []
     for i, p in enumerate(a.pairs):
         for floor, style in zip(a.floors_us, ("-", "--")):
@@ -188,14 +222,19 @@ def main():
                "ylabel": "goodput (MiB/s)", "series": series},
               {"kind": "xy", "title": "Sender's RTOs per transfer", "x": "loss_pct",
                "y": "rtos", "xlabel": "loss (%)", "ylabel": "RTOs per transfer",
-               "series": [dict(s, y="rtos") for s in series]}]
+               "series": [dict(s, y="rtos") for s in series]}] if a.losses and a.pairs else []
     if a.bn_flows:
-        panels.append({"kind": "xy", "title": f"Bottleneck {a.bn_mbit} Mbit/s, pfifo "
-                       f"{a.bn_queue}: aggregate goodput", "x": "flows", "y": "mib_s",
-                       "xint": True, "xlabel": "flows", "ylabel": "goodput (MiB/s)",
-                       "series": [{"label": PAIRS[p][2], "color": i,
-                                   "where": {"kind": "bottleneck", "pair": p}}
-                                  for i, p in enumerate(("ll", "lt", "tl"))]})
+        bn_series = [{"label": PAIRS[p][2], "color": i,
+                      "where": {"kind": "bottleneck", "pair": p}}
+                     for i, p in enumerate(a.bn_pairs)]
+        for y, title, ylabel in (("mib_s", "aggregate goodput", "goodput (MiB/s)"),
+                                 ("jain", "Jain's fairness index", "Jain's index"),
+                                 ("fct_p99_ms", "p99 completion of 1 MiB flows",
+                                  "p99 FCT (ms)")):
+            panels.append({"kind": "xy", "title": f"Bottleneck {a.bn_mbit} Mbit/s, pfifo "
+                           f"{a.bn_queue}: {title}", "x": "flows", "y": y, "xint": True,
+                           "xlabel": "flows", "ylabel": ylabel,
+                           "series": [dict(s, y=y) for s in bn_series]})
     cols = [{"key": "loss_pct", "head": "loss %", "fmt": "g"},
             {"key": "rto_floor_ms", "head": "Tide's RTO floor ms", "fmt": "g"}]
     for p in a.pairs:
@@ -203,7 +242,7 @@ def main():
                  {"key": f"{p}_rtos", "head": "RTOs", "fmt": "g"}]
     tables = [{"title": f"Random loss, both directions ({a.mib} MiB per transfer, median of "
                f"{a.runs}; RTOs are the sender's, per transfer):",
-               "where": {"kind": "loss-wide"}, "columns": cols}]
+               "where": {"kind": "loss-wide"}, "columns": cols}] if a.losses and a.pairs else []
     if a.bn_flows:
         tables.append({"title": f"Bottleneck: tbf {a.bn_mbit} Mbit/s over a {a.bn_queue}-packet "
                        f"pfifo toward the receiver; {a.bn_mib} MiB per flow (goodput, Jain), "
@@ -217,10 +256,30 @@ def main():
                            {"key": "rtos", "head": "RTOs", "fmt": "g"},
                            {"key": "queue_drops", "head": "queue drops", "fmt": "g"},
                            {"key": "n", "head": "runs", "fmt": "d"}]})
+        wcols = [{"key": "flows", "head": "flows", "fmt": "d"}]
+        for p in a.bn_pairs:
+            short = PAIRS[p][2].replace("Linux", "L").replace("Tide", "T").replace(" ", "")
+            wcols += [{"key": f"{p}_mib_s", "head": f"{short} MiB/s", "fmt": ".1f"},
+                      {"key": f"{p}_jain", "head": "Jain", "fmt": ".3f"},
+                      {"key": f"{p}_fct_p99_ms", "head": "p99 ms", "fmt": ".1f"}]
+        for p in ("tl", "tt"):
+            if p in a.bn_pairs and "ll" in a.bn_pairs:
+                wcols += [{"key": f"{p}_mib_s_vs_ll", "head": f"{p}/ll goodput", "fmt": "x"},
+                          {"key": f"{p}_jain_vs_ll", "head": f"{p}/ll Jain", "fmt": "x"},
+                          {"key": f"{p}_fct_p99_ms_vs_ll", "head": f"{p}/ll p99", "fmt": "x"}]
+        tables.append({"title": "Bottleneck, pairs side by side (medians of the rows above; "
+                       "tl = Tide -> Linux, tt = Tide -> Tide, ll = Linux -> Linux; issue 35 "
+                       "asks goodput and Jain >= 1.00x, p99 <= 1.00x):",
+                       "where": {"kind": "bottleneck-wide"}, "columns": wcols})
     failed = sum(1 for r in raw if not r["ok"])
     rec.finish(raw, med, panels, tables, json_path=json_path, png_path=png_path,
                notes=["Goodput: bytes verified by the receiver over the sender's time from "
                       "connect to the last byte acknowledged (Linux: to the receiver's close).",
+                      "Bottleneck aggregate: all flows' bytes over the span from the first "
+                      "flow's handshake to the last flow's end (N Linux senders are N "
+                      "processes, which may start apart; one tide-net send --flows N opens "
+                      "them together); mib_s_by_slowest keeps bytes over the slowest flow's "
+                      "own time, the formula before.",
                       "Loss: nft numgen random on the bridge's forward hook, the same share "
                       "of TCP frames from each end; Linux's own RTO floor is 200 ms.",
                       f"Linux's congestion control: {params['linux_cc']} (Tide's: NewReno); "

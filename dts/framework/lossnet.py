@@ -198,6 +198,11 @@ class LossNet:
 # Each returns a dict: ok, mib_s (goodput of the whole transfer, the receiver's bytes over the
 # sender's time from connect to the last byte acknowledged), rtos (the sender's RTOs), log
 # (everything printed, for a failure message). Every byte is verified by the receiver.
+#
+# A Linux sender of N flows is N processes of this file (one connection each); a Tide sender of
+# N flows is one tide-net send --flows N (N connections on one poller, opened in one iteration),
+# which prints one "flow I: sent B bytes in S s" line per flow (S: its completion time, from its
+# handshake to its last byte acknowledged) and, once, the stack's counters.
 
 def _tide_net(build_dir):
     return os.path.join(build_dir, "tools", "net", "tide-net")
@@ -249,9 +254,11 @@ def _tide_base_env(env):
 
 
 def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1, timeout=300):
-    """nbytes from host snd to host rcv over `flows` connections at once (flows > 1 only when
-    the sender is Linux: tide-net send opens one connection). Returns the dict above; with
-    several flows also per-flow seconds (fct) and goodputs (flow_mib_s)."""
+    """nbytes from host snd to host rcv on each of `flows` connections at once. Returns the
+    dict above, also per-flow seconds (fct) and goodputs (flow_mib_s), one per flow; with
+    several flows each one's handshake end in seconds after the first's (flow_start, in
+    fct's order), and mib_s is then all bytes over the span from the first flow's handshake
+    to the last flow's end (span_s)."""
     skind, rkind = HOSTS[snd][1], HOSTS[rcv][1]
     lenv = linux_env(net.linux_cc)
     res = {"ok": False, "mib_s": 0.0, "rtos": None, "log": ""}
@@ -276,10 +283,11 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     # sender(s)
     senders = []
     if skind == "tide":
-        assert flows == 1
-        senders.append(_popen(net.ns(snd), [_tide_net(build_dir), "send", "--peer",
-                                            net.ip(rcv), "--port", str(port), "--bytes",
-                                            str(nbytes)],
+        cmd = [_tide_net(build_dir), "send", "--peer", net.ip(rcv), "--port", str(port),
+               "--bytes", str(nbytes)]
+        if flows > 1:
+            cmd += ["--flows", str(flows)]
+        senders.append(_popen(net.ns(snd), cmd,
                               _tide_base_env(net.tide_env(snd, rto_min_us, 0))))
     else:
         for _ in range(flows):
@@ -291,15 +299,22 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     rrc, rout = _finish(r, 60)
     log = "".join(o for _, o in souts) + rout
     res["log"] = log
-    secs = []
+    secs, starts = [], []
     for rc, out in souts:
-        m = re.search(r"sent (\d+) bytes in ([\d.]+) s", out)
-        if rc != 0 or not m or int(m.group(1)) != nbytes:
+        # one line per flow: "sent N bytes in S s" (tide-net --flows N: "flow I: sent ...");
+        # "connected at T s": this peer's CLOCK_MONOTONIC, tide-net's "+T s" after its start
+        got = re.findall(r"sent (\d+) bytes in ([\d.]+) s(?:.*connected at \+?([\d.]+) s)?",
+                         out)
+        if rc != 0 or not got or any(int(b) != nbytes for b, _, _ in got):
             return res
-        secs.append(float(m.group(2)))
+        secs += [float(t) for _, t, _ in got]
+        starts += [float(c) for _, _, c in got if c]
+    if len(secs) != flows:
+        return res
     if rkind == "tide":
-        ok = rrc == 0 and f"{nbytes} bytes in, 0 out, 0 mismatched" in rout and \
-            len(re.findall(r"bytes in, 0 out, 0 mismatched", rout)) == flows and \
+        # every connection ended by its sender's FIN with all nbytes, none broke the pattern
+        ok = rrc == 0 and len(re.findall(rf"closed by peer: {nbytes} bytes in, 0 out, "
+                                         r"0 mismatched", rout)) == flows and \
             "packet buffers leaked: 0" in rout
     else:
         ok = rrc == 0 and len(re.findall(rf"received {nbytes} bad 0 .* match", rout)) == flows
@@ -311,8 +326,16 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     res["ok"] = ok
     res["fct"] = secs
     res["flow_mib_s"] = [nbytes / 1048576.0 / s for s in secs]
-    # Aggregate goodput: all bytes over the time the slowest flow took.
-    res["mib_s"] = flows * nbytes / 1048576.0 / max(secs)
+    # Aggregate goodput: all bytes over the span from the first flow's handshake to the last
+    # flow's end (N Linux senders are N processes, which do not start together); the slowest
+    # flow's time when the starts are unknown (one flow).
+    span = max(secs)
+    if flows > 1 and len(starts) == flows:
+        res["flow_start"] = [t - min(starts) for t in starts]
+        span = max(t + s for t, s in zip(res["flow_start"], secs))
+    res["span_s"] = span
+    res["mib_s_by_slowest"] = flows * nbytes / 1048576.0 / max(secs)  # the formula before span
+    res["mib_s"] = flows * nbytes / 1048576.0 / span
     return res
 
 
@@ -337,13 +360,14 @@ def _peer_send(host, port, n):
     s.settimeout(30)
     s.connect((host, port))
     s.settimeout(600)
-    t0 = time.monotonic()
+    t0 = time.monotonic()  # CLOCK_MONOTONIC, shared by every process on the host
     for c in linux_peer.chunks(n):
         s.sendall(c)
     s.shutdown(socket.SHUT_WR)
     s.recv(1)  # the receiver closes once it has every byte
     secs = time.monotonic() - t0
-    print(f"sent {n} bytes in {secs:.3f} s ({n / 1048576.0 / secs:.1f} MiB/s)", flush=True)
+    print(f"sent {n} bytes in {secs:.3f} s ({n / 1048576.0 / secs:.1f} MiB/s), connected at "
+          f"{t0:.6f} s", flush=True)
     return 0
 
 

@@ -6,13 +6,20 @@
  *
  *   tide-net serve [--port P] [--echo] [--send SIZE [--close]] [--connections N]
  *                  [--duration S]
- *   tide-net send --peer IP [--port P] [--bytes SIZE]
+ *   tide-net send --peer IP [--port P] [--bytes SIZE] [--flows N]
  *
  * Configuration comes from the node environment file (TIDE_DPDK_DEVICE,
  * TIDE_DATA_IP/NETMASK/GATEWAY/MAC, TIDE_MTU, TIDE_FAULT, TIDE_CSUM, TIDE_IDLE,
  * ...).
  * The stack runs on one pinned polling worker; the main thread only waits.
  * Payload bytes follow a fixed pattern so either side can verify them.
+ *
+ * send --flows N opens N connections at once, all on the one worker, each
+ * moving --bytes of its own (the pattern from offset 0); with N > 1 each
+ * prints "flow I: sent B bytes in S s (...), connected at +T s" when its
+ * last byte is acknowledged: S counted from its own handshake (its completion
+ * time), T from the start. The first flow opens alone and the others once it
+ * is connected (see setup_on_worker()).
  *
  * Every run ends with one line saying how: "done: ..." (exit 0), "stopped by
  * SIGTERM ..." (exit 0), "peer gone after N bytes (ERRNO)" or "failed: ..."
@@ -43,8 +50,10 @@
 #include "tide_nodeenv.h"
 
 #define MAX_CONNS       64
-#define CONNECT_LIMIT_S 10   /* send: no connection within this long is a failure */
-#define LINK_GONE_MS    1000 /* the link down this long after it was up: the peer is gone */
+#define PATTERN_PERIOD  65536 /* pattern(i) depends on i mod 2^16 only */
+#define CHUNK_BYTES     16384 /* most bytes one tide_net_send() call offers */
+#define CONNECT_LIMIT_S 10    /* send: no connection within this long is a failure */
+#define LINK_GONE_MS    1000  /* the link down this long after it was up: the peer is gone */
 
 /* The signal that asked us to stop (SIGINT, SIGTERM), 0 until one did. */
 static atomic_int stop_signal;
@@ -81,6 +90,9 @@ struct conn_state {
 	bool held;        /* on_recv took less than offered: the stack waits for recv_resume */
 	bool peer_closed; /* echo: FIN seen; close once everything is echoed */
 	bool done;
+	/* send: one flow; tx counts the bytes the send buffer took. */
+	uint64_t t_connected;
+	bool connected;
 };
 
 struct app {
@@ -88,7 +100,8 @@ struct app {
 	bool close_first; /* serve --close: FIN after the --send bytes (an active close) */
 	uint16_t port;
 	uint32_t peer;
-	uint64_t bytes;
+	uint64_t bytes;      /* send: per flow */
+	unsigned nflows;     /* send --flows: connections opened at once (1..MAX_CONNS) */
 	uint64_t serve_send; /* serve --send: bytes queued to each accepted connection */
 	unsigned want_conns;
 	/* Worker state. */
@@ -100,12 +113,19 @@ struct app {
 	unsigned nconns, closed_conns;
 	unsigned failed_conns; /* serve: ended by a reset or timeout, not the peer's FIN */
 	int first_err;         /* serve: the first such reason */
-	uint64_t t_start, t_connected;
-	int result; /* 0 ok, -errno failed; written once by the worker */
+	uint64_t t_start;
+	int result; /* 0 ok, -errno failed (a sender's first failed flow); written by the worker */
 	atomic_bool finished;
-	uint64_t sent;
-	bool connected, peer_closed, close_sent;
-	uint8_t chunk[16384];
+	uint64_t sent;         /* send: bytes the send buffers took, all flows */
+	unsigned ended_flows;  /* send: flows acknowledged whole or failed */
+	unsigned failed_flows; /* send: flows ended by a reset, refusal or timeout */
+	unsigned next_flow;    /* send: the flow send_progress() serves first */
+	bool connected;        /* send: some flow completed its handshake */
+	bool close_sent;       /* send: some flow closed after its last byte was acknowledged */
+	uint8_t chunk[CHUNK_BYTES];
+	/* send: the pattern from offset 0 for a period and one chunk more, so the
+	 * bytes at any offset are one slice of it, never computed per send. */
+	uint8_t ptab[PATTERN_PERIOD + CHUNK_BYTES];
 };
 
 static void
@@ -235,72 +255,144 @@ serve_accept(void *arg, struct tide_net_conn *conn)
 	return 0;
 }
 
+/* A sender's flow ended: acknowledged whole (err 0) or failed. */
+static void
+flow_end(struct conn_state *cs, int err)
+{
+	struct app *a = cs->app;
+
+	cs->done = true;
+	cs->err = err;
+	if (err != 0 && a->failed_flows++ == 0)
+		a->result = err;
+	if (err != 0 && a->nflows > 1) {
+		printf("tide-net: flow %u: failed after %" PRIu64 " of %" PRIu64 " bytes (%s)\n",
+		       (unsigned)(cs - a->conns), cs->tx, a->bytes, strerror(-err));
+		fflush(stdout);
+	}
+	if (++a->ended_flows == a->nflows)
+		atomic_store(&a->finished, true);
+}
+
 static void
 send_event(struct tide_net_conn *c, void *arg, enum tide_net_event ev, int reason)
 {
-	struct app *a = arg;
+	struct conn_state *cs = arg;
+	struct app *a = cs->app;
 
 	(void)c;
 	if (ev == TIDE_NET_EV_CONNECTED) {
+		cs->connected = true;
+		cs->t_connected = a->now;
 		a->connected = true;
-		a->t_connected = a->now;
 	} else if (ev == TIDE_NET_EV_PEER_CLOSED) {
-		a->peer_closed = true;
-	} else if (ev == TIDE_NET_EV_CLOSED) {
-		a->result = reason != 0 ? reason : -ECONNRESET;
-		atomic_store(&a->finished, true);
+		cs->peer_closed = true;
+	} else if (ev == TIDE_NET_EV_CLOSED && !cs->done) {
+		flow_end(cs, reason != 0 ? reason : -ECONNRESET);
 	}
 }
 
 static size_t
 send_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
 {
-	struct app *a = arg;
+	struct conn_state *cs = arg;
 
 	(void)c;
 	(void)d;
-	a->conns[0].rx += n; /* the peer's reply, e.g. a byte count */
+	cs->rx += n; /* the peer's reply, e.g. a byte count */
 	return n;
 }
 
-/* Sender progress: fill the send buffer, close when all is queued, finish
- * when the peer closed its side. */
+static const struct tide_net_conn_cbs send_cbs = {.on_recv = send_recv, .on_event = send_event};
+
+/* Open flows 1..nflows-1 in one iteration, so they start together (within
+ * microseconds of each other, one handshake after the first). A failure is
+ * the run's: the flow counts as ended and failed. Returns 1 (work done). */
+static int
+open_flows(struct app *a, uint64_t now)
+{
+	while (a->nconns < a->nflows) {
+		struct conn_state *cs = &a->conns[a->nconns++];
+		int rc;
+
+		cs->app = a;
+		rc = tide_net_connect(a->stack, a->peer, a->port, &send_cbs, cs, now, &cs->conn);
+		if (rc != 0) {
+			cs->conn = NULL;
+			flow_end(cs, rc);
+		}
+	}
+	return 1;
+}
+
+/* One flow: fill its send buffer from the pattern table; once every byte is
+ * acknowledged, report its completion time and close (FIN). */
+static int
+flow_progress(struct app *a, struct conn_state *cs, uint64_t now)
+{
+	struct tide_net_conn_info ci;
+	uint64_t secs_ns;
+	int work = 0;
+
+	while (cs->tx < a->bytes) {
+		uint64_t left = a->bytes - cs->tx;
+		size_t want = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
+		ssize_t k = tide_net_send(cs->conn, a->ptab + cs->tx % PATTERN_PERIOD, want, now);
+
+		if (k <= 0)
+			break;
+		cs->tx += (uint64_t)k;
+		a->sent += (uint64_t)k;
+		work++;
+	}
+	if (cs->tx < a->bytes || tide_net_send_space(cs->conn) == 0)
+		return work;
+	tide_net_conn_info(cs->conn, &ci);
+	if (ci.snd_queued != 0)
+		return work;
+	/* Everything acknowledged: half-close; the stack finishes the close. */
+	secs_ns = now - cs->t_connected;
+	if (a->nflows == 1)
+		printf("tide-net: sent %" PRIu64 " bytes in %.3f s (%.1f MiB/s)\n", cs->tx,
+		       secs_ns / 1e9, cs->tx / 1048576.0 / (secs_ns / 1e9));
+	else
+		printf("tide-net: flow %u: sent %" PRIu64 " bytes in %.3f s (%.1f MiB/s), "
+		       "connected at +%.3f s\n",
+		       (unsigned)(cs - a->conns), cs->tx, secs_ns / 1e9,
+		       cs->tx / 1048576.0 / (secs_ns / 1e9), (cs->t_connected - a->t_start) / 1e9);
+	fflush(stdout);
+	a->close_sent = true;
+	tide_net_close(cs->conn, now);
+	cs->conn = NULL;
+	flow_end(cs, 0);
+	return work + 1;
+}
+
+/*
+ * Sender progress, every iteration (level-triggered, so no WRITABLE edge is
+ * needed): each live flow gets its turn. The first flow served rotates, so
+ * no flow is always the one that meets a full device queue; at most
+ * MAX_CONNS flows per call.
+ */
 static int
 send_progress(struct app *a, uint64_t now)
 {
+	unsigned first = a->next_flow;
 	int work = 0;
 
 	if (!a->connected || atomic_load(&a->finished))
 		return 0;
-	while (a->sent < a->bytes) {
-		size_t want = a->bytes - a->sent < sizeof(a->chunk) ? a->bytes - a->sent
-								    : sizeof(a->chunk);
-		ssize_t k;
+	/* The first flow's handshake resolved the peer's address: open the
+	 * others now, their SYNs ahead of its data. */
+	if (a->nconns < a->nflows)
+		work += open_flows(a, now);
+	a->next_flow = first + 1 == a->nflows ? 0 : first + 1;
+	for (unsigned j = 0; j < a->nflows; j++) {
+		unsigned i = first + j < a->nflows ? first + j : first + j - a->nflows;
+		struct conn_state *cs = &a->conns[i];
 
-		for (size_t i = 0; i < want; i++)
-			a->chunk[i] = pattern(a->sent + i);
-		k = tide_net_send(a->conns[0].conn, a->chunk, want, now);
-		if (k <= 0)
-			break;
-		a->sent += (uint64_t)k;
-		work++;
-	}
-	if (a->sent == a->bytes && !a->close_sent && tide_net_send_space(a->conns[0].conn) > 0) {
-		struct tide_net_conn_info ci;
-
-		tide_net_conn_info(a->conns[0].conn, &ci);
-		if (ci.snd_queued == 0) {
-			/* Everything acknowledged: half-close and wait for the peer. */
-			a->close_sent = true;
-			printf("tide-net: sent %" PRIu64 " bytes in %.3f s (%.1f MiB/s)\n", a->sent,
-			       (now - a->t_connected) / 1e9,
-			       a->sent / 1048576.0 / ((now - a->t_connected) / 1e9));
-			fflush(stdout);
-			tide_net_close(a->conns[0].conn, now);
-			a->conns[0].conn = NULL;
-			a->result = 0;
-			atomic_store(&a->finished, true);
-		}
+		if (cs->connected && !cs->done)
+			work += flow_progress(a, cs, now);
 	}
 	return work;
 }
@@ -368,8 +460,6 @@ app_poll(void *arg, unsigned idx, uint64_t now)
 static int
 setup_on_worker(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t now)
 {
-	static const struct tide_net_conn_cbs send_cbs = {.on_recv = send_recv,
-							  .on_event = send_event};
 	struct app *a = arg;
 
 	(void)idx;
@@ -378,9 +468,16 @@ setup_on_worker(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t 
 	a->t_start = now; /* timeouts count from here, not from EAL start-up */
 	if (a->serve)
 		return tide_net_listen(a->stack, a->port, 128, serve_accept, a, &a->listener);
-	a->nconns = 1;
+	for (size_t i = 0; i < sizeof(a->ptab); i++)
+		a->ptab[i] = pattern(i);
+	/* One flow first: the stack queues only a few frames (4) per next hop
+	 * whose address it has not resolved yet, so N SYNs sent before ARP
+	 * answered would lose all but those few to the 1 s SYN retransmission.
+	 * send_progress() opens the others once this one is connected. */
 	a->conns[0].app = a;
-	return tide_net_connect(a->stack, a->peer, a->port, &send_cbs, a, now, &a->conns[0].conn);
+	a->nconns = 1;
+	return tide_net_connect(a->stack, a->peer, a->port, &send_cbs, &a->conns[0], now,
+				&a->conns[0].conn);
 }
 
 static void
@@ -389,7 +486,9 @@ teardown_on_worker(void *arg)
 	struct app *a = arg;
 
 	for (unsigned i = 0; i < a->nconns; i++)
-		if (a->conns[i].conn != NULL && !a->conns[i].done && !a->serve)
+		/* A sender's flow still holds its handle unless it closed it, failed
+		 * flows included (the stack keeps a gone connection until then). */
+		if (a->conns[i].conn != NULL && !a->serve)
 			tide_net_abort(a->conns[i].conn, tide_mono_ns());
 	tide_net_listener_close(a->listener, tide_mono_ns());
 }
@@ -539,16 +638,27 @@ report_end(const struct app *a, enum run_end end, double duration, unsigned held
 		snprintf(line, sizeof(line), "failed: no connection to %s:%u (%s: %s)", peer,
 			 a->port, errname(a->result), strerror(-a->result));
 	} else if (a->result != 0) {
-		snprintf(line, sizeof(line), "peer gone after %" PRIu64 " bytes (%s: %s)", a->sent,
-			 errname(a->result), strerror(-a->result));
-	} else if (a->sent == a->bytes) {
+		int k = snprintf(line, sizeof(line), "peer gone after %" PRIu64 " bytes (%s: %s)",
+				 a->sent, errname(a->result), strerror(-a->result));
+
+		if (a->nflows > 1)
+			snprintf(line + k, sizeof(line) - (size_t)k, "; %u of %u flows failed",
+				 a->failed_flows, a->nflows);
+	} else if (a->ended_flows == a->nflows && a->nflows == 1) {
 		snprintf(line, sizeof(line),
 			 "done: sent %" PRIu64 " bytes, every byte acknowledged, FIN sent",
 			 a->sent);
 		ok = 1;
+	} else if (a->ended_flows == a->nflows) {
+		snprintf(line, sizeof(line),
+			 "done: sent %" PRIu64 " bytes on %u flows, every byte acknowledged, FIN "
+			 "sent on each",
+			 a->sent, a->nflows);
+		ok = 1;
 	} else {
-		snprintf(line, sizeof(line), "failed after %" PRIu64 " of %" PRIu64 " bytes",
-			 a->sent, a->bytes);
+		snprintf(line, sizeof(line),
+			 "failed after %" PRIu64 " of %" PRIu64 " bytes (%u of %u flows done)",
+			 a->sent, a->bytes * a->nflows, a->ended_flows, a->nflows);
 	}
 	if (held != 0) {
 		size_t k = strlen(line);
@@ -568,11 +678,14 @@ usage(FILE *f)
 	fprintf(f,
 		"usage: tide-net [--node-env FILE] serve [--port P] [--echo]"
 		" [--send SIZE [--close]] [--connections N] [--duration S]\n"
-		"       tide-net [--node-env FILE] send --peer IPV4 [--port P] [--bytes SIZE]\n"
+		"       tide-net [--node-env FILE] send --peer IPV4 [--port P] [--bytes SIZE]"
+		" [--flows N]\n"
 		"Runs Tide's user-space TCP/IP stack on TIDE_DPDK_DEVICE with TIDE_DATA_IP.\n"
 		"serve sinks (checks the pattern) or, with --echo, echoes what it receives;\n"
 		"--send SIZE (at most 1mb) also sends SIZE pattern bytes on each accepted\n"
-		"connection, and --close then closes it at once (FIN first: an active close).\n");
+		"connection, and --close then closes it at once (FIN first: an active close).\n"
+		"send --flows N (1..%d) opens N connections at once, each sending --bytes.\n",
+		MAX_CONNS);
 }
 
 int
@@ -587,6 +700,7 @@ main(int argc, char **argv)
 					      {"close", no_argument, NULL, 'C'},
 					      {"connections", required_argument, NULL, 'c'},
 					      {"duration", required_argument, NULL, 'd'},
+					      {"flows", required_argument, NULL, 'f'},
 					      {"help", no_argument, NULL, 'h'},
 					      {NULL, 0, NULL, 0}};
 	static struct app a;
@@ -604,6 +718,7 @@ main(int argc, char **argv)
 	a.port = 5001;
 	a.bytes = 64ull << 20;
 	a.want_conns = UINT32_MAX;
+	a.nflows = 1;
 	while ((c = getopt_long(argc, argv, "+e:h", lopts, NULL)) != -1) {
 		if (c == 'e') {
 			env_path = optarg;
@@ -622,7 +737,7 @@ main(int argc, char **argv)
 	}
 	a.serve = strcmp(argv[optind], "serve") == 0;
 	optind++;
-	while ((c = getopt_long(argc, argv, "p:P:b:Es:Cc:d:", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "p:P:b:Es:Cc:d:f:", lopts, NULL)) != -1) {
 		struct in_addr ia;
 		char *end;
 		unsigned long v;
@@ -672,6 +787,15 @@ main(int argc, char **argv)
 		case 'd':
 			duration = strtod(optarg, NULL);
 			break;
+		case 'f':
+			v = strtoul(optarg, &end, 10);
+			if (*end != '\0' || v == 0 || v > MAX_CONNS) {
+				fprintf(stderr, "tide-net: --flows %s: not a count 1..%d\n", optarg,
+					MAX_CONNS);
+				return 2;
+			}
+			a.nflows = (unsigned)v;
+			break;
 		default:
 			usage(stderr);
 			return 2;
@@ -679,6 +803,10 @@ main(int argc, char **argv)
 	}
 	if (!a.serve && (a.serve_send > 0 || a.close_first)) {
 		fprintf(stderr, "tide-net: --send and --close are serve options\n");
+		return 2;
+	}
+	if (a.serve && a.nflows != 1) {
+		fprintf(stderr, "tide-net: --flows is a send option\n");
 		return 2;
 	}
 	if (a.close_first && a.serve_send == 0) {
