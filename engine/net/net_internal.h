@@ -130,9 +130,13 @@ uint32_t net_cksum_pseudo(uint32_t saddr_be, uint32_t daddr_be, uint8_t proto, u
 #define NET_TX_BURST 32 /* frames queued before a tx_burst call */
 /* In-order segments one ACK may cover within an RX burst (the ACK goes at
  * the burst's end, or at once past this): about GRO's 64 KiB at MTU 9000. */
-#define NET_ACK_STRETCH  8
-#define NET_ARP_SLOTS    64   /* ARP cache entries (linear scan; hit cache in front) */
-#define NET_ARP_PENDING  4    /* frames queued per unresolved next hop */
+#define NET_ACK_STRETCH 8
+#define NET_ARP_SLOTS   64 /* ARP cache entries (linear scan; hit cache in front) */
+/* Frames queued per unresolved next hop, oldest dropped past it: enough for the
+ * SYNs of a burst of connects (16 at once lost 12 SYNs to a 1 s retransmission
+ * with 4); Linux keeps about 100 frames (unres_qlen_bytes). 64 hops x 32 frames
+ * bounds what the cache can hold of the device's buffers. */
+#define NET_ARP_PENDING  32
 #define NET_CONN_BUCKETS 1024 /* connection hash buckets (power of two) */
 /* Received frames the stack may keep at once (out-of-order payload held in
  * place, not copied); past it, out-of-order payload is copied. Bounded well

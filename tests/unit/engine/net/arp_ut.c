@@ -124,7 +124,7 @@ static void
 test_resolve_queue_and_flush(void)
 {
 	struct ut_env e;
-	struct tide_net_conn *c[6];
+	struct tide_net_conn *c[NET_ARP_PENDING + 2];
 	struct ut_buf *b;
 	uint8_t f[64];
 	uint16_t n;
@@ -132,8 +132,9 @@ test_resolve_queue_and_flush(void)
 
 	ut_env_init(&e, NULL);
 	st = tide_net_stats(e.s);
-	/* Six SYNs toward an unresolved host: one request, four frames kept, two dropped. */
-	for (int i = 0; i < 6; i++) {
+	/* NET_ARP_PENDING + 2 SYNs toward an unresolved host: one request,
+	 * NET_ARP_PENDING frames kept, the two oldest dropped. */
+	for (int i = 0; i < NET_ARP_PENDING + 2; i++) {
 		CU_ASSERT_FATAL(tide_net_connect(e.s, IP3, 80, NULL, NULL, e.now, &c[i]) == 0);
 	}
 	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 1);
@@ -147,7 +148,7 @@ test_resolve_queue_and_flush(void)
 	n = ut_build_arp(f, 2, mac3, IP3, ut_mac, UT_IP, ut_mac);
 	ut_rx(&e, f, n);
 	CU_ASSERT_EQUAL(st->arp_rx_replies, 1);
-	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), 4);
+	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), NET_ARP_PENDING);
 	while ((b = ut_dev_pop(&e.dev)) != NULL) {
 		struct ut_tcp_out o;
 
@@ -156,7 +157,7 @@ test_resolve_queue_and_flush(void)
 		CU_ASSERT_EQUAL(o.flags, TCPHDR_SYN);
 		ut_buf_free(&e.dev, b);
 	}
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < NET_ARP_PENDING + 2; i++) {
 		tide_net_abort(c[i], e.now);
 	}
 	ut_env_fini(&e);
