@@ -15,7 +15,7 @@
  *
  * Bounds: at most TIDE_AGENT_MAX_CLIENTS connections (more are refused with
  * a log line), AGENT_MAX_REGIONS regions per client; request limits are in
- * store/client/agent_proto.h.
+ * store/proto/agent_proto.h.
  *
  * Access: the socket is 0660, owned by the agent's user and a socket group
  * (the agent's own group unless opts.socket_group names another); each

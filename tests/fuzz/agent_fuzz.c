@@ -2,7 +2,7 @@
 /*
  * libFuzzer target over the node agent's wire format as the agent server
  * reads it: agent_recv() (header checks, body, SCM_RIGHTS descriptors;
- * store/client/agent_proto.c) and the request decoding of every operation
+ * store/proto/agent_proto.c) and the request decoding of every operation
  * in store/agent/agent_server.c (counts, strings, replicate configs,
  * (region, offset, length) locations resolved against the client's mapped
  * regions, MAP/UNMAP of shared memory).

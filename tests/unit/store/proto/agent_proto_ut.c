@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for the agent wire format (store/client/agent_proto.c):
+ * Unit tests for the agent wire format (store/proto/agent_proto.c):
  * writer/reader round trips and every way a reader refuses input, the
  * replicate-config encoding, and framed send/receive over a socketpair
  * including descriptor passing, bad headers, oversize bodies and EOF.
