@@ -134,6 +134,20 @@ ready(const struct tide_store *s)
 	return s != NULL && s->set_up;
 }
 
+/* The set-up and heartbeat RPCs go straight to a connection, not through the pool's
+ * call: counted here as the pool counts the others (stock counts every master RPC). */
+static uint64_t
+rpc_begin(struct tide_store *s, enum tide_mc_fn fn)
+{
+	return store_metrics_rpc_begin(&s->ip.mc.pool.metrics, fn);
+}
+
+static void
+rpc_end(struct tide_store *s, enum tide_mc_fn fn, uint64_t t0, int rc)
+{
+	store_metrics_rpc_end(&s->ip.mc.pool.metrics, fn, t0, rc);
+}
+
 /* store_mc's moved hook: the master moved, so the heartbeat pings (and re-mounts) now. */
 static void
 hb_kick(void *arg)
@@ -187,6 +201,7 @@ hb_ping_once(struct tide_store *s, int *fails)
 	struct tide_mc_segment seg;
 	char addr[TIDE_MC_POOL_ADDR_MAX];
 	int32_t status = 0, ec = 0;
+	uint64_t t0;
 	int rc;
 
 	tide_mc_pool_master(&s->ip.mc.pool, addr, sizeof(addr));
@@ -209,7 +224,9 @@ hb_ping_once(struct tide_store *s, int *fails)
 		}
 		snprintf(s->hb_addr, sizeof(s->hb_addr), "%s", addr);
 	}
+	t0 = rpc_begin(s, TIDE_MC_FN_PING);
 	rc = tide_mc_client_ping(s->hb_mc, &s->ip.mc.client_id, &status, &ec);
+	rpc_end(s, TIDE_MC_FN_PING, t0, rc);
 	if (rc != 0 || ec != 0) {
 		(*fails)++;
 		TIDE_LOG(WARN, "heartbeat: ping failed (%d/%d)", rc, ec);
@@ -224,7 +241,9 @@ hb_ping_once(struct tide_store *s, int *fails)
 	*fails = 0;
 	if (status == TIDE_MC_CLIENT_NEED_REMOUNT) {
 		segment_fill(s, &seg);
+		t0 = rpc_begin(s, TIDE_MC_FN_REMOUNT_SEGMENT);
 		rc = tide_mc_client_remount(s->hb_mc, &seg, 1, &s->ip.mc.client_id, &ec);
+		rpc_end(s, TIDE_MC_FN_REMOUNT_SEGMENT, t0, rc);
 		if (rc != 0 || ec != 0)
 			TIDE_LOG(WARN, "heartbeat: remount failed (%d/%d)", rc, ec);
 		else
@@ -351,11 +370,14 @@ teardown(struct tide_store *s)
 		store_session_close(&s->ip);
 	store_leases_fini(&s->ip.leases, &s->ip.mc);
 	if (s->mounted) {
+		uint64_t t0 = rpc_begin(s, TIDE_MC_FN_UNMOUNT_SEGMENT);
+
 		m = tide_mc_pool_get(&s->ip.mc.pool, STORE_HEALTH_TIMEOUT_MS, &rc);
 		if (m != NULL) {
 			rc = tide_mc_client_unmount(m->c, &s->seg_id, &s->ip.mc.client_id, &ec);
 			tide_mc_pool_put(m);
 		}
+		rpc_end(s, TIDE_MC_FN_UNMOUNT_SEGMENT, t0, rc);
 		if (rc != 0 || ec != 0)
 			TIDE_LOG(WARN, "unmount of our segment failed");
 	}
@@ -395,15 +417,19 @@ setup_master(struct tide_store *s)
 	char version[VERSION_MAX];
 	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
+	uint64_t t0;
 	int rc;
 
+	t0 = rpc_begin(s, TIDE_MC_FN_SERVICE_READY);
 	m = tide_mc_pool_get(&s->ip.mc.pool, 0, &rc);
 	if (m == NULL) {
+		rpc_end(s, TIDE_MC_FN_SERVICE_READY, t0, rc);
 		TIDE_LOG(ERR, "connect to master %s: %s", s->master, strerror(-rc));
 		return rc;
 	}
 	rc = tide_mc_client_service_ready(m->c, version, sizeof(version), &ec);
 	tide_mc_pool_put(m);
+	rpc_end(s, TIDE_MC_FN_SERVICE_READY, t0, rc);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "master %s: ServiceReady failed (%d/%d)", s->master, rc, ec);
 		return store_mc_result(rc, ec);
@@ -565,6 +591,7 @@ setup_segment(struct tide_store *s, uint64_t size)
 	struct tide_mc_segment seg;
 	struct tide_mc_pool_conn *m;
 	int32_t ec = 0;
+	uint64_t t0;
 	void *p;
 	int rc, fd;
 
@@ -605,11 +632,15 @@ setup_segment(struct tide_store *s, uint64_t size)
 	if (rc != 0)
 		return rc;
 	segment_fill(s, &seg);
+	t0 = rpc_begin(s, TIDE_MC_FN_MOUNT_SEGMENT);
 	m = tide_mc_pool_get(&s->ip.mc.pool, 0, &rc);
-	if (m == NULL)
+	if (m == NULL) {
+		rpc_end(s, TIDE_MC_FN_MOUNT_SEGMENT, t0, rc);
 		return rc;
+	}
 	rc = tide_mc_client_mount(m->c, &seg, &s->ip.mc.client_id, &ec);
 	tide_mc_pool_put(m);
+	rpc_end(s, TIDE_MC_FN_MOUNT_SEGMENT, t0, rc);
 	if (rc != 0 || ec != 0) {
 		TIDE_LOG(ERR, "MountSegment failed (%d/%d)", rc, ec);
 		return store_mc_result(rc, ec);
@@ -1064,6 +1095,55 @@ int
 tide_store_is_exist(struct tide_store *s, const char *key)
 {
 	return ready(s) ? s->be->ops->exist(s->be, key) : -EINVAL;
+}
+
+int64_t
+tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, size_t n,
+			       const char *segment_name, int *cleared)
+{
+	struct tide_mc_str *ks = NULL;
+	struct tide_mc_resp resp;
+	int64_t count = 0;
+	size_t i, k, at = 0;
+	int rc;
+
+	if (!ready(s) || (n > 0 && (keys == NULL || cleared == NULL)))
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (keys[i] == NULL)
+			return -EINVAL;
+	}
+	if (s->agent != NULL)
+		return -EOPNOTSUPP; /* the agent protocol has no replica administration */
+	if (n > 0 && (ks = calloc(n, sizeof(*ks))) == NULL)
+		return -ENOMEM;
+	/* An empty batch goes to the master too, which counts it as stock's does. */
+	rc = store_mc_batch_replica_clear(&s->ip.mc, keys, n, segment_name, ks, &resp);
+	free(ks);
+	if (rc != 0)
+		return rc;
+	if (!resp.u.cleared.ok) {
+		rc = store_mc_errno(resp.u.cleared.err);
+		tide_mc_resp_free(&resp);
+		return rc != 0 ? rc : -EREMOTEIO;
+	}
+	memset(cleared, 0, n * sizeof(*cleared));
+	/* The master answers the cleared keys in request order: a subsequence of keys. */
+	for (k = 0; k < resp.u.cleared.val.n; k++) {
+		const struct tide_mc_str *c = &resp.u.cleared.val.v[k];
+
+		while (at < n &&
+		       (strlen(keys[at]) != c->len || memcmp(keys[at], c->ptr, c->len) != 0))
+			at++;
+		if (at == n) {
+			count = -EBADMSG;
+			break;
+		}
+		cleared[at++] = 1;
+		count++;
+	}
+	tide_mc_resp_free(&resp);
+	return count;
 }
 
 int

@@ -17,6 +17,7 @@ store_get_one(const struct store_get_ctx *c, const char *key, struct store_get_d
 	const struct tide_mc_replica_list *l;
 	struct tide_mc_resp resp;
 	uint64_t t0 = store_xfer_now_ms(); /* the read lease runs from the lookup */
+	uint64_t t1;
 	int64_t size, got;
 	int rc;
 
@@ -39,14 +40,43 @@ store_get_one(const struct store_get_ctx *c, const char *key, struct store_get_d
 		}
 		dst->len = (size_t)size;
 	}
+	t1 = tide_mono_ns();
 	got = store_xfer_read_replica(&c->eng, l, dst->buf, dst->len, t0);
 	tide_mc_resp_free(&resp);
+	if (got >= 0) {
+		store_metrics_xfer_bytes(&c->mc->pool.metrics, false, (uint64_t)got);
+		store_metrics_xfer_latency(&c->mc->pool.metrics, STORE_METRICS_XFER_GET,
+					   (tide_mono_ns() - t1) / 1000u);
+	}
 	if (got < 0 && dst->alloc != NULL) {
 		if (dst->release != NULL)
 			dst->release(dst->arg, dst->buf);
 		dst->buf = NULL;
 	}
 	return got;
+}
+
+/* One engine batch of reads, counted in stock's transfer metrics (bytes of the
+ * transfers that completed); its time is added to *us. */
+static void
+read_run(const struct store_get_ctx *c, struct store_xfer *x, size_t nx, uint64_t *us)
+{
+	uint64_t t = tide_mono_ns(), bytes = 0;
+
+	store_xfer_run(&c->eng, TIDE_TE_READ, x, nx);
+	*us += (tide_mono_ns() - t) / 1000u;
+	for (size_t k = 0; k < nx; k++)
+		if (x[k].rc == 0)
+			bytes += x[k].len;
+	store_metrics_xfer_bytes(&c->mc->pool.metrics, false, bytes);
+}
+
+/* A batch call's reads took us microseconds (nothing when none ran). */
+static void
+batch_observe(const struct store_get_ctx *c, bool ran, uint64_t us)
+{
+	if (ran)
+		store_metrics_xfer_latency(&c->mc->pool.metrics, STORE_METRICS_XFER_BATCH_GET, us);
 }
 
 int
@@ -58,6 +88,7 @@ store_get_batch(const struct store_get_ctx *c, const char *const *keys, void *co
 	struct store_scratch sc;
 	struct store_xfer *x;
 	size_t *owner, nx, i, k;
+	uint64_t us = 0;
 	int ret;
 
 	if (!store_sc_init(&sc, store_sc_size(n, sizeof(*ks)) + store_sc_size(n, sizeof(*x)) +
@@ -73,7 +104,8 @@ store_get_batch(const struct store_get_ctx *c, const char *const *keys, void *co
 	/* Read n: each key's first COMPLETE replica, one engine batch. */
 	nx = store_xfer_plan_gets(&resp.u.batch_replica_list, bufs, lens, n, sizes, x, owner);
 	if (nx > 0)
-		store_xfer_run(&c->eng, TIDE_TE_READ, x, nx);
+		read_run(c, x, nx, &us);
+	batch_observe(c, nx > 0, us);
 	tide_mc_resp_free(&resp);
 	/* A failed first replica: the key on its own, which tries the others. */
 	for (k = 0; k < nx; k++) {
@@ -101,7 +133,8 @@ store_get_ranges(const struct store_get_ctx *c, const char *const *keys, size_t 
 	uint32_t *next;
 	bool *todo;
 	size_t *owner, nx, f;
-	uint64_t t0;
+	uint64_t t0, us = 0;
+	bool ran = false;
 	int ret;
 
 	if (!store_sc_init(&sc, store_sc_size(nkeys, sizeof(*ks)) +
@@ -126,9 +159,11 @@ store_get_ranges(const struct store_get_ctx *c, const char *const *keys, size_t 
 	/* Read n: fragments that cannot be read are settled now, the others in rounds. */
 	store_xfer_frags_settle(ki, nkeys, frags, nfrags, next, todo);
 	while ((nx = store_xfer_frags_round(ki, frags, nfrags, next, todo, x, owner)) > 0) {
-		store_xfer_run(&c->eng, TIDE_TE_READ, x, nx);
+		read_run(c, x, nx, &us);
+		ran = true;
 		store_xfer_frags_done(x, owner, nx, frags, todo);
 	}
+	batch_observe(c, ran, us);
 	store_xfer_frags_lease(ki, nkeys, frags, nfrags, t0);
 	tide_mc_resp_free(&resp);
 	for (f = 0; f < nfrags && ret == 0; f++)
@@ -202,7 +237,8 @@ store_get_parts(const struct store_get_ctx *c, const char *const *keys,
 	size_t *owner, nx, nf, f, i;
 	uint32_t *next;
 	bool *todo;
-	uint64_t t0;
+	uint64_t t0, us = 0;
+	bool ran = false;
 	int ret;
 
 	/* A fragment per piece at most: total bounds every per-fragment array. */
@@ -231,9 +267,11 @@ store_get_parts(const struct store_get_ctx *c, const char *const *keys,
 	 * only for fragments whose transfer failed. */
 	store_xfer_frags_settle(ki, n, fr, nf, next, todo);
 	while ((nx = store_xfer_frags_round(ki, fr, nf, next, todo, x, owner)) > 0) {
-		store_xfer_run(&c->eng, TIDE_TE_READ, x, nx);
+		read_run(c, x, nx, &us);
+		ran = true;
 		store_xfer_frags_done(x, owner, nx, fr, todo);
 	}
+	batch_observe(c, ran, us);
 	store_xfer_frags_lease(ki, n, fr, nf, t0);
 	tide_mc_resp_free(&resp);
 	/* A key is read when every one of its fragments is. */

@@ -625,6 +625,23 @@ store_mc_batch_keys(struct store_mc *mc, enum tide_mc_fn fn, const char *const *
 	return tide_mc_pool_call(&mc->pool, &r, resp);
 }
 
+int
+store_mc_batch_replica_clear(struct store_mc *mc, const char *const *keys, size_t n,
+			     const char *segment, struct tide_mc_str *ks, struct tide_mc_resp *resp)
+{
+	struct tide_mc_req r;
+
+	for (size_t i = 0; i < n; i++)
+		ks[i] = store_mc_str(keys[i]);
+	/* Stock's call carries no tenant: its master clears in the default one. */
+	store_mc_req_init(&r, TIDE_MC_FN_BATCH_REPLICA_CLEAR);
+	r.u.batch_replica_clear.keys.v = n ? ks : NULL;
+	r.u.batch_replica_clear.keys.n = n;
+	r.u.batch_replica_clear.client_id = mc->client_id;
+	r.u.batch_replica_clear.segment_name = store_mc_str(segment);
+	return tide_mc_pool_call(&mc->pool, &r, resp);
+}
+
 /* ---------------------------------------------------------------- Tide's lease extension */
 
 /* One lease RPC. A coro_rpc error frame (a stock master: errc 11, function not

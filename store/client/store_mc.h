@@ -159,6 +159,16 @@ int store_mc_batch_keys(struct store_mc *mc, enum tide_mc_fn fn, const char *con
 			bool force, struct tide_mc_str *ks, struct tide_mc_resp *resp);
 
 /*
+ * BatchReplicaClear of n keys for mc's client (sent once): the replicas on the
+ * segments named `segment`, or whole objects when segment is NULL or "". ks:
+ * n-entry scratch. 0: *resp valid (free it), resp->u.cleared the master's
+ * answer (the keys cleared, or an ErrorCode when !ok); -errno. Thread: any.
+ */
+int store_mc_batch_replica_clear(struct store_mc *mc, const char *const *keys, size_t n,
+				 const char *segment, struct tide_mc_str *ks,
+				 struct tide_mc_resp *resp);
+
+/*
  * Tide's lease extension (one-round-trip puts; a stock master registers none of
  * these and answers "function not registered", which comes back as -EOPNOTSUPP;
  * any other error frame is -EREMOTEIO, an unknown outcome). Sent

@@ -84,6 +84,18 @@ store_metrics_rpc_end(struct store_metrics *m, enum tide_mc_fn fn, uint64_t t0, 
 	atomic_fetch_add_explicit(&h->sum, us, memory_order_relaxed);
 }
 
+void
+store_metrics_xfer_latency(struct store_metrics *m, enum store_metrics_xfer kind, uint64_t us)
+{
+	struct store_metrics_hist *h;
+
+	if (m == NULL || !m->on || (unsigned)kind >= STORE_METRICS_XFER_COUNT)
+		return;
+	h = &m->xfer_latency[kind];
+	atomic_fetch_add_explicit(&h->n[store_metrics_bucket(us)], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&h->sum, us, memory_order_relaxed);
+}
+
 /* ------------------------------------------------------------------------------- the text */
 
 /* Text being written into buf[0..len): off counts every byte asked for, written or not. */
@@ -136,6 +148,85 @@ put_labels(struct text *t, const char *mode, const char *cluster, enum tide_mc_f
 	put(t, "\",rpc_name=\"");
 	put_value(t, store_metrics_rpc_name(fn));
 	put(t, "\"");
+}
+
+/* Stock's static labels alone (client_mode, then cluster_id when set), without braces. */
+static void
+put_static_labels(struct text *t, const char *mode, const char *cluster)
+{
+	put(t, "client_mode=\"");
+	put_value(t, mode);
+	if (cluster != NULL && cluster[0] != '\0') {
+		put(t, "\",cluster_id=\"");
+		put_value(t, cluster);
+	}
+	put(t, "\"");
+}
+
+/* One histogram in stock's layout; nothing when it has no observation. */
+static void
+hist_text(struct text *t, const struct store_metrics_hist *h, const char *name, const char *help,
+	  const char *mode, const char *cluster)
+{
+	uint64_t n[STORE_METRICS_NBOUNDS + 1], total = 0, cum = 0;
+
+	for (size_t i = 0; i <= STORE_METRICS_NBOUNDS; i++) {
+		n[i] = atomic_load_explicit(&h->n[i], memory_order_relaxed);
+		total += n[i];
+	}
+	if (total == 0)
+		return;
+	put(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+	for (size_t i = 0; i <= STORE_METRICS_NBOUNDS; i++) {
+		cum += n[i];
+		put(t, "%s_bucket{", name);
+		put_static_labels(t, mode, cluster);
+		if (i < STORE_METRICS_NBOUNDS)
+			put(t, ",le=\"%" PRIu32 ".000000\"} %" PRIu64 "\n",
+			    store_metrics_bounds_us[i], cum);
+		else
+			put(t, ",le=\"+Inf\"} %" PRIu64 "\n", cum);
+	}
+	put(t, "%s_sum{", name);
+	put_static_labels(t, mode, cluster);
+	put(t, "} %" PRIu64 "\n", (uint64_t)atomic_load_explicit(&h->sum, memory_order_relaxed));
+	put(t, "%s_count{", name);
+	put_static_labels(t, mode, cluster);
+	put(t, "} %" PRIu64 "\n", total);
+}
+
+/* Stock's TransferMetric, in its serialisation order (before the RPC metrics). */
+static void
+transfer_text(struct text *t, const struct store_metrics *m, const char *mode, const char *cluster)
+{
+	static const struct {
+		const char *name, *help;
+	} ctr[2] = {{"mooncake_transfer_read_bytes", "Total bytes read"},
+		    {"mooncake_transfer_write_bytes", "Total bytes written"}},
+	  hist[STORE_METRICS_XFER_COUNT] = {
+		  [STORE_METRICS_XFER_BATCH_PUT] = {"mooncake_transfer_batch_put_latency",
+						    "Batch Put transfer latency (us)"},
+		  [STORE_METRICS_XFER_BATCH_GET] = {"mooncake_transfer_batch_get_latency",
+						    "Batch Get transfer latency (us)"},
+		  [STORE_METRICS_XFER_GET] = {"mooncake_transfer_get_latency",
+					      "Get transfer latency (us)"},
+		  [STORE_METRICS_XFER_PUT] = {"mooncake_transfer_put_latency",
+					      "Put transfer latency (us)"},
+	  };
+
+	for (int k = 0; k < 2; k++) {
+		uint64_t v = atomic_load_explicit(k ? &m->write_bytes : &m->read_bytes,
+						  memory_order_relaxed);
+
+		if (v == 0)
+			continue;
+		put(t, "# HELP %s %s\n# TYPE %s counter\n%s{", ctr[k].name, ctr[k].help,
+		    ctr[k].name, ctr[k].name);
+		put_static_labels(t, mode, cluster);
+		put(t, "} %" PRIu64 "\n", v);
+	}
+	for (int k = 0; k < STORE_METRICS_XFER_COUNT; k++)
+		hist_text(t, &m->xfer_latency[k], hist[k].name, hist[k].help, mode, cluster);
 }
 
 static void
@@ -219,6 +310,7 @@ store_metrics_text(const struct store_metrics *m, const char *client_mode, char 
 	if (t.len > 0)
 		t.buf[0] = '\0';
 	if (m != NULL) {
+		transfer_text(&t, m, client_mode, cluster);
 		rpc_count_text(&t, m, client_mode, cluster);
 		rpc_latency_text(&t, m, client_mode, cluster);
 	}

@@ -11,6 +11,10 @@
  *
  * rpc_name is the master function's name (tide_mc_fn_info(): "PutStart",
  * "BatchGetReplicaList", ...; Tide's lease extension "TideLeaseGrant", ...).
+ * and stock's TransferMetric (mooncake_transfer_read_bytes / _write_bytes
+ * counters, mooncake_transfer_{batch_put,batch_get,get,put}_latency histograms
+ * in microseconds, same buckets) for the in-process put and get paths.
+ *
  * The storage is one struct store_metrics per master connection pool
  * (mc_pool.h): fixed arrays indexed by enum tide_mc_fn, relaxed atomics, so
  * recording an RPC is two clock reads and three atomic adds, no lock and no
@@ -43,10 +47,24 @@ struct store_metrics_hist {
 	atomic_uint_least64_t sum;
 };
 
+/* Stock's TransferMetric latency histograms (mooncake_transfer_<kind>_latency). */
+enum store_metrics_xfer {
+	STORE_METRICS_XFER_BATCH_PUT,
+	STORE_METRICS_XFER_BATCH_GET,
+	STORE_METRICS_XFER_GET,
+	STORE_METRICS_XFER_PUT,
+	STORE_METRICS_XFER_COUNT
+};
+
 struct store_metrics {
 	bool on; /* MC_STORE_CLIENT_METRIC at init */
 	atomic_uint_least64_t rpc_count[TIDE_MC_FN_COUNT];
 	struct store_metrics_hist rpc_latency[TIDE_MC_FN_COUNT];
+	/* Stock's TransferMetric: bytes moved by this process's engine (replica
+	 * transfers that completed; a put counts each replica written), and the time
+	 * of a call's transfers in microseconds. */
+	atomic_uint_least64_t read_bytes, write_bytes;
+	struct store_metrics_hist xfer_latency[STORE_METRICS_XFER_COUNT];
 };
 
 /* Zero m and read MC_STORE_CLIENT_METRIC. Thread: the owner, before any use. */
@@ -81,6 +99,20 @@ store_metrics_rpc_begin(struct store_metrics *m, enum tide_mc_fn fn)
  * latency is observed only when answered, as stock's. Thread: any.
  */
 void store_metrics_rpc_end(struct store_metrics *m, enum tide_mc_fn fn, uint64_t t0, int rc);
+
+/* bytes were moved: read from replicas (write false) or written to them. m NULL: nothing.
+ * Thread: any. */
+static inline void
+store_metrics_xfer_bytes(struct store_metrics *m, bool write, uint64_t bytes)
+{
+	if (m == NULL || !m->on || bytes == 0)
+		return;
+	atomic_fetch_add_explicit(write ? &m->write_bytes : &m->read_bytes, bytes,
+				  memory_order_relaxed);
+}
+
+/* A call's transfers of kind took us microseconds. m NULL: nothing. Thread: any. */
+void store_metrics_xfer_latency(struct store_metrics *m, enum store_metrics_xfer kind, uint64_t us);
 
 /*
  * m as Prometheus text exposition (format 0.0.4), stock's layout: a metric

@@ -464,6 +464,9 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 	size_t n = r->n, nstrs = store_repl_nstrs(r->repl, n), settled = 0, i, k, m;
 	size_t np = r->parts != NULL ? n : 0; /* the parts form's index */
 	struct store_xfer_src *rsrc;
+	struct store_metrics *met = c->mc != NULL ? &c->mc->pool.metrics : NULL;
+	uint64_t move_us = 0;
+	bool moved = false;
 	size_t *rlens;
 	int ret = 0;
 
@@ -534,10 +537,19 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 		}
 		/* Move the bytes: one engine batch; a key's first failed write is its error. */
 		if (rd.nx > 0) {
+			uint64_t t0 = tide_mono_ns(), bytes = 0;
+
 			(void)c->move(&c->eng, TIDE_TE_WRITE, rd.x, rd.nx);
-			for (k = 0; k < rd.nx; k++)
-				if (rd.x[k].rc != 0 && rd.err[rd.owner[k]] == 0)
+			move_us += (tide_mono_ns() - t0) / 1000u;
+			moved = true;
+			for (k = 0; k < rd.nx; k++) {
+				if (rd.x[k].rc == 0)
+					bytes += rd.x[k].len; /* stock counts every replica written
+							       */
+				else if (rd.err[rd.owner[k]] == 0)
 					rd.err[rd.owner[k]] = rd.x[k].rc;
+			}
+			store_metrics_xfer_bytes(met, true, bytes);
 		}
 		/* Commit what was written, undo the rest; keys still FALLBACK go on. */
 		pl->commit(c, &rd);
@@ -554,6 +566,10 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 			kout[i] = (struct store_put_key){STORE_PUT_FAILED, -EREMOTEIO, NULL};
 		out[i] = kout[i];
 	}
+	if (moved)
+		store_metrics_xfer_latency(
+			met, r->single ? STORE_METRICS_XFER_PUT : STORE_METRICS_XFER_BATCH_PUT,
+			move_us);
 out:
 	store_sc_fini(&sc);
 	return ret;

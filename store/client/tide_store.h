@@ -675,6 +675,24 @@ int tide_store_batch_remove(struct tide_store *s, const char *const *keys, size_
 			    int *rcs);
 
 /**
+ * Clear replicas of n objects this client wrote (BatchReplicaClear, Mooncake's
+ * batch_replica_clear): those on the segments mounted under `segment_name`
+ * (a client's local_hostname), or whole objects when segment_name is NULL or "".
+ * The master skips, without an error, a key that is absent, written by another
+ * client, under a read lease, still being written, or (with a segment name)
+ * without a replica there; an object left without replicas is removed.
+ * \param cleared  n entries (caller-owned): 1 the key was cleared, 0 skipped;
+ *                 unspecified when the call fails.
+ * \return the number of keys cleared (>= 0); -EINVAL bad args (NULL key or
+ *         arrays); -EOPNOTSUPP attached to an agent (the agent protocol has no
+ *         such call); -EBADMSG the master answered a key not asked; -ENOMEM;
+ *         master errors as mapped above.
+ * Thread: any.
+ */
+int64_t tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, size_t n,
+				       const char *segment_name, int *cleared);
+
+/**
  * Remove every object whose key matches an ECMAScript regular expression
  * (RemoveByRegex, evaluated by the master).
  * \return the number removed (>= 0); -EINVAL bad pattern; master errors as mapped above.

@@ -332,6 +332,7 @@ VEC_T(t_exp_bool_vec, "vector<expected<bool>>", struct tide_mc_exp_bool_vec, t_e
 EXP_T(t_exp_i64, "expected<long>", struct tide_mc_exp_i64, t_i64);
 EXP_T(t_exp_i32, "expected<SegmentStatus>", struct tide_mc_exp_i32, t_enum32);
 EXP_T(t_exp_str, "expected<string>", struct tide_mc_exp_str, t_str);
+EXP_T(t_exp_str_vec, "expected<vector<string>>", struct tide_mc_exp_str_vec, t_str_vec);
 EXP_T(t_exp_ping, "expected<PingResponse>", struct tide_mc_exp_ping, t_ping_info);
 EXP_T(t_exp_storage_config, "expected<GetStorageConfigResponse>", struct tide_mc_exp_storage_config,
       t_storage_config);
@@ -576,6 +577,16 @@ static const struct mc_field lease_release_f[] = {
 STRUCT_T(t_lease_release_req, "TideLeaseRelease args", struct tide_mc_lease_release_req,
 	 lease_release_f);
 
+#define S struct tide_mc_batch_replica_clear_req
+static const struct mc_field batch_replica_clear_f[] = {
+	FLD(S, keys, t_str_vec),
+	FLD(S, client_id, t_uuid),
+	FLD(S, segment_name, t_str),
+};
+#undef S
+STRUCT_T(t_batch_replica_clear_req, "tuple<vector<string>,UUID,string>",
+	 struct tide_mc_batch_replica_clear_req, batch_replica_clear_f);
+
 #define BOTH(h, v)         \
 	{                  \
 		&(h), &(v) \
@@ -638,6 +649,8 @@ const struct mc_msg mc_msgs[TIDE_MC_FN_CODEC_COUNT] = {
 	    SAME(t_exp_void_vec)),
 	MSG(TIDE_MC_FN_TIDE_LEASE_RELEASE, "TideLeaseRelease", SAME(t_lease_release_req),
 	    SAME(t_exp_void)),
+	MSG(TIDE_MC_FN_BATCH_REPLICA_CLEAR, "BatchReplicaClear", SAME(t_batch_replica_clear_req),
+	    SAME(t_exp_str_vec)),
 };
 
 /* ---- derived tables --------------------------------------------------------------------- */

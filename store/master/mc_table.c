@@ -1336,6 +1336,94 @@ tide_mc_table_batch_remove(struct tide_mc_table *t, const struct tide_mc_str *ke
 	return 0;
 }
 
+/* Whether replica r of an object lies in a segment mounted under name seg. */
+static bool
+rep_on(const struct tide_mc_table *t, const struct mct_rep *r, const struct tide_mc_str *seg)
+{
+	const struct mct_seg *s = t->segs[r->seg];
+
+	return s->name_len == seg->len && memcmp(s->name, seg->ptr, seg->len) == 0;
+}
+
+/* One key of BatchReplicaClear (lock held): 0 cleared, else why it was skipped. */
+static int
+replica_clear_locked(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+		     const struct tide_mc_str *key, const struct tide_mc_str *seg, uint64_t now)
+{
+	struct mct_obj *o = lookup(t, key);
+	unsigned i, w = 0;
+
+	if (!o)
+		return TIDE_MC_EC_OBJECT_NOT_FOUND;
+	if (!writer_is(t, o, client))
+		return TIDE_MC_EC_ILLEGAL_CLIENT;
+	if (now < o->lease_ms)
+		return TIDE_MC_EC_OBJECT_HAS_LEASE;
+	/* Stock skips incomplete replicas in both modes; ours are all PROCESSING or none. */
+	if (o->flags & MCT_OF_PROCESSING)
+		return TIDE_MC_EC_REPLICA_IS_NOT_READY;
+	for (i = 0; seg->len && i < o->nrep; i++)
+		w += !rep_on(t, &o->rep[i], seg);
+	if (seg->len && w == o->nrep)
+		return TIDE_MC_EC_SEGMENT_NOT_FOUND; /* no replica there */
+	if (!seg->len || w == 0) {
+		mct_obj_erase(t, o, MCT_FREE_NOW, 0);
+		return 0;
+	}
+	/* Some replicas stay: the journal forgets the object and learns it again. */
+	mct_j_obj_del(t, o);
+	w = 0;
+	for (i = 0; i < o->nrep; i++) {
+		if (rep_on(t, &o->rep[i], seg))
+			mct_rep_free(t, &o->rep[i], o->size);
+		else
+			o->rep[w++] = o->rep[i];
+	}
+	t->value_bytes -= o->size * (o->nrep - w);
+	o->nrep = (uint8_t)w;
+	mct_j_obj_set(t, o, now);
+	return 0;
+}
+
+int
+tide_mc_table_batch_replica_clear(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+				  const struct tide_mc_str *keys, size_t n,
+				  const struct tide_mc_str *segment_name, uint64_t now_ms,
+				  struct tide_mc_table_arena *a, struct tide_mc_str_vec *out)
+{
+	static const struct tide_mc_str all = {NULL, 0};
+	const struct tide_mc_str *seg = segment_name ? segment_name : &all;
+	struct tide_mc_str *v = NULL;
+	uint64_t f0;
+
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!t || !client || !a || !out || (n && !keys) || (seg->len && !seg->ptr))
+		return TIDE_MC_EC_INVALID_PARAMS;
+	mct_lock(t);
+	if (n && (n > SIZE_MAX / sizeof(*v) || !(v = mct_arena_alloc(a, n * sizeof(*v))))) {
+		/* As stock counts a call that failed as a whole: every key failed. */
+		t->requests[TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR] += n;
+		t->failures[TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR] += n;
+		t->batch_calls[TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR]++;
+		t->batch_failed_calls[TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR]++;
+		mct_unlock(t);
+		return TIDE_MC_EC_INTERNAL_ERROR;
+	}
+	f0 = t->failures[TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR];
+	for (size_t i = 0; i < n; i++) {
+		int rc = mct_count(t, TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR,
+				   replica_clear_locked(t, client, &keys[i], seg, now_ms));
+
+		if (rc == 0)
+			v[out->n++] = keys[i];
+	}
+	mct_count_batch(t, TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR, n, f0);
+	mct_unlock(t);
+	out->v = out->n ? v : NULL;
+	return 0;
+}
+
 static int64_t
 erase_all(struct tide_mc_table *t, struct mct_obj **v, size_t n)
 {

@@ -933,6 +933,7 @@ tide_mc_table_op_name(enum tide_mc_table_op op)
 		[TIDE_MC_TABLE_OP_LEASE_GRANT] = "lease_grant",
 		[TIDE_MC_TABLE_OP_LEASE_COMMIT] = "lease_commit",
 		[TIDE_MC_TABLE_OP_LEASE_RELEASE] = "lease_release",
+		[TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR] = "batch_replica_clear",
 	};
 
 	return (unsigned)op < TIDE_MC_TABLE_OP_COUNT ? names[op] : "unknown";

@@ -140,7 +140,7 @@ void tide_mc_resp_hdr_build(const struct tide_mc_resp_hdr *h, uint8_t out[TIDE_M
 
 /**
  * Every handler a stock master registers at HEAD (64). The first ones (up to
- * TIDE_MC_FN_QUERY_SEGMENT_STATUS_BY_ID) have a codec here; the others are
+ * TIDE_MC_FN_BATCH_REPLICA_CLEAR) have a codec here; the others are
  * known by id only, so a server can tell "registered, feature off" from
  * "unknown id" (see struct tide_mc_fn_info). Not registered anywhere, hence
  * absent: CalcCacheStats, ListTenantQuotaSnapshots, GetReplicaListForAdmin.
@@ -187,8 +187,9 @@ enum tide_mc_fn {
 	TIDE_MC_FN_TIDE_LEASE_GRANT,
 	TIDE_MC_FN_TIDE_LEASE_COMMIT,
 	TIDE_MC_FN_TIDE_LEASE_RELEASE,
-	/* Registered by a stock master, no codec (optional features). */
+	/* Replica administration (stock's batch_replica_clear); last of those with a codec. */
 	TIDE_MC_FN_BATCH_REPLICA_CLEAR,
+	/* Registered by a stock master, no codec (optional features). */
 	TIDE_MC_FN_MOUNT_NOF_SEGMENT,
 	TIDE_MC_FN_REMOUNT_NOF_SEGMENT,
 	TIDE_MC_FN_UNMOUNT_NOF_SEGMENT,
@@ -223,7 +224,7 @@ enum tide_mc_fn {
 };
 
 /** Number of functions with a request/response codec (a prefix of enum tide_mc_fn). */
-#define TIDE_MC_FN_CODEC_COUNT (TIDE_MC_FN_TIDE_LEASE_RELEASE + 1)
+#define TIDE_MC_FN_CODEC_COUNT (TIDE_MC_FN_BATCH_REPLICA_CLEAR + 1)
 
 /** Static facts about one registered function. */
 struct tide_mc_fn_info {
@@ -587,6 +588,11 @@ struct tide_mc_exp_str {
 	int32_t err;
 	struct tide_mc_str val;
 };
+struct tide_mc_exp_str_vec {
+	bool ok;
+	int32_t err;
+	struct tide_mc_str_vec val;
+};
 struct tide_mc_exp_ping {
 	bool ok;
 	int32_t err;
@@ -765,6 +771,12 @@ struct tide_mc_lease_release_req {
 	struct tide_mc_uuid client_id;
 	uint64_t lease_id;
 };
+/** BatchReplicaClear(object_keys, client_id, segment_name): no tenant on the wire. */
+struct tide_mc_batch_replica_clear_req {
+	struct tide_mc_str_vec keys;
+	struct tide_mc_uuid client_id;
+	struct tide_mc_str segment_name; /**< "" = every replica (the whole object) */
+};
 
 /**
  * A decoded (or to-be-encoded) request. ServiceReady, GetStorageConfig and
@@ -801,6 +813,7 @@ struct tide_mc_req {
 		struct tide_mc_lease_grant_req lease_grant;
 		struct tide_mc_lease_commit_req lease_commit;
 		struct tide_mc_lease_release_req lease_release;
+		struct tide_mc_batch_replica_clear_req batch_replica_clear;
 	} u;
 };
 
@@ -852,6 +865,8 @@ struct tide_mc_resp {
 		/** TideLeaseGrant (TideLeaseCommit answers batch_status, TideLeaseRelease status).
 		 */
 		struct tide_mc_exp_lease lease;
+		/** BatchReplicaClear: the keys cleared, in request order. */
+		struct tide_mc_exp_str_vec cleared;
 	} u;
 };
 

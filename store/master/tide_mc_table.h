@@ -158,9 +158,10 @@ enum tide_mc_table_op {
 	TIDE_MC_TABLE_OP_REMOVE_ALL,
 	TIDE_MC_TABLE_OP_BATCH_QUERY_IP,
 	TIDE_MC_TABLE_OP_QUERY_SEGMENT_STATUS,
-	TIDE_MC_TABLE_OP_LEASE_GRANT,   /**< Tide extension */
-	TIDE_MC_TABLE_OP_LEASE_COMMIT,  /**< Tide extension; counts keys, as a batch */
-	TIDE_MC_TABLE_OP_LEASE_RELEASE, /**< Tide extension */
+	TIDE_MC_TABLE_OP_LEASE_GRANT,         /**< Tide extension */
+	TIDE_MC_TABLE_OP_LEASE_COMMIT,        /**< Tide extension; counts keys, as a batch */
+	TIDE_MC_TABLE_OP_LEASE_RELEASE,       /**< Tide extension */
+	TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR, /**< counts keys; a key not cleared is a failure */
 	TIDE_MC_TABLE_OP_COUNT
 };
 
@@ -728,6 +729,30 @@ int tide_mc_table_remove(struct tide_mc_table *t, const struct tide_mc_str *key,
  */
 int tide_mc_table_batch_remove(struct tide_mc_table *t, const struct tide_mc_str *keys, size_t n,
 			       bool force, uint64_t now_ms, struct tide_mc_exp_void *out);
+
+/**
+ * BatchReplicaClear (stock's batch_replica_clear): for each key in order, drop
+ * the object's replicas on the segments named `segment_name` (a segment's
+ * Segment.name, as mounted; several segments may share it), or the whole
+ * object when `segment_name` is empty or NULL. The buffers are freed at once.
+ * A key is skipped, silently as stock, when it is empty, absent, written by
+ * another client than `client` (the writer of its last PutStart), under a read
+ * lease (now_ms < lease deadline), still being written (PROCESSING), or, with a
+ * segment name, has no replica there. Pins do not protect an object here
+ * (stock checks none). An object left without replicas is erased; one that
+ * keeps some is journaled anew (an erase and a set).
+ * \param[out] out  The keys cleared, in request order: an array carved from
+ *                  `a` whose strings borrow `keys` (valid while both are).
+ *                  Empty (v NULL, n 0) when none was.
+ * eturn 0; INVALID_PARAMS NULL args; INTERNAL_ERROR the arena is out of
+ *         memory (then nothing was cleared). Each key counts as one request of
+ *         TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR, a skipped one as a failure.
+ * Thread: any (internal lock). Cost: O(n x replicas).
+ */
+int tide_mc_table_batch_replica_clear(struct tide_mc_table *t, const struct tide_mc_uuid *client,
+				      const struct tide_mc_str *keys, size_t n,
+				      const struct tide_mc_str *segment_name, uint64_t now_ms,
+				      struct tide_mc_table_arena *a, struct tide_mc_str_vec *out);
 
 /**
  * RemoveByRegex: Remove every COMPLETE object whose key matches (ECMAScript,

@@ -30,6 +30,15 @@ STOCK_RPC_METRICS = {
     "mooncake_client_rpc_latency": ("histogram", "rpc_name",
                                     "Latency of RPC calls made by the client (in us)"),
 }
+# Stock's TransferMetric (same file): name, type, help; labels are the static ones only.
+STOCK_TRANSFER_METRICS = {
+    "mooncake_transfer_read_bytes": ("counter", "Total bytes read"),
+    "mooncake_transfer_write_bytes": ("counter", "Total bytes written"),
+    "mooncake_transfer_batch_put_latency": ("histogram", "Batch Put transfer latency (us)"),
+    "mooncake_transfer_batch_get_latency": ("histogram", "Batch Get transfer latency (us)"),
+    "mooncake_transfer_get_latency": ("histogram", "Get transfer latency (us)"),
+    "mooncake_transfer_put_latency": ("histogram", "Put transfer latency (us)"),
+}
 STOCK_BOUNDS = (50, 75, 125, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2000, 3000, 5000,
                 7000, 15000, 20000, 50000, 100000, 200000, 500000, 1000000, 2000000, 5000000,
                 10000000, 20000000)
@@ -100,6 +109,13 @@ def master():
     p.wait(timeout=10)
 
 
+def transfer(samples):
+    """{name: value} of the transfer metrics' unlabelled-by-rpc samples (counters, and
+    histograms' _count and _sum)."""
+    return {n: v for n, lb, v in samples if n.startswith("mooncake_transfer_") and
+            not n.endswith("_bucket")}
+
+
 def test_metrics_names_types_labels_and_counts(master):
     pa, pb = ts.free_port(), ts.free_port()
     a, rc = mk_http(master, pa)
@@ -138,13 +154,33 @@ def test_metrics_names_types_labels_and_counts(master):
         assert ha["PutStart"] == counts(sa)["PutStart"]
         assert hist_counts(sb)["GetReplicaList"] == counts(sb)["GetReplicaList"]
 
+        # The set-up RPCs are counted as stock counts them: one ServiceReady, one
+        # MountSegment per store (in the baseline already), and the heartbeat's Pings.
+        assert counts(sa)["ServiceReady"] == 1 and counts(sa)["MountSegment"] == 1
+        assert counts(sa).get("Ping", 0) >= 0
+        # Transfer metrics: exact bytes (one replica each), one latency per call.
+        ta, tb = transfer(sa), transfer(sb)
+        assert ta["mooncake_transfer_write_bytes"] == 2 * BIG, ta
+        assert "mooncake_transfer_read_bytes" not in ta, ta
+        assert tb["mooncake_transfer_read_bytes"] == 3 * BIG, tb
+        assert "mooncake_transfer_write_bytes" not in tb, tb
+        assert ta["mooncake_transfer_put_latency_count"] == 2, ta
+        assert tb["mooncake_transfer_get_latency_count"] == 3, tb
+        assert "mooncake_transfer_batch_get_latency_count" not in tb, tb
+
         # Stock's names, types and help texts; nothing else exported.
         for name, (typ, _label, help_) in STOCK_RPC_METRICS.items():
             assert types[name] == typ and helps[name] == help_
-        assert set(types) == set(STOCK_RPC_METRICS)
-        # Labels: stock's static client_mode, then rpc_name; le on buckets only.
+        for name in set(types) - set(STOCK_RPC_METRICS):
+            assert name in STOCK_TRANSFER_METRICS, name
+            assert (types[name], helps[name]) == STOCK_TRANSFER_METRICS[name], name
+        assert {"mooncake_transfer_read_bytes", "mooncake_transfer_get_latency"} <= set(types)
+        # Labels: stock's static client_mode, then rpc_name (RPC metrics only); le on
+        # buckets only.
         for name, labels, _v in sb:
-            want = {"client_mode", "rpc_name"} | ({"le"} if name.endswith("_bucket") else set())
+            want = {"client_mode"} | ({"le"} if name.endswith("_bucket") else set())
+            if name.startswith("mooncake_client_rpc_"):
+                want.add("rpc_name")
             assert set(labels) == want, (name, labels)
             assert labels["client_mode"] == "real"
         les = [lb["le"] for n, lb, _v in sb

@@ -333,6 +333,88 @@ def test_replica_descriptors(pair):
     assert r.get_replica_desc(k) == []
 
 
+# ----------------------------------------------------------- batch_replica_clear
+
+def replica_clear_counters():
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5) as f:
+        text = f.read().decode()
+    return {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"^master_batch_replica_clear_(\w+)_total (\d+)$", text, re.M)}
+
+
+def test_batch_replica_clear(master):
+    """Stock's batch_replica_clear(keys, segment_name=""): the keys cleared, in order. With
+    a segment name only the replicas there go (an object keeps the others); without, whole
+    objects. Kept: keys missing, written by another client, read in the last lease TTL
+    (10 s); pins do not protect (stock checks none). The master counts it under stock's
+    master_batch_replica_clear_* names."""
+    w, r = ts.mk(master), ts.mk(master)
+    try:
+        tag = os.urandom(4).hex()
+        two, one, leased, other, pinned, missing = (
+            f"rc-{tag}-{n}" for n in ("two", "one", "leased", "other", "pinned", "missing"))
+        wh, rh = w.get_hostname(), r.get_hostname()
+        cfg = ReplicateConfig()
+        cfg.replica_num = 2
+        cfg.preferred_segments = [wh, rh]
+        assert w.put(two, b"2" * 3000, cfg) == 0
+        cfg = ReplicateConfig()
+        cfg.preferred_segment = wh
+        assert w.put(one, b"1" * 100, cfg) == 0
+        assert w.put(leased, b"L" * 100, cfg) == 0
+        assert r.put(other, b"o" * 100, cfg) == 0
+        cfg.with_hard_pin = True
+        assert w.put(pinned, b"p" * 100, cfg) == 0
+        assert r.get(leased) == b"L" * 100  # a read lease of 10 s
+        before = replica_clear_counters()
+
+        # On r's segment: only "two" has a replica there; it keeps the one on w's.
+        assert w.batch_replica_clear([two, one, leased, other, missing], rh) == [two]
+        reps = r.get_replica_desc(two)  # (a read: "two" is leased from now on)
+        assert [d.get_memory_descriptor().buffer_descriptor.transport_endpoint
+                for d in reps] == [wh]
+        assert r.get(two) == b"2" * 3000
+        # Whole objects: the pinned one goes too; the leased, missing and r's stay.
+        assert w.batch_replica_clear([one, pinned, leased, other, missing]) == [one, pinned]
+        assert w.batch_replica_clear([two], segment_name="") == []  # leased by the read
+        # Its writer may clear "other"; bytes keys come back as str, as stock's std::string.
+        assert r.batch_replica_clear([other.encode()]) == [other]
+        assert [w.is_exist(k) for k in (two, one, leased, other, pinned)] == [1, 0, 1, 0, 0]
+        assert r.get(leased) == b"L" * 100
+        assert w.batch_replica_clear([]) == []
+        assert w.batch_replica_clear([missing], "no-such-segment") == []
+        with pytest.raises(TypeError):
+            w.batch_replica_clear(two)
+        with pytest.raises(TypeError):
+            w.batch_replica_clear([two], 5)
+        after = replica_clear_counters()
+        # Calls: 5 keys/1 cleared, 5/2, 1/0, 1/1, 0/0, 1/0 (partial, partial, failed, ok,
+        # failed: an empty batch counts as failed, as stock's, failed).
+        assert {k: after[k] - before.get(k, 0) for k in after} == {
+            "requests": 6, "items": 13, "failed_items": 9, "failures": 3,
+            "partial_successes": 2}
+        assert w.remove(two, force=True) == 0 and w.remove(leased, force=True) == 0
+    finally:
+        r.close()
+        w.close()
+    assert MooncakeDistributedStore().batch_replica_clear(["k"]) == []  # not set up
+
+
+def test_batch_replica_clear_through_agent(master, agents, capfd):
+    """The agent protocol has no replica administration: [] and a line on stderr, the
+    object untouched."""
+    s = ts.mk_attached(master, agents[0])
+    try:
+        k = "rc-agent-" + os.urandom(4).hex()
+        assert s.put(k, b"x" * 64) == 0
+        assert s.batch_replica_clear([k]) == []
+        assert "batch_replica_clear failed" in capfd.readouterr().err
+        assert s.is_exist(k) == 1
+        assert s.remove(k, force=True) == 0
+    finally:
+        s.close()
+
+
 # ------------------------------------------------------------------------- LMCache
 
 def test_lmcache_sequence(pair):
@@ -604,7 +686,7 @@ def test_methods_exist_with_stock_names():
                  "batch_put_session_start", "batch_put_from_multi_buffer_ranges",
                  "batch_put_session_end", "batch_put_session_revoke",
                  "batch_get_session_start", "batch_get_into_multi_buffer_ranges",
-                 "batch_get_session_end"]:
+                 "batch_get_session_end", "batch_replica_clear"]:
         assert callable(getattr(MooncakeDistributedStore, name)), name
 
 

@@ -364,6 +364,17 @@ mc_dispatch(struct mc_worker *w, const struct tide_mc_req *req, struct tide_mc_r
 						 req->u.lease_release.lease_id, now);
 		set_void(&resp->u.status, rc);
 		break;
+	case TIDE_MC_FN_BATCH_REPLICA_CLEAR: {
+		const struct tide_mc_batch_replica_clear_req *r = &req->u.batch_replica_clear;
+
+		/* The cleared keys borrow the request's strings, freed after the reply. */
+		rc = tide_mc_table_batch_replica_clear(t, &r->client_id, r->keys.v, r->keys.n,
+						       &r->segment_name, now, &w->arena,
+						       &resp->u.cleared.val);
+		resp->u.cleared.ok = rc == 0;
+		resp->u.cleared.err = rc;
+		break;
+	}
 	default:
 		dispatch_batch(w, req, resp, now);
 		break;
@@ -405,6 +416,8 @@ mc_resp_failed(const struct tide_mc_resp *resp)
 		return !resp->u.tasks.ok;
 	case TIDE_MC_FN_TIDE_LEASE_GRANT:
 		return !resp->u.lease.ok;
+	case TIDE_MC_FN_BATCH_REPLICA_CLEAR:
+		return !resp->u.cleared.ok;
 	case TIDE_MC_FN_BATCH_EXIST_KEY:
 		for (i = 0; i < resp->u.batch_exist.n; i++) {
 			if (!resp->u.batch_exist.v[i].ok) {

@@ -283,6 +283,7 @@ static const struct stock_op {
 	 true},
 	{"batch_exist_key", TIDE_MC_TABLE_OP_BATCH_EXIST_KEY, TIDE_MC_TABLE_OP_COUNT, true},
 	{"batch_query_ip", TIDE_MC_TABLE_OP_BATCH_QUERY_IP, TIDE_MC_TABLE_OP_COUNT, true},
+	{"batch_replica_clear", TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR, TIDE_MC_TABLE_OP_COUNT, true},
 };
 
 /* v[op] plus v[also] when there is one. */

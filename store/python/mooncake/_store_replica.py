@@ -3,7 +3,8 @@ ReplicaStatus, Descriptor (AllocatedBuffer::Descriptor), MemoryDescriptor, DiskD
 and ReplicaDescriptor, and the calls that return them, get_replica_desc and
 batch_get_replica_desc, over tide_store_batch_get_replicas() (one BatchGetReplicaList
 for the call; the library's result block is copied into these objects and freed before
-the call returns).
+the call returns). Also stock's replica administration, batch_replica_clear(keys,
+segment_name=""), over tide_store_batch_replica_clear() (one BatchReplicaClear).
 
 As stock: get_replica_desc(key) is a list of ReplicaDescriptor, [] when the key is
 missing or the lookup failed; batch_get_replica_desc(keys) a dict key -> list holding
@@ -14,6 +15,8 @@ A mixin of mooncake.store.MooncakeDistributedStore: it uses the store's _enter/_
 """
 import ctypes
 import enum
+import os
+import sys
 
 from mooncake._native import abi as _abi, lib as _lib
 from mooncake._store_base import _BadArg, _kb, _seq
@@ -182,3 +185,47 @@ class _ReplicaCalls:
                 out[k.decode(errors="surrogateescape") if isinstance(k, (bytes, bytearray))
                     else k] = reps
         return out
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Stock's batch_replica_clear: ask the master to clear the replicas of keys this
+        client wrote, those on the segments named segment_name (a client's
+        local_hostname), or the whole objects when it is "". The master skips, silently,
+        keys absent, written by another client, under a read lease (read in the last
+        default_kv_lease_ttl) or still being written, and with a segment name those with
+        no replica there. Returns the keys cleared (str), in the order given; [] before
+        setup or when the call failed (stock logs and answers empty; so does this, on
+        stderr), and through the node agent (setup_dummy), which has no such call."""
+        what = "batch_replica_clear"
+        _seq(keys, what)
+        ks = [_kb(k, what) for k in keys]
+        if not isinstance(segment_name, (str, bytes, bytearray)):
+            raise TypeError(f"{what}(): segment_name must be str, not "
+                            f"{type(segment_name).__name__}")
+        seg = _kb(segment_name, what)
+        if b"\0" in seg:
+            return []  # no segment has such a name
+        # A key holding a NUL byte names no object (puts refuse them): never sent.
+        idx = [i for i, b in enumerate(ks) if b"\0" not in b]
+        h = self._enter()
+        if h is None:
+            return []
+        try:
+            n = len(idx)
+            arr = (ctypes.c_char_p * max(n, 1))(*(ks[i] for i in idx))
+            out = (ctypes.c_int * max(n, 1))()
+            r = _lib.tide_store_batch_replica_clear(h, arr, n, seg, out)
+        except _BadArg:
+            return []
+        finally:
+            self._leave()
+        if r < 0:
+            print(f"mooncake.store: batch_replica_clear failed: {os.strerror(-r)}",
+                  file=sys.stderr)
+            return []
+        res = []
+        for j, i in enumerate(idx):
+            if out[j]:
+                k = keys[i]
+                res.append(k.decode(errors="surrogateescape")
+                           if isinstance(k, (bytes, bytearray)) else k)
+        return res

@@ -171,6 +171,11 @@ test_type_hashes_match_spec(void)
 		{TIDE_MC_FN_REMOUNT_SEGMENT, false, 0, 0xc6c66b88},
 		{TIDE_MC_FN_UNMOUNT_SEGMENT, false, 0, 0xd4c512e0},
 		{TIDE_MC_FN_GRACEFUL_UNMOUNT_SEGMENT, false, 0, 0x8e092e9c},
+		/* Not in the spec's table: MD5 of the literals fd 84 80 0c fd 04 04 89 89 ff 80
+		 * 0c ff (tuple<vector<string>,UUID,string>) and 87 84 80 0c 01
+		 * (expected<vector<string>,ErrorCode>), built from parts the hashes above check. */
+		{TIDE_MC_FN_BATCH_REPLICA_CLEAR, false, 0, 0x472b2fa2},
+		{TIDE_MC_FN_BATCH_REPLICA_CLEAR, true, 0, 0xe108bdea},
 		/* v0.3.12.post1 */
 		{TIDE_MC_FN_PUT_START, false, 1, 0x6920ea5c},
 		{TIDE_MC_FN_BATCH_PUT_START, false, 1, 0x80485c74},
@@ -625,6 +630,28 @@ test_spec_examples(void)
 	expect_req_bytes(&q, "ae0df79e 0b00000000000000 0c00000000000000 0c\"host-a:12345\""
 			     " 00000000007f0000 0000004000000000 0c\"host-a:12345\" 03\"tcp\" 00"
 			     " 0100000000000000 0200000000000000");
+
+	/* BatchReplicaClear(object_keys, client_id, segment_name): no tenant_id. */
+	{
+		struct tide_mc_str keys[2] = {S("a"), S("bc")};
+
+		q = (struct tide_mc_req){.fn = TIDE_MC_FN_BATCH_REPLICA_CLEAR};
+		q.u.batch_replica_clear.keys = (struct tide_mc_str_vec){keys, 2};
+		q.u.batch_replica_clear.client_id = c12;
+		q.u.batch_replica_clear.segment_name = S("seg");
+		expect_req_bytes(&q, "a22f2b47 02 01\"a\" 02\"bc\" 0100000000000000"
+				     " 0200000000000000 03\"seg\"");
+		q.u.batch_replica_clear.keys = (struct tide_mc_str_vec){NULL, 0};
+		q.u.batch_replica_clear.segment_name = S("");
+		expect_req_bytes(&q, "a22f2b47 00 0100000000000000 0200000000000000 00");
+		p = (struct tide_mc_resp){.fn = TIDE_MC_FN_BATCH_REPLICA_CLEAR};
+		p.u.cleared = (struct tide_mc_exp_str_vec){.ok = true, .val = {keys + 1, 1}};
+		expect_resp_bytes(&p, "eabd08e1 01 01 02\"bc\"");
+		p.u.cleared = (struct tide_mc_exp_str_vec){.ok = true};
+		expect_resp_bytes(&p, "eabd08e1 01 00");
+		p.u.cleared = (struct tide_mc_exp_str_vec){.err = TIDE_MC_EC_INVALID_PARAMS};
+		expect_resp_bytes(&p, "eabd08e1 00 a8fdffff");
+	}
 }
 
 /* ---- v0.3.12.post1 layouts -------------------------------------------------------------- */

@@ -148,6 +148,22 @@ workload(struct tide_mc_table *t)
 
 		CU_ASSERT_EQUAL(tide_mc_table_unmount_segment(t, &id, &C2, 0), 0);
 	}
+	/* BatchReplicaClear: key 2 keeps its node-a replica (an erase, then a set), key 7
+	 * goes whole. */
+	{
+		struct tide_mc_table_arena a = {0};
+		struct tide_mc_str ks[2] = {mc_fixture_str("key/002"), mc_fixture_str("key/007")};
+		struct tide_mc_str seg = mc_fixture_str("node-b"), all = mc_fixture_str("");
+		struct tide_mc_str_vec out;
+
+		CU_ASSERT_EQUAL(tide_mc_table_batch_replica_clear(t, &C1, ks, 1, &seg, 0, &a, &out),
+				0);
+		CU_ASSERT_EQUAL(out.n, 1);
+		CU_ASSERT_EQUAL(
+			tide_mc_table_batch_replica_clear(t, &C1, ks + 1, 1, &all, 0, &a, &out), 0);
+		CU_ASSERT_EQUAL(out.n, 1);
+		tide_mc_table_arena_release(&a);
+	}
 	for (int i = 40; i < 48; i++)
 		CU_ASSERT_EQUAL(mc_fixture_put(t, &K, i, 777, 2, false, true), 0);
 	/* In flight, never acknowledged: not journaled. */

@@ -580,6 +580,108 @@ test_batches(void)
 	rm();
 }
 
+/* BatchReplicaClear: what is cleared (whole objects, or the replicas on one segment name)
+ * and what is kept (absent, another writer's, leased, in flight), with stock's counting. */
+static struct tide_mc_str_vec
+clear(const char *const *keys, size_t n, const char *seg, uint64_t now)
+{
+	struct tide_mc_str ks[8], sg = S(seg);
+	struct tide_mc_str_vec out;
+
+	CU_ASSERT_FATAL(n <= 8);
+	for (size_t i = 0; i < n; i++)
+		ks[i] = S(keys[i]);
+	CU_ASSERT_EQUAL(tide_mc_table_batch_replica_clear(T, &C1, ks, n, &sg, now, &A, &out), 0);
+	return out;
+}
+
+static void
+test_batch_replica_clear(void)
+{
+	static const char *const first[] = {"two", "nokey", "", "leased", "other", "proc"};
+	static const char *const again[] = {"two"};
+	static const char *const whole[] = {"one", "two", "pinned", "leased"};
+	static const char *const later[] = {"leased", "proc"};
+	struct tide_mc_replicate_config cfg = CFG(1);
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_replica_list rl;
+	struct tide_mc_str k;
+	struct tide_mc_str_vec out;
+	struct tide_mc_table_metrics m;
+	const enum tide_mc_table_op op = TIDE_MC_TABLE_OP_BATCH_REPLICA_CLEAR;
+	uint64_t vb;
+
+	mk(0, 1024); /* 10 s read leases */
+	mount(1, "A", 0x100000, MIB, &C1);
+	mount(2, "B", 0x200000, MIB, &C1);
+	CU_ASSERT_EQUAL(put("two", 100, 2, 0), 0);
+	CU_ASSERT_EQUAL(put("one", 100, 1, 0), 0);
+	CU_ASSERT_EQUAL(put("leased", 100, 1, 0), 0);
+	CU_ASSERT_EQUAL(get("leased", 0, NULL), 0); /* leased until 10000 */
+	k = S("other");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C2, &k, 100, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C2, &k, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	cfg.preferred_segment = S("A");
+	k = S("proc");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 100, &cfg, 0, &A, &d), 0);
+	cfg.with_hard_pin = true;
+	k = S("pinned");
+	CU_ASSERT_EQUAL(tide_mc_table_put_start(T, &C1, &k, 100, &cfg, 0, &A, &d), 0);
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0), 0);
+	vb = metrics().value_bytes;
+
+	/* On segment B: only "two" (its replica there); the rest is skipped. */
+	out = clear(first, 6, "B", 1);
+	CU_ASSERT_EQUAL_FATAL(out.n, 1);
+	CU_ASSERT(out.v[0].len == 3 && memcmp(out.v[0].ptr, "two", 3) == 0);
+	CU_ASSERT_EQUAL(get("two", 1, &rl), 0);
+	CU_ASSERT_EQUAL_FATAL(rl.replicas.n, 1);
+	CU_ASSERT(rl.replicas.v[0].u.memory.buffer_address < 0x200000); /* the one on A */
+	CU_ASSERT_EQUAL(metrics().value_bytes, vb - 100);
+	/* No replica on B any more; "two" was just read (leased too). */
+	out = clear(again, 1, "B", 20000);
+	CU_ASSERT_EQUAL(out.n, 0);
+	CU_ASSERT_PTR_NULL(out.v);
+	out = clear(whole, 4, "", 20000);
+	CU_ASSERT_EQUAL(out.n, 4);
+	for (size_t i = 0; i < 4; i++)
+		CU_ASSERT(out.n == 4 && out.v[i].ptr == whole[i]); /* borrowed, in order */
+	CU_ASSERT_EQUAL(get("one", 20000, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	CU_ASSERT_EQUAL(get("pinned", 20000, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	/* "proc" is still PROCESSING; "leased" is gone already. */
+	out = clear(later, 2, "", 20000);
+	CU_ASSERT_EQUAL(out.n, 0);
+	k = S("proc");
+	CU_ASSERT_EQUAL(tide_mc_table_put_end(T, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 20000), 0);
+	out = clear(later, 2, "A", 20000);
+	CU_ASSERT_EQUAL(out.n, 1); /* on A, its only replica: the object goes */
+	CU_ASSERT_EQUAL(get("proc", 20000, NULL), TIDE_MC_EC_OBJECT_NOT_FOUND);
+	out = clear(NULL, 0, "", 20000); /* stock counts an empty batch as a failed call */
+	CU_ASSERT_EQUAL(out.n, 0);
+
+	m = metrics();
+	CU_ASSERT_EQUAL(m.keys, 1); /* "other" */
+	CU_ASSERT_EQUAL(m.value_bytes, 100);
+	CU_ASSERT_EQUAL(m.hard_pinned_keys, 0);
+	CU_ASSERT_EQUAL(m.requests[op], 6 + 1 + 4 + 2 + 2 + 0);
+	CU_ASSERT_EQUAL(m.failures[op], 5 + 1 + 0 + 2 + 1);
+	CU_ASSERT_EQUAL(m.batch_calls[op], 6);
+	CU_ASSERT_EQUAL(m.batch_failed_calls[op], 3);
+	CU_ASSERT_EQUAL(m.batch_partial_calls[op], 2);
+	CU_ASSERT_STRING_EQUAL(tide_mc_table_op_name(op), "batch_replica_clear");
+	k = S("other");
+	CU_ASSERT_EQUAL(tide_mc_table_batch_replica_clear(T, NULL, &k, 1, NULL, 0, &A, &out),
+			TIDE_MC_EC_INVALID_PARAMS);
+	CU_ASSERT_EQUAL(tide_mc_table_batch_replica_clear(T, &C1, NULL, 1, NULL, 0, &A, &out),
+			TIDE_MC_EC_INVALID_PARAMS);
+	/* Another writer's object stays whoever asks, but its writer may clear it. */
+	CU_ASSERT_EQUAL(tide_mc_table_batch_replica_clear(T, &C2, &k, 1, NULL, 20000, &A, &out), 0);
+	CU_ASSERT_EQUAL(out.n, 1);
+	CU_ASSERT_EQUAL(metrics().keys, 0);
+	CU_ASSERT_EQUAL(metrics().allocated_bytes, 0);
+	rm();
+}
+
 static void
 test_regex_and_remove_all(void)
 {
@@ -1630,6 +1732,7 @@ register_tests(void)
 	CU_add_test(s, "stale_put_takeover", test_stale_put_takeover);
 	CU_add_test(s, "upsert", test_upsert);
 	CU_add_test(s, "batches", test_batches);
+	CU_add_test(s, "batch_replica_clear", test_batch_replica_clear);
 	CU_add_test(s, "regex_and_remove_all", test_regex_and_remove_all);
 	CU_add_test(s, "regex_ecmascript", test_regex_ecmascript);
 	CU_add_test(s, "regex_bounds", test_regex_bounds);
