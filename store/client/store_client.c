@@ -1113,7 +1113,7 @@ tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, si
 		if (keys[i] == NULL)
 			return -EINVAL;
 	}
-	if (s->agent != NULL)
+	if (s->be->ops->attached)
 		return -EOPNOTSUPP; /* the agent protocol has no replica administration */
 	if (n > 0 && (ks = calloc(n, sizeof(*ks))) == NULL)
 		return -ENOMEM;
