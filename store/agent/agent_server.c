@@ -631,6 +631,37 @@ op_keys(struct srv_client *c, uint16_t op, struct agent_rbuf *rd, struct agent_w
 	return 0;
 }
 
+/* AGENT_REPLICA_CLEAR: the client's keys to the store's batch_replica_clear. */
+static int
+op_replica_clear(struct srv_client *c, struct agent_rbuf *rd, struct agent_wbuf *w)
+{
+	char *seg = agent_r_str(rd, AGENT_MAX_KEY);
+	uint32_t n = agent_r_u32(rd);
+	char **keys;
+	int64_t r;
+	int *v;
+
+	if (rd->bad || n > AGENT_MAX_BATCH) {
+		free(seg);
+		return -EPROTO;
+	}
+	keys = read_keys(rd, n);
+	v = calloc(n ? n : 1, sizeof(*v));
+	if (rd->bad || v == NULL) {
+		free_keys(keys, n);
+		free(v);
+		free(seg);
+		return -EPROTO;
+	}
+	r = tide_store_batch_replica_clear(c->srv->store, (const char *const *)keys, n, seg, v);
+	/* At most AGENT_MAX_BATCH keys cleared: the count fits the i32. */
+	reply_i32s(w, (int)r, v, n);
+	free_keys(keys, n);
+	free(v);
+	free(seg);
+	return 0;
+}
+
 static int
 op_scalar(struct srv_client *c, uint16_t op, struct agent_rbuf *rd, struct agent_wbuf *w)
 {
@@ -953,6 +984,8 @@ dispatch(struct srv_client *c, const struct agent_hdr *h, struct agent_rbuf *rd,
 		return op_sess_ranges(c, rd, w);
 	case AGENT_SESS_KEYS:
 		return op_sess_keys(c, rd, w);
+	case AGENT_REPLICA_CLEAR:
+		return op_replica_clear(c, rd, w);
 	case AGENT_GET:
 		return op_get(c, rd, w);
 	case AGENT_RANGES:

@@ -1159,6 +1159,36 @@ replicas_parse(struct agent_rbuf *rd, size_t n, struct store_replicas_blk *b, si
 	return true;
 }
 
+int64_t
+tide_agent_batch_replica_clear(struct tide_agent_conn *a, const char *const *keys, size_t n,
+			       const char *segment_name, int *cleared)
+{
+	struct agent_wbuf w;
+	uint8_t *body = NULL;
+	size_t blen, i;
+	int err;
+
+	if (n > AGENT_MAX_BATCH || (n > 0 && (keys == NULL || cleared == NULL)) ||
+	    (segment_name != NULL && strlen(segment_name) > AGENT_MAX_KEY))
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (keys[i] == NULL || strlen(keys[i]) > AGENT_MAX_KEY)
+			return -EINVAL;
+	agent_w_init(&w);
+	agent_w_str(&w, segment_name != NULL ? segment_name : "");
+	agent_w_u32(&w, (uint32_t)n);
+	for (i = 0; i < n; i++)
+		agent_w_str(&w, keys[i]);
+	pthread_mutex_lock(&a->io_lock);
+	err = call(a, AGENT_REPLICA_CLEAR, &w, &body, &blen);
+	pthread_mutex_unlock(&a->io_lock);
+	agent_w_free(&w);
+	if (err == 0)
+		err = read_vec(body, blen, n, cleared, NULL);
+	free(body);
+	return err;
+}
+
 /* One AGENT_REPLICAS request; the reply becomes the caller's block (store_replicas.h). */
 int
 tide_agent_batch_get_replicas(struct tide_agent_conn *a, const char *const *keys, size_t n,

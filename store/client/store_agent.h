@@ -70,6 +70,11 @@ int tide_agent_get_into_ranges(struct tide_agent_conn *a, const char *const *key
 			       struct tide_store_frag *frags, size_t nfrags);
 int tide_agent_batch_get_replicas(struct tide_agent_conn *a, const char *const *keys, size_t n,
 				  struct tide_store_replicas **out);
+/* tide_store_batch_replica_clear() through the agent: the keys cleared (cleared[i]
+ * 1 or 0), or -errno; an agent older than AGENT_REPLICA_CLEAR closes the connection
+ * on it (-ECONNRESET / -EPROTO). Thread: any (serialised per connection). */
+int64_t tide_agent_batch_replica_clear(struct tide_agent_conn *a, const char *const *keys, size_t n,
+				       const char *segment_name, int *cleared);
 int tide_agent_batch_get_parts(struct tide_agent_conn *a, const char *const *keys,
 			       const struct tide_store_part *parts, const size_t *nparts, size_t n,
 			       int64_t *sizes);

@@ -1114,7 +1114,7 @@ tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, si
 			return -EINVAL;
 	}
 	if (s->be->ops->attached)
-		return -EOPNOTSUPP; /* the agent protocol has no replica administration */
+		return tide_agent_batch_replica_clear(s->agent, keys, n, segment_name, cleared);
 	if (n > 0 && (ks = calloc(n, sizeof(*ks))) == NULL)
 		return -ENOMEM;
 	/* An empty batch goes to the master too, which counts it as stock's does. */

@@ -684,9 +684,11 @@ int tide_store_batch_remove(struct tide_store *s, const char *const *keys, size_
  * \param cleared  n entries (caller-owned): 1 the key was cleared, 0 skipped;
  *                 unspecified when the call fails.
  * \return the number of keys cleared (>= 0); -EINVAL bad args (NULL key or
- *         arrays); -EOPNOTSUPP attached to an agent (the agent protocol has no
- *         such call); -EBADMSG the master answered a key not asked; -ENOMEM;
- *         master errors as mapped above.
+ *         arrays; through an agent also more than 65,536 keys or a key or name
+ *         over 4 KiB); -EBADMSG the master answered a key not asked; -ENOMEM;
+ *         master errors as mapped above. Attached to a node agent the agent
+ *         makes the call (it is the writer the master knows); an agent older
+ *         than the call closes the connection (-ECONNRESET or -EPROTO).
  * Thread: any.
  */
 int64_t tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, size_t n,

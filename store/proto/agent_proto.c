@@ -474,6 +474,7 @@ agent_op_name(unsigned op)
 		[AGENT_PUT_SESS_START] = "put_sess_start",
 		[AGENT_SESS_RANGES] = "sess_ranges",
 		[AGENT_SESS_KEYS] = "sess_keys",
+		[AGENT_REPLICA_CLEAR] = "replica_clear",
 	};
 
 	return op < AGENT_OP_MAX && names[op] ? names[op] : "?";

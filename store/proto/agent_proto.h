@@ -79,6 +79,10 @@ enum agent_op {
 	AGENT_PUT_SESS_START,
 	AGENT_SESS_RANGES,
 	AGENT_SESS_KEYS,
+	/* tide_store_batch_replica_clear(): str segment_name, u32 n, n x str key ->
+	 * i32 (keys cleared, or -errno), n x i32 (1 cleared, 0 not). n may be 0 (the
+	 * master counts an empty call, as stock's does). Newer than the session ops. */
+	AGENT_REPLICA_CLEAR,
 	AGENT_OP_MAX,
 };
 

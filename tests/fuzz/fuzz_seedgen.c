@@ -932,6 +932,7 @@ gen_agent(void)
 		(void)tide_agent_batch_get_parts(a, keys, parts, np, 3, sizes);
 		if (tide_agent_batch_get_replicas(a, keys, 3, &reps) == 0)
 			tide_store_replicas_free(reps);
+		(void)tide_agent_batch_replica_clear(a, keys, 3, "10.0.0.2:12345", ex);
 	}
 	(void)tide_agent_remove(a, "fuzz/local", false);
 	(void)tide_agent_batch_remove(a, keys, 3, true, rcs);

@@ -222,6 +222,25 @@ tide_store_batch_get_into(struct tide_store *s, const char *const *keys, void *c
 	return 0;
 }
 
+int64_t
+tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, size_t n,
+			       const char *segment_name, int *cleared)
+{
+	int64_t count = 0;
+
+	check_store(s);
+	TRAP_IF(segment_name == NULL || (n > 0 && (keys == NULL || cleared == NULL)));
+	(void)strlen(segment_name);
+	/* Every key read (check_keys), the even ones cleared. */
+	if (n > 0)
+		check_keys(keys, n);
+	for (size_t i = 0; i < n; i++) {
+		cleared[i] = (i & 1) == 0;
+		count += cleared[i];
+	}
+	return count;
+}
+
 int
 tide_store_batch_get_replicas(struct tide_store *s, const char *const *keys, size_t n,
 			      struct tide_store_replicas **out)

@@ -400,18 +400,22 @@ def test_batch_replica_clear(master):
     assert MooncakeDistributedStore().batch_replica_clear(["k"]) == []  # not set up
 
 
-def test_batch_replica_clear_through_agent(master, agents, capfd):
-    """The agent protocol has no replica administration: [] and a line on stderr, the
-    object untouched."""
-    s = ts.mk_attached(master, agents[0])
+def test_batch_replica_clear_through_agent(master, agents):
+    """Through a node agent (AGENT_REPLICA_CLEAR) the agent is the writer the master
+    knows: what its clients put, a client of it may clear; an object another agent wrote
+    stays."""
+    s, t = ts.mk_attached(master, agents[0]), ts.mk_attached(master, agents[1])
     try:
-        k = "rc-agent-" + os.urandom(4).hex()
-        assert s.put(k, b"x" * 64) == 0
-        assert s.batch_replica_clear([k]) == []
-        assert "batch_replica_clear failed" in capfd.readouterr().err
-        assert s.is_exist(k) == 1
-        assert s.remove(k, force=True) == 0
+        tag = os.urandom(4).hex()
+        mine, theirs = f"rc-agent-{tag}-mine", f"rc-agent-{tag}-theirs"
+        assert s.put(mine, b"x" * 64) == 0 and t.put(theirs, b"y" * 64) == 0
+        assert s.batch_replica_clear([theirs, mine]) == [mine]
+        assert s.is_exist(mine) == 0 and s.is_exist(theirs) == 1
+        assert s.batch_replica_clear([]) == []
+        assert t.batch_replica_clear([theirs], "no-such-segment") == []
+        assert t.remove(theirs, force=True) == 0
     finally:
+        t.close()
         s.close()
 
 

@@ -192,9 +192,9 @@ class _ReplicaCalls:
         local_hostname), or the whole objects when it is "". The master skips, silently,
         keys absent, written by another client, under a read lease (read in the last
         default_kv_lease_ttl) or still being written, and with a segment name those with
-        no replica there. Returns the keys cleared (str), in the order given; [] before
-        setup or when the call failed (stock logs and answers empty; so does this, on
-        stderr), and through the node agent (setup_dummy), which has no such call."""
+        no replica there. Through a node agent the agent is the writer the master knows.
+        Returns the keys cleared (str), in the order given; [] before setup or when the
+        call failed (stock logs and answers empty; so does this, on stderr)."""
         what = "batch_replica_clear"
         _seq(keys, what)
         ks = [_kb(k, what) for k in keys]
