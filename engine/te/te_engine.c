@@ -907,19 +907,27 @@ fail:
 	return rc;
 }
 
+/* What the TCP transport takes from the node file, read once per install. */
+struct tcp_env {
+	bool dpdk;        /* a DPDK device is named and MC_FORCE_TCP is not set */
+	bool shm_peers;   /* TIDE_SHM_PEERS */
+	uint32_t poll_us; /* TIDE_DATA_POLL_US */
+};
+
 /*
- * Whether the user-space path applies: the node file (or TIDE_* variables)
- * names a DPDK device and MC_FORCE_TCP is not set. A node file that does
- * not load is an error, not a silent fall-back to kernel sockets.
+ * The node file's TCP settings. A node file that does not load is an error,
+ * not a silent fall-back to kernel sockets.
  */
 static int
-want_dpdk(const struct tide_te *te, bool *yes)
+tcp_env_load(const struct tide_te *te, struct tcp_env *e)
 {
 	struct tide_nodeenv *ne;
 	int rc = node_env_load(te, &ne);
 
 	if (rc == 0) {
-		*yes = ne->dpdk_device[0] != '\0' && !ne->force_tcp;
+		e->dpdk = ne->dpdk_device[0] != '\0' && !ne->force_tcp;
+		e->shm_peers = ne->shm_peers;
+		e->poll_us = ne->data_poll_us;
 		free(ne);
 	}
 	return rc;
@@ -957,49 +965,41 @@ te_engine_tcp_ops_override(const struct te_xport_ops *ops)
 	atomic_store(&tcp_ops_override, ops);
 }
 
-/* A key of the node environment: the size bytes at offset off of struct
- * tide_nodeenv copied to out (TIDE_SHM_PEERS, TIDE_RDMA_AS_TCP,
- * TIDE_DATA_POLL_US); zeros when the file does not load (the transport
+/* A boolean key of the node environment, at offset off of struct tide_nodeenv
+ * (TIDE_RDMA_AS_TCP); false when the file does not load (the transport
  * install that follows says why). */
-static void
-node_env_field(const struct tide_te *te, size_t off, void *out, size_t size)
-{
-	struct tide_nodeenv *ne;
-
-	memset(out, 0, size);
-	if (node_env_load(te, &ne) != 0) {
-		return;
-	}
-	memcpy(out, (const char *)ne + off, size);
-	free(ne);
-}
-
 static bool
 node_env_flag(const struct tide_te *te, size_t off)
 {
+	struct tide_nodeenv *ne;
 	bool yes;
 
-	node_env_field(te, off, &yes, sizeof(yes));
+	if (node_env_load(te, &ne) != 0) {
+		return false;
+	}
+	memcpy(&yes, (const char *)ne + off, sizeof(yes));
+	free(ne);
 	return yes;
 }
 
 /* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
-
 static int
 install_tcp(struct tide_te *te)
 {
 	struct te_xport_cfg cfg;
 	const struct te_xport_ops *ops;
-	bool dpdk = false;
+	struct tcp_env env = {0};
+	bool dpdk;
 	int rc;
 
 	if (te->x != NULL) {
 		return 0;
 	}
-	rc = want_dpdk(te, &dpdk);
+	rc = tcp_env_load(te, &env);
 	if (rc != 0) {
 		return rc;
 	}
+	dpdk = env.dpdk;
 	ops = &te_tcp_kernel_ops;
 	if (atomic_load(&tcp_ops_override) != NULL) {
 		ops = atomic_load(&tcp_ops_override);
@@ -1012,8 +1012,7 @@ install_tcp(struct tide_te *te)
 #endif
 	}
 	xport_cfg(te, &cfg);
-	node_env_field(te, offsetof(struct tide_nodeenv, data_poll_us), &cfg.poll_us,
-		       sizeof(cfg.poll_us));
+	cfg.poll_us = env.poll_us;
 	if (ops == &te_tcp_kernel_ops && cfg.data_port == 0) {
 		/* The kernel data port from the range too (stock's TCP transport does). */
 		for (int tries = 0;; tries++) {
@@ -1046,8 +1045,7 @@ install_tcp(struct tide_te *te)
 	}
 	te->xops = ops;
 	te->data_port = ops->data_port(te->x);
-	te->shm_peers = strcmp(ops->name, "tcp-kernel") == 0 &&
-			node_env_flag(te, offsetof(struct tide_nodeenv, shm_peers));
+	te->shm_peers = strcmp(ops->name, "tcp-kernel") == 0 && env.shm_peers;
 	TIDE_LOG(INFO, "transport %s: data port %u", ops->name, te->data_port);
 	return 0;
 }
