@@ -331,7 +331,9 @@ int tide_te_batch_result(struct tide_te *te, tide_te_batch_t batch);
  * tide_te_batch_alloc() after its last open request ended (requests end on their own
  * within io_timeout_ms; until destroy when no batch is allocated again). For a caller
  * that stops waiting at its own deadline: the batch id is invalid after this call
- * either way.
+ * either way. Releasing does not cancel: until its open requests end, the engine
+ * still reads and writes their local memory, which the caller keeps valid (at the
+ * latest until tide_te_destroy() returns).
  * \return 0; -ENOENT unknown batch.
  * Thread: any, once per batch, not concurrently with a submit to it.
  */

@@ -58,6 +58,58 @@ tide_ut_connect_from(const char *src, const char *dst, uint16_t port, int timeou
 	return fd;
 }
 
+/* The low end of the ephemeral range; 32768 (Linux's default) when unreadable. */
+static unsigned
+ephemeral_low(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	unsigned lo = 32768, hi = 0;
+
+	if (f != NULL) {
+		if (fscanf(f, "%u %u", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	return lo;
+}
+
+uint16_t
+tide_ut_free_port_run(unsigned n)
+{
+	unsigned lo = ephemeral_low(), start, base;
+	int fds[16];
+
+	if (n == 0 || n > 16 || lo <= 10000 + n)
+		return 0;
+	/* Start at a pid-dependent place so parallel test processes look apart. */
+	start = 10000 + ((unsigned)getpid() * 97u) % (lo - 10000 - n);
+	for (unsigned tries = 0; tries < lo - 10000; tries += n) {
+		unsigned i;
+
+		base = 10000 + (start - 10000 + tries) % (lo - 10000 - n);
+		for (i = 0; i < n; i++) {
+			struct sockaddr_in sa = {.sin_family = AF_INET,
+						 .sin_port = htons((uint16_t)(base + i)),
+						 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+			int one = 1;
+
+			fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (fds[i] < 0)
+				break;
+			(void)setsockopt(fds[i], SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+			if (bind(fds[i], (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+				close(fds[i]);
+				break;
+			}
+		}
+		for (unsigned j = 0; j < i; j++)
+			close(fds[j]);
+		if (i == n)
+			return (uint16_t)base;
+	}
+	return 0;
+}
+
 int
 tide_ut_run(void (*register_fn)(void))
 {

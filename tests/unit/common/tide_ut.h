@@ -39,6 +39,16 @@ double tide_ut_now_s(void);
  */
 int tide_ut_connect_from(const char *src, const char *dst, uint16_t port, int timeout_ms);
 
+/**
+ * The first of n consecutive TCP ports (n <= 16) free on 127.0.0.1, below the
+ * kernel's ephemeral range (ip_local_port_range), so that no connection another
+ * test opens meanwhile takes one of them: a run inside the ephemeral range can
+ * lose a port to a concurrent test's connect() between this call and the caller's
+ * bind. Each port is checked by binding it (SO_REUSEADDR, as the engine binds).
+ * \return the first port of the run, or 0 when none was found below the range.
+ */
+uint16_t tide_ut_free_port_run(unsigned n);
+
 /** Assert a tide call returned 0, printing the errno it returned otherwise. */
 #define TIDE_UT_OK(expr) CU_ASSERT_EQUAL((expr), 0)
 

@@ -336,9 +336,12 @@ test_transfer_sync(void)
 	CU_ASSERT(tide_te_submit_v(b, bt, s, TIDE_TE_WRITE, loc, rem, len, 1) == 0);
 	CU_ASSERT(tide_te_batch_release(b, bt) == 0);
 	CU_ASSERT(tide_te_transfer_sync(b, s, TIDE_TE_WRITE, loc, rem, len, 1, 30000) == 0);
-	free((void *)(uintptr_t)loc[0]);
 
+	/* The released batch's write may still be reading its source: the second
+	 * transfer can finish first on another of the peer's connections. Only the
+	 * engine's end (which ends every request) frees the caller from it. */
 	tide_te_destroy(b);
+	free((void *)(uintptr_t)loc[0]);
 	tide_te_destroy(a);
 	free(seg);
 	free(src);
@@ -387,20 +390,13 @@ test_port_range(void)
 	struct tide_te_opts o;
 	struct tide_te *te = NULL, *te2 = NULL;
 	uint16_t rpc = 0, data = 0, rpc2 = 0, data2 = 0;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t sl = sizeof(sa);
 	char lo[16], hi[16];
 	unsigned p;
 
-	/* A free port p and the next three (the range), found the way a user would. */
-	CU_ASSERT_FATAL(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-			getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
-	p = ntohs(sa.sin_port);
-	close(fd);
-	if (p > 65000) {
-		p = 40000;
-	}
+	/* Four free ports (the range), below the ephemeral range: inside it, a connection
+	 * another test opens meanwhile could take one of them (seen once in CI). */
+	p = tide_ut_free_port_run(4);
+	CU_ASSERT_FATAL(p != 0);
 	snprintf(lo, sizeof(lo), "%u", p);
 	snprintf(hi, sizeof(hi), "%u", p + 3);
 	setenv("MC_MIN_RPC_PORT", lo, 1);
@@ -450,16 +446,17 @@ test_notify_probe(void)
 	CU_ASSERT(tide_te_probe(b, tide_te_local_name(a)) == 0);
 	CU_ASSERT(tide_te_probe(a, tide_te_local_name(b)) == 0);
 	CU_ASSERT(tide_te_probe(a, "no-port") == -EINVAL);
-	/* A port nobody listens on: the peer is down. */
+	/* A port nobody listens on: the peer is down. The socket stays bound (not
+	 * listening) through the probes, so no other process can take the port. */
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sa);
 	CU_ASSERT_FATAL(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
 			getsockname(fd, (struct sockaddr *)&sa, &sl) == 0);
 	snprintf(dead, sizeof(dead), "127.0.0.1:%u", ntohs(sa.sin_port));
-	close(fd);
 	CU_ASSERT(tide_te_probe(a, dead) == -ECONNREFUSED);
 	CU_ASSERT(tide_te_notify(a, dead, "x", "y") == -ECONNREFUSED);
+	close(fd);
 	tide_te_destroy(b);
 	tide_te_destroy(a);
 }
