@@ -43,11 +43,9 @@ store_get_one(const struct store_get_ctx *c, const char *key, struct store_get_d
 	t1 = tide_mono_ns();
 	got = store_xfer_read_replica(&c->eng, l, dst->buf, dst->len, t0);
 	tide_mc_resp_free(&resp);
-	if (got >= 0) {
-		store_metrics_xfer_bytes(&c->mc->pool.metrics, false, (uint64_t)got);
+	if (got >= 0) /* the bytes were counted by store_xfer_run() */
 		store_metrics_xfer_latency(&c->mc->pool.metrics, STORE_METRICS_XFER_GET,
 					   (tide_mono_ns() - t1) / 1000u);
-	}
 	if (got < 0 && dst->alloc != NULL) {
 		if (dst->release != NULL)
 			dst->release(dst->arg, dst->buf);
@@ -56,19 +54,15 @@ store_get_one(const struct store_get_ctx *c, const char *key, struct store_get_d
 	return got;
 }
 
-/* One engine batch of reads, counted in stock's transfer metrics (bytes of the
- * transfers that completed); its time is added to *us. */
+/* One engine batch of reads (store_xfer_run() counts their bytes); its time is
+ * added to *us. */
 static void
 read_run(const struct store_get_ctx *c, struct store_xfer *x, size_t nx, uint64_t *us)
 {
-	uint64_t t = tide_mono_ns(), bytes = 0;
+	uint64_t t = tide_mono_ns();
 
 	store_xfer_run(&c->eng, TIDE_TE_READ, x, nx);
 	*us += (tide_mono_ns() - t) / 1000u;
-	for (size_t k = 0; k < nx; k++)
-		if (x[k].rc == 0)
-			bytes += x[k].len;
-	store_metrics_xfer_bytes(&c->mc->pool.metrics, false, bytes);
 }
 
 /* A batch call's reads took us microseconds (nothing when none ran). */

@@ -53,10 +53,12 @@ struct store_inproc {
 
 /* Where ip's transfers run (store_xfer.h): its engine and its own segment. Thread: any. */
 static inline struct store_xfer_eng
-store_inproc_eng(const struct store_inproc *ip)
+store_inproc_eng(struct store_inproc *ip)
 {
-	struct store_xfer_eng e = {
-		.te = ip->te, .seg_base = ip->seg_base, .seg_size = ip->seg_size};
+	struct store_xfer_eng e = {.te = ip->te,
+				   .seg_base = ip->seg_base,
+				   .seg_size = ip->seg_size,
+				   .met = &ip->mc.pool.metrics};
 
 	return e;
 }

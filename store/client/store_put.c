@@ -537,19 +537,15 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 		}
 		/* Move the bytes: one engine batch; a key's first failed write is its error. */
 		if (rd.nx > 0) {
-			uint64_t t0 = tide_mono_ns(), bytes = 0;
+			uint64_t t0 = tide_mono_ns();
 
+			/* store_xfer_run() counts the bytes written. */
 			(void)c->move(&c->eng, TIDE_TE_WRITE, rd.x, rd.nx);
 			move_us += (tide_mono_ns() - t0) / 1000u;
 			moved = true;
-			for (k = 0; k < rd.nx; k++) {
-				if (rd.x[k].rc == 0)
-					bytes += rd.x[k].len; /* stock counts every replica written
-							       */
-				else if (rd.err[rd.owner[k]] == 0)
+			for (k = 0; k < rd.nx; k++)
+				if (rd.x[k].rc != 0 && rd.err[rd.owner[k]] == 0)
 					rd.err[rd.owner[k]] = rd.x[k].rc;
-			}
-			store_metrics_xfer_bytes(met, true, bytes);
 		}
 		/* Commit what was written, undo the rest; keys still FALLBACK go on. */
 		pl->commit(c, &rd);

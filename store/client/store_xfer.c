@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "store_mc.h"
+#include "store_metrics.h"
 #include "store_xfer.h"
 #include "tide_log.h"
 
@@ -39,8 +40,9 @@ store_xfer_self_copy(const struct store_xfer_eng *e, enum tide_te_op op, const s
 	return true;
 }
 
-int
-store_xfer_run(const struct store_xfer_eng *e, enum tide_te_op op, struct store_xfer *x, size_t n)
+/* store_xfer_run() without the counting. */
+static int
+xfer_run(const struct store_xfer_eng *e, enum tide_te_op op, struct store_xfer *x, size_t n)
 {
 	struct tide_te_req inl[STORE_XFER_INLINE], *reqs = inl;
 	const char *self = tide_te_local_name(e->te);
@@ -130,6 +132,23 @@ out:
 	if (reqs != inl)
 		free(reqs);
 	return first;
+}
+
+int
+store_xfer_run(const struct store_xfer_eng *e, enum tide_te_op op, struct store_xfer *x, size_t n)
+{
+	int rc = xfer_run(e, op, x, n);
+	uint64_t bytes = 0;
+
+	/* Every byte any call moves is counted here, once: stock's transfer byte
+	 * counters sum the transfers that completed (each replica written counts). */
+	if (e->met != NULL) {
+		for (size_t i = 0; i < n; i++)
+			if (x[i].rc == 0)
+				bytes += x[i].len;
+		store_metrics_xfer_bytes(e->met, op == TIDE_TE_WRITE, bytes);
+	}
+	return rc;
 }
 
 /* ------------------------------------------------------------------------------ single keys */

@@ -34,11 +34,14 @@ struct store_xfer {
 	int rc;
 };
 
+struct store_metrics;
+
 /* Where a call's transfers run: the engine, and our own mounted segment. */
 struct store_xfer_eng {
 	struct tide_te *te;
 	void *seg_base; /* NULL: nothing mounted */
 	size_t seg_size;
+	struct store_metrics *met; /* bytes moved are counted here; NULL: not counted */
 };
 
 /* What a ranged read knows about one key (store_xfer_rkeys()). */
@@ -94,7 +97,9 @@ bool store_xfer_self_copy(const struct store_xfer_eng *e, enum tide_te_op op,
  * Move n ranges in one engine batch (ranges in our own segment are copied
  * directly). x[i].rc gets 0 or the request's error. Returns 0 when every
  * range moved, else the first error (-ENOMEM, the engine's). Waits at most
- * 60 s, then for the engine to fail what is still in flight.
+ * 60 s, then for the engine to fail what is still in flight. The bytes of the
+ * ranges that moved are added to e->met's transfer counters: every call's
+ * bytes pass here, so none is counted twice or missed.
  */
 int store_xfer_run(const struct store_xfer_eng *e, enum tide_te_op op, struct store_xfer *x,
 		   size_t n);

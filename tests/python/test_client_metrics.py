@@ -8,6 +8,7 @@ The stock facts are checked against stock's source when a clone of it is at hand
 (STOCK_GIT_DIR, default /work/.mirror/kvcache-ai+Mooncake/repo), else the copies below.
 Run by meson's python_store test (the whole directory).
 """
+import ctypes
 import json
 import os
 import re
@@ -209,6 +210,46 @@ def test_metrics_names_types_labels_and_counts(master):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("0.0.0.0", port))
         s.close()
+
+
+def test_session_moves_are_counted(master):
+    """The session calls' ranged moves are batch moves to stock's transfer metrics: their
+    bytes in read/write_bytes (each replica written counts) and one batch latency per
+    call, as every other call's moves are counted (in one place, store_xfer_run)."""
+    pa, pb = ts.free_port(), ts.free_port()
+    a, rc = mk_http(master, pa)
+    assert rc == 0
+    b, rc = mk_http(master, pb)
+    assert rc == 0
+    try:
+        key = "cm-sess-" + os.urandom(4).hex()
+        src = ctypes.create_string_buffer(ts.pattern(10_000, 7), 10_000)
+        dst = ctypes.create_string_buffer(3000)
+        sa, da = ctypes.addressof(src), ctypes.addressof(dst)
+        ta0 = transfer(parse(http_get(pa, "/metrics")[2])[2])
+        tb0 = transfer(parse(http_get(pb, "/metrics")[2])[2])
+        assert a.batch_put_session_start([key], [10_000]) == [0]
+        assert a.batch_put_from_multi_buffer_ranges(
+            [key], [[sa + 4000, sa]], [[6000, 4000]], [[4000, 0]]) == [10_000]
+        assert a.batch_put_session_end([key]) == [0]
+        assert b.batch_get_session_start([key]) == [0]
+        assert b.batch_get_into_multi_buffer_ranges(
+            [key], [[da, da + 2000]], [[2000, 1000]], [[8000, 100]]) == [3000]
+        assert b.batch_get_session_end([key]) == 0
+        assert dst.raw[:2000] == src.raw[8000:10_000] and dst.raw[2000:] == src.raw[100:1100]
+        ta = transfer(parse(http_get(pa, "/metrics")[2])[2])
+        tb = transfer(parse(http_get(pb, "/metrics")[2])[2])
+
+        def delta(now, then, name):
+            return now.get(name, 0) - then.get(name, 0)
+        assert delta(ta, ta0, "mooncake_transfer_write_bytes") == 10_000, ta
+        assert delta(ta, ta0, "mooncake_transfer_batch_put_latency_count") == 1, ta
+        assert delta(tb, tb0, "mooncake_transfer_read_bytes") == 3000, tb
+        assert delta(tb, tb0, "mooncake_transfer_batch_get_latency_count") == 1, tb
+        assert delta(tb, tb0, "mooncake_transfer_get_latency_count") == 0, tb
+    finally:
+        b.close()
+        a.close()
 
 
 def test_http_server_options(master):
