@@ -1159,14 +1159,40 @@ replicas_parse(struct agent_rbuf *rd, size_t n, struct store_replicas_blk *b, si
 	return true;
 }
 
-int64_t
-tide_agent_batch_replica_clear(struct tide_agent_conn *a, const char *const *keys, size_t n,
-			       const char *segment_name, int *cleared)
+/* One request of [u8 flag (flag >= 0)] [str prefix (non-NULL)] u32 n, n x str key, answered
+ * by i32 rc and n x i32 into v32; the caller has checked its arguments. */
+static int
+keys_send(struct tide_agent_conn *a, uint16_t op, int flag, const char *prefix,
+	  const char *const *keys, size_t n, int *v32)
 {
 	struct agent_wbuf w;
 	uint8_t *body = NULL;
 	size_t blen, i;
 	int err;
+
+	agent_w_init(&w);
+	if (flag >= 0)
+		agent_w_u8(&w, (uint8_t)flag);
+	if (prefix != NULL)
+		agent_w_str(&w, prefix);
+	agent_w_u32(&w, (uint32_t)n);
+	for (i = 0; i < n; i++)
+		agent_w_str(&w, keys[i]);
+	pthread_mutex_lock(&a->io_lock);
+	err = call(a, op, &w, &body, &blen);
+	pthread_mutex_unlock(&a->io_lock);
+	agent_w_free(&w);
+	if (err == 0)
+		err = read_vec(body, blen, n, v32, NULL);
+	free(body);
+	return err;
+}
+
+int64_t
+tide_agent_batch_replica_clear(struct tide_agent_conn *a, const char *const *keys, size_t n,
+			       const char *segment_name, int *cleared)
+{
+	size_t i;
 
 	if (n > AGENT_MAX_BATCH || (n > 0 && (keys == NULL || cleared == NULL)) ||
 	    (segment_name != NULL && strlen(segment_name) > AGENT_MAX_KEY))
@@ -1174,19 +1200,8 @@ tide_agent_batch_replica_clear(struct tide_agent_conn *a, const char *const *key
 	for (i = 0; i < n; i++)
 		if (keys[i] == NULL || strlen(keys[i]) > AGENT_MAX_KEY)
 			return -EINVAL;
-	agent_w_init(&w);
-	agent_w_str(&w, segment_name != NULL ? segment_name : "");
-	agent_w_u32(&w, (uint32_t)n);
-	for (i = 0; i < n; i++)
-		agent_w_str(&w, keys[i]);
-	pthread_mutex_lock(&a->io_lock);
-	err = call(a, AGENT_REPLICA_CLEAR, &w, &body, &blen);
-	pthread_mutex_unlock(&a->io_lock);
-	agent_w_free(&w);
-	if (err == 0)
-		err = read_vec(body, blen, n, cleared, NULL);
-	free(body);
-	return err;
+	return keys_send(a, AGENT_REPLICA_CLEAR, -1, segment_name != NULL ? segment_name : "", keys,
+			 n, cleared);
 }
 
 /* One AGENT_REPLICAS request; the reply becomes the caller's block (store_replicas.h). */
@@ -1245,27 +1260,9 @@ static int
 keys_call(struct tide_agent_conn *a, uint16_t op, int flag, const char *const *keys, size_t n,
 	  int *v32)
 {
-	struct agent_wbuf w;
-	uint8_t *body = NULL;
-	size_t blen, i;
-	int err;
-
 	if (!keys_ok(keys, n) || v32 == NULL)
 		return -EINVAL;
-	agent_w_init(&w);
-	if (flag >= 0)
-		agent_w_u8(&w, (uint8_t)flag);
-	agent_w_u32(&w, (uint32_t)n);
-	for (i = 0; i < n; i++)
-		agent_w_str(&w, keys[i]);
-	pthread_mutex_lock(&a->io_lock);
-	err = call(a, op, &w, &body, &blen);
-	pthread_mutex_unlock(&a->io_lock);
-	agent_w_free(&w);
-	if (err == 0)
-		err = read_vec(body, blen, n, v32, NULL);
-	free(body);
-	return err;
+	return keys_send(a, op, flag, NULL, keys, n, v32);
 }
 
 static int64_t
