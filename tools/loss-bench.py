@@ -45,6 +45,9 @@ PAIRS = {"tl": ("ta", "lb", "Tide -> Linux"), "lt": ("la", "tb", "Linux -> Tide"
          "ll": ("la", "lb", "Linux -> Linux"), "tt": ("ta", "tb", "Tide -> Tide")}
 
 
+CC_NAMES = {"newreno": "NewReno", "cubic": "CUBIC", "westwood": "Westwood+"}
+
+
 def floats(text):
     return [float(x) for x in text.split(",") if x]
 
@@ -175,6 +178,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=900, help="per transfer, seconds")
     ap.add_argument("--linux-cc", help="Linux endpoints' congestion control (default: the "
                     "host's net.ipv4.tcp_congestion_control)")
+    ap.add_argument("--tide-cc", default="newreno", choices=("newreno", "cubic", "westwood"),
+                    help="Tide endpoints' congestion control (TIDE_TCP_CC)")
     ap.add_argument("--name", default="loss-bench", help="results name (JSON, PNG, doc block)")
     benchplot.add_output_args(ap)
     a = ap.parse_args()
@@ -190,14 +195,15 @@ def main():
     json_path, png_path = benchplot.default_paths(a.build_dir, a.name, a.json, a.png)
     params = {k: getattr(a, k) for k in ("mib", "runs", "losses", "floors_us", "pairs",
                                          "bn_flows", "bn_pairs", "bn_mbit", "bn_queue",
-                                         "bn_mib")}
-    net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250, linux_cc=a.linux_cc)
+                                         "bn_mib", "tide_cc")}
+    net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250, linux_cc=a.linux_cc,
+                          tide_cc=a.tide_cc)
     raw = []
     try:
         net.build()
         params["linux_cc"] = net.linux_cc_in_use()
         rec = benchplot.Recorder(a.name, "TCP under random loss and at a bottleneck: Tide "
-                                 "(net_af_packet, NewReno) and Linux "
+                                 f"(net_af_packet, {CC_NAMES[a.tide_cc]}) and Linux "
                                  f"({params['linux_cc']}) through one bridge, same run",
                                  params=params)
         port = random_loss(net, a, raw, 7000)
@@ -282,7 +288,8 @@ def main():
                       "own time, the formula before.",
                       "Loss: nft numgen random on the bridge's forward hook, the same share "
                       "of TCP frames from each end; Linux's own RTO floor is 200 ms.",
-                      f"Linux's congestion control: {params['linux_cc']} (Tide's: NewReno); "
+                      f"Linux's congestion control: {params['linux_cc']} (Tide's: "
+                      f"{CC_NAMES[params.get('tide_cc', 'newreno')]}); "
                       "BBR does not take random loss for congestion, a loss-based control "
                       "(NewReno, CUBIC) does.",
                       f"{failed} transfer(s) failed." if failed else

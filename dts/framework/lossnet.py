@@ -67,12 +67,13 @@ class LossNet:
     """The topology above. `tag` names everything (namespaces <tag>m, <tag>ta, ...); build()
     creates it, close() removes it and is safe to call at any point, more than once."""
 
-    def __init__(self, tag, subnet_octet, linux_cc=None):
+    def __init__(self, tag, subnet_octet, linux_cc=None, tide_cc=None):
         assert tag.startswith("l35") and len(tag) <= 10
         self.tag = tag
         self.subnet = f"10.135.{subnet_octet}"
         self.mid = f"{tag}m"
         self.linux_cc = linux_cc  # None: the host's default (a new namespace inherits it)
+        self.tide_cc = tide_cc  # TIDE_TCP_CC of the Tide endpoints; None: the node default
         self.built = []
         self.procs = []
 
@@ -176,6 +177,8 @@ class LossNet:
                "TIDE_FILE_PREFIX": f"{self.tag}-{host}-{os.getpid()}",
                "TIDE_LCORES": str(lcore),
                "TIDE_TCP_RTO_MIN_US": str(rto_min_us)}
+        if self.tide_cc:
+            env["TIDE_TCP_CC"] = self.tide_cc
         env.update(extra or {})
         return env
 

@@ -443,9 +443,13 @@ struct tcp_cc_ops {
 	void (*cong_avoid)(struct tide_net_conn *c, uint32_t acked, uint64_t now);
 	/** Loss detected: return the new ssthresh. */
 	uint32_t (*ssthresh)(struct tide_net_conn *c, uint64_t now);
+	/** Optional: acked bytes of new data were cumulatively acknowledged (every such
+	 *  ACK, in recovery too), before the window is adjusted. */
+	void (*on_ack)(struct tide_net_conn *c, uint32_t acked, uint64_t now);
 };
 extern const struct tcp_cc_ops tcp_newreno_ops;
 extern const struct tcp_cc_ops tcp_cubic_ops;
+extern const struct tcp_cc_ops tcp_westwood_ops;
 
 /** CUBIC state (RFC 9438), in cc_priv. */
 struct tcp_cubic {
@@ -454,6 +458,15 @@ struct tcp_cubic {
 	uint32_t k_us;        /* time to reach w_max */
 	uint32_t w_est;       /* Reno-friendly estimate, bytes */
 	uint32_t ack_bytes;
+};
+
+/** Westwood+ state (Mascolo et al., 2001; Grieco and Mascolo, 2004), in cc_priv. */
+struct tcp_westwood {
+	uint64_t win_start; /* ns: start of the current sampling interval; 0 = none yet */
+	uint64_t bk;        /* bytes acknowledged since win_start */
+	uint64_t bw_ns;     /* first filter stage, bytes per second */
+	uint64_t bw;        /* the bandwidth estimate, bytes per second (second stage) */
+	uint32_t reno_acc;  /* Reno's byte counter (avoidance) */
 };
 
 struct tide_net_conn {
@@ -526,6 +539,7 @@ struct tide_net_conn {
 
 	/* RFC 6298 */
 	uint64_t srtt, rttvar, rto; /* ns */
+	uint64_t rtt_min;           /* ns: the least RTT sample so far; 0 = none */
 	uint32_t rtt_seq;
 	uint64_t rtt_start;
 	uint8_t backoff;
@@ -546,6 +560,7 @@ struct tide_net_conn {
 	const struct tcp_cc_ops *cc;
 	union {
 		struct tcp_cubic cubic;
+		struct tcp_westwood westwood;
 		uint64_t raw[6];
 	} cc_priv;
 

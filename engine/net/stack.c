@@ -78,7 +78,8 @@ opts_check(const struct tide_net_opts *o)
 	}
 	if (o->arp_timeout_ms == 0 || o->arp_retry_ms == 0 || o->arp_retries == 0 ||
 	    o->tcp_max_ooo_segs == 0 ||
-	    (o->tcp_cc != TIDE_NET_CC_NEWRENO && o->tcp_cc != TIDE_NET_CC_CUBIC)) {
+	    (o->tcp_cc != TIDE_NET_CC_NEWRENO && o->tcp_cc != TIDE_NET_CC_CUBIC &&
+	     o->tcp_cc != TIDE_NET_CC_WESTWOOD)) {
 		return -EINVAL;
 	}
 	return 0;

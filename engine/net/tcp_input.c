@@ -498,6 +498,9 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 			tcp_rto_undo(c);
 		}
 	}
+	if (c->cc->on_ack != NULL) {
+		c->cc->on_ack(c, acked, now);
+	}
 	if (c->sack_ok) {
 		c->tlp_done = false;
 		c->tlp_n = 0; /* new data acknowledged: a new episode */

@@ -57,6 +57,9 @@ tcp_rtt_sample(struct tide_net_conn *c, uint64_t r)
 	if (r == 0) {
 		r = 1;
 	}
+	if (c->rtt_min == 0 || r < c->rtt_min) {
+		c->rtt_min = r;
+	}
 	if (c->srtt == 0) {
 		c->srtt = r;
 		c->rttvar = r / 2;

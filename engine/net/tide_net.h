@@ -58,6 +58,9 @@ struct tide_net_listener;
 enum tide_net_cc {
 	TIDE_NET_CC_NEWRENO = 0, /**< RFC 5681 + RFC 6582 */
 	TIDE_NET_CC_CUBIC = 1,   /**< RFC 9438 */
+	/** Westwood+: on loss, ssthresh from the measured delivery rate times the least
+	 *  RTT (never below NewReno's half), so random loss costs little of the rate */
+	TIDE_NET_CC_WESTWOOD = 2,
 };
 
 /** Stack options. Initialise with tide_net_opts_init(), then set what you need. */

@@ -140,6 +140,10 @@ lcore_net_opts(struct tide_node_rt *rt, struct rt_lc *l)
 	no->tcp_sndbuf = no->tcp_rcvbuf = rt->o.tcp_buf != 0 ? rt->o.tcp_buf : 1u << 20;
 	no->tcp_rto_min_us = ne->tcp_rto_min_us;
 	no->tcp_max_retries = (uint8_t)ne->tcp_max_retries;
+	/* The node file's names map one to one onto the stack's values. */
+	no->tcp_cc = ne->tcp_cc == TIDE_NODEENV_CC_CUBIC      ? TIDE_NET_CC_CUBIC
+		     : ne->tcp_cc == TIDE_NODEENV_CC_WESTWOOD ? TIDE_NET_CC_WESTWOOD
+							      : TIDE_NET_CC_NEWRENO;
 	if (rt->o.time_wait_ms != 0)
 		no->tcp_time_wait_ms = rt->o.time_wait_ms;
 	/* The stacks share one address: only the first announces it. */

@@ -61,6 +61,7 @@ struct key_def {
 static const char *const protocol_names[] = {"tcp", "rdma", NULL};
 static const char *const huge_names[] = {"auto", "on", "off", NULL};
 static const char *const idle_names[] = {"busy", "adaptive", NULL};
+static const char *const tcp_cc_names[] = {"newreno", "cubic", "westwood", NULL};
 static const char *const agent_names[] = {"required", "auto", "off", NULL};
 static const char *const csum_names[] = {"auto", "sw", "offload", "elide", NULL};
 
@@ -336,6 +337,16 @@ static const struct key_def keys[] = {
 	 .valid = "3..30",
 	 .doc = "Retransmissions of one segment (with exponential backoff) before a connection "
 		"to a silent peer fails with a timeout."},
+	{.name = "TIDE_TCP_CC",
+	 .type = T_ENUM,
+	 FLD(tcp_cc),
+	 .def = "newreno",
+	 .names = tcp_cc_names,
+	 .valid = "newreno | cubic | westwood",
+	 .doc = "Congestion control of the user-space TCP's senders: newreno halves the window "
+		"per loss episode; cubic (RFC 9438); westwood sets it from the measured delivery "
+		"rate times the least RTT (never below newreno's half), so random loss costs "
+		"less rate."},
 	{.name = "TIDE_IDLE",
 	 .type = T_ENUM,
 	 FLD(idle),

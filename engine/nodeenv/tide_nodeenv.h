@@ -67,6 +67,13 @@ enum tide_nodeenv_hugepages {
 	TIDE_NODEENV_HUGE_OFF = 2,  /**< always --no-huge */
 };
 
+/** TIDE_TCP_CC: the user-space TCP's congestion control (tide_net.h's values). */
+enum tide_nodeenv_tcp_cc {
+	TIDE_NODEENV_CC_NEWRENO = 0,  /**< RFC 5681 / 6582 */
+	TIDE_NODEENV_CC_CUBIC = 1,    /**< RFC 9438 */
+	TIDE_NODEENV_CC_WESTWOOD = 2, /**< Westwood+: ssthresh from the measured rate */
+};
+
 /** TIDE_IDLE: what a poller does when it finds no work. */
 enum tide_nodeenv_idle {
 	TIDE_NODEENV_IDLE_BUSY = 0,     /**< spin */
@@ -180,6 +187,7 @@ struct tide_nodeenv {
 	enum tide_nodeenv_csum csum;                /**< TIDE_CSUM */
 	uint32_t tcp_rto_min_us;                    /**< TIDE_TCP_RTO_MIN_US */
 	uint32_t tcp_max_retries;                   /**< TIDE_TCP_MAX_RETRIES */
+	enum tide_nodeenv_tcp_cc tcp_cc;            /**< TIDE_TCP_CC */
 	enum tide_nodeenv_idle idle;                /**< TIDE_IDLE */
 	uint32_t idle_sleep_us;                     /**< TIDE_IDLE_SLEEP_US */
 	bool idle_irq;                              /**< TIDE_IDLE_IRQ */

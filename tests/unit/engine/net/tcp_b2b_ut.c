@@ -310,11 +310,11 @@ run_transfer_r(const struct link_cfg *cfg, struct xfer_result *res)
 	printf("\n    loss %u/1000 dup %u reorder %u cc %s: %.3f simulated s, %lu steps, "
 	       "dropped %lu+%lu duped %lu+%lu reordered %lu+%lu, retrans %lu+%lu "
 	       "(fast %lu+%lu, rto %lu+%lu)\n",
-	       cfg->drop_pm, cfg->dup_pm, cfg->reorder_pm,
-	       cfg->cc == TIDE_NET_CC_CUBIC ? "cubic" : "newreno", (double)(now - start) / 1e9,
-	       (unsigned long)steps, (unsigned long)wab.dropped, (unsigned long)wba.dropped,
-	       (unsigned long)wab.duped, (unsigned long)wba.duped, (unsigned long)wab.reordered,
-	       (unsigned long)wba.reordered, (unsigned long)tide_net_stats(a.s)->tcp_retrans_segs,
+	       cfg->drop_pm, cfg->dup_pm, cfg->reorder_pm, tcp_cc_get(cfg->cc)->name,
+	       (double)(now - start) / 1e9, (unsigned long)steps, (unsigned long)wab.dropped,
+	       (unsigned long)wba.dropped, (unsigned long)wab.duped, (unsigned long)wba.duped,
+	       (unsigned long)wab.reordered, (unsigned long)wba.reordered,
+	       (unsigned long)tide_net_stats(a.s)->tcp_retrans_segs,
 	       (unsigned long)tide_net_stats(b.s)->tcp_retrans_segs,
 	       (unsigned long)tide_net_stats(a.s)->tcp_fast_retrans,
 	       (unsigned long)tide_net_stats(b.s)->tcp_fast_retrans,
@@ -415,6 +415,12 @@ static void
 test_sack_5pct_reorder_cubic(void)
 {
 	sack_vs_baseline(50, 10, 13, TIDE_NET_CC_CUBIC);
+}
+
+static void
+test_sack_5pct_reorder_westwood(void)
+{
+	sack_vs_baseline(50, 10, 14, TIDE_NET_CC_WESTWOOD);
 }
 
 /*
@@ -560,6 +566,7 @@ register_tests(void)
 	CU_add_test(s, "sack_1pct_reorder", test_sack_1pct_reorder);
 	CU_add_test(s, "sack_5pct_reorder", test_sack_5pct_reorder);
 	CU_add_test(s, "sack_5pct_reorder_cubic", test_sack_5pct_reorder_cubic);
+	CU_add_test(s, "sack_5pct_reorder_westwood", test_sack_5pct_reorder_westwood);
 	CU_add_test(s, "sack_5pct_200ms_rto_floor", test_sack_5pct_200ms_rto_floor);
 }
 

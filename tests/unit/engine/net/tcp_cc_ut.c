@@ -55,7 +55,7 @@ run_fast_retransmit(enum tide_net_cc cc)
 	e.s->o.tcp_cc = cc;
 	ut_app_init(&a);
 	struct tide_net_conn *c = ut_passive_open(&e, &a, P, &I, &l);
-	CU_ASSERT_STRING_EQUAL(c->cc->name, cc == TIDE_NET_CC_CUBIC ? "cubic" : "newreno");
+	CU_ASSERT_STRING_EQUAL(c->cc->name, tcp_cc_get(cc)->name);
 	tide_net_send(c, big, 10 * 1460, e.now);
 	ut_dev_drain(&e.dev);
 	/* Segment 1 lost; segments 2..10 arrive: duplicate ACKs for I+1. */
@@ -106,6 +106,90 @@ static void
 test_fast_retransmit_cubic(void)
 {
 	run_fast_retransmit(TIDE_NET_CC_CUBIC);
+}
+
+static void
+test_fast_retransmit_westwood(void)
+{
+	/* No rate measured yet (the first interval has not closed): NewReno's half. */
+	run_fast_retransmit(TIDE_NET_CC_WESTWOOD);
+}
+
+/* Westwood+'s estimate, step by step: acknowledged bytes over intervals of at least
+ * max(srtt, 2 ms); then what a loss does to the window with and without a queue. */
+static void
+test_westwood_estimate(void)
+{
+	const struct tcp_westwood *w;
+	struct tide_net_conn c;
+	struct ut_env e;
+	uint64_t t = 1000000000ull; /* 1 s */
+
+	ut_env_init(&e, NULL);
+	memset(&c, 0, sizeof(c));
+	c.stack = e.s;
+	c.mss = 1000;
+	c.cc = tcp_cc_get(TIDE_NET_CC_WESTWOOD);
+	CU_ASSERT_STRING_EQUAL(c.cc->name, "westwood");
+	c.cc->init(&c);
+	w = &c.cc_priv.westwood;
+	CU_ASSERT_EQUAL(c.cwnd, 10000u);
+	c.srtt = 1000000; /* 1 ms: the 2 ms floor sets the interval */
+	c.rtt_min = 1000000;
+	/* The first ACK only starts the interval: its bytes are not timed. */
+	c.cc->on_ack(&c, 50000, t);
+	CU_ASSERT_EQUAL(w->bk, 0);
+	CU_ASSERT_EQUAL(w->bw, 0);
+	/* 10,000 bytes every 100 us (100 MB/s): no sample before 2 ms have passed. */
+	for (int i = 1; i < 20; i++)
+		c.cc->on_ack(&c, 10000, t + (uint64_t)i * 100000);
+	CU_ASSERT_EQUAL(w->bw, 0);
+	CU_ASSERT_EQUAL(w->bk, 190000u);
+	c.cc->on_ack(&c, 10000, t + 2000000);
+	CU_ASSERT_EQUAL(w->bw, 100000000u); /* the first sample seeds both stages */
+	CU_ASSERT_EQUAL(w->bw_ns, 100000000u);
+	CU_ASSERT_EQUAL(w->bk, 0);
+	/* Half the rate for one interval: the first stage moves 1/8 of the way, the
+	 * second 1/8 of that. */
+	for (int i = 1; i <= 20; i++)
+		c.cc->on_ack(&c, 5000, t + 2000000 + (uint64_t)i * 100000);
+	CU_ASSERT_EQUAL(w->bw_ns, (7 * 100000000ull + 50000000) / 8);
+	CU_ASSERT_EQUAL(w->bw, (7 * 100000000ull + w->bw_ns) / 8);
+
+	/* The loss that ends slow start: NewReno's half, whatever the estimate. */
+	c.cwnd = 100000;
+	c.snd_una = 0;
+	c.snd_max = 100000;
+	c.ssthresh = UINT32_MAX;
+	CU_ASSERT_EQUAL(c.cc->ssthresh(&c, t), 50000u);
+	/* A random loss on a path without a queue: rate x least RTT (about 99 KB here)
+	 * is what is in flight, so the window stays, where NewReno would halve it. */
+	c.ssthresh = 50000;
+	uint64_t bdp = w->bw * 1000 / 1000000;
+	CU_ASSERT_EQUAL(c.cc->ssthresh(&c, t), (uint32_t)bdp);
+	CU_ASSERT(bdp > 95000 && bdp < 100000);
+	/* A loss at a standing queue (cwnd three times the path's product): never below
+	 * NewReno's half. */
+	c.cwnd = 300000;
+	c.snd_max = 300000;
+	CU_ASSERT_EQUAL(c.cc->ssthresh(&c, t), 150000u);
+	/* Never above cwnd, whatever the estimate (the flight may exceed cwnd after an
+	 * earlier reduction). */
+	c.cwnd = 60000;
+	c.snd_max = 100000;
+	CU_ASSERT_EQUAL(c.cc->ssthresh(&c, t), 60000u);
+	/* Floor: two segments. */
+	c.rtt_min = 0;
+	c.cwnd = 2000;
+	c.snd_max = 1000;
+	CU_ASSERT_EQUAL(c.cc->ssthresh(&c, t), 2000u);
+	/* Avoidance grows as NewReno's: one MSS per window of acknowledged bytes. */
+	c.ssthresh = 20000;
+	c.cwnd = 20000;
+	for (int i = 0; i < 20; i++)
+		c.cc->cong_avoid(&c, 1000, t);
+	CU_ASSERT_EQUAL(c.cwnd, 21000u);
+	ut_env_fini(&e);
 }
 
 static void
@@ -294,6 +378,8 @@ register_tests(void)
 	CU_add_test(s, "slow_start_growth", test_slow_start_growth);
 	CU_add_test(s, "fast_retransmit_newreno", test_fast_retransmit_newreno);
 	CU_add_test(s, "fast_retransmit_cubic", test_fast_retransmit_cubic);
+	CU_add_test(s, "fast_retransmit_westwood", test_fast_retransmit_westwood);
+	CU_add_test(s, "westwood_estimate", test_westwood_estimate);
 	CU_add_test(s, "congestion_avoidance", test_congestion_avoidance);
 	CU_add_test(s, "cwnd_validation_app_limited", test_cwnd_validation_app_limited);
 	CU_add_test(s, "cwnd_validation_cwnd_limited", test_cwnd_validation_cwnd_limited);
