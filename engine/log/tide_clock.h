@@ -41,4 +41,25 @@ tide_mono_s(void)
 	return (double)tide_mono_ns() / 1e9;
 }
 
+/**
+ * The time ms milliseconds from now on clock clk, as a timespec: the absolute
+ * deadline pthread_cond_timedwait() takes, on the clock of its condition
+ * variable (CLOCK_REALTIME unless the variable was made with another).
+ * Thread: any; async-signal-safe.
+ */
+static inline struct timespec
+tide_clock_deadline(clockid_t clk, uint64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	ts.tv_sec += (time_t)(ms / 1000u);
+	ts.tv_nsec += (long)(ms % 1000u) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 #endif /* TIDE_CLOCK_H */

@@ -1976,15 +1976,7 @@ tide_te_wait(struct tide_te *te, tide_te_batch_t id, int timeout_ms)
 	if (b == NULL) {
 		return -ENOENT;
 	}
-	clock_gettime(CLOCK_REALTIME, &dl);
-	if (timeout_ms >= 0) {
-		dl.tv_sec += timeout_ms / 1000;
-		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-		if (dl.tv_nsec >= 1000000000L) {
-			dl.tv_sec++;
-			dl.tv_nsec -= 1000000000L;
-		}
-	}
+	dl = tide_clock_deadline(CLOCK_REALTIME, timeout_ms >= 0 ? (uint64_t)timeout_ms : 0);
 	pthread_mutex_lock(&b->lock);
 	while (atomic_load_explicit(&b->open, memory_order_acquire) != 0 && rc == 0) {
 		if (timeout_ms < 0) {

@@ -44,6 +44,7 @@
 #include "tide_mc_client.h"
 #include "tide_nodeenv.h"
 #include "tide_addr.h"
+#include "tide_clock.h"
 #include "tide_store.h"
 #include "tide_te.h"
 
@@ -263,8 +264,7 @@ hb_main(void *arg)
 		pthread_mutex_unlock(&s->hb_lock);
 		hb_ping_once(s, &fails);
 		pthread_mutex_lock(&s->hb_lock);
-		clock_gettime(CLOCK_MONOTONIC, &dl);
-		dl.tv_sec += HB_PERIOD_MS / 1000;
+		dl = tide_clock_deadline(CLOCK_MONOTONIC, HB_PERIOD_MS);
 		while (!s->hb_stop && !s->hb_kick &&
 		       pthread_cond_timedwait(&s->hb_cond, &s->hb_lock, &dl) != ETIMEDOUT) {
 		}

@@ -440,14 +440,8 @@ run_batch(struct ini *in)
 
 	pthread_mutex_lock(&in->lock);
 	while (in->done < batch_size && tide_mono_ns() < deadline) {
-		struct timespec ts;
+		struct timespec ts = tide_clock_deadline(CLOCK_REALTIME, 100);
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&in->cond, &in->lock, &ts);
 	}
 	rc = in->done < batch_size ? -ETIMEDOUT : in->err;
