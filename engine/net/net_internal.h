@@ -555,6 +555,10 @@ struct tide_net_conn {
 	 * and unacknowledged since cwnd_mark was acknowledged (about one RTT);
 	 * cwnd_limited says a send stopped because of cwnd in that time. */
 	uint32_t max_flight, cwnd_mark;
+	/* RFC 6937 proportional rate reduction, during SACK recovery: bytes the
+	 * receiver got since it began (prr_delivered), bytes sent since (prr_out),
+	 * and the flight when it began (recover_fs). */
+	uint32_t prr_delivered, prr_out, recover_fs;
 	uint32_t cwr_mark; /* window reduced for a full device until this is acked */
 	bool cwnd_limited;
 	const struct tcp_cc_ops *cc;
@@ -812,6 +816,12 @@ int tcp_sack_retransmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uin
 			int relost, uint64_t now);
 /** Sender: after an ACK, enter SACK recovery if IsLost(snd_una), or find lost retransmissions. */
 void tcp_sack_check_loss(struct tide_net_conn *c, uint64_t now);
+/**
+ * Sender, in SACK recovery: an ACK reported `delivered` more bytes received (the
+ * cumulative ACK's advance plus the change in SACKed bytes). Sets cwnd to pipe
+ * plus what RFC 6937's proportional rate reduction lets go for it.
+ */
+void tcp_sack_prr(struct tide_net_conn *c, uint32_t delivered);
 /** Sender: the retransmission timer fired (RFC 6675 5.1); SACKed data is kept. */
 void tcp_sack_on_rto(struct tide_net_conn *c);
 /** Sender: (re)arm the tail loss probe when data is out (RFC 8985 7.2). */

@@ -398,7 +398,7 @@ static int
 tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 {
 	struct tide_net_stack *s = c->stack;
-	uint32_t ack = seg->ack, acked, wnd, newly = 0;
+	uint32_t ack = seg->ack, acked, wnd, newly = 0, sacked0;
 	bool win_changed = false;
 
 	if (after(ack, c->snd_max) || before(ack, c->snd_una - c->max_snd_wnd)) {
@@ -427,6 +427,9 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 	}
 	c->probes_out = 0; /* the peer answers: a zero-window probe was not lost on a dead one */
 	acked = ack - c->snd_una;
+	/* SACKed bytes before this ACK: what it delivered is the cumulative advance plus
+	 * the change in them (RFC 6937 DeliveredData). */
+	sacked0 = c->sack_ok && c->sb_n > 0 ? tcp_sack_sacked_in(c, c->snd_una, c->snd_max) : 0;
 	if (c->sack_ok && seg->opts.num_sacks > 0) {
 		newly = tcp_sack_update(c, &seg->opts, ack);
 		if (newly > 0) {
@@ -449,6 +452,12 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 					c->tlp_n = 0;
 				}
 				tcp_sack_check_loss(c, now);
+				if (c->in_recovery) {
+					uint32_t sacked1 =
+						tcp_sack_sacked_in(c, c->snd_una, c->snd_max);
+
+					tcp_sack_prr(c, sacked1 > sacked0 ? sacked1 - sacked0 : 0);
+				}
 				tcp_tlp_arm(c, now);
 				return 0;
 			}
@@ -533,6 +542,12 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 			}
 		}
 		tcp_sack_check_loss(c, now);
+		if (c->in_recovery) {
+			uint32_t sacked1 = tcp_sack_sacked_in(c, c->snd_una, c->snd_max);
+
+			/* SACKed bytes the ACK covered moved from sacked0 into acked. */
+			tcp_sack_prr(c, acked + sacked1 > sacked0 ? acked + sacked1 - sacked0 : 0);
+		}
 	} else if (c->in_recovery) {
 		if (!before(ack, c->recover)) {
 			/* Full ACK (RFC 6582 3.2 step 3): deflate, option 2 as above. */

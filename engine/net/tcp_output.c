@@ -437,6 +437,9 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 			c->rtt_start = now;
 		}
 		sent_new = true;
+		if (sackrec && c->in_recovery) {
+			c->prr_out += len;
+		}
 		c->snd_nxt = seq + len + ((flags & TCPHDR_FIN) ? 1 : 0);
 		if (after(c->snd_nxt, c->snd_max)) {
 			c->snd_max = c->snd_nxt;

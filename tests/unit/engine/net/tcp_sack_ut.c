@@ -337,6 +337,72 @@ sack_ack(struct ut_env *e, struct tide_net_conn *c, uint32_t ack, const struct t
 	(void)c;
 }
 
+/*
+ * RFC 6937: segment 0 of 20 is lost and the rest arrive one per ACK. Recovery
+ * halves the window, and proportional rate reduction spreads the cut over the
+ * round: about one segment per two delivered from the first ACKs on, never a
+ * burst. RFC 6675's rule alone (pipe < cwnd) sent nothing for the first eight
+ * ACKs, then one per ACK; a burst of holes marked lost at once went out
+ * together, into the queue that had just overflowed.
+ */
+static void
+test_prr_spreads_the_reduction(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t I, U;
+	unsigned per_ack[20] = {0}, entered = 0;
+	bool first_rtx = false;
+	struct tide_net_conn *c = sack_conn(&e, &a, &I, &l);
+
+	U = I + 1;
+	c->cwnd = 20 * MSS;
+	CU_ASSERT_EQUAL(tide_net_send(c, data, 40 * MSS, e.now), 40 * MSS);
+	for (int i = 0; i < 20; i++) {
+		CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+		CU_ASSERT_EQUAL(o.seq, U + i * MSS);
+	}
+	CU_ASSERT_NOT_EQUAL(ut_pop_tcp(&e, &o), 0); /* cwnd-limited */
+	for (unsigned k = 1; k < 20; k++) {
+		struct tcp_sack_blk b = {U + MSS, U + (k + 1) * MSS};
+
+		sack_ack(&e, c, U, &b, 1);
+		if (c->in_recovery && entered == 0)
+			entered = k;
+		while (ut_pop_tcp(&e, &o) == 0) {
+			if (o.len == 0)
+				continue;
+			if (o.seq == U)
+				first_rtx = true;
+			per_ack[k]++;
+		}
+	}
+	CU_ASSERT_FATAL(entered == 3); /* three segments SACKed above the hole */
+	CU_ASSERT(first_rtx);
+	CU_ASSERT(c->in_recovery);
+	unsigned early = 0, total = 0;
+	for (unsigned k = entered + 1; k < 20; k++) {
+		CU_ASSERT(per_ack[k] <= 1);
+		total += per_ack[k];
+		if (k <= entered + 8)
+			early += per_ack[k];
+	}
+	printf("\n    PRR: recovery at ACK %u, then %u segments for %u ACKs (%u in the first 8)\n",
+	       entered, total, 19 - entered, early);
+	CU_ASSERT(early >= 3 && early <= 5);
+	CU_ASSERT(total >= 7 && total <= 10);
+	/* The ACK for everything ends recovery at ssthresh. */
+	IN(&e, .seq = P + 1, .ack = c->snd_max, .flags = TCPHDR_ACK);
+	CU_ASSERT_FALSE(c->in_recovery);
+	CU_ASSERT_EQUAL(c->cwnd, c->ssthresh);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 test_hole_retransmission_order(void)
 {
@@ -1121,6 +1187,7 @@ register_tests(void)
 	CU_add_test(s, "receiver_blocks_random_model", test_receiver_blocks_random_model);
 	CU_add_test(s, "scoreboard", test_scoreboard);
 	CU_add_test(s, "hole_retransmission_order", test_hole_retransmission_order);
+	CU_add_test(s, "prr_spreads_the_reduction", test_prr_spreads_the_reduction);
 	CU_add_test(s, "rto_keeps_sacked", test_rto_keeps_sacked);
 	CU_add_test(s, "lost_retransmission_tail_resent_before_rto",
 		    test_lost_retransmission_tail_resent_before_rto);
