@@ -491,6 +491,43 @@ tcp_sack_next_rtx(const struct tide_net_conn *c, uint32_t smss, uint32_t *seq, u
 	return hole_seg(c, s, seq_min(next_sacked(c, s), edge), smss, seq, len, flags);
 }
 
+/*
+ * Watch a retransmission of [seq, end) for a second loss. One that continues the
+ * last entry (the next hole's segment, sent with no new data between) extends it,
+ * timed from its last segment: a recovery resends runs of segments, and a log of
+ * single segments filled up within one run. When the log is full the entry
+ * highest in sequence gives way (the new one, if it is the highest): the lowest
+ * holes are the ones the cumulative ACK waits for, and one that fell out of watch
+ * waited for the RTO (seen at a 20-packet queue: a lost resend of snd_una, then
+ * 200 ms of silence, then every segment resent).
+ */
+static void
+rtx_log(struct tide_net_conn *c, uint32_t seq, uint32_t end, uint64_t now)
+{
+	struct tcp_rtx_ent *last = c->rtx_n > 0 ? &c->rtx[c->rtx_n - 1] : NULL;
+	uint8_t hi = 0;
+
+	if (last != NULL && last->end == seq && last->mark == c->snd_max && !last->relost) {
+		last->end = end;
+		last->sent = now;
+		return;
+	}
+	if (c->rtx_n == TCP_RTX_LOG_MAX) {
+		for (uint8_t i = 1; i < c->rtx_n; i++) {
+			if (after(c->rtx[i].start, c->rtx[hi].start)) {
+				hi = i;
+			}
+		}
+		if (after(seq, c->rtx[hi].start)) {
+			return; /* the new one is the highest: not watched */
+		}
+		memmove(c->rtx + hi, c->rtx + hi + 1,
+			(size_t)(c->rtx_n - hi - 1) * sizeof(c->rtx[0]));
+		c->rtx_n--;
+	}
+	c->rtx[c->rtx_n++] = (struct tcp_rtx_ent){seq, end, c->snd_max, false, now};
+}
+
 int
 tcp_sack_retransmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t flags, int relost,
 		    uint64_t now)
@@ -529,12 +566,7 @@ tcp_sack_retransmit(struct tide_net_conn *c, uint32_t seq, uint32_t len, uint8_t
 		if (relost < 0 && after(end, c->high_rxt)) {
 			c->high_rxt = end;
 		}
-		if (c->rtx_n == TCP_RTX_LOG_MAX) {
-			/* Oldest falls out of watch; a second loss of it waits for the RTO. */
-			memmove(c->rtx, c->rtx + 1, (TCP_RTX_LOG_MAX - 1) * sizeof(c->rtx[0]));
-			c->rtx_n--;
-		}
-		c->rtx[c->rtx_n++] = (struct tcp_rtx_ent){seq, end, c->snd_max, false, now};
+		rtx_log(c, seq, end, now);
 	}
 	if (c->t_rto == 0) {
 		tcp_rearm_rto(c, now);

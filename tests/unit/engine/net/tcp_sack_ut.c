@@ -2,7 +2,9 @@
 /*
  * tcp_sack.c: SACK option parsing, receiver block generation from the
  * out-of-order queue (order, merging, limits, D-SACK), the sender scoreboard
- * (merging, stale and forged blocks), hole retransmission order and the RTO
+ * (merging, stale and forged blocks), hole retransmission order, proportional
+ * rate reduction's timeline, the log of retransmissions kept for a second loss
+ * (runs merged, the lowest never dropped), and the RTO
  * keeping SACKed data; the RACK timer and the probe that resend lost
  * retransmissions in recovery ahead of a 200 ms RTO; one probe per episode
  * when it resends, none after an RTO, so a silent peer sees only the RTO's
@@ -397,6 +399,49 @@ test_prr_spreads_the_reduction(void)
 	IN(&e, .seq = P + 1, .ack = c->snd_max, .flags = TCPHDR_ACK);
 	CU_ASSERT_FALSE(c->in_recovery);
 	CU_ASSERT_EQUAL(c->cwnd, c->ssthresh);
+	ut_dev_drain(&e.dev);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * The log of retransmissions watched for a second loss: a run of consecutive
+ * segments is one entry; a full log gives up its highest entry, never the one at
+ * snd_una, whose second loss the cumulative ACK waits on (out of watch, it waited
+ * for the 200 ms RTO).
+ */
+static void
+test_rtx_log_keeps_the_lowest(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	uint32_t U;
+	bool lowest = false;
+
+	struct tide_net_conn *c = ten_out(&e, &a, &l, &U);
+	c->rtx_n = 0;
+	/* Segments 0, 1 and 2 resent one after another: one entry. */
+	for (uint32_t i = 0; i < 3; i++)
+		CU_ASSERT_EQUAL(tcp_sack_retransmit(c, U + i * MSS, MSS, TCPHDR_ACK, -1, e.now), 0);
+	CU_ASSERT_EQUAL_FATAL(c->rtx_n, 1);
+	CU_ASSERT_EQUAL(c->rtx[0].start, U);
+	CU_ASSERT_EQUAL(c->rtx[0].end, U + 3 * MSS);
+	/* Far more resends than the log holds, none next to the one before. */
+	for (uint32_t i = 0; i < 3 * TCP_RTX_LOG_MAX; i++) {
+		uint32_t seg = 4 + 2 * (i % 3);
+
+		ut_advance(&e, NS_PER_US);
+		CU_ASSERT_EQUAL(tcp_sack_retransmit(c, U + seg * MSS, MSS, TCPHDR_ACK, -1, e.now),
+				0);
+	}
+	CU_ASSERT_EQUAL(c->rtx_n, TCP_RTX_LOG_MAX);
+	for (uint8_t i = 0; i < c->rtx_n; i++) {
+		lowest |= c->rtx[i].start == U;
+		CU_ASSERT(!after(c->rtx[i].start, U + 8 * MSS));
+	}
+	CU_ASSERT(lowest);
 	ut_dev_drain(&e.dev);
 	tide_net_abort(c, e.now);
 	ut_app_fini(&a);
@@ -1188,6 +1233,7 @@ register_tests(void)
 	CU_add_test(s, "scoreboard", test_scoreboard);
 	CU_add_test(s, "hole_retransmission_order", test_hole_retransmission_order);
 	CU_add_test(s, "prr_spreads_the_reduction", test_prr_spreads_the_reduction);
+	CU_add_test(s, "rtx_log_keeps_the_lowest", test_rtx_log_keeps_the_lowest);
 	CU_add_test(s, "rto_keeps_sacked", test_rto_keeps_sacked);
 	CU_add_test(s, "lost_retransmission_tail_resent_before_rto",
 		    test_lost_retransmission_tail_resent_before_rto);
