@@ -466,7 +466,7 @@ struct tcp_westwood {
 	uint64_t bk;        /* bytes acknowledged since win_start */
 	uint64_t bw_ns;     /* first filter stage, bytes per second */
 	uint64_t bw;        /* the bandwidth estimate, bytes per second (second stage) */
-	uint32_t reno_acc;  /* Reno's byte counter (avoidance) */
+	uint64_t reno_acc;  /* NewReno's byte counter (avoidance) */
 };
 
 struct tide_net_conn {

@@ -32,10 +32,10 @@ slow_start(struct tide_net_conn *c, uint32_t acked)
 	return acked - inc;
 }
 
+/* NewReno's growth, its byte counter at *acc (NewReno's and Westwood+'s). */
 static void
-reno_cong_avoid(struct tide_net_conn *c, uint32_t acked, uint64_t now)
+reno_grow(struct tide_net_conn *c, uint32_t acked, uint64_t *acc)
 {
-	(void)now;
 	if (c->cwnd < c->ssthresh) {
 		acked = slow_start(c, acked);
 		if (acked == 0) {
@@ -43,13 +43,20 @@ reno_cong_avoid(struct tide_net_conn *c, uint32_t acked, uint64_t now)
 		}
 	}
 	/* One MSS per cwnd of acknowledged bytes (RFC 5681 3.1, byte counting). */
-	c->cc_priv.raw[0] += acked;
-	if (c->cc_priv.raw[0] >= c->cwnd) {
-		c->cc_priv.raw[0] -= c->cwnd;
+	*acc += acked;
+	if (*acc >= c->cwnd) {
+		*acc -= c->cwnd;
 		if (c->cwnd < TCP_CWND_MAX) {
 			c->cwnd += c->mss;
 		}
 	}
+}
+
+static void
+reno_cong_avoid(struct tide_net_conn *c, uint32_t acked, uint64_t now)
+{
+	(void)now;
+	reno_grow(c, acked, &c->cc_priv.raw[0]);
 }
 
 static uint32_t
@@ -217,19 +224,7 @@ static void
 westwood_cong_avoid(struct tide_net_conn *c, uint32_t acked, uint64_t now)
 {
 	(void)now;
-	if (c->cwnd < c->ssthresh) {
-		acked = slow_start(c, acked);
-		if (acked == 0) {
-			return;
-		}
-	}
-	c->cc_priv.westwood.reno_acc += acked;
-	if (c->cc_priv.westwood.reno_acc >= c->cwnd) {
-		c->cc_priv.westwood.reno_acc -= c->cwnd;
-		if (c->cwnd < TCP_CWND_MAX) {
-			c->cwnd += c->mss;
-		}
-	}
+	reno_grow(c, acked, &c->cc_priv.westwood.reno_acc);
 }
 
 static uint32_t
