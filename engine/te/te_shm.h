@@ -61,7 +61,8 @@ bool te_shm_covers(const struct te_shm *m, uint64_t remote, uint64_t len);
  * once).
  * Returns 0 copied; -ENOENT not covered or not mappable (send it over the
  * network; nothing was touched); -ECONNRESET the peer process has exited
- * (nothing was copied).
+ * (nothing was copied; an exit is noticed by the first copy more than 100 us
+ * after the previous check of the peer, which copies in between reuse).
  * Thread: any; concurrent copies are fine (the caller orders overlapping ones).
  */
 int te_shm_copy(struct te_shm *m, uint8_t op, void *local, uint64_t remote, uint64_t len);
