@@ -5,18 +5,20 @@
  * (RFC 9438). Windows are in bytes.
  */
 #include <math.h>
+#include <string.h>
 
 #include "net_internal.h"
 
 #define TCP_INIT_CWND_SEGS 10 /* RFC 6928 */
 #define TCP_CWND_MAX       (1u << 30)
 
+/* Every control's start: the initial window, no ssthresh, its state zeroed. */
 static void
-reno_init(struct tide_net_conn *c)
+cc_init(struct tide_net_conn *c)
 {
 	c->cwnd = TCP_INIT_CWND_SEGS * (uint32_t)c->mss;
 	c->ssthresh = UINT32_MAX;
-	c->cc_priv.raw[0] = 0;
+	memset(&c->cc_priv, 0, sizeof(c->cc_priv));
 }
 
 /* Slow start with appropriate byte counting (RFC 3465, L = 2). Returns leftover bytes. */
@@ -72,7 +74,7 @@ reno_ssthresh(struct tide_net_conn *c, uint64_t now)
 
 const struct tcp_cc_ops tcp_newreno_ops = {
 	.name = "newreno",
-	.init = reno_init,
+	.init = cc_init,
 	.cong_avoid = reno_cong_avoid,
 	.ssthresh = reno_ssthresh,
 };
@@ -81,13 +83,6 @@ const struct tcp_cc_ops tcp_newreno_ops = {
 
 #define CUBIC_C    0.4
 #define CUBIC_BETA 0.7
-
-static void
-cubic_init(struct tide_net_conn *c)
-{
-	reno_init(c);
-	c->cc_priv.cubic = (struct tcp_cubic){0};
-}
 
 static void
 cubic_cong_avoid(struct tide_net_conn *c, uint32_t acked, uint64_t now)
@@ -160,7 +155,7 @@ cubic_ssthresh(struct tide_net_conn *c, uint64_t now)
 
 const struct tcp_cc_ops tcp_cubic_ops = {
 	.name = "cubic",
-	.init = cubic_init,
+	.init = cc_init,
 	.cong_avoid = cubic_cong_avoid,
 	.ssthresh = cubic_ssthresh,
 };
@@ -180,13 +175,6 @@ const struct tcp_cc_ops tcp_cubic_ops = {
 /* A sample covers at least this long (and at least one smoothed RTT): shorter
  * intervals see the ACK clumps a polling receiver sends, not the rate. */
 #define WESTWOOD_WIN_MIN_NS (2 * NS_PER_MS)
-
-static void
-westwood_init(struct tide_net_conn *c)
-{
-	reno_init(c);
-	c->cc_priv.westwood = (struct tcp_westwood){0};
-}
 
 static void
 westwood_on_ack(struct tide_net_conn *c, uint32_t acked, uint64_t now)
@@ -253,7 +241,7 @@ westwood_ssthresh(struct tide_net_conn *c, uint64_t now)
 
 const struct tcp_cc_ops tcp_westwood_ops = {
 	.name = "westwood",
-	.init = westwood_init,
+	.init = cc_init,
 	.cong_avoid = westwood_cong_avoid,
 	.ssthresh = westwood_ssthresh,
 	.on_ack = westwood_on_ack,
