@@ -231,6 +231,21 @@ call(struct tide_agent_conn *a, uint16_t op, const struct agent_wbuf *w, uint8_t
 	return rc != 0 ? rc : exchange(a, op, w, -1, body, len);
 }
 
+/* call() for a caller that holds nothing: takes io_lock around the exchange, and
+ * frees the request w. */
+static int
+call_locked(struct tide_agent_conn *a, uint16_t op, struct agent_wbuf *w, uint8_t **body,
+	    size_t *len)
+{
+	int err;
+
+	pthread_mutex_lock(&a->io_lock);
+	err = call(a, op, w, body, len);
+	pthread_mutex_unlock(&a->io_lock);
+	agent_w_free(w);
+	return err;
+}
+
 /* ----------------------------------------------------------------- regions */
 
 /* Create a shared region and map it into the agent. 0 and its index. */
@@ -1159,6 +1174,15 @@ replicas_parse(struct agent_rbuf *rd, size_t n, struct store_replicas_blk *b, si
 	return true;
 }
 
+/* u32 n, then n x str key: the key list of the keys-only requests. */
+static void
+w_keys(struct agent_wbuf *w, const char *const *keys, size_t n)
+{
+	agent_w_u32(w, (uint32_t)n);
+	for (size_t i = 0; i < n; i++)
+		agent_w_str(w, keys[i]);
+}
+
 /* One request of [u8 flag (flag >= 0)] [str prefix (non-NULL)] u32 n, n x str key, answered
  * by i32 rc and n x i32 into v32; the caller has checked its arguments. */
 static int
@@ -1167,7 +1191,7 @@ keys_send(struct tide_agent_conn *a, uint16_t op, int flag, const char *prefix,
 {
 	struct agent_wbuf w;
 	uint8_t *body = NULL;
-	size_t blen, i;
+	size_t blen;
 	int err;
 
 	agent_w_init(&w);
@@ -1175,13 +1199,8 @@ keys_send(struct tide_agent_conn *a, uint16_t op, int flag, const char *prefix,
 		agent_w_u8(&w, (uint8_t)flag);
 	if (prefix != NULL)
 		agent_w_str(&w, prefix);
-	agent_w_u32(&w, (uint32_t)n);
-	for (i = 0; i < n; i++)
-		agent_w_str(&w, keys[i]);
-	pthread_mutex_lock(&a->io_lock);
-	err = call(a, op, &w, &body, &blen);
-	pthread_mutex_unlock(&a->io_lock);
-	agent_w_free(&w);
+	w_keys(&w, keys, n);
+	err = call_locked(a, op, &w, &body, &blen);
 	if (err == 0)
 		err = read_vec(body, blen, n, v32, NULL);
 	free(body);
@@ -1213,19 +1232,14 @@ tide_agent_batch_get_replicas(struct tide_agent_conn *a, const char *const *keys
 	struct agent_wbuf w;
 	struct agent_rbuf rd;
 	uint8_t *body = NULL;
-	size_t blen, i, nrep = 0, strbytes = 0;
+	size_t blen, nrep = 0, strbytes = 0;
 	int err;
 
 	if (!keys_ok(keys, n) || out == NULL)
 		return -EINVAL;
 	agent_w_init(&w);
-	agent_w_u32(&w, (uint32_t)n);
-	for (i = 0; i < n; i++)
-		agent_w_str(&w, keys[i]);
-	pthread_mutex_lock(&a->io_lock);
-	err = call(a, AGENT_REPLICAS, &w, &body, &blen);
-	pthread_mutex_unlock(&a->io_lock);
-	agent_w_free(&w);
+	w_keys(&w, keys, n);
+	err = call_locked(a, AGENT_REPLICAS, &w, &body, &blen);
 	if (err != 0)
 		return err;
 	/* The body is ours now: parse it twice (count, fill) outside the lock. Counts are
@@ -1280,10 +1294,7 @@ scalar_call(struct tide_agent_conn *a, uint16_t op, int flag, const char *str)
 		agent_w_u8(&w, (uint8_t)flag);
 	if (str != NULL)
 		agent_w_str(&w, str);
-	pthread_mutex_lock(&a->io_lock);
-	err = call(a, op, &w, &body, &blen);
-	pthread_mutex_unlock(&a->io_lock);
-	agent_w_free(&w);
+	err = call_locked(a, op, &w, &body, &blen);
 	if (err != 0)
 		return err;
 	agent_r_init(&rd, body, blen);
@@ -1460,10 +1471,7 @@ agent_put_sess_start(struct tide_agent_conn *a, const char *const *keys, const s
 	}
 	if (agent_rc_soft_pin(repl))
 		agent_w_soft_pin(&w, repl);
-	pthread_mutex_lock(&a->io_lock);
-	err = call(a, AGENT_PUT_SESS_START, &w, &body, &blen);
-	pthread_mutex_unlock(&a->io_lock);
-	agent_w_free(&w);
+	err = call_locked(a, AGENT_PUT_SESS_START, &w, &body, &blen);
 	if (err == 0)
 		err = read_vec(body, blen, n, got, NULL);
 	if (err == 0)
