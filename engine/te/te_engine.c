@@ -965,23 +965,6 @@ te_engine_tcp_ops_override(const struct te_xport_ops *ops)
 	atomic_store(&tcp_ops_override, ops);
 }
 
-/* A boolean key of the node environment, at offset off of struct tide_nodeenv
- * (TIDE_RDMA_AS_TCP); false when the file does not load (the transport
- * install that follows says why). */
-static bool
-node_env_flag(const struct tide_te *te, size_t off)
-{
-	struct tide_nodeenv *ne;
-	bool yes;
-
-	if (node_env_load(te, &ne) != 0) {
-		return false;
-	}
-	memcpy(&yes, (const char *)ne + off, sizeof(yes));
-	free(ne);
-	return yes;
-}
-
 /* Kernel sockets, or the user-space stack when the node file names a DPDK device. */
 static int
 install_tcp(struct tide_te *te)
@@ -1050,11 +1033,20 @@ install_tcp(struct tide_te *te)
 	return 0;
 }
 
-/* TIDE_RDMA_AS_TCP: serve protocol rdma with TCP on a node without a device. */
+/* TIDE_RDMA_AS_TCP: serve protocol rdma with TCP on a node without a device; false
+ * when the node file does not load (the transport install that follows says why). */
 static bool
 rdma_as_tcp(const struct tide_te *te)
 {
-	return node_env_flag(te, offsetof(struct tide_nodeenv, rdma_as_tcp));
+	struct tide_nodeenv *ne;
+	bool yes;
+
+	if (node_env_load(te, &ne) != 0) {
+		return false;
+	}
+	yes = ne->rdma_as_tcp;
+	free(ne);
+	return yes;
 }
 
 #if TE_HAVE_RDMA
