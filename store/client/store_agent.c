@@ -1713,6 +1713,14 @@ be_remove_all(struct store_backend *b, bool force)
 }
 
 static int64_t
+be_replica_clear(struct store_backend *b, const char *const *keys, size_t n,
+		 const char *segment_name, int *cleared)
+{
+	/* The agent makes the call: it is the writer the master knows for our objects. */
+	return tide_agent_batch_replica_clear(conn_of(b), keys, n, segment_name, cleared);
+}
+
+static int64_t
 be_remove_by_regex(struct store_backend *b, const char *pattern, bool force)
 {
 	return tide_agent_remove_by_regex(conn_of(b), pattern, force);
@@ -1814,6 +1822,7 @@ const struct store_backend_ops store_agent_ops = {
 	.batch_remove = be_batch_remove,
 	.remove_all = be_remove_all,
 	.remove_by_regex = be_remove_by_regex,
+	.replica_clear = be_replica_clear,
 	.local_buffer = be_local_buffer,
 	.map_buffer = be_map_buffer,
 	.unmap_buffer = be_unmap_buffer,

@@ -105,6 +105,9 @@ struct store_backend_ops {
 			    int *rcs);
 	int64_t (*remove_all)(struct store_backend *b, bool force);
 	int64_t (*remove_by_regex)(struct store_backend *b, const char *pattern, bool force);
+	/* tide_store_batch_replica_clear(): keys checked non-NULL; segment_name NULL: whole. */
+	int64_t (*replica_clear)(struct store_backend *b, const char *const *keys, size_t n,
+				 const char *segment_name, int *cleared);
 
 	/* Memory: tide_store_local_buffer(), tide_store_map_buffer(),
 	 * tide_store_unmap_buffer(). */

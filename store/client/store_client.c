@@ -1101,11 +1101,7 @@ int64_t
 tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, size_t n,
 			       const char *segment_name, int *cleared)
 {
-	struct tide_mc_str *ks = NULL;
-	struct tide_mc_resp resp;
-	int64_t count = 0;
-	size_t i, k, at = 0;
-	int rc;
+	size_t i;
 
 	if (!ready(s) || (n > 0 && (keys == NULL || cleared == NULL)))
 		return -EINVAL;
@@ -1113,37 +1109,7 @@ tide_store_batch_replica_clear(struct tide_store *s, const char *const *keys, si
 		if (keys[i] == NULL)
 			return -EINVAL;
 	}
-	if (s->be->ops->attached)
-		return tide_agent_batch_replica_clear(s->agent, keys, n, segment_name, cleared);
-	if (n > 0 && (ks = calloc(n, sizeof(*ks))) == NULL)
-		return -ENOMEM;
-	/* An empty batch goes to the master too, which counts it as stock's does. */
-	rc = store_mc_batch_replica_clear(&s->ip.mc, keys, n, segment_name, ks, &resp);
-	free(ks);
-	if (rc != 0)
-		return rc;
-	if (!resp.u.cleared.ok) {
-		rc = store_mc_errno(resp.u.cleared.err);
-		tide_mc_resp_free(&resp);
-		return rc != 0 ? rc : -EREMOTEIO;
-	}
-	memset(cleared, 0, n * sizeof(*cleared));
-	/* The master answers the cleared keys in request order: a subsequence of keys. */
-	for (k = 0; k < resp.u.cleared.val.n; k++) {
-		const struct tide_mc_str *c = &resp.u.cleared.val.v[k];
-
-		while (at < n &&
-		       (strlen(keys[at]) != c->len || memcmp(keys[at], c->ptr, c->len) != 0))
-			at++;
-		if (at == n) {
-			count = -EBADMSG;
-			break;
-		}
-		cleared[at++] = 1;
-		count++;
-	}
-	tide_mc_resp_free(&resp);
-	return count;
+	return s->be->ops->replica_clear(s->be, keys, n, segment_name, cleared);
 }
 
 int

@@ -161,6 +161,48 @@ be_remove_all(struct store_backend *b, bool force)
 }
 
 static int64_t
+be_replica_clear(struct store_backend *b, const char *const *keys, size_t n,
+		 const char *segment_name, int *cleared)
+{
+	struct store_inproc *ip = ip_of(b);
+	struct tide_mc_str *ks = NULL;
+	struct tide_mc_resp resp;
+	int64_t count = 0;
+	size_t k, at = 0;
+	int rc;
+
+	if (n > 0 && (ks = calloc(n, sizeof(*ks))) == NULL)
+		return -ENOMEM;
+	/* An empty batch goes to the master too, which counts it as stock's does. */
+	rc = store_mc_batch_replica_clear(&ip->mc, keys, n, segment_name, ks, &resp);
+	free(ks);
+	if (rc != 0)
+		return rc;
+	if (!resp.u.cleared.ok) {
+		rc = store_mc_errno(resp.u.cleared.err);
+		tide_mc_resp_free(&resp);
+		return rc != 0 ? rc : -EREMOTEIO;
+	}
+	memset(cleared, 0, n * sizeof(*cleared));
+	/* The master answers the cleared keys in request order: a subsequence of keys. */
+	for (k = 0; k < resp.u.cleared.val.n; k++) {
+		const struct tide_mc_str *c = &resp.u.cleared.val.v[k];
+
+		while (at < n &&
+		       (strlen(keys[at]) != c->len || memcmp(keys[at], c->ptr, c->len) != 0))
+			at++;
+		if (at == n) {
+			count = -EBADMSG;
+			break;
+		}
+		cleared[at++] = 1;
+		count++;
+	}
+	tide_mc_resp_free(&resp);
+	return count;
+}
+
+static int64_t
 be_remove_by_regex(struct store_backend *b, const char *pattern, bool force)
 {
 	struct store_inproc *ip = ip_of(b);
@@ -576,6 +618,7 @@ const struct store_backend_ops store_inproc_ops = {
 	.batch_remove = be_batch_remove,
 	.remove_all = be_remove_all,
 	.remove_by_regex = be_remove_by_regex,
+	.replica_clear = be_replica_clear,
 	.local_buffer = be_local_buffer,
 	.map_buffer = be_map_buffer,
 	.unmap_buffer = be_unmap_buffer,
