@@ -44,7 +44,7 @@ store_get_one(const struct store_get_ctx *c, const char *key, struct store_get_d
 	got = store_xfer_read_replica(&c->eng, l, dst->buf, dst->len, t0);
 	tide_mc_resp_free(&resp);
 	if (got >= 0) /* the bytes were counted by store_xfer_run() */
-		store_metrics_xfer_latency(&c->mc->pool.metrics, STORE_METRICS_XFER_GET,
+		store_metrics_xfer_latency(c->eng.met, STORE_METRICS_XFER_GET,
 					   (tide_mono_ns() - t1) / 1000u);
 	if (got < 0 && dst->alloc != NULL) {
 		if (dst->release != NULL)
@@ -70,7 +70,7 @@ static void
 batch_observe(const struct store_get_ctx *c, bool ran, uint64_t us)
 {
 	if (ran)
-		store_metrics_xfer_latency(&c->mc->pool.metrics, STORE_METRICS_XFER_BATCH_GET, us);
+		store_metrics_xfer_latency(c->eng.met, STORE_METRICS_XFER_BATCH_GET, us);
 }
 
 int

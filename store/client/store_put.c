@@ -464,7 +464,6 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 	size_t n = r->n, nstrs = store_repl_nstrs(r->repl, n), settled = 0, i, k, m;
 	size_t np = r->parts != NULL ? n : 0; /* the parts form's index */
 	struct store_xfer_src *rsrc;
-	struct store_metrics *met = c->mc != NULL ? &c->mc->pool.metrics : NULL;
 	uint64_t move_us = 0;
 	bool moved = false;
 	size_t *rlens;
@@ -564,8 +563,8 @@ store_put_run(const struct store_put_ctx *c, const struct store_put_req *r,
 	}
 	if (moved)
 		store_metrics_xfer_latency(
-			met, r->single ? STORE_METRICS_XFER_PUT : STORE_METRICS_XFER_BATCH_PUT,
-			move_us);
+			c->eng.met,
+			r->single ? STORE_METRICS_XFER_PUT : STORE_METRICS_XFER_BATCH_PUT, move_us);
 out:
 	store_sc_fini(&sc);
 	return ret;

@@ -41,7 +41,7 @@ struct store_xfer_eng {
 	struct tide_te *te;
 	void *seg_base; /* NULL: nothing mounted */
 	size_t seg_size;
-	struct store_metrics *met; /* bytes moved are counted here; NULL: not counted */
+	struct store_metrics *met; /* the call's bytes and latency go here; NULL: not counted */
 };
 
 /* What a ranged read knows about one key (store_xfer_rkeys()). */
