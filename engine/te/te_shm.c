@@ -8,6 +8,7 @@
  * A copy costs a poll() of the peer's pidfd besides the memcpy, at most one per
  * ALIVE_RECHECK_NS per peer (copies in between reuse the answer). One filler
  * thread per peer (fill_main()), for at most FILL_MAX bytes of its buffers.
+ * A copy of SPLIT_MIN bytes or more may start one helper thread (copy()).
  */
 #include "te_shm.h"
 
@@ -430,7 +431,7 @@ fill_main(void *arg)
  * fixed-size copies (vector loads and stores) ran at 13-14 GB/s there.
  */
 static void
-copy(void *dst, const void *src, uint64_t len)
+copy_span(void *dst, const void *src, uint64_t len)
 {
 	uint64_t dist = ((uintptr_t)dst - (uintptr_t)src) & 4095;
 	uint8_t *d = dst;
@@ -443,6 +444,80 @@ copy(void *dst, const void *src, uint64_t len)
 	for (; len >= 256; len -= 256, d += 256, s += 256)
 		__builtin_memcpy(d, s, 256);
 	memcpy(d, s, (size_t)len);
+}
+
+/*
+ * A copy of SPLIT_MIN bytes or more runs on two CPUs: a helper thread copies
+ * its second half. Below it one thread is faster: up to 8 MiB the copy runs
+ * from cache in under 300 us, where starting and joining a thread costs about
+ * 50. Measured on the 2-core VMs here: memcpy of 64 MiB between mapped pages
+ * 7.6 -> 5.2 ms, and into a fresh destination (a bytes object get() returns:
+ * a page fault per 4 KiB, which the two threads take in parallel) 41 -> 21 ms;
+ * a store get_into of 64 MiB from a same-host holder 6.6 -> 4.6-5.2 ms.
+ * Bounds: a helper per copy, fewer helpers at a time than the CPUs this process
+ * may run on (none on one CPU); a copy that finds no free slot, or cannot start
+ * a thread, copies alone. A thread per copy rather than a kept one: nothing to
+ * stop at exit or to restart in a forked child.
+ */
+#define SPLIT_MIN   (UINT64_C(16) << 20)
+#define SPLIT_STACK (64u << 10)
+
+static _Atomic int split_running;
+
+struct split_half {
+	uint8_t *dst;
+	const uint8_t *src;
+	uint64_t len;
+};
+
+static void *
+split_main(void *arg)
+{
+	struct split_half *h = arg;
+
+	copy_span(h->dst, h->src, h->len);
+	return NULL;
+}
+
+static bool
+split_slot(void)
+{
+	cpu_set_t cpus;
+	int n = 1;
+
+	if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0)
+		n = CPU_COUNT(&cpus);
+	if (atomic_fetch_add(&split_running, 1) < n - 1)
+		return true;
+	atomic_fetch_sub(&split_running, 1);
+	return false;
+}
+
+static void
+copy(void *dst, const void *src, uint64_t len)
+{
+	pthread_attr_t at;
+	pthread_t t;
+	bool started = false;
+
+	if (len < SPLIT_MIN || !split_slot()) {
+		copy_span(dst, src, len);
+		return;
+	}
+	/* Split at a multiple of 4 KiB: the second half starts at the same page
+	 * offsets as the whole, so copy_span() takes the same path for both. */
+	uint64_t first = (len / 2) & ~UINT64_C(4095);
+	struct split_half h = {(uint8_t *)dst + first, (const uint8_t *)src + first, len - first};
+
+	if (pthread_attr_init(&at) == 0) {
+		(void)pthread_attr_setstacksize(&at, SPLIT_STACK);
+		started = pthread_create(&t, &at, split_main, &h) == 0;
+		pthread_attr_destroy(&at);
+	}
+	copy_span(dst, src, started ? first : len);
+	if (started)
+		pthread_join(t, NULL);
+	atomic_fetch_sub(&split_running, 1);
 }
 
 int

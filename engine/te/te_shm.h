@@ -64,6 +64,8 @@ bool te_shm_covers(const struct te_shm *m, uint64_t remote, uint64_t len);
  * (nothing was copied; an exit is noticed by the first copy more than 100 us
  * after the previous check of the peer, which copies in between reuse).
  * Thread: any; concurrent copies are fine (the caller orders overlapping ones).
+ * A copy of 16 MiB or more may run its second half on a helper thread it
+ * starts and joins before returning (while the process has a spare CPU).
  */
 int te_shm_copy(struct te_shm *m, uint8_t op, void *local, uint64_t remote, uint64_t len);
 

@@ -4,9 +4,9 @@
  * child maps a sealed memfd and reports its descriptor number and inode; the
  * test maps it through /proc and copies both ways, then checks the refusals
  * (another host, our own pid, an unsealed file, a wrong inode, a range outside)
- * and that a child that exited fails copies with -ECONNRESET; and that the
+ * and that a child that exited fails copies with -ECONNRESET; that the
  * filler maps the pages the child holds without allocating the ones it never
- * touched.
+ * touched; and that copies split over two threads move every byte.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,20 +29,21 @@
 
 struct child {
 	pid_t pid;
+	uint32_t len; /* the memfd's size */
 	int to_child; /* closing it lets the child exit */
 	int fd;       /* the child's descriptor number */
 	uint64_t ino;
 };
 
 /*
- * Fork a child that creates a memfd of LEN bytes (sealed against shrinking when
+ * Fork a child that creates a memfd of len bytes (sealed against shrinking when
  * seal), fills its first fill bytes with byte i = i * 7 (the rest is never
  * touched: no pages), writes {fd, ino} to the pipe and waits for EOF on its
  * stdin pipe; then it checks that byte 100 is 0xAB (the test wrote it through
  * its mapping) and exits 0 if so, 3 if not.
  */
 static struct child
-spawn_filled(bool seal, uint32_t fill)
+spawn_sized(bool seal, uint32_t len, uint32_t fill)
 {
 	int up[2], down[2];
 	struct child c = {0};
@@ -59,10 +60,10 @@ spawn_filled(bool seal, uint32_t fill)
 
 		close(up[0]);
 		close(down[1]);
-		if (fd < 0 || ftruncate(fd, LEN) != 0 ||
+		if (fd < 0 || ftruncate(fd, len) != 0 ||
 		    (seal && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) || fstat(fd, &st) != 0)
 			_exit(2);
-		p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 		if (p == MAP_FAILED)
 			_exit(2);
 		for (uint32_t i = 0; i < fill; i++)
@@ -81,9 +82,16 @@ spawn_filled(bool seal, uint32_t fill)
 	CU_ASSERT_FATAL(read(up[0], msg, sizeof(msg)) == (ssize_t)sizeof(msg));
 	close(up[0]);
 	c.to_child = down[1];
+	c.len = len;
 	c.fd = (int)msg[0];
 	c.ino = msg[1];
 	return c;
+}
+
+static struct child
+spawn_filled(bool seal, uint32_t fill)
+{
+	return spawn_sized(seal, LEN, fill);
 }
 
 static struct child
@@ -112,7 +120,7 @@ desc_of(struct te_desc *d, struct te_desc_buf *b, const struct child *c)
 	memset(b, 0, sizeof(*b));
 	snprintf(b->name, sizeof(b->name), "cpu:0");
 	b->addr = BASE;
-	b->length = LEN;
+	b->length = c->len;
 	b->shm = true;
 	b->shm_fd = c->fd;
 	b->shm_ino = c->ino;
@@ -287,6 +295,52 @@ test_filler(void)
 	CU_ASSERT_EQUAL(reap(&c), 0);
 }
 
+/*
+ * Copies of 16 MiB and more run in two halves, one on a helper thread: a
+ * 40 MiB read and write, at a destination offset 8 bytes past the source's
+ * within a page (copy_span()'s loop) and aligned, move every byte.
+ */
+static void
+test_split_copy(void)
+{
+	const uint32_t len = 40u << 20;
+	struct child c = spawn_sized(true, len, len);
+	struct te_desc d;
+	struct te_desc_buf b;
+	struct te_shm *m = NULL;
+	uint8_t *buf = malloc(len + 4096);
+	uint32_t bad = 0;
+
+	CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
+	desc_of(&d, &b, &c);
+	CU_ASSERT_EQUAL_FATAL(te_shm_open(&d, "child", &m), 0);
+	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+	for (uint32_t shift = 0; shift <= 8; shift += 8) {
+		uint8_t *dst = (uint8_t *)(((uintptr_t)buf + 4095) & ~(uintptr_t)4095) + shift;
+		uint32_t n = len - 4096;
+
+		memset(dst, 0, n);
+		CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, dst, BASE + 4096, n), 0);
+		for (uint32_t i = 0; i < n; i++)
+			bad += dst[i] != (uint8_t)((4096 + i) * 7);
+	}
+	CU_ASSERT_EQUAL(bad, 0);
+	/* Write a different pattern over the whole file, read it back. */
+	for (uint32_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 13 + 1);
+	buf[100] = 0xAB; /* the byte the child checks */
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_WRITE, buf, BASE, len), 0);
+	memset(buf, 0, len);
+	CU_ASSERT_EQUAL(te_shm_copy(m, TIDE_TE_READ, buf, BASE, len), 0);
+	bad = 0;
+	for (uint32_t i = 0; i < len; i++)
+		bad += buf[i] != (i == 100 ? 0xAB : (uint8_t)(i * 13 + 1));
+	CU_ASSERT_EQUAL(bad, 0);
+	te_shm_put(m);
+	free(buf);
+	CU_ASSERT_EQUAL(reap(&c), 0);
+}
+
 static void
 register_tests(void)
 {
@@ -296,6 +350,7 @@ register_tests(void)
 	CU_add_test(s, "not_same_host", test_not_same_host);
 	CU_add_test(s, "refused_files", test_refused_files);
 	CU_add_test(s, "filler", test_filler);
+	CU_add_test(s, "split_copy", test_split_copy);
 }
 
 TIDE_UT_MAIN(register_tests)
