@@ -469,6 +469,25 @@ struct tcp_westwood {
 	uint64_t reno_acc;  /* NewReno's byte counter (avoidance) */
 };
 
+/**
+ * HyStart++ (RFC 9406) state, tcp_cc.c. The first TCP_HS_SAMPLES segments sent in
+ * each round are timed (seq: their end; at: when sent) in a ring that holds two
+ * rounds' worth (a round's stamps are acknowledged in the next round).
+ */
+#define TCP_HS_SAMPLES 8
+#define TCP_HS_RING    (2 * TCP_HS_SAMPLES)
+struct tcp_hystart {
+	uint32_t window_end; /* the round ends when this is acknowledged */
+	uint32_t seq[TCP_HS_RING];
+	uint64_t at[TCP_HS_RING];
+	uint8_t head, n;                      /* the ring's oldest stamp, stamps in it */
+	uint8_t taken;                        /* stamps taken this round */
+	uint8_t samples;                      /* RTT samples this round */
+	uint8_t css_rounds;                   /* rounds completed in conservative slow start */
+	bool css;                             /* in conservative slow start */
+	uint64_t cur_min, last_min, css_base; /* ns; UINT64_MAX = none */
+};
+
 struct tide_net_conn {
 	struct tide_net_stack *stack;
 	LIST_ENTRY(tide_net_conn) hash_link;
@@ -561,6 +580,7 @@ struct tide_net_conn {
 	uint32_t prr_delivered, prr_out, recover_fs;
 	uint32_t cwr_mark; /* window reduced for a full device until this is acked */
 	bool cwnd_limited;
+	struct tcp_hystart hs;
 	const struct tcp_cc_ops *cc;
 	union {
 		struct tcp_cubic cubic;
@@ -909,6 +929,10 @@ int tcp_syncookie_check(const struct tide_net_stack *s, const struct tcp_seg *ac
 
 /* tcp_cc.c */
 const struct tcp_cc_ops *tcp_cc_get(enum tide_net_cc cc);
+/** HyStart++: new data ending at end went out at now (times the round's first segments). */
+void tcp_hystart_sent(struct tide_net_conn *c, uint32_t end, uint64_t now);
+/** HyStart++: an ACK moved snd_una to ack at now; called before the window grows. */
+void tcp_hystart_acked(struct tide_net_conn *c, uint32_t ack, uint64_t now);
 
 #define NS_PER_US 1000ull
 #define NS_PER_MS 1000000ull

@@ -90,6 +90,8 @@ static const char *const stats_names[] = {
 	"tcp_syncookies_sent",
 	"tcp_syncookies_ok",
 	"tcp_syncookies_failed",
+	"tcp_hystart_css",
+	"tcp_hystart_exits",
 };
 
 _Static_assert(sizeof(struct tide_net_stats) ==

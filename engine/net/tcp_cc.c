@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Congestion control behind struct tcp_cc_ops: NewReno (RFC 5681 window
- * growth; the recovery itself is RFC 6582 in tcp_input.c) and CUBIC
- * (RFC 9438). Windows are in bytes.
+ * growth; the recovery itself is RFC 6582 in tcp_input.c), CUBIC (RFC 9438)
+ * and Westwood+; HyStart++ (RFC 9406) in the first slow start of all three.
+ * Windows are in bytes.
  */
 #include <math.h>
 #include <string.h>
@@ -12,6 +13,134 @@
 #define TCP_INIT_CWND_SEGS 10 /* RFC 6928 */
 #define TCP_CWND_MAX       (1u << 30)
 
+/* ---- HyStart++ (RFC 9406) ----
+ *
+ * Slow start doubles the window each round until a loss, so it ends by
+ * overflowing the bottleneck's queue with up to a window of losses. HyStart++
+ * watches each round's least RTT instead: once it rose over the round
+ * before's by a threshold, a queue is building, and growth drops to a quarter
+ * (conservative slow start, CSS) for HS_CSS_ROUNDS rounds, then congestion
+ * avoidance begins at that window; a round whose least RTT falls back below
+ * the one that started CSS was noise, and slow start resumes. Only the first
+ * slow start (ssthresh still unset), as RFC 9406 advises; a loss ends it.
+ *
+ * RTT samples: the connection times one segment per RTT for the RTO, too few
+ * for a round's minimum (RFC 9406 wants TCP_HS_SAMPLES per round), and TSvals
+ * count milliseconds. So the first TCP_HS_SAMPLES segments sent in each round
+ * are timed here; their ACKs arrive early in the next round, so the samples
+ * measure the queue that stood when the round before began.
+ *
+ * The threshold: RFC 9406 clamps an eighth of the RTT to 4..16 ms, for the
+ * Internet. Tide's paths run at 20 us..1 ms, where a 4 ms rise is a queue
+ * that has long overflowed (a 20-packet queue at 200 Mbit/s holds 1.2 ms), so
+ * the floor here is 250 us: four full-size packets at 200 Mbit/s, far above
+ * the round-to-round noise of a polling stack's least RTT.
+ */
+#define HS_THRESH_MIN_NS (250 * NS_PER_US)
+#define HS_THRESH_MAX_NS (16 * NS_PER_MS)
+#define HS_CSS_DIVISOR   4 /* CSS_GROWTH_DIVISOR */
+#define HS_CSS_ROUNDS    5 /* CSS_ROUNDS */
+
+static bool
+hs_active(const struct tide_net_conn *c)
+{
+	return c->stack->o.tcp_hystart && c->ssthresh == UINT32_MAX;
+}
+
+static void
+hs_reset(struct tide_net_conn *c)
+{
+	struct tcp_hystart *h = &c->hs;
+
+	memset(h, 0, sizeof(*h));
+	h->window_end = c->snd_nxt;
+	h->cur_min = h->last_min = h->css_base = UINT64_MAX;
+}
+
+void
+tcp_hystart_sent(struct tide_net_conn *c, uint32_t end, uint64_t now)
+{
+	struct tcp_hystart *h = &c->hs;
+
+	if (!hs_active(c) || h->taken >= TCP_HS_SAMPLES || h->n >= TCP_HS_RING) {
+		return;
+	}
+	uint8_t i = (uint8_t)((h->head + h->n) % TCP_HS_RING);
+
+	h->seq[i] = end;
+	h->at[i] = now;
+	h->n++;
+	h->taken++;
+}
+
+/* One RTT sample of the current round (RFC 9406 4.2). */
+static void
+hs_sample(struct tide_net_conn *c, uint64_t rtt)
+{
+	struct tcp_hystart *h = &c->hs;
+
+	if (rtt < h->cur_min) {
+		h->cur_min = rtt;
+	}
+	if (++h->samples < TCP_HS_SAMPLES) {
+		return;
+	}
+	if (h->css) {
+		if (h->cur_min < h->css_base) {
+			h->css = false; /* the rise was noise: slow start again */
+			h->css_base = UINT64_MAX;
+		}
+		return;
+	}
+	if (h->last_min == UINT64_MAX) {
+		return;
+	}
+	uint64_t th = h->last_min / 8;
+
+	th = th < HS_THRESH_MIN_NS   ? HS_THRESH_MIN_NS
+	     : th > HS_THRESH_MAX_NS ? HS_THRESH_MAX_NS
+				     : th;
+	if (h->cur_min >= h->last_min + th) {
+		h->css = true;
+		h->css_base = h->cur_min;
+		h->css_rounds = 0;
+		c->stack->st.tcp_hystart_css++;
+	}
+}
+
+void
+tcp_hystart_acked(struct tide_net_conn *c, uint32_t ack, uint64_t now)
+{
+	struct tcp_hystart *h = &c->hs;
+
+	if (!hs_active(c)) {
+		h->n = 0;
+		h->css = false;
+		return;
+	}
+	if (!before(ack, h->window_end)) {
+		/* A round ended: the stamps still out were sent in it, their samples
+		 * belong to the one that begins. */
+		h->window_end = c->snd_nxt;
+		h->last_min = h->cur_min;
+		h->cur_min = UINT64_MAX;
+		h->samples = 0;
+		h->taken = 0;
+		if (h->css && ++h->css_rounds >= HS_CSS_ROUNDS) {
+			c->ssthresh = c->cwnd; /* congestion avoidance from here */
+			h->css = false;
+			h->n = 0;
+			c->stack->st.tcp_hystart_exits++;
+			return;
+		}
+	}
+	while (h->n > 0 && !after(h->seq[h->head], ack)) {
+		hs_sample(c, now - h->at[h->head]);
+		h->head = (uint8_t)((h->head + 1) % TCP_HS_RING);
+		h->n--;
+	}
+}
+
 /* Every control's start: the initial window, no ssthresh, its state zeroed. */
 static void
 cc_init(struct tide_net_conn *c)
@@ -19,14 +148,20 @@ cc_init(struct tide_net_conn *c)
 	c->cwnd = TCP_INIT_CWND_SEGS * (uint32_t)c->mss;
 	c->ssthresh = UINT32_MAX;
 	memset(&c->cc_priv, 0, sizeof(c->cc_priv));
+	hs_reset(c);
 }
 
-/* Slow start with appropriate byte counting (RFC 3465, L = 2). Returns leftover bytes. */
+/* Slow start with appropriate byte counting (RFC 3465, L = 2), a quarter of it
+ * in HyStart++'s conservative phase. Returns leftover bytes. */
 static uint32_t
 slow_start(struct tide_net_conn *c, uint32_t acked)
 {
 	uint32_t inc = acked < 2u * c->mss ? acked : 2u * c->mss;
 
+	if (c->hs.css) {
+		c->cwnd += inc / HS_CSS_DIVISOR; /* ssthresh is unset in CSS */
+		return 0;
+	}
 	if (c->cwnd + inc > c->ssthresh) {
 		inc = c->ssthresh > c->cwnd ? c->ssthresh - c->cwnd : 0;
 	}

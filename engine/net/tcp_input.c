@@ -507,6 +507,7 @@ tcp_ack(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 			tcp_rto_undo(c);
 		}
 	}
+	tcp_hystart_acked(c, ack, now);
 	if (c->cc->on_ack != NULL) {
 		c->cc->on_ack(c, acked, now);
 	}

@@ -430,11 +430,14 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 			if (after(seq + len, c->rtx_high)) {
 				c->rtx_high = seq + len;
 			}
-		} else if (!c->rtt_timing && !sackrec) {
-			/* Not during recovery: the ACK would wait for the holes below. */
-			c->rtt_timing = true;
-			c->rtt_seq = seq;
-			c->rtt_start = now;
+		} else {
+			if (!c->rtt_timing && !sackrec) {
+				/* Not during recovery: the ACK would wait for the holes below. */
+				c->rtt_timing = true;
+				c->rtt_seq = seq;
+				c->rtt_start = now;
+			}
+			tcp_hystart_sent(c, seq + len, now);
 		}
 		sent_new = true;
 		if (sackrec && c->in_recovery) {

@@ -132,6 +132,15 @@ struct tide_net_opts {
 	 * (its IPv4 header checksum check fails first).
 	 */
 	bool cksum_elide;
+
+	/**
+	 * HyStart++ (RFC 9406) in the first slow start; default true. A round
+	 * whose least RTT rose by a threshold over the round before's (an eighth
+	 * of it, within 250 us..16 ms) ends the doubling before the queue it
+	 * measures overflows: a quarter of the growth for 5 rounds, then
+	 * congestion avoidance.
+	 */
+	bool tcp_hystart;
 };
 
 /** Counters for everything dropped, refused or retransmitted; u64, racy reads. */
@@ -202,6 +211,9 @@ struct tide_net_stats {
 	uint64_t tcp_syncookies_ok;     /**< connections created from a valid cookie */
 	uint64_t tcp_syncookies_failed; /**< ACKs to a listener lately sending cookies that carried
 					   none valid (answered with RST) */
+	/* HyStart++ (RFC 9406); appended. */
+	uint64_t tcp_hystart_css;   /**< slow starts that a rising RTT turned conservative */
+	uint64_t tcp_hystart_exits; /**< of those, ended by HyStart++ itself (no loss first) */
 };
 
 /** TCP states, numbered as Linux include/net/tcp_states.h. */

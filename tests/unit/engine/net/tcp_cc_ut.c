@@ -371,6 +371,159 @@ test_cwnd_validation_cwnd_limited(void)
 	run_cwnd_validation_cwnd_limited(0x90000000u);
 }
 
+/* ---- HyStart++ ----
+ *
+ * A scripted path: every segment is acknowledged alone, delay(k) after it went
+ * out (k: its index from the first data byte), in order. The sender's buffer
+ * is kept full and the peer's window is 8 MiB, so only cwnd limits it; each
+ * ACK adds a segment to the window, so 10 + 2(n - 1) segments are out when the
+ * n-th ACK arrives. A round begins when the ACK of the data sent before the
+ * previous one began arrives: at ACKs 1, 10, 28, 64, 136, ... (rounds 1-5),
+ * whose timed segments are the first 8 sent after: 10-17, 28-35, 64-71,
+ * 136-143, 280-287. Each round's samples arrive in the next one.
+ */
+#define HS_SEG   1460u
+#define HS_ACKS  3000u
+#define HS_BASE  (100 * NS_PER_US)
+#define HS_QUEUE (900 * NS_PER_US)
+
+typedef uint64_t (*hs_delay_fn)(uint32_t k);
+
+struct hs_run {
+	uint32_t css_at; /* segments acknowledged when CSS began; 0 = never */
+	uint32_t css_cwnd;
+	uint32_t exit_at; /* when congestion avoidance began; 0 = never */
+	uint32_t cwnd_end, ssthresh_end;
+	uint64_t css, exits; /* the stack's counters */
+};
+
+static struct hs_run
+hs_script(bool hystart, hs_delay_fn delay)
+{
+	static const uint8_t syn_opts[8] = {TCPOPT_MSS, 4, 0x05, 0xb4, 1, 3, 3, 7}; /* WS 7 */
+	static struct {
+		uint64_t at;
+		uint32_t ack;
+	} q[4096];
+	struct hs_run r = {0};
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint32_t qh = 0, qn = 0, I;
+	uint64_t last = 0;
+
+	ut_env_init(&e, NULL);
+	e.s->o.tcp_hystart = hystart;
+	e.s->o.tcp_sndbuf = 4u << 20; /* never what limits the flight */
+	ut_app_init(&a);
+	CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 8, ut_app_accept, &a, &l) == 0);
+	IN(&e, .seq = P, .flags = TCPHDR_SYN, .opts = syn_opts, .optlen = 8);
+	CU_ASSERT_FATAL(ut_pop_tcp(&e, &o) == 0);
+	I = o.seq;
+	IN(&e, .seq = P + 1, .ack = I + 1, .flags = TCPHDR_ACK, .wnd = 65535);
+	struct tide_net_conn *c = a.accepted;
+	CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+	CU_ASSERT_EQUAL(c->hs.css, false);
+	for (uint32_t acks = 0; acks < HS_ACKS; acks++) {
+		(void)tide_net_send(c, big, sizeof(big), e.now);
+		while (ut_pop_tcp(&e, &o) == 0) {
+			if (o.len == 0) {
+				continue;
+			}
+			uint32_t k = (o.seq - I - 1) / HS_SEG;
+			uint64_t at = e.now + delay(k);
+
+			at = at > last ? at : last; /* the path keeps order */
+			last = at;
+			CU_ASSERT_FATAL(qn < 4096);
+			q[(qh + qn++) % 4096].at = at;
+			q[(qh + qn - 1) % 4096].ack = o.seq + o.len;
+		}
+		CU_ASSERT_FATAL(qn > 0);
+		e.now = q[qh].at;
+		IN(&e, .seq = P + 1, .ack = q[qh].ack, .flags = TCPHDR_ACK, .wnd = 65535);
+		qh = (qh + 1) % 4096;
+		qn--;
+		uint32_t done = (c->snd_una - I - 1) / HS_SEG;
+
+		if (c->hs.css && r.css_at == 0) {
+			r.css_at = done;
+			r.css_cwnd = c->cwnd / HS_SEG;
+		}
+		if (c->ssthresh != UINT32_MAX && r.exit_at == 0) {
+			r.exit_at = done;
+		}
+	}
+	r.cwnd_end = c->cwnd / HS_SEG;
+	r.ssthresh_end = c->ssthresh;
+	r.css = e.s->st.tcp_hystart_css;
+	r.exits = e.s->st.tcp_hystart_exits;
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+	return r;
+}
+
+/* From segment 136 on (round 4's timed ones, the first sent in it) a queue
+ * adds 900 us for good. */
+static uint64_t
+hs_queue_builds(uint32_t k)
+{
+	return k < 136 ? HS_BASE : HS_BASE + HS_QUEUE;
+}
+
+/* Only round 4's timed segments, 136-143, are late: noise. */
+static uint64_t
+hs_one_late_round(uint32_t k)
+{
+	return k >= 136 && k < 144 ? HS_BASE + HS_QUEUE : HS_BASE;
+}
+
+static void
+test_hystart_rise_ends_slow_start(void)
+{
+	struct hs_run r = hs_script(true, hs_queue_builds);
+
+	/* Round 4's timed segments are acknowledged in round 5; the eighth of
+	 * them (segment 143) brings that round's least RTT to 1 ms against round
+	 * 3's 100 us (threshold: 250 us): CSS begins with 144 segments
+	 * acknowledged, the window 10 + 143 segments, and a quarter of one for
+	 * that ACK. */
+	CU_ASSERT_EQUAL(r.css_at, 144);
+	CU_ASSERT_EQUAL(r.css_cwnd, 153);
+	CU_ASSERT_EQUAL(r.css, 1);
+	/* Five rounds of CSS, then avoidance at the window CSS reached. In CSS an
+	 * ACK adds a quarter segment, so 1.25 go out per ACK: rounds 6-10 begin at
+	 * about ACKs 280, 466, 698, 988 and 1,350 (each a round's sends later), and
+	 * the fifth ends CSS with 153 + (1,355 - 144) / 4 segments. */
+	CU_ASSERT_EQUAL(r.exits, 1);
+	CU_ASSERT_EQUAL(r.exit_at, 1355);
+	CU_ASSERT_EQUAL(r.ssthresh_end / HS_SEG, 455);
+	/* Without HyStart++ the same path never leaves slow start (no loss). */
+	struct hs_run off = hs_script(false, hs_queue_builds);
+
+	CU_ASSERT_EQUAL(off.css, 0);
+	CU_ASSERT_EQUAL(off.ssthresh_end, UINT32_MAX);
+	CU_ASSERT(off.cwnd_end > r.cwnd_end);
+}
+
+static void
+test_hystart_noise_resumes(void)
+{
+	struct hs_run r = hs_script(true, hs_one_late_round);
+
+	/* CSS begins as above; round 5's timed segments are on time again, so
+	 * round 6's least RTT falls below the one that began CSS: slow start goes
+	 * on, and the window keeps doubling. */
+	CU_ASSERT_EQUAL(r.css_at, 144);
+	CU_ASSERT_EQUAL(r.css, 1);
+	CU_ASSERT_EQUAL(r.exits, 0);
+	CU_ASSERT_EQUAL(r.ssthresh_end, UINT32_MAX);
+	CU_ASSERT(r.cwnd_end > 1000);
+}
+
 static void
 register_tests(void)
 {
@@ -383,6 +536,8 @@ register_tests(void)
 	CU_add_test(s, "congestion_avoidance", test_congestion_avoidance);
 	CU_add_test(s, "cwnd_validation_app_limited", test_cwnd_validation_app_limited);
 	CU_add_test(s, "cwnd_validation_cwnd_limited", test_cwnd_validation_cwnd_limited);
+	CU_add_test(s, "hystart_rise_ends_slow_start", test_hystart_rise_ends_slow_start);
+	CU_add_test(s, "hystart_noise_resumes", test_hystart_noise_resumes);
 }
 
 TIDE_UT_MAIN(register_tests)
