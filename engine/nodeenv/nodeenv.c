@@ -347,6 +347,14 @@ static const struct key_def keys[] = {
 		"per loss episode; cubic (RFC 9438); westwood sets it from the measured delivery "
 		"rate times the least RTT (never below newreno's half), so random loss costs "
 		"less rate."},
+	{.name = "TIDE_TCP_HYSTART",
+	 .type = T_BOOL,
+	 FLD(tcp_hystart),
+	 .def = "true",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "HyStart++ (RFC 9406) in each connection's first slow start: a rise of the "
+		"round's least RTT (an eighth of it, at least 250 us) ends the doubling before "
+		"the queue it measures overflows."},
 	{.name = "TIDE_IDLE",
 	 .type = T_ENUM,
 	 FLD(idle),
