@@ -97,6 +97,7 @@ def bottleneck(net, a, raw, port):
                 if r["ok"]:
                     row.update(mib_s=r["mib_s"], jain=lossnet.jain(r["flow_mib_s"]),
                                rtos=r["rtos"], queue_drops=net.queue_drops(rcv) - q0,
+                               hystart_css=r.get("hystart_css"),
                                mib_s_by_slowest=r["mib_s_by_slowest"], span_s=r["span_s"])
                 port += 1
                 f = lossnet.transfer(net, a.build_dir, snd, rcv, 1 << 20, port, flows=n,
@@ -112,7 +113,9 @@ def bottleneck(net, a, raw, port):
                 print(f"run {run} bottleneck {n} flow(s) {label}: " +
                       (f"{row['mib_s']:.1f} MiB/s, Jain {row['jain']:.3f}, "
                        f"FCT p99 {row.get('fct_p99_ms', float('nan')):.1f} ms, "
-                       f"RTOs {row['rtos']}, queue drops {row['queue_drops']}"
+                       f"RTOs {row['rtos']}, queue drops {row['queue_drops']}" +
+                       (f", HyStart++ CSS {row['hystart_css']}"
+                        if row.get("hystart_css") is not None else "")
                        if r["ok"] else "FAILED"), flush=True)
                 if not row["ok"]:
                     print((r["log"] + f["log"])[-3000:], file=sys.stderr)
@@ -180,6 +183,8 @@ def main():
                     "host's net.ipv4.tcp_congestion_control)")
     ap.add_argument("--tide-cc", default="newreno", choices=("newreno", "cubic", "westwood"),
                     help="Tide endpoints' congestion control (TIDE_TCP_CC)")
+    ap.add_argument("--tide-hystart", default="on", choices=("on", "off"),
+                    help="HyStart++ in the Tide endpoints' first slow start (TIDE_TCP_HYSTART)")
     ap.add_argument("--name", default="loss-bench", help="results name (JSON, PNG, doc block)")
     benchplot.add_output_args(ap)
     a = ap.parse_args()
@@ -195,9 +200,9 @@ def main():
     json_path, png_path = benchplot.default_paths(a.build_dir, a.name, a.json, a.png)
     params = {k: getattr(a, k) for k in ("mib", "runs", "losses", "floors_us", "pairs",
                                          "bn_flows", "bn_pairs", "bn_mbit", "bn_queue",
-                                         "bn_mib", "tide_cc")}
+                                         "bn_mib", "tide_cc", "tide_hystart")}
     net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250, linux_cc=a.linux_cc,
-                          tide_cc=a.tide_cc)
+                          tide_cc=a.tide_cc, tide_hystart=a.tide_hystart)
     raw = []
     try:
         net.build()
@@ -289,7 +294,8 @@ def main():
                       "Loss: nft numgen random on the bridge's forward hook, the same share "
                       "of TCP frames from each end; Linux's own RTO floor is 200 ms.",
                       f"Linux's congestion control: {params['linux_cc']} (Tide's: "
-                      f"{CC_NAMES[params.get('tide_cc', 'newreno')]}); "
+                      f"{CC_NAMES[params.get('tide_cc', 'newreno')]}, HyStart++ "
+                      f"{params.get('tide_hystart', 'off')}); "
                       "BBR does not take random loss for congestion, a loss-based control "
                       "(NewReno, CUBIC) does.",
                       f"{failed} transfer(s) failed." if failed else

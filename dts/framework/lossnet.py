@@ -67,13 +67,14 @@ class LossNet:
     """The topology above. `tag` names everything (namespaces <tag>m, <tag>ta, ...); build()
     creates it, close() removes it and is safe to call at any point, more than once."""
 
-    def __init__(self, tag, subnet_octet, linux_cc=None, tide_cc=None):
+    def __init__(self, tag, subnet_octet, linux_cc=None, tide_cc=None, tide_hystart=None):
         assert tag.startswith("l35") and len(tag) <= 10
         self.tag = tag
         self.subnet = f"10.135.{subnet_octet}"
         self.mid = f"{tag}m"
         self.linux_cc = linux_cc  # None: the host's default (a new namespace inherits it)
         self.tide_cc = tide_cc  # TIDE_TCP_CC of the Tide endpoints; None: the node default
+        self.tide_hystart = tide_hystart  # TIDE_TCP_HYSTART ("on"/"off"); None: the default
         self.built = []
         self.procs = []
 
@@ -179,6 +180,8 @@ class LossNet:
                "TIDE_TCP_RTO_MIN_US": str(rto_min_us)}
         if self.tide_cc:
             env["TIDE_TCP_CC"] = self.tide_cc
+        if self.tide_hystart:
+            env["TIDE_TCP_HYSTART"] = self.tide_hystart
         env.update(extra or {})
         return env
 
@@ -322,7 +325,10 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     else:
         ok = rrc == 0 and len(re.findall(rf"received {nbytes} bad 0 .* match", rout)) == flows
     if skind == "tide":
-        res["rtos"] = counters(souts[0][1]).get("tcp_rto_fired")
+        cn = counters(souts[0][1])
+        res["rtos"] = cn.get("tcp_rto_fired")
+        # Slow starts HyStart++ made conservative, of all the sender's connections.
+        res["hystart_css"] = cn.get("tcp_hystart_css")
         ok = ok and "packet buffers leaked: 0" in souts[0][1]
     else:
         res["rtos"] = net.linux_timeouts(snd) - t_lx
