@@ -97,7 +97,7 @@ def bottleneck(net, a, raw, port):
                 if r["ok"]:
                     row.update(mib_s=r["mib_s"], jain=lossnet.jain(r["flow_mib_s"]),
                                rtos=r["rtos"], queue_drops=net.queue_drops(rcv) - q0,
-                               hystart_css=r.get("hystart_css"),
+                               hystart_css=r.get("hystart_css"), tx_cwr=r.get("tx_cwr"),
                                mib_s_by_slowest=r["mib_s_by_slowest"], span_s=r["span_s"])
                 port += 1
                 f = lossnet.transfer(net, a.build_dir, snd, rcv, 1 << 20, port, flows=n,
@@ -114,8 +114,8 @@ def bottleneck(net, a, raw, port):
                       (f"{row['mib_s']:.1f} MiB/s, Jain {row['jain']:.3f}, "
                        f"FCT p99 {row.get('fct_p99_ms', float('nan')):.1f} ms, "
                        f"RTOs {row['rtos']}, queue drops {row['queue_drops']}" +
-                       (f", HyStart++ CSS {row['hystart_css']}"
-                        if row.get("hystart_css") is not None else "")
+                       (f", HyStart++ CSS {row['hystart_css']}, device-full cuts "
+                        f"{row['tx_cwr']}" if row.get("hystart_css") is not None else "")
                        if r["ok"] else "FAILED"), flush=True)
                 if not row["ok"]:
                     print((r["log"] + f["log"])[-3000:], file=sys.stderr)

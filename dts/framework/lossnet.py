@@ -329,6 +329,7 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
         res["rtos"] = cn.get("tcp_rto_fired")
         # Slow starts HyStart++ made conservative, of all the sender's connections.
         res["hystart_css"] = cn.get("tcp_hystart_css")
+        res["tx_cwr"] = cn.get("tcp_tx_cwr")  # window cuts for a full device (local)
         ok = ok and "packet buffers leaked: 0" in souts[0][1]
     else:
         res["rtos"] = net.linux_timeouts(snd) - t_lx
