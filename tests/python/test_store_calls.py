@@ -120,7 +120,10 @@ def test_vllm_store_connector_sequence(pair):
     assert got == [nseg * blk] * nkeys
     assert bytes(dst) == bytes(src)
     # Full store: -200 for the key that does not fit, which vLLM reads as backpressure.
-    huge, ha = buf(1, seed=3)
+    # Every piece is real memory (one 8 MiB buffer, 64 times): a client may read its
+    # pieces before the master says there is no room (through an agent they are staged
+    # first), and 8 MiB read from a 1-byte array faults when the heap ends sooner.
+    huge, ha = buf(8 * MiB, seed=3)
     big = w.batch_put_from_multi_buffers(["too-big-" + os.urandom(4).hex()], [[ha] * 64],
                                          [[8 * MiB] * 64])
     assert big == [NO_SPACE]
