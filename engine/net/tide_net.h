@@ -212,8 +212,9 @@ struct tide_net_stats {
 	uint64_t tcp_syncookies_failed; /**< ACKs to a listener lately sending cookies that carried
 					   none valid (answered with RST) */
 	/* HyStart++ (RFC 9406); appended. */
-	uint64_t tcp_hystart_css;   /**< slow starts that a rising RTT turned conservative */
-	uint64_t tcp_hystart_exits; /**< of those, ended by HyStart++ itself (no loss first) */
+	uint64_t tcp_hystart_css;   /**< entries into conservative slow start (a rising RTT);
+				       a slow start that resumed may enter again */
+	uint64_t tcp_hystart_exits; /**< slow starts HyStart++ ended (avoidance, no loss first) */
 };
 
 /** TCP states, numbered as Linux include/net/tcp_states.h. */
