@@ -559,6 +559,7 @@ struct tide_net_conn {
 	/* RFC 6298 */
 	uint64_t srtt, rttvar, rto; /* ns */
 	uint64_t rtt_min;           /* ns: the least RTT sample so far; 0 = none */
+	uint64_t rtt_last;          /* ns: the latest RTT sample; 0 = none */
 	uint32_t rtt_seq;
 	uint64_t rtt_start;
 	uint8_t backoff;
@@ -641,9 +642,12 @@ struct tide_net_conn {
 	uint64_t t_wait; /* TIME_WAIT, orphaned FIN_WAIT_2 */
 	uint64_t t_tlp;  /* tail loss probe (SACK connections) */
 	uint64_t t_rack; /* RACK reordering window ends (SACK connections) */
-	bool tlp_done;   /* the episode's probes are spent, or the RTO fired, since new data was
-			    last acknowledged or SACKed: no probe until it is (RFC 8985 7.3) */
-	uint8_t tlp_n;   /* probes sent in this episode (tcp_tlp_fire) */
+	uint64_t t_pace; /* the pacer lets the next data segment go (tcp_pacing) */
+	/* Pacing: the instant the next data segment is due; 0 = at once. */
+	uint64_t pace_next;
+	bool tlp_done; /* the episode's probes are spent, or the RTO fired, since new data was
+			  last acknowledged or SACKed: no probe until it is (RFC 8985 7.3) */
+	uint8_t tlp_n; /* probes sent in this episode (tcp_tlp_fire) */
 
 	struct tide_net_conn_cbs cbs;
 	void *arg;
@@ -933,6 +937,13 @@ const struct tcp_cc_ops *tcp_cc_get(enum tide_net_cc cc);
 void tcp_hystart_sent(struct tide_net_conn *c, uint32_t end, uint64_t now);
 /** HyStart++: an ACK moved snd_una to ack at now; called before the window grows. */
 void tcp_hystart_acked(struct tide_net_conn *c, uint32_t ack, uint64_t now);
+/**
+ * Pacing: may a data segment leave at now? False when the pacer holds it back:
+ * c->t_pace is then armed for the instant it may (tcp_pacing only).
+ */
+bool tcp_pace_ok(struct tide_net_conn *c, uint64_t now);
+/** Pacing: a data segment of len bytes left at now; the next is due one len later. */
+void tcp_pace_sent(struct tide_net_conn *c, uint32_t len, uint64_t now);
 
 #define NS_PER_US 1000ull
 #define NS_PER_MS 1000000ull

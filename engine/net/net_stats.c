@@ -92,6 +92,7 @@ static const char *const stats_names[] = {
 	"tcp_syncookies_failed",
 	"tcp_hystart_css",
 	"tcp_hystart_exits",
+	"tcp_paced",
 };
 
 _Static_assert(sizeof(struct tide_net_stats) ==

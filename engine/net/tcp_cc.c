@@ -141,6 +141,109 @@ tcp_hystart_acked(struct tide_net_conn *c, uint32_t ack, uint64_t now)
 	}
 }
 
+/* ---- Pacing ----
+ *
+ * Without it a window leaves at the device's rate the moment ACKs open it: a
+ * train of up to a window that lands whole in a bottleneck's queue. With
+ * several flows through a shallow tail-drop queue the flow whose train
+ * arrives first keeps the queue full and the others lose, their
+ * retransmissions too, again and again. Paced, each flow's segments are
+ * spread over its RTT and the queue sees them interleaved.
+ *
+ * The rate is the window over the RTT, times 2 in slow start (the window
+ * doubles each round, so a round's flight must not take the whole of it) and
+ * 1.2 after (headroom, so pacing alone never limits a flow the window does
+ * not), as Linux's tcp_update_pacing_rate. The window is the larger of cwnd
+ * and the flight (after a cut the flight still drains at the old rate).
+ *
+ * The RTT is the smoothed one, or the latest sample when that is less: one
+ * timed segment per round moves the smoothed RTT an eighth of the way, so
+ * after a cut has drained a bottleneck's queue it would still carry the
+ * queue's delay for several rounds, and pace the smaller window below the
+ * link's rate while the queue stands empty.
+ *
+ * Segments go back to back while the schedule is less than an eighth of the
+ * RTT ahead, or two segments' time if that is longer: devices send in bursts,
+ * and a poller wakes at a granularity of microseconds, not at every segment's
+ * instant. A schedule that fell behind keeps one such burst of credit. No
+ * pacing before the first RTT sample.
+ *
+ * Bounds: ns = len * rtt * 5 / w, len < 2^16, rtt < 2^37 ns (about 137 s, far
+ * above the RTO ceiling that bounds what an RTT sample can be), so the
+ * product stays below 2^56.
+ */
+static uint64_t
+pace_rtt(const struct tide_net_conn *c)
+{
+	return c->rtt_last != 0 && c->rtt_last < c->srtt ? c->rtt_last : c->srtt;
+}
+
+static uint64_t
+pace_ns(const struct tide_net_conn *c, uint32_t len)
+{
+	uint32_t flight = c->snd_nxt - c->snd_una;
+	uint64_t w = c->cwnd > flight ? c->cwnd : flight, rtt = pace_rtt(c);
+
+	if (w < c->mss) {
+		w = c->mss;
+	}
+	if (c->cwnd < c->ssthresh / 2) {
+		return (uint64_t)len * rtt / (2 * w);
+	}
+	return (uint64_t)len * rtt * 5 / (6 * w);
+}
+
+/* How far ahead of now the schedule may run: the burst allowance. */
+static uint64_t
+pace_burst(const struct tide_net_conn *c)
+{
+	uint64_t burst = pace_rtt(c) / 8, two = pace_ns(c, 2u * c->mss);
+
+	return burst > two ? burst : two;
+}
+
+bool
+tcp_pace_ok(struct tide_net_conn *c, uint64_t now)
+{
+	uint64_t burst;
+
+	if (!c->stack->o.tcp_pacing || c->srtt == 0 || c->pace_next <= now) {
+		return true;
+	}
+	burst = pace_burst(c);
+	if (c->pace_next - now <= burst) {
+		return true;
+	}
+	if (c->pace_next - now > 2 * pace_rtt(c) + burst) {
+		/* Further ahead than one segment at the slowest rate can put it: the
+		 * clock stepped back. Start the schedule again rather than wait. */
+		c->pace_next = now;
+		return true;
+	}
+	c->stack->st.tcp_paced++;
+	tcp_arm(c, &c->t_pace, c->pace_next - burst);
+	return false;
+}
+
+void
+tcp_pace_sent(struct tide_net_conn *c, uint32_t len, uint64_t now)
+{
+	uint64_t burst, floor;
+
+	if (!c->stack->o.tcp_pacing || c->srtt == 0) {
+		return;
+	}
+	/*
+	 * A schedule that fell behind (the poller woke late, or the sender had
+	 * nothing to send) keeps at most one burst of credit: a late wake-up is
+	 * made up for in part, and an idle spell never turns into a window at
+	 * the device's rate.
+	 */
+	burst = pace_burst(c);
+	floor = now > burst ? now - burst : 0;
+	c->pace_next = (c->pace_next > floor ? c->pace_next : floor) + pace_ns(c, len);
+}
+
 /* Every control's start: the initial window, no ssthresh, its state zeroed. */
 static void
 cc_init(struct tide_net_conn *c)

@@ -358,10 +358,11 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 				break;
 			}
 			if (tcp_sack_next_rtx(c, smss, &seq, &rlen, &rflags, &relost)) {
-				if (tcp_tx_stopped(c, now) ||
+				if (!tcp_pace_ok(c, now) || tcp_tx_stopped(c, now) ||
 				    tcp_sack_retransmit(c, seq, rlen, rflags, relost, now) != 0) {
 					break;
 				}
+				tcp_pace_sent(c, rlen, now);
 				continue;
 			}
 			seq = c->snd_nxt;
@@ -422,9 +423,11 @@ tcp_write_xmit(struct tide_net_conn *c, uint64_t now)
 		/* Only a segment to send stops at a full device: a connection with
 		 * nothing to send (called for an incoming segment) is not waiting
 		 * for the device, and its window is not cut. */
-		if (tcp_tx_stopped(c, now) || tcp_transmit(c, seq, len, flags, now) != 0) {
+		if ((len > 0 && !tcp_pace_ok(c, now)) || tcp_tx_stopped(c, now) ||
+		    tcp_transmit(c, seq, len, flags, now) != 0) {
 			break;
 		}
+		tcp_pace_sent(c, len, now);
 		if (before(seq, c->snd_max)) {
 			s->st.tcp_retrans_segs++;
 			if (after(seq + len, c->rtx_high)) {

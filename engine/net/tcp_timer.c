@@ -27,6 +27,7 @@ tcp_clear_timers(struct tide_net_conn *c)
 	c->t_wait = 0;
 	c->t_tlp = 0;
 	c->t_rack = 0;
+	c->t_pace = 0;
 }
 
 /* Current RTO with exponential backoff (RFC 6298 5.5), capped at rto_max. */
@@ -57,6 +58,7 @@ tcp_rtt_sample(struct tide_net_conn *c, uint64_t r)
 	if (r == 0) {
 		r = 1;
 	}
+	c->rtt_last = r;
 	if (c->rtt_min == 0 || r < c->rtt_min) {
 		c->rtt_min = r;
 	}
@@ -185,6 +187,7 @@ tcp_retransmit_timer(struct tide_net_conn *c, uint64_t now)
 		c->ssthresh = c->cc->ssthresh(c, now);
 	}
 	c->cwnd = c->mss;
+	c->pace_next = 0; /* the timeout's resend is not held behind the old schedule */
 	c->rtt_timing = false;
 	c->retries++;
 	c->backoff++;
@@ -311,6 +314,10 @@ tcp_conn_timers(struct tide_net_conn *c, uint64_t now)
 		fired++;
 		tcp_keepalive_timer(c, now);
 	}
+	if (c->state != TCP_CLOSE && due(&c->t_pace, now)) {
+		fired++;
+		tcp_write_xmit(c, now);
+	}
 	if (c->state != TCP_CLOSE) {
 		net_timer_note(c->stack, c->t_rto);
 		net_timer_note(c->stack, c->t_persist);
@@ -319,6 +326,7 @@ tcp_conn_timers(struct tide_net_conn *c, uint64_t now)
 		net_timer_note(c->stack, c->t_wait);
 		net_timer_note(c->stack, c->t_tlp);
 		net_timer_note(c->stack, c->t_rack);
+		net_timer_note(c->stack, c->t_pace);
 	}
 	return fired;
 }

@@ -141,6 +141,16 @@ struct tide_net_opts {
 	 * congestion avoidance.
 	 */
 	bool tcp_hystart;
+
+	/**
+	 * Pacing; default false. Data segments leave spread over the smoothed
+	 * RTT, at twice the window's rate in slow start and 1.2 times it in
+	 * congestion avoidance (Linux's factors), in bursts of at most an eighth
+	 * of the RTT's worth (two segments at least), instead of a window at the
+	 * device's rate: a shallow queue that several flows share then sees
+	 * their segments interleaved rather than one flow's train.
+	 */
+	bool tcp_pacing;
 };
 
 /** Counters for everything dropped, refused or retransmitted; u64, racy reads. */
@@ -215,6 +225,8 @@ struct tide_net_stats {
 	uint64_t tcp_hystart_css;   /**< entries into conservative slow start (a rising RTT);
 				       a slow start that resumed may enter again */
 	uint64_t tcp_hystart_exits; /**< slow starts HyStart++ ended (avoidance, no loss first) */
+	/* Pacing; appended. */
+	uint64_t tcp_paced; /**< sends the pacer held back to a later instant (tcp_pacing) */
 };
 
 /** TCP states, numbered as Linux include/net/tcp_states.h. */

@@ -524,6 +524,127 @@ test_hystart_noise_resumes(void)
 	CU_ASSERT(r.cwnd_end > 1000);
 }
 
+/* ---- Pacing: a window spread over the RTT (tcp_pace_ok / tcp_pace_sent) ---- */
+
+#define PACE_SRTT (1000 * NS_PER_US)
+#define PACE_WND  20u /* segments */
+
+/*
+ * Opens a connection whose smoothed RTT is 1 ms and window 20 segments,
+ * writes more than the window and lets the pacer's timer run; returns in
+ * at[k] when the k-th data segment left, relative to the write.
+ */
+static unsigned
+pace_script(bool pacing, uint32_t ssthresh, uint64_t rtt_last, uint64_t at[PACE_WND + 1])
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	struct tide_net_conn *c = open_at_isn(&e, &a, &l, 1000);
+	uint64_t t0 = e.now;
+	unsigned n = 0;
+
+	e.s->o.tcp_pacing = pacing;
+	c->srtt = PACE_SRTT;
+	c->rtt_last = rtt_last;
+	c->cwnd = PACE_WND * 1460;
+	c->ssthresh = ssthresh;
+	CU_ASSERT_EQUAL(tide_net_send(c, big, (PACE_WND + 10) * 1460, e.now),
+			(PACE_WND + 10) * 1460);
+	for (unsigned i = 0; i < 4 * PACE_WND; i++) {
+		while (ut_pop_tcp(&e, &o) == 0) {
+			if (o.len > 0 && n <= PACE_WND) {
+				at[n++] = e.now - t0;
+			}
+		}
+		if (c->t_pace == 0) {
+			break;
+		}
+		CU_ASSERT_FATAL(c->t_pace > e.now);
+		e.now = c->t_pace;
+		tide_net_timers_run(e.s, e.now);
+	}
+	CU_ASSERT_EQUAL(c->t_pace, 0); /* the window, not the pacer, stops it now */
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+	return n;
+}
+
+static void
+test_pacing_spreads_window(void)
+{
+	uint64_t at[PACE_WND + 1];
+	/* Congestion avoidance: 1.2 windows per RTT, a segment every
+	 * 1 ms / 24 = 41,666 ns. The schedule may run an eighth of the RTT
+	 * (125 us) ahead, and an idle sender starts with that much credit, so
+	 * segments 0-6 leave at once (6 x 41,666 <= 250,000) and segment k at
+	 * k x 41,666 - 250,000. */
+	unsigned n = pace_script(true, 10 * 1460, PACE_SRTT, at);
+
+	CU_ASSERT_EQUAL(n, PACE_WND);
+	for (unsigned k = 0; k < n; k++) {
+		CU_ASSERT_EQUAL(at[k], k < 7 ? 0 : k * 41666ull - 250000);
+	}
+	/* The window's last segment leaves 542 us after its first, not at once. */
+	CU_ASSERT_EQUAL(at[PACE_WND - 1], 541654);
+	/* Slow start paces at twice the window's rate: one every 25 us, 11 at once. */
+	n = pace_script(true, UINT32_MAX, PACE_SRTT, at);
+	CU_ASSERT_EQUAL(n, PACE_WND);
+	for (unsigned k = 0; k < n; k++) {
+		CU_ASSERT_EQUAL(at[k], k < 11 ? 0 : k * 25000ull - 250000);
+	}
+	/* The latest sample below the smoothed RTT (a queue drained) sets the
+	 * pace: half the RTT, twice the rate, bursts of 62.5 us. */
+	n = pace_script(true, 10 * 1460, PACE_SRTT / 2, at);
+	CU_ASSERT_EQUAL(n, PACE_WND);
+	for (unsigned k = 0; k < n; k++) {
+		CU_ASSERT_EQUAL(at[k], k < 7 ? 0 : k * 20833ull - 125000);
+	}
+	/* Off: the window leaves at once. */
+	n = pace_script(false, 10 * 1460, PACE_SRTT, at);
+	CU_ASSERT_EQUAL(n, PACE_WND);
+	CU_ASSERT_EQUAL(at[PACE_WND - 1], 0);
+}
+
+/* A timeout's resend does not wait behind the schedule of the flight it replaces. */
+static void
+test_pacing_rto_not_held(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	struct tide_net_conn *c = open_at_isn(&e, &a, &l, 1000);
+	unsigned n = 0;
+
+	e.s->o.tcp_pacing = true;
+	c->srtt = c->rtt_last = PACE_SRTT;
+	c->cwnd = PACE_WND * 1460;
+	c->ssthresh = 10 * 1460;
+	tide_net_send(c, big, PACE_WND * 1460, e.now);
+	ut_dev_drain(&e.dev);
+	/* Far ahead: 4 segments left, the schedule reaches 167 us out. */
+	CU_ASSERT(c->pace_next > e.now);
+	CU_ASSERT(c->t_pace != 0);
+	CU_ASSERT_FATAL(c->t_rto != 0);
+	c->t_pace = 0; /* lost in a stall: only the RTO fires */
+	e.now = c->t_rto;
+	c->pace_next = e.now + PACE_SRTT; /* a schedule far past the timeout */
+	tide_net_timers_run(e.s, e.now);
+	while (ut_pop_tcp(&e, &o) == 0) {
+		n += o.len > 0 && o.seq == c->snd_una;
+	}
+	CU_ASSERT_EQUAL(n, 1);
+	CU_ASSERT_EQUAL(e.s->st.tcp_rto_fired, 1);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -538,6 +659,8 @@ register_tests(void)
 	CU_add_test(s, "cwnd_validation_cwnd_limited", test_cwnd_validation_cwnd_limited);
 	CU_add_test(s, "hystart_rise_ends_slow_start", test_hystart_rise_ends_slow_start);
 	CU_add_test(s, "hystart_noise_resumes", test_hystart_noise_resumes);
+	CU_add_test(s, "pacing_spreads_window", test_pacing_spreads_window);
+	CU_add_test(s, "pacing_rto_not_held", test_pacing_rto_not_held);
 }
 
 TIDE_UT_MAIN(register_tests)
