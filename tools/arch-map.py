@@ -54,12 +54,16 @@ def graph():
         text = re.sub(r"#[^\n]*", "", open(path).read())
         for m in re.finditer(r"^(\w+_dep)\s*=\s*declare_dependency\(", text, flags=re.M):
             defines[m.group(1)] = rel
+        # Lists kept in a variable (deps = [a_dep, b_dep] ... dependencies: deps).
+        lists = {m.group(1): m.group(2)
+                 for m in re.finditer(r"^\s*(\w+)\s*=\s*(\[[^\]]*\])", text, flags=re.M)}
         used = set()
         for fn in ("declare_dependency", "static_library", "shared_library", "executable"):
             for call in calls(text, fn):
                 dm = re.search(r"dependencies\s*:\s*(\[[^\]]*\]|\w+)", call)
                 if dm:
-                    used.update(re.findall(r"\b(\w+_dep)\b", dm.group(1)))
+                    deps = lists.get(dm.group(1), dm.group(1))
+                    used.update(re.findall(r"\b(\w+_dep)\b", deps))
         uses[rel] = used
     return defines, uses
 

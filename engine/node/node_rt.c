@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The node runtime (tide_node_rt.h): node file -> EAL -> port -> lcores ->
- * one stack per lcore. Bring-up order matters in three places:
+ * The node runtime (tide_node_rt.h): node file -> device environment (the
+ * EAL) -> port -> lcores -> one stack per lcore. Every device call goes
+ * through the registered driver (tide_node_dev.h). Bring-up order matters in
+ * three places:
  * - CPUs are picked before the EAL starts: the EAL pins the calling thread
  *   to its main lcore, and that affinity would hide the other CPUs;
- * - the checksum mode is applied to each netdev before its stack exists:
+ * - the checksum mode is applied to each queue before its stack exists:
  *   it decides the stack's tx_offloads and cksum_elide options;
  * - each stack is created on its own lcore (a stack belongs to the thread
  *   that created it), so the lcores start before the stacks.
@@ -17,20 +19,16 @@
 #include <time.h>
 
 #include "tide_clock.h"
-#include "tide_eth_rss.h"
 #include "tide_log.h"
-#include "tide_node_eal.h"
+#include "tide_node_dev.h"
 #include "tide_node_rt.h"
 
 struct rt_lc {
 	struct tide_node_rt *rt;
 	unsigned idx;
-	struct tide_eth_netdev nd;
-	bool nd_up;
-	bool irq;                   /* sleeps on its queue's receive interrupt when idle */
-	struct tide_eth_rx_intr ri; /* that interrupt, when irq */
+	struct tide_node_queue *q; /* the driver's queue pair of this lcore */
+	bool irq;                  /* sleeps on its queue's receive interrupt when idle */
 	struct tide_net_stack *stack;
-	struct tide_eth_rss_picker pk;
 	struct tide_net_opts no;
 	int rc; /* of the set-up message */
 };
@@ -39,9 +37,10 @@ struct tide_node_rt {
 	struct tide_nodeenv ne;
 	struct tide_node_rt_opts o;
 	struct tide_node_rt_info info;
-	struct tide_eth_port *port;
+	const struct tide_node_dev_ops *dev; /* the registered driver */
+	struct tide_node_port *port;
 	struct tide_lcore_group *g;
-	bool eal_up;
+	bool env_up;
 	struct rt_lc lcs[TIDE_LCORE_MAX];
 };
 
@@ -54,7 +53,7 @@ rt_poll(void *ctx, uint64_t now)
 
 	if (o->lcore_pre != NULL)
 		o->lcore_pre(o->arg, l->idx, now);
-	work = (int)tide_eth_netdev_poll(&l->nd, l->stack, now);
+	work = (int)l->rt->dev->queue_poll(l->q, l->stack, now);
 	if (o->lcore_poll != NULL)
 		work += o->lcore_poll(o->arg, l->idx, now);
 	work += tide_net_timers_run(l->stack, now);
@@ -66,7 +65,7 @@ rt_irq_arm(void *ctx)
 {
 	struct rt_lc *l = ctx;
 
-	return tide_eth_rx_intr_arm(&l->ri);
+	return l->rt->dev->queue_intr_arm(l->q);
 }
 
 static void
@@ -74,14 +73,14 @@ rt_irq_disarm(void *ctx)
 {
 	struct rt_lc *l = ctx;
 
-	tide_eth_rx_intr_disarm(&l->ri);
+	l->rt->dev->queue_intr_disarm(l->q);
 }
 
 static uint64_t
 rt_irq_next(void *ctx)
 {
 	struct rt_lc *l = ctx;
-	uint64_t t = tide_net_next_timer(l->stack), d = tide_eth_netdev_next_due(&l->nd);
+	uint64_t t = tide_net_next_timer(l->stack), d = l->rt->dev->queue_next_due(l->q);
 
 	return d < t ? d : t;
 }
@@ -105,7 +104,7 @@ setup_on_lcore(void *arg)
 	 * time. The transfer engine's hooks time out requests in seconds; the
 	 * 10 ms cap on a sleep serves them. */
 	if (l->rc == 0 && l->rt->ne.idle == TIDE_NODEENV_IDLE_ADAPTIVE && l->rt->ne.idle_irq &&
-	    tide_eth_rx_intr_open(l->rt->port, (uint16_t)l->idx, &l->ri) == 0) {
+	    l->rt->dev->queue_intr_open(l->q) == 0) {
 		struct tide_lcore_irq irq = {.arm = rt_irq_arm,
 					     .disarm = rt_irq_disarm,
 					     .next_ns = rt_irq_next,
@@ -117,22 +116,16 @@ setup_on_lcore(void *arg)
 	}
 }
 
-/* Stack options of lcore l from the node file; the netdev decides checksums. */
+/* Stack options of lcore l from the node file; the driver fills the device's
+ * part (callbacks, MAC, checksums, the RSS port picker). */
 static int
 lcore_net_opts(struct tide_node_rt *rt, struct rt_lc *l)
 {
 	const struct tide_nodeenv *ne = &rt->ne;
 	struct tide_net_opts *no = &l->no;
-	const struct tide_eth_rss *rss = tide_eth_port_rss(rt->port);
 	int rc;
 
 	tide_net_opts_init(no, sizeof(*no));
-	no->dev_ops = &tide_eth_net_dev_ops;
-	no->dev = &l->nd;
-	if (ne->data_mac_set)
-		memcpy(no->mac, ne->data_mac, 6);
-	else
-		tide_eth_port_mac(rt->port, no->mac);
 	no->ip = rt->info.ip;
 	no->netmask = ntohl(ne->data_netmask.s_addr);
 	no->gateway = ne->gateway_set ? ntohl(ne->gateway.s_addr) : 0;
@@ -149,44 +142,13 @@ lcore_net_opts(struct tide_node_rt *rt, struct rt_lc *l)
 		no->tcp_time_wait_ms = rt->o.time_wait_ms;
 	/* The stacks share one address: only the first announces it. */
 	no->arp_gratuitous = l->idx == 0;
-	rc = tide_eth_netdev_csum(&l->nd, tide_node_csum(ne), &no->tx_offloads, &no->cksum_elide);
-	if (rc != 0) {
-		/* The glue logged the port, its driver and what it lacks. */
-		TIDE_LOG(ERR, "TIDE_CSUM=%s refused on %s: %s",
-			 tide_eth_csum_name(tide_node_csum(ne)), ne->dpdk_device, strerror(-rc));
-		return rc;
-	}
-	if (rt->info.nlcores > 1 && rss != NULL) {
-		/* Replies to this lcore's active opens must come back to its queue. */
-		rc = tide_eth_rss_picker_init(&l->pk, rss, (uint16_t)l->idx, rt->info.ip, 0, 0);
-		if (rc != 0) {
-			TIDE_LOG(ERR, "lcore %u: no RSS port picker: %s", l->idx, strerror(-rc));
-			return rc;
-		}
-		no->port_pick = tide_eth_rss_port_pick;
-		no->port_arg = &l->pk;
-	}
-	return 0;
-}
-
-static int
-open_port(struct tide_node_rt *rt)
-{
-	struct tide_eth_port_opts po;
-	char devname[128], rxname[128];
-	int sockets[TIDE_LCORE_MAX];
-	int rc;
-
-	tide_node_port_opts(&rt->ne, &po, devname, rxname, sizeof(devname));
-	for (unsigned i = 0; i < rt->info.nlcores; i++)
-		sockets[i] = tide_eal_cpu_socket(rt->info.cpus[i]);
-	po.nb_queues = (uint16_t)rt->info.nlcores;
-	po.queue_socket = sockets;
-	rc = tide_eth_port_open(devname, &po, &rt->port);
+	/* The driver logged the port, its driver and what it lacks. */
+	rc = rt->dev->queue_net_opts(l->q, ne, no);
 	if (rc != 0)
-		TIDE_LOG(ERR, "TIDE_DPDK_DEVICE: cannot open %s with %u queue pair(s): %s", devname,
-			 rt->info.nlcores, strerror(-rc));
-	return rc;
+		return rc;
+	if (ne->data_mac_set)
+		memcpy(no->mac, ne->data_mac, 6);
+	return 0;
 }
 
 static int
@@ -199,7 +161,7 @@ start_lcores(struct tide_node_rt *rt)
 	lo.idle = rt->ne.idle == TIDE_NODEENV_IDLE_BUSY ? TIDE_LCORE_IDLE_BUSY
 							: TIDE_LCORE_IDLE_ADAPTIVE;
 	lo.idle_sleep_us = rt->ne.idle_sleep_us;
-	lo.thread_init = tide_eal_thread_register;
+	lo.thread_init = rt->dev->thread_init;
 	/* lo.clock_ns stays CLOCK_MONOTONIC: the transfer engine stamps slices
 	 * with it and RDMA pollers sharing these lcores rely on it. */
 	rc = tide_lcore_group_create(&lo, rt->info.cpus, rt->info.nlcores, &rt->g);
@@ -214,11 +176,9 @@ int
 tide_node_rt_start(const struct tide_nodeenv *ne, const struct tide_node_rt_opts *o,
 		   struct tide_node_rt **out)
 {
+	const struct tide_node_dev_ops *dev = tide_node_dev_get();
 	struct tide_node_rt *rt;
-	struct tide_eal_opts eo;
-	struct tide_eal_info ei;
-	struct tide_eth_fault_opts fo;
-	const struct tide_eth_fault_opts *fault;
+	uint64_t now;
 	unsigned n = 0;
 	int rc;
 
@@ -228,9 +188,18 @@ tide_node_rt_start(const struct tide_nodeenv *ne, const struct tide_node_rt_opts
 			      "file");
 		return -EINVAL;
 	}
+	if (dev == NULL) {
+		/* A build mistake, not a node-file one: see tide_node_dev.h, "Linking". */
+		TIDE_LOG(ERR,
+			 "user-space TCP on %s: no device driver linked: link pmd/eth "
+			 "(tide_eth_node_dep)",
+			 ne->dpdk_device);
+		return -ENODEV;
+	}
 	rt = calloc(1, sizeof(*rt));
 	if (rt == NULL)
 		return -ENOMEM;
+	rt->dev = dev;
 	rt->ne = *ne;
 	if (o != NULL)
 		rt->o = *o;
@@ -248,39 +217,33 @@ tide_node_rt_start(const struct tide_nodeenv *ne, const struct tide_node_rt_opts
 	rt->info.ip = ntohl(ne->data_ip.s_addr);
 	inet_ntop(AF_INET, &ne->data_ip, rt->info.ip_str, sizeof(rt->info.ip_str));
 
-	tide_node_eal_opts(&rt->ne, rt->o.prog != NULL ? rt->o.prog : "tide", true, &eo);
-	rc = tide_eal_init(&eo, &ei);
+	/* The driver logs why the environment or the port did not come up. */
+	rc = dev->env_init(&rt->ne, rt->o.prog != NULL ? rt->o.prog : "tide", &rt->info.hugepages);
 	if (rc != 0) {
-		TIDE_LOG(ERR, "DPDK EAL did not start: %s", strerror(-rc));
 		free(rt);
 		return rc;
 	}
-	rt->eal_up = true;
-	rt->info.hugepages = ei.hugepages;
-	rc = open_port(rt);
+	rt->env_up = true;
+	rc = dev->port_open(&rt->ne, rt->info.cpus, rt->info.nlcores, &rt->port);
 	if (rc != 0)
 		goto fail;
-	fault = tide_node_fault_opts(&rt->ne, tide_mono_ns(), &fo);
+	now = tide_mono_ns();
 	for (unsigned i = 0; i < rt->info.nlcores; i++) {
 		struct rt_lc *l = &rt->lcs[i];
 
 		l->rt = rt;
 		l->idx = i;
-		rc = tide_eth_netdev_init(&l->nd, rt->port, (uint16_t)i, fault);
+		rc = dev->queue_open(rt->port, i, &rt->ne, now, &l->q);
 		if (rc != 0) {
 			TIDE_LOG(ERR, "TIDE_FAULT='%s' not usable on queue %u: %s", ne->fault_spec,
 				 i, strerror(-rc));
 			goto fail;
 		}
-		l->nd_up = true;
 		rc = lcore_net_opts(rt, l);
 		if (rc != 0)
 			goto fail;
 	}
-	rt->info.csum = rt->lcs[0].no.cksum_elide ? "elided"
-			: rt->lcs[0].no.tx_offloads != 0 || rt->lcs[0].nd.rx_trust != 0
-				? "offloaded where the device can"
-				: "in software";
+	rt->info.csum = dev->queue_csum(rt->lcs[0].q);
 	/* Hooks may use *out (tide_node_rt_port() for the link state): set it
 	 * before the lcore threads exist, which orders the write before them. */
 	*out = rt;
@@ -304,15 +267,14 @@ tide_node_rt_start(const struct tide_nodeenv *ne, const struct tide_node_rt_opts
 	for (unsigned i = 0; i < rt->info.nlcores; i++) {
 		unsigned idx;
 
-		if (tide_eth_netdev_publish(&rt->lcs[i].nd, rt->lcs[i].stack, &idx) == 0 &&
-		    i == 0) {
+		if (dev->queue_publish(rt->lcs[i].q, rt->lcs[i].stack, &idx) == 0 && i == 0) {
 			rt->info.published = true;
 			rt->info.publish_index = idx;
 		}
 	}
 	TIDE_LOG(INFO, "user-space TCP on %s, %s, %u lcore(s) from CPU %d, %s, checksums %s",
 		 ne->dpdk_device, rt->info.ip_str, rt->info.nlcores, rt->info.cpus[0],
-		 ei.hugepages ? "hugepages" : "no hugepages", rt->info.csum);
+		 rt->info.hugepages ? "hugepages" : "no hugepages", rt->info.csum);
 	return 0;
 fail:
 	/* Stops the lcores first: until then a hook may still read *out. */
@@ -339,13 +301,13 @@ tide_node_rt_stack(struct tide_node_rt *rt, unsigned idx)
 	return idx < rt->info.nlcores ? rt->lcs[idx].stack : NULL;
 }
 
-const struct tide_eth_netdev *
-tide_node_rt_netdev(const struct tide_node_rt *rt, unsigned idx)
+const struct tide_node_queue *
+tide_node_rt_queue(const struct tide_node_rt *rt, unsigned idx)
 {
-	return idx < rt->info.nlcores ? &rt->lcs[idx].nd : NULL;
+	return idx < rt->info.nlcores ? rt->lcs[idx].q : NULL;
 }
 
-struct tide_eth_port *
+struct tide_node_port *
 tide_node_rt_port(struct tide_node_rt *rt)
 {
 	return rt->port;
@@ -405,32 +367,25 @@ tide_node_rt_destroy(struct tide_node_rt *rt)
 				 i, ls.iterations, ls.busy, ls.sleeps, ls.irq_sleeps,
 				 l->irq ? "" : ": none", ls.irq_wakeups);
 		}
-		/* Unpublish (fini) before the stack the telemetry reads goes away. */
-		if (l->nd_up)
-			tide_eth_netdev_fini(&l->nd);
-		l->nd_up = false;
+		/* Unpublish (close) before the stack the telemetry reads goes away. */
+		if (l->q != NULL)
+			rt->dev->queue_close(l->q);
+		l->q = NULL;
 		tide_net_stack_destroy(l->stack);
 		l->stack = NULL;
 	}
 	tide_lcore_group_destroy(rt->g);
 	rt->g = NULL;
 	if (rt->port != NULL) {
-		struct tide_eth_port_stats ps;
-
-		if (tide_eth_port_stats(rt->port, &ps) == 0)
-			TIDE_LOG(INFO,
-				 "port: ipackets %" PRIu64 " opackets %" PRIu64 " imissed %" PRIu64
-				 " ierrors %" PRIu64 " oerrors %" PRIu64 " rx_nombuf %" PRIu64,
-				 ps.ipackets, ps.opackets, ps.imissed, ps.ierrors, ps.oerrors,
-				 ps.rx_nombuf);
 		/* Every packet buffer must be back once the stacks are gone:
-		 * anything else is a leak that would starve a long run. */
-		held = tide_eth_port_close(rt->port);
+		 * anything else is a leak that would starve a long run. The
+		 * driver logs the port's counters first. */
+		held = rt->dev->port_close(rt->port);
 		if (held != 0)
 			TIDE_LOG(ERR, "%u packet buffers still held at port close", held);
 	}
-	if (rt->eal_up)
-		tide_eal_fini();
+	if (rt->env_up)
+		rt->dev->env_fini();
 	free(rt);
 	return held;
 }

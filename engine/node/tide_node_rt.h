@@ -14,8 +14,14 @@
  * Each lcore then polls, in this order: received frames into its stack, the
  * caller's lcore_poll hook, the stack's timers. Several lcores share the
  * data address: active opens pick ports whose replies hash back to the
- * opening lcore's queue (tide_eth_rss_port_pick), and only lcore 0 sends the
- * gratuitous ARP.
+ * opening lcore's queue (the driver's port picker), and only lcore 0 sends
+ * the gratuitous ARP.
+ *
+ * The device is reached only through the registered driver
+ * (tide_node_dev.h): a program that starts a runtime links pmd/eth's
+ * tide_eth_node_dep, which brings it. The port and queue handles below are
+ * that driver's; pmd/eth turns them into its own objects
+ * (tide_eth_node_port(), tide_eth_node_netdev() in pmd/eth/tide_eth_node.h).
  *
  * Lifetime: start -> (traffic) -> tide_node_rt_stop() -> tide_node_rt_destroy().
  * One runtime per process (the EAL is process-wide).
@@ -28,10 +34,9 @@
 
 #include <netinet/in.h>
 
-#include "tide_eth.h"
-#include "tide_eth_net.h"
 #include "tide_lcore.h"
 #include "tide_net.h"
+#include "tide_node_dev.h"
 #include "tide_nodeenv.h"
 
 #ifdef __cplusplus
@@ -91,7 +96,8 @@ struct tide_node_rt_info {
  *         mode the fault injector forbids; -ENOTSUP TIDE_CSUM=offload on a port
  *         without the offload; -EPERM TIDE_CSUM=elide on a driver that may
  *         reach another host; -ERANGE/-ENODEV TIDE_LCORES names no usable CPU;
- *         -ENODEV no such device; -EALREADY the EAL is already up in this
+ *         -ENODEV no such device, or no device driver registered
+ *         (tide_node_dev.h); -EALREADY the EAL is already up in this
  *         process; -ENOMEM; or the negative errno lcore_init returned.
  * Thread: the process's main thread, once. Ownership: the caller destroys it.
  */
@@ -110,12 +116,18 @@ struct tide_lcore_group *tide_node_rt_lcores(struct tide_node_rt *rt);
  */
 struct tide_net_stack *tide_node_rt_stack(struct tide_node_rt *rt, unsigned idx);
 
-/** Netdev of lcore `idx` (fault-injector counters), NULL when out of range. Thread: as the stack.
+/**
+ * The driver's queue of lcore `idx` (pmd/eth: its netdev, with the fault
+ * injector's counters), NULL when out of range. Valid until
+ * tide_node_rt_destroy(). Thread: as the stack.
  */
-const struct tide_eth_netdev *tide_node_rt_netdev(const struct tide_node_rt *rt, unsigned idx);
+const struct tide_node_queue *tide_node_rt_queue(const struct tide_node_rt *rt, unsigned idx);
 
-/** The port (link state, statistics). Thread: any. */
-struct tide_eth_port *tide_node_rt_port(struct tide_node_rt *rt);
+/**
+ * The driver's port (pmd/eth: link state, statistics). Valid until
+ * tide_node_rt_destroy(). Thread: any.
+ */
+struct tide_node_port *tide_node_rt_port(struct tide_node_rt *rt);
 
 /**
  * Stop polling: each lcore finishes its iteration and its posted messages,

@@ -32,8 +32,8 @@
 
 #include "tide_clock.h"
 #include "tide_eth.h"
+#include "tide_eth_node.h"
 #include "tide_log.h"
-#include "tide_node_eal.h"
 #include "tide_nodeenv.h"
 #include "tide_seg.h"
 #include "tide_rng.h"
@@ -346,7 +346,7 @@ main(int argc, char **argv)
 						       : "auto");
 
 	/* The two nodes use an in-process net_ring pair, not TIDE_DPDK_DEVICE. */
-	tide_node_eal_opts(&ne, "tide-cluster", false, &eo);
+	tide_eth_node_eal_opts(&ne, "tide-cluster", false, &eo);
 	rc = tide_eal_init(&eo, &ei);
 	if (rc != 0) {
 		fprintf(stderr, "tide-cluster: DPDK EAL did not start: %s\n", strerror(-rc));

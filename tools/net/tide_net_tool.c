@@ -43,6 +43,7 @@
 #include "tide_clock.h"
 #include "tide_eth.h"
 #include "tide_eth_net.h"
+#include "tide_eth_node.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_net.h"
@@ -519,7 +520,7 @@ print_stats(const struct app *a)
 	       s->tcp_conn_timeouts, s->tcp_rto_fired, s->tcp_fast_retrans, s->tcp_tlp_probes,
 	       s->tcp_sack_recoveries, s->tcp_lost_retrans, s->tcp_spurious_retrans,
 	       s->tcp_hystart_css, s->tcp_hystart_exits, s->tcp_tx_blocked, s->tcp_tx_cwr);
-	const struct tide_eth_netdev *nd = tide_node_rt_netdev(a->rt, 0);
+	const struct tide_eth_netdev *nd = tide_eth_node_netdev(tide_node_rt_queue(a->rt, 0));
 
 	if (nd->fault.rx || nd->fault.tx)
 		printf("tide-net: injected faults: dropped %" PRIu64 " duplicated %" PRIu64
@@ -537,7 +538,7 @@ print_stats(const struct app *a)
 static enum run_end
 wait_for_end(struct app *a, double duration)
 {
-	const struct tide_eth_port *port = tide_node_rt_port(a->rt);
+	const struct tide_eth_port *port = tide_eth_node_port(tide_node_rt_port(a->rt));
 	uint64_t down_since = 0;
 	bool was_up = false;
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "net_bench.h"
+#include "tide_eth_node.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_net.h"
@@ -170,7 +171,7 @@ side_poll(void *arg, unsigned idx, uint64_t now)
 		if (now < s->next_link_check)
 			return 0;
 		s->next_link_check = now + 1000000;
-		s->link_up = tide_eth_port_link_up(tide_node_rt_port(s->rt));
+		s->link_up = tide_eth_port_link_up(tide_eth_node_port(tide_node_rt_port(s->rt)));
 		if (!s->link_up)
 			return 0;
 	}
@@ -279,7 +280,7 @@ nb_run_tide(const struct nb_cfg *cfg, bool server)
 		const struct tide_net_stats *ns = tide_net_stats(s.stack);
 		struct tide_eth_port_stats ps = {0};
 
-		tide_eth_port_stats(tide_node_rt_port(s.rt), &ps);
+		tide_eth_port_stats(tide_eth_node_port(tide_node_rt_port(s.rt)), &ps);
 		fprintf(stderr,
 			"tide-net-bench: tide %s: error %d; %" PRIu64
 			" segments retransmitted (%" PRIu64 " RTO, %" PRIu64 " fast), %" PRIu64

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* The node file's DPDK options as pmd/eth's option structs (tide_eth_node.h). */
 #include <stdio.h>
 #include <string.h>
 
-#include "tide_node_eal.h"
+#include "tide_eth_node.h"
 
 void
-tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_device,
-		   struct tide_eal_opts *eo)
+tide_eth_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_device,
+		       struct tide_eal_opts *eo)
 {
 	memset(eo, 0, sizeof(*eo));
 	eo->prog = prog;
@@ -29,8 +30,8 @@ tide_node_eal_opts(const struct tide_nodeenv *ne, const char *prog, bool with_de
 }
 
 void
-tide_node_port_opts(const struct tide_nodeenv *ne, struct tide_eth_port_opts *po, char *tx,
-		    char *rx, size_t len)
+tide_eth_node_port_opts(const struct tide_nodeenv *ne, struct tide_eth_port_opts *po, char *tx,
+			char *rx, size_t len)
 {
 	memset(po, 0, sizeof(*po));
 	snprintf(tx, len, "%.*s", (int)strcspn(ne->dpdk_device, ","), ne->dpdk_device);
@@ -44,8 +45,8 @@ tide_node_port_opts(const struct tide_nodeenv *ne, struct tide_eth_port_opts *po
 }
 
 const struct tide_eth_fault_opts *
-tide_node_fault_opts(const struct tide_nodeenv *ne, uint64_t seed_now,
-		     struct tide_eth_fault_opts *fo)
+tide_eth_node_fault_opts(const struct tide_nodeenv *ne, uint64_t seed_now,
+			 struct tide_eth_fault_opts *fo)
 {
 	memset(fo, 0, sizeof(*fo));
 	if (!ne->fault.enabled)
@@ -62,7 +63,7 @@ tide_node_fault_opts(const struct tide_nodeenv *ne, uint64_t seed_now,
 }
 
 enum tide_eth_csum
-tide_node_csum(const struct tide_nodeenv *ne)
+tide_eth_node_csum(const struct tide_nodeenv *ne)
 {
 	switch (ne->csum) {
 	case TIDE_NODEENV_CSUM_SW:
