@@ -25,6 +25,7 @@ Linux's).
 usage: tools/loss-bench.py BUILD_DIR [--mib 256] [--runs 5] [--losses 0,0.1,1,2,5]
            [--floors-us 1000,200000] [--pairs tl,lt,ll,tt] [--bn-flows 1,4,16]
            [--bn-pairs ll,lt,tl,tt] [--bn-mbit 200] [--bn-queue 20] [--bn-mib 16]
+           [--tide-cc newreno] [--tide-hystart on|off] [--tide-pacing on|off]
            [--json FILE] [--png FILE]
 --losses '' runs no random-loss rows, --bn-flows '' no bottleneck rows.
 Needs root (network namespaces). Writes BUILD_DIR/bench/loss-bench.json and .png by default.
@@ -98,6 +99,7 @@ def bottleneck(net, a, raw, port):
                     row.update(mib_s=r["mib_s"], jain=lossnet.jain(r["flow_mib_s"]),
                                rtos=r["rtos"], queue_drops=net.queue_drops(rcv) - q0,
                                hystart_css=r.get("hystart_css"), tx_cwr=r.get("tx_cwr"),
+                               paced=r.get("paced"),
                                mib_s_by_slowest=r["mib_s_by_slowest"], span_s=r["span_s"])
                 port += 1
                 f = lossnet.transfer(net, a.build_dir, snd, rcv, 1 << 20, port, flows=n,
@@ -115,7 +117,8 @@ def bottleneck(net, a, raw, port):
                        f"FCT p99 {row.get('fct_p99_ms', float('nan')):.1f} ms, "
                        f"RTOs {row['rtos']}, queue drops {row['queue_drops']}" +
                        (f", HyStart++ CSS {row['hystart_css']}, device-full cuts "
-                        f"{row['tx_cwr']}" if row.get("hystart_css") is not None else "")
+                        f"{row['tx_cwr']}" if row.get("hystart_css") is not None else "") +
+                       (f", paced {row['paced']}" if row.get("paced") is not None else "")
                        if r["ok"] else "FAILED"), flush=True)
                 if not row["ok"]:
                     print((r["log"] + f["log"])[-3000:], file=sys.stderr)
@@ -185,6 +188,8 @@ def main():
                     help="Tide endpoints' congestion control (TIDE_TCP_CC)")
     ap.add_argument("--tide-hystart", default="on", choices=("on", "off"),
                     help="HyStart++ in the Tide endpoints' first slow start (TIDE_TCP_HYSTART)")
+    ap.add_argument("--tide-pacing", default="off", choices=("on", "off"),
+                    help="pacing of the Tide endpoints' senders (TIDE_TCP_PACING)")
     ap.add_argument("--name", default="loss-bench", help="results name (JSON, PNG, doc block)")
     benchplot.add_output_args(ap)
     a = ap.parse_args()
@@ -200,9 +205,11 @@ def main():
     json_path, png_path = benchplot.default_paths(a.build_dir, a.name, a.json, a.png)
     params = {k: getattr(a, k) for k in ("mib", "runs", "losses", "floors_us", "pairs",
                                          "bn_flows", "bn_pairs", "bn_mbit", "bn_queue",
-                                         "bn_mib", "tide_cc", "tide_hystart")}
+                                         "bn_mib", "tide_cc", "tide_hystart",
+                                         "tide_pacing")}
     net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250, linux_cc=a.linux_cc,
-                          tide_cc=a.tide_cc, tide_hystart=a.tide_hystart)
+                          tide_cc=a.tide_cc, tide_hystart=a.tide_hystart,
+                          tide_pacing=a.tide_pacing)
     raw = []
     try:
         net.build()
@@ -295,7 +302,8 @@ def main():
                       "of TCP frames from each end; Linux's own RTO floor is 200 ms.",
                       f"Linux's congestion control: {params['linux_cc']} (Tide's: "
                       f"{CC_NAMES[params.get('tide_cc', 'newreno')]}, HyStart++ "
-                      f"{params.get('tide_hystart', 'off')}); "
+                      f"{params.get('tide_hystart', 'off')}, pacing "
+                      f"{params.get('tide_pacing', 'off')}); "
                       "BBR does not take random loss for congestion, a loss-based control "
                       "(NewReno, CUBIC) does.",
                       f"{failed} transfer(s) failed." if failed else

@@ -67,7 +67,8 @@ class LossNet:
     """The topology above. `tag` names everything (namespaces <tag>m, <tag>ta, ...); build()
     creates it, close() removes it and is safe to call at any point, more than once."""
 
-    def __init__(self, tag, subnet_octet, linux_cc=None, tide_cc=None, tide_hystart=None):
+    def __init__(self, tag, subnet_octet, linux_cc=None, tide_cc=None, tide_hystart=None,
+                 tide_pacing=None):
         assert tag.startswith("l35") and len(tag) <= 10
         self.tag = tag
         self.subnet = f"10.135.{subnet_octet}"
@@ -75,6 +76,7 @@ class LossNet:
         self.linux_cc = linux_cc  # None: the host's default (a new namespace inherits it)
         self.tide_cc = tide_cc  # TIDE_TCP_CC of the Tide endpoints; None: the node default
         self.tide_hystart = tide_hystart  # TIDE_TCP_HYSTART ("on"/"off"); None: the default
+        self.tide_pacing = tide_pacing  # TIDE_TCP_PACING ("on"/"off"); None: the default
         self.built = []
         self.procs = []
 
@@ -182,6 +184,8 @@ class LossNet:
             env["TIDE_TCP_CC"] = self.tide_cc
         if self.tide_hystart:
             env["TIDE_TCP_HYSTART"] = self.tide_hystart
+        if self.tide_pacing:
+            env["TIDE_TCP_PACING"] = self.tide_pacing
         env.update(extra or {})
         return env
 
@@ -330,6 +334,7 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
         # Slow starts HyStart++ made conservative, of all the sender's connections.
         res["hystart_css"] = cn.get("tcp_hystart_css")
         res["tx_cwr"] = cn.get("tcp_tx_cwr")  # window cuts for a full device (local)
+        res["paced"] = cn.get("tcp_paced")  # sends the pacer held back (TIDE_TCP_PACING)
         ok = ok and "packet buffers leaked: 0" in souts[0][1]
     else:
         res["rtos"] = net.linux_timeouts(snd) - t_lx

@@ -138,6 +138,7 @@ lcore_net_opts(struct tide_node_rt *rt, struct rt_lc *l)
 		     : ne->tcp_cc == TIDE_NODEENV_CC_WESTWOOD ? TIDE_NET_CC_WESTWOOD
 							      : TIDE_NET_CC_NEWRENO;
 	no->tcp_hystart = ne->tcp_hystart;
+	no->tcp_pacing = ne->tcp_pacing;
 	if (rt->o.time_wait_ms != 0)
 		no->tcp_time_wait_ms = rt->o.time_wait_ms;
 	/* The stacks share one address: only the first announces it. */

@@ -355,6 +355,15 @@ static const struct key_def keys[] = {
 	 .doc = "HyStart++ (RFC 9406) in each connection's first slow start: a rise of the "
 		"round's least RTT (an eighth of it, at least 250 us) ends the doubling before "
 		"the queue it measures overflows."},
+	{.name = "TIDE_TCP_PACING",
+	 .type = T_BOOL,
+	 FLD(tcp_pacing),
+	 .def = "false",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "Pacing of the user-space TCP's senders: data segments leave spread over the "
+		"RTT (twice the window's rate in slow start, 1.2 times after) in bursts of an "
+		"eighth of the RTT, not a window at once, so flows that share a shallow queue "
+		"lose less."},
 	{.name = "TIDE_IDLE",
 	 .type = T_ENUM,
 	 FLD(idle),

@@ -189,6 +189,7 @@ struct tide_nodeenv {
 	uint32_t tcp_max_retries;                   /**< TIDE_TCP_MAX_RETRIES */
 	enum tide_nodeenv_tcp_cc tcp_cc;            /**< TIDE_TCP_CC */
 	bool tcp_hystart;                           /**< TIDE_TCP_HYSTART */
+	bool tcp_pacing;                            /**< TIDE_TCP_PACING */
 	enum tide_nodeenv_idle idle;                /**< TIDE_IDLE */
 	uint32_t idle_sleep_us;                     /**< TIDE_IDLE_SLEEP_US */
 	bool idle_irq;                              /**< TIDE_IDLE_IRQ */
