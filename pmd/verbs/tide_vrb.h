@@ -20,8 +20,12 @@
  * GID preferred, as Mooncake does), the device's NUMA node, one protection
  * domain per device, memory regions registered once with every device, RC
  * queue pairs and their RESET -> INIT -> RTR -> RTS transitions, and
- * completion queues. The data path (post_send, poll_cq) is called directly
- * through the table by the transport, one indirect call per burst.
+ * completion queues. The data path (post_send, poll_cq) is called through
+ * the table, one indirect call per burst.
+ *
+ * The transfer engine's RDMA transport does not include this header: it
+ * calls the driver table it owns (engine/te/rdma/tide_rdma_dev.h), which
+ * rdma_driver.c implements over these functions (tide_vrb_rdma.h).
  *
  * Errors: every tide_vrb_* function returns 0 or -errno. The table itself
  * keeps libibverbs' conventions (NULL + errno, or a positive errno) and is

@@ -403,7 +403,7 @@ teardown(struct tide_store *s)
 	s->set_up = false;
 }
 
-/* Split "host[:port]" (port 0 when absent; "[v6]:port", bare IPv6): engine/addr. */
+/* Split "host[:port]" (port 0 when absent; "[v6]:port", bare IPv6): engine/lib/addr. */
 static int
 split_hostport(const char *hp, char *host, size_t hlen, uint16_t *port)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target: the etcd client's reply handling (engine/etcd/etcd.c,
+ * libFuzzer target: the etcd client's reply handling (engine/lib/etcd/etcd.c,
  * compiled in). An etcd endpoint is a peer: whatever it answers, every call
  * must return 0 or a negative errno, leak nothing and read nothing out of
  * bounds. The HTTP exchange is replaced at link time (--wrap=tide_http_request):

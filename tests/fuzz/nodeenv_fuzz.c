@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * libFuzzer target over the node-file parser (engine/nodeenv/nodeenv.c and
+ * libFuzzer target over the node-file parser (engine/lib/nodeenv/nodeenv.c and
  * the value parsers of nodeenv_value.c).
  *
  * The input is loaded as a node file (through a memfd, so the real

@@ -1,7 +1,7 @@
 """docs/configuration.md checked against the code, so the page cannot drift.
 
 What the code reads, found in the source tree (no build needed):
-  * the node-file keys: the declarative key table in engine/nodeenv/nodeenv.c (name and
+  * the node-file keys: the declarative key table in engine/lib/nodeenv/nodeenv.c (name and
     default of each), and every key tools/node.env.sample sets or shows;
   * every other environment variable: getenv()/secure_getenv() in the C code that ships
     (engine/, store/, pmd/, tools/; tests/ excluded), whether its name is a literal, a
@@ -24,7 +24,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, "docs", "configuration.md")
-NODEENV_C = os.path.join(ROOT, "engine", "nodeenv", "nodeenv.c")
+NODEENV_C = os.path.join(ROOT, "engine", "lib", "nodeenv", "nodeenv.c")
 SAMPLE = os.path.join(ROOT, "tools", "node.env.sample")
 MASTER_MAIN = os.path.join(ROOT, "tools", "master", "master_main.c")
 C_DIRS = ("engine", "store", "pmd", "tools")
@@ -50,7 +50,7 @@ def _c_files():
 
 
 def nodeenv_keys():
-    """{name: default} from the key table of engine/nodeenv/nodeenv.c."""
+    """{name: default} from the key table of engine/lib/nodeenv/nodeenv.c."""
     src = _read(NODEENV_C)
     start = src.index("static const struct key_def keys[]")
     table = src[start:src.index("\n};", start)]
@@ -123,7 +123,7 @@ def python_env_reads():
 
 def code_keys():
     """{name: where the code reads it}."""
-    keys = {k: "engine/nodeenv/nodeenv.c (node file)" for k in nodeenv_keys()}
+    keys = {k: "engine/lib/nodeenv/nodeenv.c (node file)" for k in nodeenv_keys()}
     for k in sample_keys():
         keys.setdefault(k, "tools/node.env.sample")
     for src in (c_env_reads(), python_env_reads()):

@@ -180,7 +180,7 @@ table_set(void *ctx, void *fp, const char *v, char *err, size_t errlen)
 	(void)ctx;
 	switch (f->type) {
 	case TIDE_FLAG_BOOL:
-		/* The one boolean syntax (engine/nodeenv). */
+		/* The one boolean syntax (engine/lib/nodeenv). */
 		if (tide_nodeenv_parse_bool(v, (bool *)f->dst) != 0) {
 			snprintf(err, errlen,
 				 "--%s: '%s' is not a boolean (true/false, 1/0, yes/no, on/off, "

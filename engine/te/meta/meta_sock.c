@@ -34,7 +34,7 @@ meta_deadline(int timeout_ms)
 	return meta_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
 }
 
-/* The one deadline socket is engine/addr's; these keep the metadata layer's
+/* The one deadline socket is engine/lib/addr's; these keep the metadata layer's
  * signed deadlines (meta_deadline()). */
 int
 meta_sock_connect(const char *host, uint16_t port, int64_t deadline_ms, int *fd)
@@ -86,6 +86,6 @@ meta_strlcpy(char *dst, const char *src, size_t dstlen)
 int
 meta_split_hostport(const char *s, char *host, size_t host_len, uint16_t *port)
 {
-	/* The one parser (engine/addr); this layer reports every refusal as -EINVAL. */
+	/* The one parser (engine/lib/addr); this layer reports every refusal as -EINVAL. */
 	return tide_addr_split(s, host, host_len, port, 0, NULL) == 0 ? 0 : -EINVAL;
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Mooncake's HTTP metadata protocol (GET/PUT/DELETE <url>?key=<encoded>) over
- * engine/addr's one HTTP client (tide_http.h): this file maps the protocol's
+ * engine/lib/addr's one HTTP client (tide_http.h): this file maps the protocol's
  * statuses to errors. Bounds: the client's (header lines 8 KiB, 100 headers),
  * bodies TE_HTTP_MAX_BODY; anything larger is -EPROTO.
  */

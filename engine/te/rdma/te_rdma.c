@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The transfer engine's RDMA transport: one-sided READ/WRITE over RC queue
- * pairs, driven by pinned polling workers (engine/lcore), through pmd/verbs'
- * glue table only.
+ * pairs, driven by pinned polling workers (engine/lcore), through the RDMA
+ * driver table of tide_rdma_dev.h only (pmd/verbs registers it; no verbs
+ * header here).
  *
  * Workers: when the user-space TCP transport runs, its lcores are borrowed
  * (te_xport_cfg.shared_lcores): each worker's poller (rdma_poll) is added on
@@ -60,6 +61,7 @@
  * TE_RDMA_BOUNCE_BYTES per worker; a queued or in-flight slice fails with
  * -ETIMEDOUT after io_timeout_ms.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <numa.h>
@@ -78,24 +80,16 @@
 #include "tide_lcore.h"
 #include "tide_log.h"
 #include "tide_nodeenv.h"
+#include "tide_rdma_dev.h"
 #include "tide_te.h"
-#include "tide_vrb.h"
-
-/* Whether the verbs library lists any RDMA device on this node. */
-static bool
-devices_present(const struct tide_vrb_ops *ops)
-{
-	int n = 0;
-	struct ibv_device **list = ops->get_device_list(&n);
-
-	if (list != NULL)
-		ops->free_device_list(list);
-	return list != NULL && n > 0;
-}
 
 /* Appended to the one line that says rdma cannot run here: the node-file switch that
  * serves rdma over TCP instead (te_engine.c, TIDE_RDMA_AS_TCP). */
 #define AS_TCP_HINT "; or set TIDE_RDMA_AS_TCP=1 to serve protocol rdma with TCP on this node"
+/* The one line when no driver registered itself (tide_rdma_dev.h, "Linking"). */
+#define NO_DRIVER                                                                               \
+	"no verbs driver linked into this program: link pmd/verbs (tide_vrb_rdma_dep), or use " \
+	"protocol tcp (MOONCAKE_PROTOCOL=tcp)"
 
 #define TE_RDMA_MAX_EPS      1024
 #define TE_RDMA_QP_DEPTH     128
@@ -107,6 +101,8 @@ devices_present(const struct tide_vrb_ops *ops)
 #define TE_RDMA_HS_RETRIES   8
 #define TE_RDMA_DRAIN_MS     2000
 #define TE_RDMA_DEF_QP       2 /* Mooncake's default QPs per endpoint */
+
+static_assert(TE_RDMA_BURST <= TIDE_RDMA_BURST_MAX, "a burst is one post and one poll");
 
 enum ep_state {
 	EP_IDLE,
@@ -125,7 +121,7 @@ struct rinf {
 };
 
 struct rqp {
-	struct ibv_qp *qp;
+	struct tide_rdma_qp *qp;
 	/* worker only */
 	struct rinf ring[TE_RDMA_QP_DEPTH];
 	uint32_t head, n;
@@ -146,8 +142,8 @@ struct rep {
 	_Atomic int state;
 	_Atomic uint32_t gen;
 	int fail_err;
-	pthread_mutex_t setup_lock; /* CM and handshake handler */
-	union ibv_gid rgid;         /* remote device address (setup_lock) */
+	pthread_mutex_t setup_lock;  /* CM and handshake handler */
+	struct tide_rdma_addr raddr; /* remote device address (setup_lock) */
 	uint16_t rlid;
 	bool raddr_known;
 	unsigned nqp;
@@ -166,7 +162,7 @@ struct te_lc {
 	int numa;
 	struct tide_lcore *lc;
 	bool polling; /* rdma_poll is on lc, which runs: stop it there at destroy */
-	struct ibv_cq *cq[TIDE_VRB_MAX_DEVS];
+	struct tide_rdma_cq *cq[TIDE_RDMA_DEV_MAX];
 	pthread_mutex_t inbox_lock;
 	struct te_slice *in_head, *in_tail;
 	atomic_bool inbox_pending;
@@ -175,7 +171,8 @@ struct te_lc {
 	uint64_t next_tick;
 	/* bounce buffer, worker only */
 	uint8_t *bounce;
-	struct tide_vrb_mr *bounce_mr;
+	struct tide_rdma_mr *bounce_mr;
+	struct tide_rdma_keys bounce_keys;
 	unsigned nbounce;
 	uint64_t bounce_free; /* bit i: slot i free */
 	bool bounce_failed;
@@ -186,21 +183,23 @@ struct te_xpeer {
 	char name[TE_NAME_MAX];
 	struct te_desc *desc;
 	unsigned nep;
-	struct rep *eps[TIDE_VRB_MAX_DEVS];
+	struct rep *eps[TIDE_RDMA_DEV_MAX];
 	atomic_uint rr;
 };
 
 struct xmr {
 	uint64_t addr, len;
-	struct tide_vrb_mr *mr;
+	struct tide_rdma_mr *mr;
+	struct tide_rdma_keys keys;
 };
 
 struct te_xport {
 	struct te_xport_cfg cfg;
 	char local_name[TE_NAME_MAX];
-	struct tide_vrb *v;
-	const struct tide_vrb_ops *ops;
+	const struct tide_rdma_dev_ops *dev; /* the registered driver */
+	struct tide_rdma_devs *d;
 	unsigned ndev;
+	struct tide_rdma_dev_info devs[TIDE_RDMA_DEV_MAX];
 	unsigned nqp;
 	struct tide_lcore_group *g; /* own workers; NULL when borrowing cfg.shared_lcores */
 	unsigned nlc;
@@ -213,7 +212,7 @@ struct te_xport {
 	pthread_mutex_t ep_lock;
 	struct rep *_Atomic eps[TE_RDMA_MAX_EPS];
 	unsigned neps;
-	unsigned lc_rr[TIDE_VRB_MAX_DEVS];
+	unsigned lc_rr[TIDE_RDMA_DEV_MAX];
 
 	pthread_t cm_thr;
 	bool cm_started;
@@ -227,26 +226,6 @@ struct te_xport {
 		_Atomic uint64_t wrs, posts, wc_errors, reconnects, bounced, handshakes;
 	} st;
 };
-
-/* ---- errors ------------------------------------------------------------- */
-
-/* What a work completion status means to the caller (te_xport.h's errors). */
-static int
-wc_err(enum ibv_wc_status st)
-{
-	switch (st) {
-	case IBV_WC_REM_ACCESS_ERR:
-	case IBV_WC_REM_INV_REQ_ERR:
-		return -EFAULT; /* the peer refused the address or key */
-	case IBV_WC_RETRY_EXC_ERR:
-	case IBV_WC_RNR_RETRY_EXC_ERR:
-	case IBV_WC_RESP_TIMEOUT_ERR:
-	case IBV_WC_WR_FLUSH_ERR:
-		return -ECONNRESET;
-	default:
-		return -EIO;
-	}
-}
 
 /* ---- local memory regions -------------------------------------------------- */
 
@@ -283,14 +262,15 @@ mr_lookup(const struct te_xport *x, uint64_t addr, uint64_t len)
 static int
 rdma_mem_reg(struct te_xport *x, uint64_t addr, uint64_t len)
 {
-	struct tide_vrb_mr *mr;
+	struct tide_rdma_keys keys;
+	struct tide_rdma_mr *mr;
 	size_t i;
 	int rc;
 
 	if (addr == 0 || len == 0 || addr + len < addr) {
 		return -EINVAL;
 	}
-	rc = tide_vrb_mr_reg(x->v, (void *)(uintptr_t)addr, len, &mr);
+	rc = x->dev->mr_reg(x->d, (void *)(uintptr_t)addr, len, &mr, &keys);
 	if (rc != 0) {
 		return rc;
 	}
@@ -298,7 +278,7 @@ rdma_mem_reg(struct te_xport *x, uint64_t addr, uint64_t len)
 	i = mr_find(x, addr);
 	if (i < x->nmrs && x->mrs[i].addr < addr + len) {
 		pthread_rwlock_unlock(&x->mr_lock);
-		tide_vrb_mr_dereg(x->v, mr);
+		x->dev->mr_dereg(x->d, mr);
 		return -EEXIST;
 	}
 	if (x->nmrs == x->capmrs) {
@@ -307,14 +287,14 @@ rdma_mem_reg(struct te_xport *x, uint64_t addr, uint64_t len)
 
 		if (m == NULL) {
 			pthread_rwlock_unlock(&x->mr_lock);
-			tide_vrb_mr_dereg(x->v, mr);
+			x->dev->mr_dereg(x->d, mr);
 			return -ENOMEM;
 		}
 		x->mrs = m;
 		x->capmrs = cap;
 	}
 	memmove(&x->mrs[i + 1], &x->mrs[i], (x->nmrs - i) * sizeof(*x->mrs));
-	x->mrs[i] = (struct xmr){.addr = addr, .len = len, .mr = mr};
+	x->mrs[i] = (struct xmr){.addr = addr, .len = len, .mr = mr, .keys = keys};
 	x->nmrs++;
 	pthread_rwlock_unlock(&x->mr_lock);
 	return 0;
@@ -323,7 +303,7 @@ rdma_mem_reg(struct te_xport *x, uint64_t addr, uint64_t len)
 static int
 rdma_mem_dereg(struct te_xport *x, uint64_t addr)
 {
-	struct tide_vrb_mr *mr;
+	struct tide_rdma_mr *mr;
 	size_t i;
 
 	/* The write lock waits for a worker building a burst with the region's lkey. */
@@ -337,7 +317,7 @@ rdma_mem_dereg(struct te_xport *x, uint64_t addr)
 	memmove(&x->mrs[i], &x->mrs[i + 1], (x->nmrs - i - 1) * sizeof(*x->mrs));
 	x->nmrs--;
 	pthread_rwlock_unlock(&x->mr_lock);
-	tide_vrb_mr_dereg(x->v, mr);
+	x->dev->mr_dereg(x->d, mr);
 	return 0;
 }
 
@@ -349,11 +329,9 @@ rdma_describe(struct te_xport *x, struct te_desc *d)
 	snprintf(d->protocol, sizeof(d->protocol), "rdma");
 	d->ndevs = x->ndev;
 	for (unsigned i = 0; i < x->ndev; i++) {
-		const struct tide_vrb_dev *dv = tide_vrb_dev(x->v, i);
-
-		snprintf(d->devs[i].name, sizeof(d->devs[i].name), "%s", dv->name);
-		snprintf(d->devs[i].gid, sizeof(d->devs[i].gid), "%s", dv->gid_str);
-		d->devs[i].lid = dv->lid;
+		snprintf(d->devs[i].name, sizeof(d->devs[i].name), "%s", x->devs[i].name);
+		snprintf(d->devs[i].gid, sizeof(d->devs[i].gid), "%s", x->devs[i].addr);
+		d->devs[i].lid = x->devs[i].lid;
 	}
 	pthread_rwlock_rdlock(&x->mr_lock);
 	for (uint32_t b = 0; b < d->nbufs && rc == 0; b++) {
@@ -367,8 +345,8 @@ rdma_describe(struct te_xport *x, struct te_desc *d)
 		}
 		d->bufs[b].nkeys = x->ndev;
 		for (unsigned k = 0; k < x->ndev; k++) {
-			d->bufs[b].rkey[k] = x->mrs[i].mr->mr[k]->rkey;
-			d->bufs[b].lkey[k] = x->mrs[i].mr->mr[k]->lkey;
+			d->bufs[b].rkey[k] = x->mrs[i].keys.rkey[k];
+			d->bufs[b].lkey[k] = x->mrs[i].keys.lkey[k];
 		}
 	}
 	pthread_rwlock_unlock(&x->mr_lock);
@@ -388,8 +366,8 @@ bounce_get(struct te_lc *l)
 		n = n < 2 ? 2 : n > 64 ? 64 : n;
 		/* Once per worker, at its first unregistered local buffer. */
 		l->bounce = aligned_alloc(4096, n * slot);
-		if (l->bounce == NULL ||
-		    tide_vrb_mr_reg(x->v, l->bounce, n * slot, &l->bounce_mr) != 0) {
+		if (l->bounce == NULL || x->dev->mr_reg(x->d, l->bounce, n * slot, &l->bounce_mr,
+							&l->bounce_keys) != 0) {
 			TIDE_LOG(ERR,
 				 "rdma: worker %u: bounce buffer (%zu bytes) unavailable; "
 				 "register local buffers (tide_te_register_local)",
@@ -491,7 +469,7 @@ ep_break(struct rep *ep, int err, const char *why)
 	ep_fail_inflight(ep, err);
 	if (atomic_compare_exchange_strong(&ep->state, &expect, EP_BROKEN)) {
 		TIDE_LOG_RATELIMIT(WARN, 5, "rdma: %s -> %s: %s; re-establishing",
-				   tide_vrb_dev(ep->x->v, ep->ldev)->name, ep->peer_nic, why);
+				   ep->x->devs[ep->ldev].name, ep->peer_nic, why);
 		atomic_fetch_add(&ep->x->st.reconnects, 1);
 		cm_request(ep);
 	}
@@ -516,10 +494,9 @@ ep_pump(struct rep *ep, uint64_t now)
 
 	pthread_rwlock_rdlock(&x->mr_lock);
 	while (ep->nq > 0) {
-		struct ibv_send_wr wrs[TE_RDMA_BURST], *bad = NULL;
-		struct ibv_sge sges[TE_RDMA_BURST];
+		struct tide_rdma_wr wrs[TE_RDMA_BURST];
 		struct rqp *rq = NULL;
-		unsigned q = 0, n = 0;
+		unsigned q = 0, n = 0, posted = 0;
 		bool stalled = false;
 		int rc;
 
@@ -559,25 +536,21 @@ ep_pump(struct rep *ep, uint64_t now)
 			}
 			ep->q_head = s->next;
 			ep->nq--;
-			sges[n].addr = m != NULL ? (uint64_t)(uintptr_t)s->local
-						 : (uint64_t)(uintptr_t)bounce_addr(l, slot);
-			sges[n].length = s->len;
-			sges[n].lkey = m != NULL ? m->mr->mr[ep->ldev]->lkey
-						 : l->bounce_mr->mr[ep->ldev]->lkey;
-			memset(&wrs[n], 0, sizeof(wrs[n]));
-			wrs[n].wr_id = mk_wr_id(ep, q, gen, rq->seq);
-			wrs[n].opcode =
-				s->op == TIDE_TE_READ ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
-			wrs[n].sg_list = &sges[n];
-			wrs[n].num_sge = 1;
-			wrs[n].wr.rdma.remote_addr = s->remote;
-			wrs[n].wr.rdma.rkey = s->xport_key;
+			wrs[n] = (struct tide_rdma_wr){
+				.wr_id = mk_wr_id(ep, q, gen, rq->seq),
+				.local = m != NULL ? (uint64_t)(uintptr_t)s->local
+						   : (uint64_t)(uintptr_t)bounce_addr(l, slot),
+				.remote = s->remote,
+				.len = s->len,
+				.lkey = m != NULL ? m->keys.lkey[ep->ldev]
+						  : l->bounce_keys.lkey[ep->ldev],
+				.rkey = s->xport_key,
+				.op = s->op == TIDE_TE_READ ? TIDE_RDMA_WR_READ
+							    : TIDE_RDMA_WR_WRITE,
+			};
 			if (++rq->unsignaled >= TE_RDMA_SIGNAL_EVERY) {
-				wrs[n].send_flags = IBV_SEND_SIGNALED;
+				wrs[n].signaled = true;
 				rq->unsignaled = 0;
-			}
-			if (n > 0) {
-				wrs[n - 1].next = &wrs[n];
 			}
 			*e = (struct rinf){
 				.s = s, .seq = rq->seq++, .bounce = slot, .posted_ns = now};
@@ -590,17 +563,16 @@ ep_pump(struct rep *ep, uint64_t now)
 			break;
 		}
 		/* The last WR of a burst is always signalled, so nothing waits forever. */
-		if (!(wrs[n - 1].send_flags & IBV_SEND_SIGNALED)) {
-			wrs[n - 1].send_flags = IBV_SEND_SIGNALED;
+		if (!wrs[n - 1].signaled) {
+			wrs[n - 1].signaled = true;
 			rq->unsignaled = 0;
 		}
 		rq->n += n;
-		rc = x->ops->post_send(rq->qp, wrs, &bad);
+		rc = x->dev->post(x->d, rq->qp, wrs, n, &posted);
 		atomic_fetch_add_explicit(&x->st.posts, 1, memory_order_relaxed);
 		if (rc != 0) {
-			/* WRs from bad on were not posted: back to the queue head, in order;
-			 * the endpoint is broken for the ones that were. */
-			unsigned posted = bad != NULL ? (unsigned)(bad - wrs) : 0;
+			/* WRs from `posted` on were not posted: back to the queue head, in
+			 * order; the endpoint is broken for the ones that were. */
 			struct te_slice *head = NULL, *last = NULL;
 
 			for (unsigned k = posted; k < n; k++) {
@@ -628,7 +600,8 @@ ep_pump(struct rep *ep, uint64_t now)
 			rq->seq -= n - posted;
 			total += posted;
 			pthread_rwlock_unlock(&x->mr_lock);
-			ep_break(ep, -ECONNRESET, rc == ENOMEM ? "send queue full" : strerror(rc));
+			ep_break(ep, -ECONNRESET,
+				 rc == -ENOMEM ? "send queue full" : strerror(-rc));
 			return total;
 		}
 		atomic_fetch_add_explicit(&x->st.wrs, n, memory_order_relaxed);
@@ -644,7 +617,7 @@ ep_pump(struct rep *ep, uint64_t now)
 /* ---- worker: completions -------------------------------------------------------- */
 
 static void
-on_wc(struct te_lc *l, const struct ibv_wc *wc)
+on_wc(struct te_lc *l, const struct tide_rdma_wc *wc)
 {
 	struct te_xport *x = l->x;
 	unsigned idx = (unsigned)(wc->wr_id >> 48), q = (unsigned)(wc->wr_id >> 40) & 0xff;
@@ -666,15 +639,15 @@ on_wc(struct te_lc *l, const struct ibv_wc *wc)
 		struct rinf *e = &rq->ring[rq->head];
 		bool last = e->seq == seq;
 
-		if (last && wc->status != IBV_WC_SUCCESS) {
+		if (last && wc->err != 0) {
 			char why[160];
 
 			atomic_fetch_add_explicit(&x->st.wc_errors, 1, memory_order_relaxed);
 			snprintf(why, sizeof(why), "qp %u wc status %s (%d)", wc->qp_num,
-				 tide_vrb_wc_status_str(wc->status), (int)wc->status);
+				 x->dev->status_str(wc->status), wc->status);
 			rq->head = (rq->head + 1) % TE_RDMA_QP_DEPTH;
 			rq->n--;
-			ent_finish(l, e, wc_err(wc->status));
+			ent_finish(l, e, wc->err);
 			ep_break(ep, -ECONNRESET, why);
 			return;
 		}
@@ -754,8 +727,8 @@ rdma_poll(void *ctx, uint64_t now)
 
 	inbox_drain(l);
 	for (unsigned d = 0; d < x->ndev; d++) {
-		struct ibv_wc wc[TE_RDMA_BURST];
-		int n = x->ops->poll_cq(l->cq[d], TE_RDMA_BURST, wc);
+		struct tide_rdma_wc wc[TE_RDMA_BURST];
+		int n = x->dev->poll(x->d, l->cq[d], wc, TE_RDMA_BURST);
 
 		for (int i = 0; i < n; i++) {
 			on_wc(l, &wc[i]);
@@ -824,8 +797,8 @@ ep_qps_create(struct rep *ep)
 
 	for (unsigned q = 0; q < ep->nqp; q++) {
 		if (ep->qps[q].qp == NULL) {
-			int rc = tide_vrb_qp_create(x->v, ep->ldev, ep->l->cq[ep->ldev],
-						    TE_RDMA_QP_DEPTH, ep, &ep->qps[q].qp);
+			int rc = x->dev->qp_create(x->d, ep->ldev, ep->l->cq[ep->ldev],
+						   TE_RDMA_QP_DEPTH, &ep->qps[q].qp);
 
 			if (rc != 0) {
 				return rc;
@@ -840,7 +813,7 @@ ep_qps_destroy(struct rep *ep)
 {
 	for (unsigned q = 0; q < ep->nqp; q++) {
 		if (ep->qps[q].qp != NULL) {
-			tide_vrb_qp_destroy(ep->x->v, ep->qps[q].qp);
+			ep->x->dev->qp_destroy(ep->x->d, ep->qps[q].qp);
 			ep->qps[q].qp = NULL;
 		}
 	}
@@ -851,8 +824,8 @@ static int
 ep_qps_connect(struct rep *ep, const uint32_t *qpn, char *why, size_t whylen)
 {
 	for (unsigned q = 0; q < ep->nqp; q++) {
-		struct tide_vrb_remote r = {.gid = ep->rgid, .lid = ep->rlid, .qp_num = qpn[q]};
-		int rc = tide_vrb_qp_connect(ep->x->v, ep->ldev, ep->qps[q].qp, &r, why, whylen);
+		struct tide_rdma_remote r = {.addr = ep->raddr, .lid = ep->rlid, .qp_num = qpn[q]};
+		int rc = ep->x->dev->qp_connect(ep->x->d, ep->ldev, ep->qps[q].qp, &r, why, whylen);
 
 		if (rc != 0) {
 			return rc;
@@ -864,17 +837,17 @@ ep_qps_connect(struct rep *ep, const uint32_t *qpn, char *why, size_t whylen)
 static void
 ep_local_hs(const struct rep *ep, struct te_rdma_hs *h)
 {
-	const struct tide_vrb_dev *d = tide_vrb_dev(ep->x->v, ep->ldev);
+	const struct tide_rdma_dev_info *d = &ep->x->devs[ep->ldev];
 
 	memset(h, 0, sizeof(*h));
 	snprintf(h->local_nic_path, sizeof(h->local_nic_path), "%s@%s", ep->x->local_name, d->name);
 	snprintf(h->peer_nic_path, sizeof(h->peer_nic_path), "%s", ep->peer_nic);
 	h->has_lid = true;
 	h->local_lid = d->lid;
-	snprintf(h->local_gid, sizeof(h->local_gid), "%s", d->gid_str);
+	snprintf(h->local_gid, sizeof(h->local_gid), "%s", d->addr);
 	h->nqp = ep->nqp;
 	for (unsigned q = 0; q < ep->nqp; q++) {
-		h->qp_num[q] = ep->qps[q].qp->qp_num;
+		h->qp_num[q] = ep->x->dev->qp_num(ep->qps[q].qp);
 	}
 }
 
@@ -886,7 +859,7 @@ ep_learn_remote(struct rep *ep, const struct te_rdma_hs *h, char *why, size_t wh
 	int rc;
 
 	if (h != NULL && h->local_gid[0] != '\0' &&
-	    tide_vrb_gid_parse(h->local_gid, &ep->rgid) == 0) {
+	    ep->x->dev->addr_parse(h->local_gid, &ep->raddr) == 0) {
 		ep->rlid = h->has_lid ? h->local_lid : 0;
 		ep->raddr_known = true;
 		return 0;
@@ -906,7 +879,7 @@ ep_learn_remote(struct rep *ep, const struct te_rdma_hs *h, char *why, size_t wh
 	rc = -ENODEV;
 	for (uint32_t i = 0; i < d->ndevs; i++) {
 		if (strcmp(d->devs[i].name, ep->peer_dev) == 0 &&
-		    tide_vrb_gid_parse(d->devs[i].gid, &ep->rgid) == 0) {
+		    ep->x->dev->addr_parse(d->devs[i].gid, &ep->raddr) == 0) {
 			ep->rlid = d->devs[i].lid;
 			ep->raddr_known = true;
 			rc = 0;
@@ -997,7 +970,7 @@ ep_connect_active(struct rep *ep)
 				       : -ECONNREFUSED;
 		atomic_store_explicit(&ep->state, EP_FAILED, memory_order_release);
 		TIDE_LOG_RATELIMIT(ERR, 5, "rdma: connect %s@%s -> %s failed: %s", x->local_name,
-				   tide_vrb_dev(x->v, ep->ldev)->name, ep->peer_nic,
+				   x->devs[ep->ldev].name, ep->peer_nic,
 				   why[0] ? why : strerror(-rc));
 	} else {
 		atomic_store_explicit(&ep->state, EP_IDLE, memory_order_release);
@@ -1090,7 +1063,7 @@ ep_get(struct te_xport *x, unsigned ldev, const char *peer_seg, const char *peer
 {
 	struct rep *ep;
 	struct te_lc *l = NULL;
-	int numa = tide_vrb_dev(x->v, ldev)->numa;
+	int numa = x->devs[ldev].numa;
 
 	pthread_mutex_lock(&x->ep_lock);
 	for (unsigned i = 0; i < x->neps; i++) {
@@ -1161,6 +1134,18 @@ reply_with(struct te_rdma_hs *h, const char *msg, char **reply, size_t *reply_le
 	return rc;
 }
 
+/* Index of our device named name, or -ENODEV. */
+static int
+dev_find(const struct te_xport *x, const char *name)
+{
+	for (unsigned i = 0; i < x->ndev; i++) {
+		if (strcmp(x->devs[i].name, name) == 0) {
+			return (int)i;
+		}
+	}
+	return -ENODEV;
+}
+
 static int
 rdma_on_connection(struct te_xport *x, const char *json, size_t len, char **reply,
 		   size_t *reply_len)
@@ -1180,7 +1165,7 @@ rdma_on_connection(struct te_xport *x, const char *json, size_t len, char **repl
 	snprintf(mine.local_nic_path, sizeof(mine.local_nic_path), "%s", req.peer_nic_path);
 	snprintf(mine.peer_nic_path, sizeof(mine.peer_nic_path), "%s", req.local_nic_path);
 	if (te_rdma_nic_path_split(req.peer_nic_path, seg, sizeof(seg), dev, sizeof(dev)) != 0 ||
-	    strcmp(seg, x->local_name) != 0 || (ldev = tide_vrb_dev_find(x->v, dev)) < 0) {
+	    strcmp(seg, x->local_name) != 0 || (ldev = dev_find(x, dev)) < 0) {
 		snprintf(why, sizeof(why), "no local NIC %.110s here (this is %.110s)",
 			 req.peer_nic_path, x->local_name);
 		return reply_with(&mine, why, reply, reply_len);
@@ -1285,7 +1270,7 @@ rdma_peer_open(struct te_xport *x, const struct te_peer_addr *addr, struct te_xp
 			return rc;
 		}
 		pthread_mutex_lock(&ep->setup_lock);
-		if (tide_vrb_gid_parse(rd->gid, &ep->rgid) == 0) {
+		if (x->dev->addr_parse(rd->gid, &ep->raddr) == 0) {
 			ep->rlid = rd->lid;
 			ep->raddr_known = true;
 		}
@@ -1333,7 +1318,7 @@ rdma_peer_close(struct te_xport *x, struct te_xpeer *p, int err)
 			if (atomic_load(&a.ep->state) == EP_BROKEN) {
 				for (unsigned q = 0; q < a.ep->nqp; q++) {
 					if (a.ep->qps[q].qp != NULL) {
-						tide_vrb_qp_reset(x->v, a.ep->qps[q].qp);
+						x->dev->qp_reset(x->d, a.ep->qps[q].qp);
 					}
 				}
 			}
@@ -1490,22 +1475,24 @@ static void rdma_destroy(struct te_xport *x);
 static int
 rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 {
-	struct tide_vrb_cfg vc;
+	const struct tide_rdma_dev_ops *dev = tide_rdma_dev_get();
+	struct tide_rdma_dev_cfg dc;
 	struct tide_nodeenv *ne;
 	struct te_xport *x;
-	const struct tide_vrb_ops *ops;
 	char err[1024] = "";
 	int cpus[TIDE_LCORE_MAX];
 	unsigned ncpu = 0;
 	long port, gid, nqp, mtu;
+	bool absent;
 	int rc;
 
-	rc = tide_vrb_glue_get(&ops, err, sizeof(err));
-	if (rc != 0) {
+	if (dev == NULL) {
+		/* Built with the transport but linked without a driver: as good as a node
+		 * without rdma-core, so TIDE_RDMA_AS_TCP may serve it over TCP. */
 		if (cfg->absent_ok)
-			TIDE_LOG(INFO, "protocol 'rdma': %s", err);
+			TIDE_LOG(INFO, "protocol 'rdma': %s", NO_DRIVER);
 		else
-			TIDE_LOG(ERR, "protocol 'rdma': %s" AS_TCP_HINT, err);
+			TIDE_LOG(ERR, "protocol 'rdma': %s" AS_TCP_HINT, NO_DRIVER);
 		return -EPROTONOSUPPORT;
 	}
 	if (env_int("MC_IB_PORT", 1, 255, 1, &port) != 0 ||
@@ -1534,7 +1521,7 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	x->cfg.local_name = x->local_name;
 	x->cfg.rdma_devices = NULL;
 	x->cfg.node_env = NULL;
-	x->ops = ops;
+	x->dev = dev;
 	x->nqp = (unsigned)nqp;
 	pthread_rwlock_init(&x->mr_lock, NULL);
 	pthread_mutex_init(&x->ep_lock, NULL);
@@ -1543,36 +1530,42 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	for (unsigned i = 0; i < TIDE_LCORE_MAX; i++) {
 		pthread_mutex_init(&x->lcs[i].inbox_lock, NULL);
 	}
-	tide_vrb_cfg_init(&vc, sizeof(vc));
-	vc.devices = cfg->rdma_devices != NULL ? cfg->rdma_devices : ne->device;
-	vc.port = (uint8_t)port;
-	vc.gid_index = (int)gid;
-	vc.max_mtu = mtu >= 4096   ? IBV_MTU_4096
-		     : mtu >= 2048 ? IBV_MTU_2048
-		     : mtu >= 1024 ? IBV_MTU_1024
-		     : mtu >= 512  ? IBV_MTU_512
-				   : IBV_MTU_256;
-	rc = tide_vrb_open(ops, &vc, &x->v, err, sizeof(err));
+	dc = (struct tide_rdma_dev_cfg){
+		.devices = cfg->rdma_devices != NULL ? cfg->rdma_devices : ne->device,
+		.port = (uint8_t)port,
+		.gid_index = (int)gid,
+		.max_mtu = (unsigned)mtu,
+	};
+	rc = dev->open(&dc, &x->d, err, sizeof(err));
+	/* Absent: no verbs library, or no device at all. A node that has devices but
+	 * not the ones named, or none usable, is a broken RDMA set-up: TIDE_RDMA_AS_TCP
+	 * must not hide it behind TCP, so it fails with -ENODEV (not -EPROTONOSUPPORT,
+	 * which the core serves with TCP when the key is set). */
+	absent = rc == -ELIBACC || rc == -ENXIO;
 	if (rc != 0) {
-		/* Absent means no device at all. A node that has devices but not the ones
-		 * named, or none usable, is a broken RDMA set-up: TIDE_RDMA_AS_TCP must not
-		 * hide it behind TCP, so it fails with -ENODEV (not -EPROTONOSUPPORT, which
-		 * the core serves with TCP when the key is set). */
-		bool absent = rc == -ENODEV && !devices_present(ops);
-
 		if (absent && cfg->absent_ok)
 			TIDE_LOG(INFO, "protocol 'rdma': %s", err);
-		else if (rc == -ENODEV && !cfg->absent_ok)
+		else if ((absent || rc == -ENODEV) && !cfg->absent_ok)
 			TIDE_LOG(ERR, "protocol 'rdma': %s" AS_TCP_HINT, err);
 		else
-			TIDE_LOG(ERR, "protocol 'rdma': %s", err);
+			TIDE_LOG(ERR, "protocol 'rdma': %s", err[0] ? err : strerror(-rc));
 		free(ne);
 		rdma_destroy(x);
-		if (rc == -ENODEV && (absent || !cfg->absent_ok))
+		if (absent || (rc == -ENODEV && !cfg->absent_ok))
 			return -EPROTONOSUPPORT;
 		return rc;
 	}
-	x->ndev = tide_vrb_ndev(x->v);
+	x->ndev = dev->ndev(x->d);
+	for (unsigned i = 0; i < x->ndev; i++) {
+		rc = dev->dev_info(x->d, i, &x->devs[i]);
+		if (rc != 0) {
+			TIDE_LOG(ERR, "rdma: %s: no description of device %u of %u: %s", dev->name,
+				 i, x->ndev, strerror(-rc));
+			free(ne);
+			rdma_destroy(x);
+			return rc;
+		}
+	}
 	if (cfg->shared_lcores != NULL) {
 		/* One worker per lcore of the user-space TCP transport, on its CPU. */
 		ncpu = tide_lcore_count(cfg->shared_lcores);
@@ -1598,7 +1591,7 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 		l->idx = i;
 		l->numa = numa_available() >= 0 ? numa_node_of_cpu(cpus[i]) : -1;
 		for (unsigned d = 0; d < x->ndev; d++) {
-			rc = tide_vrb_cq_create(x->v, d, TE_RDMA_CQ_SIZE, &l->cq[d]);
+			rc = dev->cq_create(x->d, d, TE_RDMA_CQ_SIZE, &l->cq[d]);
 			if (rc != 0) {
 				rdma_destroy(x);
 				return rc;
@@ -1618,7 +1611,7 @@ rdma_create(const struct te_xport_cfg *cfg, struct te_xport **out)
 	}
 	TIDE_LOG(INFO, "rdma: %s (%u), %u device(s) via %s, %u QP(s) per endpoint",
 		 x->g == NULL ? "polling on the user-space TCP lcores" : "own workers", x->nlc,
-		 x->ndev, ops->name, x->nqp);
+		 x->ndev, dev->provider(x->d), x->nqp);
 	*out = x;
 	return 0;
 }
@@ -1670,16 +1663,16 @@ rdma_destroy(struct te_xport *x)
 		struct te_lc *l = &x->lcs[i];
 
 		for (unsigned d = 0; d < x->ndev; d++) {
-			tide_vrb_cq_destroy(x->v, l->cq[d]);
+			x->dev->cq_destroy(x->d, l->cq[d]);
 		}
-		tide_vrb_mr_dereg(x->v, l->bounce_mr);
+		x->dev->mr_dereg(x->d, l->bounce_mr);
 		free(l->bounce);
 	}
 	for (size_t i = 0; i < x->nmrs; i++) {
-		tide_vrb_mr_dereg(x->v, x->mrs[i].mr);
+		x->dev->mr_dereg(x->d, x->mrs[i].mr);
 	}
 	free(x->mrs);
-	tide_vrb_close(x->v);
+	x->dev->close(x->d);
 	for (unsigned i = 0; i < TIDE_LCORE_MAX; i++) {
 		pthread_mutex_destroy(&x->lcs[i].inbox_lock);
 	}

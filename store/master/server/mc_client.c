@@ -40,7 +40,7 @@ mono_ms(void)
 	return (int64_t)tide_mono_ms();
 }
 
-/* Wait for `ev` on fd until the deadline (engine/addr's one deadline socket). */
+/* Wait for `ev` on fd until the deadline (engine/lib/addr's one deadline socket). */
 static int
 wait_fd(const struct tide_mc_client *c, short ev, int64_t deadline)
 {
@@ -63,7 +63,7 @@ tide_mc_client_connect(const char *host, uint16_t port, int timeout_ms, struct t
 	if (timeout_ms <= 0) {
 		timeout_ms = TIDE_MC_CLIENT_DEFAULT_TIMEOUT_MS;
 	}
-	/* IPv4 or IPv6, each address of a name in turn, TCP_NODELAY (engine/addr). */
+	/* IPv4 or IPv6, each address of a name in turn, TCP_NODELAY (engine/lib/addr). */
 	rc = tide_sock_connect(host, port, tide_mono_ms() + (uint64_t)timeout_ms, &fd);
 	if (rc != 0) {
 		return rc;
@@ -86,7 +86,7 @@ tide_mc_client_connect_addr(const char *addr, int timeout_ms, struct tide_mc_cli
 	char host[256];
 	uint16_t port;
 
-	/* "host:port" or "[v6]:port" (engine/addr, the one parser). */
+	/* "host:port" or "[v6]:port" (engine/lib/addr, the one parser). */
 	if (tide_addr_split(addr, host, sizeof(host), &port, 0, NULL) != 0) {
 		return -EINVAL;
 	}

@@ -104,7 +104,7 @@ tide_mc_server_opts_init(struct tide_mc_server_opts *opts, size_t opts_size)
 static int
 listen_on(const char *host, uint16_t port, int *fd_out, uint16_t *port_out)
 {
-	/* An IPv4 or IPv6 literal ("0.0.0.0", "::1"): engine/addr's listener. */
+	/* An IPv4 or IPv6 literal ("0.0.0.0", "::1"): engine/lib/addr's listener. */
 	int rc = tide_sock_listen(host, port, MC_BACKLOG, fd_out, port_out);
 
 	if (rc == -EINVAL)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * engine/etcd against a real etcd (Debian's etcd-server, started here on
+ * engine/lib/etcd against a real etcd (Debian's etcd-server, started here on
  * loopback ports with its own data directory): round trips with binary
  * values read back by etcdctl, create-if-absent as Mooncake's election uses
  * it, leases (keepalive, revoke, expiry deleting the key), watches, range

@@ -1170,7 +1170,7 @@ test_allow_networks(void)
 }
 
 /* The master listens on an IPv6 address and the master client reaches it by the
- * "[v6]:port" form (engine/addr's one deadline socket on both ends). */
+ * "[v6]:port" form (engine/lib/addr's one deadline socket on both ends). */
 static void
 test_ipv6_rpc(void)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * engine/etcd without an etcd: endpoint lists, and every call against a
+ * engine/lib/etcd without an etcd: endpoint lists, and every call against a
  * loopback HTTP server that answers with canned gateway replies, including
  * the ones a confused or hostile endpoint could send (errors, junk, missing
  * fields, bad base64, ranges out of order or past their limit). The same

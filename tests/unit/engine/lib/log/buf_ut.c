@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* engine/log/buf.c: the one growable buffer (tide_grow, struct tide_buf). */
+/* engine/lib/log/buf.c: the one growable buffer (tide_grow, struct tide_buf). */
 #include <CUnit/Basic.h>
 #include <errno.h>
 #include <stdint.h>

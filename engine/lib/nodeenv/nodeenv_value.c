@@ -465,7 +465,7 @@ valid_host(const char *h, bool v6)
 	return true;
 }
 
-/* host:port (or [v6]:port) in s[0..len): engine/addr's parser, then the host's
+/* host:port (or [v6]:port) in s[0..len): engine/lib/addr's parser, then the host's
  * characters. -ERANGE bad port; -EINVAL anything else. */
 static int
 split_hostport(const char *s, size_t len, uint16_t *port)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests: engine/addr/tide_cidr.c, the one peer-network allowlist. */
+/* Unit tests: engine/lib/addr/tide_cidr.c, the one peer-network allowlist. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>

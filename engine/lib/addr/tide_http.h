@@ -3,7 +3,7 @@
  * \file
  * The one HTTP/1.1 client: one request per connection ("Connection: close"),
  * the whole exchange (resolve, connect, send, receive) bounded by the caller's
- * deadline on engine/addr's deadline socket, IPv4 and IPv6. Replies with a
+ * deadline on engine/lib/addr's deadline socket, IPv4 and IPv6. Replies with a
  * Content-Length, chunked or read-to-EOF body; interim 1xx replies are skipped.
  * The body is collected, or handed piece by piece to a sink as it arrives (a
  * stream such as etcd's watch). Users: the transfer engine's HTTP metadata

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests: engine/addr/tide_addr.c, the one host:port parser. */
+/* Unit tests: engine/lib/addr/tide_addr.c, the one host:port parser. */
 #include <errno.h>
 #include <string.h>
 

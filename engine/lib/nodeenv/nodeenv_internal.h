@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Internal to engine/nodeenv: the value parsers shared by the key table.
+ * Internal to engine/lib/nodeenv: the value parsers shared by the key table.
  * Only nodeenv*.c and their unit test include this.
  *
  * Parsers return 0 or -EINVAL (-ERANGE where noted) and write their output

@@ -2,7 +2,7 @@
 /**
  * \file
  * A small etcd v3 client over etcd's JSON gateway (`POST /v3/...`, HTTP/1.1
- * through engine/addr's HTTP client, one connection per call, bodies through
+ * through engine/lib/addr's HTTP client, one connection per call, bodies through
  * cJSON): the calls Mooncake's master
  * election, its clients' leader discovery and its transfer-engine metadata
  * make (see ../shared/spec/mooncake-ha-etcd.md, section 1.5), plus what

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The one HTTP/1.1 client (tide_http.h): a buffered reader over engine/addr's
+ * The one HTTP/1.1 client (tide_http.h): a buffered reader over engine/lib/addr's
  * deadline socket, the reply parser, and a body that goes to a sink or into a
  * growing buffer. Bounds: LINE_MAX_LEN per status or header line, MAX_HEADERS
  * header lines (and trailer lines), the caller's max_body for the body; every

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * etcd v3 over its JSON gateway: engine/addr's HTTP client carries the HTTP
+ * etcd v3 over its JSON gateway: engine/lib/addr's HTTP client carries the HTTP
  * (tide_http.h, one request per connection), cJSON the bodies,
  * OpenSSL's base64 the byte fields. Gateway facts this relies on (etcd 3.4,
  * Debian 12): every call is a POST to /v3/<service>/<method>; int64 fields

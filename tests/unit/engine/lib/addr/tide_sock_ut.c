@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* engine/addr/tide_sock.c: the one TCP socket with deadlines, IPv4 and IPv6. */
+/* engine/lib/addr/tide_sock.c: the one TCP socket with deadlines, IPv4 and IPv6. */
 #include <CUnit/Basic.h>
 #include <errno.h>
 #include <poll.h>

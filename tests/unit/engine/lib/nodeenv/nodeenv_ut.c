@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for engine/nodeenv (nodeenv.c and nodeenv_value.c). Files are
+ * Unit tests for engine/lib/nodeenv (nodeenv.c and nodeenv_value.c). Files are
  * written into a mkdtemp directory; the environment is always passed as an
  * explicit array so the process environment never leaks in. The sh
  * agreement tests run /bin/sh on the same files and compare.
