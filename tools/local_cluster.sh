@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Tide's main job on one machine: every component that exists, doing real
 # work, each checked. Called by tools/run.sh after the build.
-#   1. tide-cluster: two in-process nodes joined by DPDK net_ring ports, each
-#      with a segment and the segment allocator; a rollout-like workload is
-#      written across and verified byte for byte.
+#   1. tide-cluster: two nodes in two processes, each a node runtime (own EAL,
+#      user-space TCP/IP stack) with a segment and the segment allocator,
+#      joined by net_memif; a rollout-like workload is written over TCP into
+#      each other's segments, read back and verified byte for byte.
 #   2. mooncake_master started the way Miles starts it, driven over the wire
 #      by a Mooncake-protocol client (mount, put, get, exist, remove, batches),
 #      health-checked over HTTP, stopped with SIGTERM.
@@ -75,7 +76,7 @@ socket_made() {
 	return 1
 }
 
-step "1/5 two nodes in one process over DPDK net_ring: segments, allocator, verified writes"
+step "1/5 two nodes, user-space TCP over DPDK net_memif: segments, allocator, verified writes"
 if ! "$build/tools/cluster/tide-cluster" --node-env "$env_file"; then
 	failed+=("tide-cluster")
 fi
