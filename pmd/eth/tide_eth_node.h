@@ -6,8 +6,8 @@
  * - The node file's DPDK options, one mapping for every program:
  *   TIDE_HUGEPAGES, TIDE_HUGEPAGE_*, TIDE_FILE_PREFIX, TIDE_EAL_ARGS,
  *   TIDE_DPDK_DEVICE, TIDE_DPDK_RX_DEVICE, TIDE_RXD, TIDE_TXD, TIDE_FAULT and
- *   TIDE_CSUM as this layer's option structs (node_eal.c). tide-cluster,
- *   which joins two ports of one process by net_ring, uses them directly.
+ *   TIDE_CSUM as this layer's option structs (node_eal.c); the driver below
+ *   uses them, and so may a program that opens ports of its own.
  * - The node runtime's device driver (engine/node/tide_node_dev.h) over
  *   those options, the EAL, ports and netdevs (node_driver.c). It registers
  *   itself from a constructor; the meson dependency tide_eth_node_dep keeps
