@@ -21,10 +21,14 @@ class TestCluster(TestSuite):
 
     def test_no_hugepages_transfer_verified(self):
         """Steps: run tide-cluster with TIDE_HUGEPAGES=off.
-        Verify: exit 0, EAL ran --no-huge, every object verified, allocator stats printed."""
+        Verify: exit 0, both nodes' EALs ran without hugepages, every object verified,
+        allocator stats printed."""
         p = self.run_cluster("--shards", "8", env={"TIDE_HUGEPAGES": "off"})
         self.verify(p.returncode == 0, f"exit {p.returncode}: {p.stderr}")
-        self.verify("no hugepages (--no-huge)" in p.stdout, p.stdout)
+        self.verify("hugepages off" in p.stdout, p.stdout)
+        for node in ("node-a", "node-b"):
+            line = [ln for ln in p.stdout.splitlines() if ln.strip().startswith(node + ":")]
+            self.verify(line and "no hugepages" in line[0], p.stdout)
         self.verify("0 incomplete, 0 mismatched" in p.stdout, p.stdout)
         self.verify("RESULT: OK: 296 objects" in p.stdout, p.stdout)
         self.verify("fragmentation" in p.stdout, p.stdout)
@@ -39,11 +43,12 @@ class TestCluster(TestSuite):
 
     def test_full_segment_is_an_error_not_a_success(self):
         """Steps: give each node a 1 MiB segment, far less than the workload.
-        Verify: exit 1, the error names the full segment, no success line."""
+        Verify: exit 1, the error names the full segment and the key that sizes it, no
+        success line."""
         p = self.run_cluster("--shards", "8", env={"TIDE_HUGEPAGES": "off",
                                                    "MOONCAKE_GLOBAL_SEGMENT_SIZE": "1mb"})
         self.verify(p.returncode == 1, f"exit {p.returncode}")
-        self.verify("segment full" in p.stderr, p.stderr)
+        self.verify("segment full, raise MOONCAKE_GLOBAL_SEGMENT_SIZE" in p.stderr, p.stderr)
         self.verify("RESULT: OK" not in p.stdout, p.stdout)
 
     def test_bad_node_file_is_refused_with_location(self):

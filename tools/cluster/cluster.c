@@ -1125,8 +1125,11 @@ node_report_fill(struct node *nd)
 	/* Finished without a fault: the numbers must show it too. */
 	if (w->res.put_failed != 0)
 		node_fail(nd, -ENOSPC,
-			  "%s's writer: %s's store did not place %u of %u objects (%s)", nd->name,
-			  nd->peer_name, w->res.put_failed, w->n, strerror(-w->res.put_err));
+			  "%s's writer: %s's store did not place %u of %u objects (%s)%s", nd->name,
+			  nd->peer_name, w->res.put_failed, w->n, strerror(-w->res.put_err),
+			  w->res.put_err == -ENOSPC
+				  ? ": segment full, raise MOONCAKE_GLOBAL_SEGMENT_SIZE"
+				  : "");
 	else if (w->res.verified != w->n)
 		node_fail(nd, -EIO,
 			  "%s's writer: %u of %u objects read back wrong (%u incomplete, %u "
