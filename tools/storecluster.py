@@ -14,7 +14,6 @@ Transports between the two agents:
 """
 import os
 import re
-import signal
 import select
 import socket
 import subprocess
@@ -251,20 +250,10 @@ class LocalStoreCluster:
         codes = []
         for node in self.nodes:
             if node.proc and node.proc.poll() is None:
-                node.proc.send_signal(signal.SIGTERM)
-                try:
-                    node.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    node.proc.kill()
-                    node.proc.wait()
+                stop(node.proc, deadline_s=30)
             codes.append(node.proc.returncode if node.proc else None)
         if self.master and self.master.poll() is None:
-            self.master.send_signal(signal.SIGTERM)
-            try:
-                self.master.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.master.kill()
-                self.master.wait()
+            stop(self.master, deadline_s=15)
         return codes
 
     def cleanup(self):

@@ -21,6 +21,7 @@ import pytest
 
 import test_store as ts  # noqa: E402 (its environment set-up runs first)
 from mooncake import _client_http  # noqa: E402
+from ut_common import free_port  # noqa: E402
 
 # Stock at 3b5a5941 (mooncake-store/include/client_metric.h, MasterClientMetric): name,
 # Prometheus type, label, help text; and kLatencyBucket.
@@ -102,12 +103,7 @@ def refused(port):
         return True
 
 
-@pytest.fixture(scope="module")
-def master():
-    p, addr = ts.start_master(extra=["--eviction_ratio=0"])
-    yield addr
-    p.terminate()
-    p.wait(timeout=10)
+master = ts.master  # test_store.py's master, eviction off (module scope here too)
 
 
 def transfer(samples):
@@ -118,7 +114,7 @@ def transfer(samples):
 
 
 def test_metrics_names_types_labels_and_counts(master):
-    pa, pb = ts.free_port(), ts.free_port()
+    pa, pb = free_port(), free_port()
     a, rc = mk_http(master, pa)
     assert rc == 0
     b, rc = mk_http(master, pb, enable_client_http_server="on", client_http_port=str(pb))
@@ -216,7 +212,7 @@ def test_session_moves_are_counted(master):
     """The session calls' ranged moves are batch moves to stock's transfer metrics: their
     bytes in read/write_bytes (each replica written counts) and one batch latency per
     call, as every other call's moves are counted (in one place, store_xfer_run)."""
-    pa, pb = ts.free_port(), ts.free_port()
+    pa, pb = free_port(), free_port()
     a, rc = mk_http(master, pa)
     assert rc == 0
     b, rc = mk_http(master, pb)
@@ -253,7 +249,7 @@ def test_session_moves_are_counted(master):
 
 
 def test_http_server_options(master):
-    port = ts.free_port()
+    port = free_port()
     # Off by default and when asked off in stock's words: nothing listens.
     for extra in ({"enable_client_http_server": False}, {"enable_client_http_server": "no"},
                   {"enable_client_http_server": "0"}):
@@ -296,7 +292,7 @@ def test_http_server_options(master):
 
 
 def test_metrics_turned_off(master, monkeypatch):
-    port = ts.free_port()
+    port = free_port()
     monkeypatch.setenv("MC_STORE_CLIENT_METRIC", "0")
     s, rc = mk_http(master, port)
     monkeypatch.delenv("MC_STORE_CLIENT_METRIC")

@@ -38,6 +38,7 @@ from engine_peer import Arena, miles_layout, miles_push, miles_sizes, \
     miles_verify_items, pattern  # noqa: E402  (this directory; numpy only at import)
 import mooncake.engine as mce  # noqa: E402
 from mooncake.engine import TransferEngine, TransferNotify, TransferOpcode  # noqa: E402
+from ut_common import free_port, start_master  # noqa: E402
 
 HOST = "127.0.0.1"
 PY = "/usr/bin/python3"
@@ -51,12 +52,6 @@ TIMINGS = {}
 def deadline_s(nbytes):
     """How long a sync call may take to fail: MC_TRANSFER_TIMEOUT plus 1 ns per byte."""
     return TIMEOUT_S + nbytes / 1e9
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def have_rdma_device():
@@ -927,26 +922,6 @@ def test_vllm_connector(te, peers):
 
 # ---------------------------------------------------- (e) the store sharing the engine
 
-def start_master(timeout=20):
-    port = free_port()
-    p = subprocess.Popen([os.environ["STORE_TEST_MASTER_BIN"], f"--rpc_port={port}",
-                          "--metrics_port=0", "--eviction_ratio=0"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection((HOST, port), 1).close()
-            return p, f"{HOST}:{port}"
-        except OSError:
-            pass
-        if p.poll() is not None or time.monotonic() >= deadline:
-            p.kill()
-            p.wait()
-            pytest.fail(f"mooncake_master not accepting on {HOST}:{port} after {timeout} s "
-                        f"(exit {p.returncode})")
-        time.sleep(0.05)
-
-
 def test_store_shares_the_engine():
     """SGLang HiCache with the shared TE: setup(local_hostname="ip:port" of the engine,
     ..., engine=te.get_engine()) (keyword), and a second pair with the engine as the 8th
@@ -954,7 +929,7 @@ def test_store_shares_the_engine():
     batch_put_from/batch_get_into, SGLang's warm-up; the engine still transfers while the
     store uses it and after the store closed."""
     from mooncake.store import MooncakeDistributedStore
-    master, maddr = start_master()
+    master, maddr = start_master(extra=["--eviction_ratio=0"])
     stores = []
     try:
         ea, eb = TransferEngine(), TransferEngine()

@@ -23,6 +23,8 @@ import sys
 import time
 import urllib.request
 
+from ut_common import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 STOCK_LIST = os.path.join(HERE, "data", "stock_master_metrics.txt")
@@ -243,14 +245,6 @@ class Master:
     def scrape(self):
         with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/metrics", timeout=5) as f:
             return f.read().decode()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 # ------------------------------------------------------------------ exposition parsing

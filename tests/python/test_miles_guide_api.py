@@ -17,7 +17,6 @@ import ctypes
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -34,34 +33,16 @@ os.environ["TIDE_AGENT"] = "off"  # in-process engine unless a test attaches to 
 from mooncake.mooncake_config import (  # noqa: E402
     DEFAULT_GLOBAL_SEGMENT_SIZE, DEFAULT_LOCAL_BUFFER_SIZE, MooncakeConfig)
 from mooncake.store import MooncakeDistributedStore, ReplicateConfig  # noqa: E402
+from ut_common import restore_env, start_master  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 @pytest.fixture(scope="module")
 def master():
-    port = free_port()
-    p = subprocess.Popen([os.environ["STORE_TEST_MASTER_BIN"], f"--rpc_port={port}",
-                          "--metrics_port=0"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            break
-        except OSError:
-            assert p.poll() is None, "mooncake_master exited"
-            time.sleep(0.05)
-    yield f"127.0.0.1:{port}"
+    p, addr = start_master(timeout=10)
+    yield addr
     p.terminate()
     p.wait(timeout=10)
 
@@ -453,11 +434,7 @@ def test_rdma_through_tcp_agent_is_refused(master, tmp_path, capfd):
             assert t.put("agent-tcp", b"fine") == 0 and t.get("agent-tcp") == b"fine"
             t.close()
         finally:
-            for k, v in saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            restore_env(saved)
     finally:
         p.terminate()
         p.wait(timeout=10)
@@ -677,11 +654,7 @@ def test_rdma_through_rdma_agent_over_double(master, tmp_path):
         c.close()
         assert "TEST SEAM" in log_path.read_text()  # the agent said loudly what it runs
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(saved)
         p.terminate()
         p.wait(timeout=10)
         log.close()

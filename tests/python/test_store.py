@@ -10,7 +10,6 @@ import ctypes
 import gc
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -28,41 +27,12 @@ os.environ["TIDE_AGENT"] = "off"  # embedded: no tide-node agent in this test
 import mooncake  # noqa: E402
 import mooncake.buffer_pool  # noqa: E402
 from mooncake.store import BufferPool, MooncakeDistributedStore, ReplicateConfig  # noqa: E402
+from ut_common import restore_env, start_master  # noqa: E402
 
 SEG = 96 << 20   # holds a 64 MiB object
 LBUF = 16 << 20  # local buffer (BufferPool's first region)
 MiB = 1 << 20
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def start_master(timeout=20, extra=()):
-    """mooncake_master on a free port (extra: more flags); returns (Popen, address) once
-    it accepts, or fails saying how long it waited."""
-    port = free_port()
-    p = subprocess.Popen([os.environ["STORE_TEST_MASTER_BIN"], f"--rpc_port={port}",
-                          "--metrics_port=0", *extra], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            return p, f"127.0.0.1:{port}"
-        except OSError:
-            pass
-        if p.poll() is not None or time.monotonic() >= deadline:
-            p.kill()
-            p.wait()
-            pytest.fail(f"mooncake_master not accepting on 127.0.0.1:{port} after {timeout} s "
-                        f"(exit {p.returncode})")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -801,11 +771,7 @@ def mk_attached(master, sock, lbuf=LBUF):
     try:
         return mk(master, seg=0, lbuf=lbuf)
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(saved)
 
 
 @pytest.fixture(scope="module", params=["in-process", "agent"])

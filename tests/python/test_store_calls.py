@@ -20,6 +20,7 @@ import pytest
 import torch
 
 import test_store as ts  # noqa: E402 (its environment set-up runs first)
+from ut_common import free_port, restore_env  # noqa: E402
 from mooncake.store import (BufferHandle, Descriptor, MemoryDescriptor,  # noqa: E402
                             MooncakeDistributedStore, MooncakeHostMemAllocator,
                             ReplicaDescriptor, ReplicaStatus, ReplicateConfig, SoftPinAction)
@@ -28,7 +29,7 @@ KiB, MiB = 1 << 10, 1 << 20
 NOT_FOUND, INVALID, NO_SPACE = -704, -600, -200
 
 
-METRICS_PORT = ts.free_port()  # the master's /metrics (the last --metrics_port wins)
+METRICS_PORT = free_port()  # the master's /metrics (the last --metrics_port wins)
 
 
 @pytest.fixture(scope="module")
@@ -726,11 +727,7 @@ def test_setup_dummy_attaches_to_the_agent(master, agents):
         s = MooncakeDistributedStore()
         assert s.setup_dummy(0, 16 * MiB, "/nonexistent/agent.sock") != 0
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_env(saved)
 
 
 # ------------------------------------------------------------------- put_from_with_metadata

@@ -25,12 +25,7 @@ INVALID = -600
 DP, TP, EP, PP = 0, 1, 2, 3
 
 
-@pytest.fixture(scope="module")
-def master():
-    p, addr = ts.start_master(extra=["--eviction_ratio=0"])
-    yield addr
-    p.terminate()
-    p.wait(timeout=10)
+master = ts.master  # test_store.py's master, eviction off (module scope here too)
 
 
 agents = ts.agents  # test_store.py's two tide-node agents (module scope here too)

@@ -116,12 +116,7 @@ suite_clean(void)
 static void
 fill(uint8_t *p, size_t n, unsigned seed)
 {
-	uint32_t x = seed * 2654435761u + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x = x * 1103515245u + 12345u;
-		p[i] = (uint8_t)(x >> 16);
-	}
+	tide_ut_fill_lcg(p, n, seed * 2654435761u + 1, 1103515245u, 12345u, 16);
 }
 
 static bool

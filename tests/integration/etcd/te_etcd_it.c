@@ -16,6 +16,7 @@
 
 #include "etcd_fixture.h"
 #include "tide_etcd.h"
+#include "te_ut.h"
 #include "tide_te.h"
 #include "tide_ut.h"
 
@@ -53,23 +54,6 @@ mk(const char *name)
 	CU_ASSERT_EQUAL_FATAL(tide_te_create(&o, &te), 0);
 	CU_ASSERT_EQUAL_FATAL(tide_te_install_transport(te, "tcp"), 0);
 	return te;
-}
-
-static struct tide_te_status
-one(struct tide_te *te, enum tide_te_op op, void *local, tide_te_seg_t seg, uint64_t remote,
-    uint64_t len)
-{
-	struct tide_te_req r = {
-		.op = op, .local = local, .seg = seg, .remote_addr = remote, .len = len};
-	struct tide_te_status st = {0};
-	tide_te_batch_t b;
-
-	CU_ASSERT_FATAL(tide_te_batch_alloc(te, 1, &b) == 0);
-	CU_ASSERT(tide_te_submit(te, b, &r, 1) == 0);
-	CU_ASSERT(tide_te_wait(te, b, 30000) == 0);
-	CU_ASSERT(tide_te_status(te, b, 0, &st) == 0);
-	CU_ASSERT(tide_te_batch_free(te, b) == 0);
-	return st;
 }
 
 static int
@@ -111,10 +95,10 @@ test_two_engines(void)
 	tide_etcd_kv_clear(&kv);
 	/* b finds a by name through etcd and moves bytes both ways. */
 	TIDE_UT_OK(tide_te_open_segment(b, "node-a", &s));
-	st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 4096, MIB);
+	st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 4096, MIB);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED && st.transferred == MIB);
 	CU_ASSERT(memcmp(seg + 4096, src, MIB) == 0);
-	st = one(b, TIDE_TE_READ, back, s, (uintptr_t)seg + 4096, MIB);
+	st = te_ut_one(b, TIDE_TE_READ, back, s, (uintptr_t)seg + 4096, MIB);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	CU_ASSERT(memcmp(back, src, MIB) == 0);
 	/* An unknown name is -ENOENT-like failure, not a hang. */
@@ -154,11 +138,11 @@ test_stock_written_descriptor(void)
 	TIDE_UT_OK(tide_etcd_put(e, "mooncake/ram/stock-node", 23, desc, strlen(desc), 0, NULL));
 	TIDE_UT_OK(tide_etcd_put(e, "mooncake/rpc_meta/stock-node", 28, rpc, strlen(rpc), 0, NULL));
 	TIDE_UT_OK(tide_te_open_segment(b, "stock-node", &s));
-	st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 100, 65536);
+	st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 100, 65536);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	/* No tcp_proto_version: framing v1, whose WRITE completes once sent (no reply),
 	 * so the bytes are checked after a READ on the same connection. */
-	st = one(b, TIDE_TE_READ, back, s, (uintptr_t)seg + 100, 65536);
+	st = te_ut_one(b, TIDE_TE_READ, back, s, (uintptr_t)seg + 100, 65536);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	CU_ASSERT(memcmp(back, src, 65536) == 0);
 	CU_ASSERT(memcmp(seg + 100, src, 65536) == 0);

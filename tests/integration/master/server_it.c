@@ -238,32 +238,6 @@ test_client_sequence(void)
 /* Byte-level replay of the capture                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
-static uint8_t *
-read_vec(const char *name, size_t *len)
-{
-	char path[512];
-	uint8_t *buf;
-	long n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", MC_VECTORS_DIR, name);
-	f = fopen(path, "rb");
-	if (f == NULL) {
-		return NULL;
-	}
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 /* Decoded comparison for the results carrying a replica id (assigned by the master). */
 static void
 same_replicas(const struct tide_mc_replica_desc_vec *a, const struct tide_mc_replica_desc_vec *b)
@@ -334,8 +308,8 @@ test_capture_replay(void)
 		struct tide_mc_client *c = conn[steps[i].conn - 'A'];
 		struct tide_mc_buf got = {0};
 		size_t qlen, alen;
-		uint8_t *q = read_vec(steps[i].req, &qlen);
-		uint8_t *a = read_vec(steps[i].resp, &alen);
+		uint8_t *q = tide_ut_read_file(MC_VECTORS_DIR, steps[i].req, &qlen);
+		uint8_t *a = tide_ut_read_file(MC_VECTORS_DIR, steps[i].resp, &alen);
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(q);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(a);
@@ -810,15 +784,6 @@ test_http_metadata(void)
 /* Hostile peers (issue 20)                                                                    */
 /* ------------------------------------------------------------------------------------------ */
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int
 regex_call(struct tide_mc_client *c, bool remove, const char *re, struct tide_mc_resp *resp)
 {
@@ -860,7 +825,7 @@ test_regex_rpc(void)
 	CU_ASSERT(resp.u.regex.ok);
 	CU_ASSERT_EQUAL(resp.u.regex.val.n, 10);
 	tide_mc_resp_free(&resp);
-	t0 = now_s();
+	t0 = tide_ut_now_s();
 	TIDE_UT_OK(regex_call(c, false, "((a{1,100}){1,100}){1,100}", &resp));
 	CU_ASSERT_FALSE(resp.u.regex.ok);
 	CU_ASSERT_EQUAL(resp.u.regex.err, TIDE_MC_EC_INVALID_PARAMS);
@@ -869,7 +834,7 @@ test_regex_rpc(void)
 	CU_ASSERT_FALSE(resp.u.count.ok);
 	CU_ASSERT_EQUAL(resp.u.count.err, TIDE_MC_EC_INVALID_PARAMS);
 	tide_mc_resp_free(&resp);
-	CU_ASSERT(now_s() - t0 < 1.0);
+	CU_ASSERT(tide_ut_now_s() - t0 < 1.0);
 	/* The master still answers, and nothing went. */
 	TIDE_UT_OK(tide_mc_client_exist_key(c, "key3", &ex, &ec));
 	CU_ASSERT_TRUE(ex);
@@ -930,9 +895,9 @@ stats(struct tide_mc_server *s)
 static bool
 wait_open(struct tide_mc_server *s, unsigned p, uint64_t n, double secs)
 {
-	double end = now_s() + secs;
+	double end = tide_ut_now_s() + secs;
 
-	while (now_s() < end) {
+	while (tide_ut_now_s() < end) {
 		if (stats(s)->http_open[p] == n)
 			return true;
 		usleep(5000);
@@ -995,7 +960,7 @@ test_http_idle_flood(void)
 static double
 closed_after(int fd, const char *trickle, double max)
 {
-	double t0 = now_s();
+	double t0 = tide_ut_now_s();
 	char b[256];
 
 	for (;;) {
@@ -1005,13 +970,13 @@ closed_after(int fd, const char *trickle, double max)
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		n = read(fd, b, sizeof(b));
 		if (n == 0 || (n < 0 && errno == ECONNRESET))
-			return now_s() - t0;
+			return tide_ut_now_s() - t0;
 		if (n > 0)
 			return -1; /* answered: not what a deadline does */
-		if (now_s() - t0 > max)
+		if (tide_ut_now_s() - t0 > max)
 			return -2;
 		if (trickle != NULL && write(fd, trickle, strlen(trickle)) < 0)
-			return now_s() - t0;
+			return tide_ut_now_s() - t0;
 	}
 }
 
@@ -1351,16 +1316,6 @@ test_lease_deadline(void)
 	tide_mc_server_destroy(s);
 }
 
-static double
-cpu_s(void)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
 /*
  * A client pipelines more requests than the master buffers answers for (4 MiB), then
  * half-closes without reading. The master must not spin on the half-close while it
@@ -1384,8 +1339,8 @@ test_half_close_backpressure(void)
 		hdr_bytes(reqs + (size_t)i * TIDE_MC_REQ_HDR_LEN, TIDE_MC_MAGIC, i, 0x7e7e0000u + i,
 			  0);
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	t0 = now_s();
-	while (sent < total && now_s() - t0 < 3) {
+	t0 = tide_ut_now_s();
+	while (sent < total && tide_ut_now_s() - t0 < 3) {
 		ssize_t n = send(fd, reqs + sent, total - sent, MSG_NOSIGNAL);
 
 		if (n > 0)
@@ -1396,15 +1351,15 @@ test_half_close_backpressure(void)
 	CU_ASSERT(sent >= 2000000); /* far past the 4 MiB of answers (about 40 B each) */
 	shutdown(fd, SHUT_WR);
 	usleep(100000);
-	c0 = cpu_s();
+	c0 = tide_ut_cpu_s();
 	usleep(400000);
-	used = cpu_s() - c0;
+	used = tide_ut_cpu_s() - c0;
 	CU_ASSERT(used < 0.15);
 	if (used >= 0.15)
 		fprintf(stderr, "half-closed, unread: %.2f s of CPU in 0.4 s\n", used);
 	/* Every whole request is answered, then the master closes. */
-	t0 = now_s();
-	while (!eof && now_s() - t0 < 20) {
+	t0 = tide_ut_now_s();
+	while (!eof && tide_ut_now_s() - t0 < 20) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 		ssize_t n;
 

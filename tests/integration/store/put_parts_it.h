@@ -49,12 +49,7 @@ pp_gather(const struct tide_store_part *p, size_t np, size_t *len)
 static void
 pp_fill(uint8_t *p, size_t n, unsigned seed)
 {
-	uint32_t x = seed * 2654435761u + 7;
-
-	for (size_t i = 0; i < n; i++) {
-		x = x * 1103515245u + 12345u;
-		p[i] = (uint8_t)(x >> 16);
-	}
+	tide_ut_fill_lcg(p, n, seed * 2654435761u + 7, 1103515245u, 12345u, 16);
 }
 
 /* r holds key with exactly the bytes of p[0..np): size and every byte. */

@@ -146,12 +146,7 @@ soft_pin_check(struct tide_store *w, uint16_t metrics_port, const char *pfx)
 static void
 sc_fill(uint8_t *p, size_t n, unsigned seed)
 {
-	uint32_t x = seed * 2246822519u + 3;
-
-	for (size_t i = 0; i < n; i++) {
-		x = x * 1664525u + 1013904223u;
-		p[i] = (uint8_t)(x >> 24);
-	}
+	tide_ut_fill_lcg(p, n, seed * 2246822519u + 3, 1664525u, 1013904223u, 24);
 }
 
 /* Objects written by w, read by r into pieces; lbuf: r's local buffer (2 MiB at least),

@@ -104,12 +104,7 @@ suite_clean(void)
 static void
 fill(unsigned char *p, size_t n, unsigned seed)
 {
-	uint32_t x = seed * 2654435761u + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x = x * 1103515245u + 12345u;
-		p[i] = (unsigned char)(x >> 16);
-	}
+	tide_ut_fill_lcg(p, n, seed * 2654435761u + 1, 1103515245u, 12345u, 16);
 }
 
 /* Endpoints of an object's replicas, through a separate master connection. */
@@ -230,15 +225,6 @@ test_roundtrip_sizes(void)
 	roundtrip(sa, sb, "rt-16m", 16u << 20);
 }
 
-static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Not a benchmark (two cores, shared): a plausibility figure for the report. */
 static void
 test_throughput_16m(void)
@@ -253,12 +239,12 @@ test_throughput_16m(void)
 	fill(src, len, 99);
 	for (int i = 0; i < rounds; i++) {
 		snprintf(key, sizeof(key), "tp-%d", i);
-		t0 = now_s();
+		t0 = tide_ut_now_s();
 		CU_ASSERT_EQUAL(tide_store_put(sa, key, src, len, NULL), 0);
-		tput += now_s() - t0;
-		t0 = now_s();
+		tput += tide_ut_now_s() - t0;
+		t0 = tide_ut_now_s();
 		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, dst, len), (int64_t)len);
-		tget += now_s() - t0;
+		tget += tide_ut_now_s() - t0;
 		CU_ASSERT_EQUAL(memcmp(src, dst, len), 0);
 		CU_ASSERT_EQUAL(tide_store_remove(sa, key, true), 0);
 	}
@@ -629,6 +615,32 @@ test_no_space(void)
 }
 
 /*
+ * Mount for client, over a new master connection (returned: close it), a segment id
+ * named name of size bytes at base, whose transfer endpoint ep (64 bytes: set to
+ * "127.0.0.1:<a free port>") nothing serves.
+ */
+static struct tide_mc_client *
+mount_ghost(const struct tide_mc_uuid *client, const struct tide_mc_uuid *id, const char *name,
+	    uint64_t base, uint64_t size, char *ep)
+{
+	struct tide_mc_client *c = NULL;
+	int32_t ec = -1;
+
+	snprintf(ep, 64, "127.0.0.1:%u", it_free_port());
+	struct tide_mc_segment seg = {.id = *id,
+				      .name = {(char *)name, strlen(name)},
+				      .base = base,
+				      .size = size,
+				      .te_endpoint = {ep, strlen(ep)},
+				      .protocol = {(char *)"tcp", 3}};
+
+	CU_ASSERT_EQUAL_FATAL(tide_mc_client_connect_addr(master_addr, 0, &c), 0);
+	CU_ASSERT_EQUAL(tide_mc_client_mount(c, &seg, client, &ec), 0);
+	CU_ASSERT_EQUAL(ec, 0);
+	return c;
+}
+
+/*
  * A third segment is mounted whose transfer-engine endpoint does not answer:
  * a put with three replicas must place one there, fail its write and revoke.
  */
@@ -636,26 +648,11 @@ static void
 test_failed_write_revoked(void)
 {
 	static const struct tide_mc_uuid fake_client = {0x5eed, 0x1}, fake_seg = {0x5eed, 0x2};
-	uint16_t dead = it_free_port(); /* nothing listens there once free_port returns */
-	struct tide_mc_client *c = NULL;
-	struct tide_mc_segment seg = {0};
 	unsigned char src[4096], dst[4096];
 	char ep[64];
 	int32_t ec = -1;
-
-	snprintf(ep, sizeof(ep), "127.0.0.1:%u", dead);
-	seg.id = fake_seg;
-	seg.name.ptr = (char *)"ghost";
-	seg.name.len = 5;
-	seg.base = 0x7f0000000000ull;
-	seg.size = SEG_SIZE;
-	seg.te_endpoint.ptr = ep;
-	seg.te_endpoint.len = strlen(ep);
-	seg.protocol.ptr = (char *)"tcp";
-	seg.protocol.len = 3;
-	CU_ASSERT_EQUAL_FATAL(tide_mc_client_connect_addr(master_addr, 0, &c), 0);
-	CU_ASSERT_EQUAL(tide_mc_client_mount(c, &seg, &fake_client, &ec), 0);
-	CU_ASSERT_EQUAL(ec, 0);
+	struct tide_mc_client *c =
+		mount_ghost(&fake_client, &fake_seg, "ghost", 0x7f0000000000ull, SEG_SIZE, ep);
 
 	fill(src, sizeof(src), 5);
 	CU_ASSERT_TRUE(tide_store_put(sa, "ghosted", src, sizeof(src), RC(3)) < 0);
@@ -737,75 +734,81 @@ test_bad_args(void)
 		tide_store_put(sa, "k-rc0", b, 4, &(struct tide_store_rc){.replica_num = 0}), 0);
 }
 
+/* test_small_object_cost's calls, in the order they run; one key each. */
+enum small_op { SO_RTT, SO_PUT, SO_BATCH_PUT, SO_GET, SO_RANGES, SO_BATCH_GET, SO_COUNT };
+
+/* Call i of op: 256 bytes of src to "sp-<i>" (put) or "sb-<i>" (batch_put_from), read
+ * back into dst; the round trip is a health check. */
+static void
+small_call(enum small_op op, int i, unsigned char *src, unsigned char *dst)
+{
+	const void *b1[1] = {src};
+	size_t l1[1] = {256};
+	struct tide_store_frag fr = {.key = 0, .src_off = 0, .dst = dst, .len = 256};
+	void *d1[1] = {dst};
+	const char *k1[1];
+	int64_t sz1[1];
+	char key[32];
+	int rc1[1];
+
+	snprintf(key, sizeof(key), "%s-%d", op == SO_PUT || op == SO_GET ? "sp" : "sb", i);
+	k1[0] = key;
+	switch (op) {
+	case SO_RTT:
+		CU_ASSERT_EQUAL(tide_store_health_check(sa), 0);
+		break;
+	case SO_PUT:
+		CU_ASSERT_EQUAL(tide_store_put(sa, key, src, 256, NULL), 0);
+		break;
+	case SO_BATCH_PUT:
+		CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, k1, b1, l1, 1, RC(1), rc1), 0);
+		break;
+	case SO_GET:
+		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, dst, 256), 256);
+		break;
+	case SO_RANGES:
+		CU_ASSERT_EQUAL(tide_store_get_into_ranges(sb, k1, 1, &fr, 1), 0);
+		break;
+	case SO_BATCH_GET:
+		CU_ASSERT_EQUAL(tide_store_batch_get_into(sb, k1, d1, l1, 1, sz1), 0);
+		break;
+	case SO_COUNT:
+		break;
+	}
+}
+
 /* Not a benchmark: what a Miles shard costs per object (256 B, one key per call). */
 static void
 test_small_object_cost(void)
 {
 	enum { N = 2000 };
 	unsigned char src[256], dst[256];
-	const char *k1[1];
-	const void *b1[1] = {src};
-	size_t l1[1] = {sizeof(src)};
-	struct tide_store_frag fr = {.key = 0, .src_off = 0, .dst = dst, .len = sizeof(dst)};
-	char key[32];
-	int rc1[1];
-	void *d1[1] = {dst};
-	int64_t sz1[1];
-	double t0, tput, tbp, tget, tbg, trng, treg, trtt;
+	double t0, t[SO_COUNT], treg;
 
 	fill(src, sizeof(src), 11);
-	/* The floor: one master round trip (health_check is one ServiceReady). */
-	t0 = now_s();
-	for (int i = 0; i < N; i++)
-		CU_ASSERT_EQUAL(tide_store_health_check(sa), 0);
-	trtt = now_s() - t0;
-	t0 = now_s();
-	for (int i = 0; i < N; i++) {
-		snprintf(key, sizeof(key), "sp-%d", i);
-		CU_ASSERT_EQUAL(tide_store_put(sa, key, src, sizeof(src), NULL), 0);
+	/* The floor (SO_RTT): one master round trip (health_check is one ServiceReady). */
+	for (int op = 0; op < SO_COUNT; op++) {
+		t0 = tide_ut_now_s();
+		for (int i = 0; i < N; i++)
+			small_call((enum small_op)op, i, src, dst);
+		t[op] = tide_ut_now_s() - t0;
+		if (op == SO_GET || op == SO_RANGES)
+			CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
 	}
-	tput = now_s() - t0;
-	t0 = now_s();
-	for (int i = 0; i < N; i++) {
-		snprintf(key, sizeof(key), "sb-%d", i);
-		k1[0] = key;
-		CU_ASSERT_EQUAL(tide_store_batch_put_from(sa, k1, b1, l1, 1, RC(1), rc1), 0);
-	}
-	tbp = now_s() - t0;
-	t0 = now_s();
-	for (int i = 0; i < N; i++) {
-		snprintf(key, sizeof(key), "sp-%d", i);
-		CU_ASSERT_EQUAL(tide_store_get_into(sb, key, dst, sizeof(dst)), 256);
-	}
-	tget = now_s() - t0;
-	CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
-	t0 = now_s();
-	for (int i = 0; i < N; i++) {
-		snprintf(key, sizeof(key), "sb-%d", i);
-		k1[0] = key;
-		CU_ASSERT_EQUAL(tide_store_get_into_ranges(sb, k1, 1, &fr, 1), 0);
-	}
-	trng = now_s() - t0;
-	CU_ASSERT_EQUAL(memcmp(src, dst, sizeof(dst)), 0);
-	t0 = now_s();
-	for (int i = 0; i < N; i++) {
-		snprintf(key, sizeof(key), "sb-%d", i);
-		k1[0] = key;
-		CU_ASSERT_EQUAL(tide_store_batch_get_into(sb, k1, d1, l1, 1, sz1), 0);
-	}
-	tbg = now_s() - t0;
-	t0 = now_s();
+	t0 = tide_ut_now_s();
 	for (int i = 0; i < 100000; i++) {
 		CU_ASSERT_EQUAL(tide_store_register_buffer(sb, dst, sizeof(dst)), 0);
 		CU_ASSERT_EQUAL(tide_store_unregister_buffer(sb, dst), 0);
 	}
-	treg = now_s() - t0;
+	treg = tide_ut_now_s() - t0;
 	printf("\n    master round trip %.1f us; 256 B x %d: put %.1f us (%.0f/s), "
 	       "batch_put_from(1 key) %.1f us (%.0f/s), "
 	       "get_into %.1f us (%.0f/s), batch_get_into(1 key) %.1f us (%.0f/s), "
 	       "get_into_ranges %.1f us (%.0f/s); register+unregister %.0f ns\n",
-	       trtt / N * 1e6, N, tput / N * 1e6, N / tput, tbp / N * 1e6, N / tbp, tget / N * 1e6,
-	       N / tget, tbg / N * 1e6, N / tbg, trng / N * 1e6, N / trng, treg / 100000 * 1e9);
+	       t[SO_RTT] / N * 1e6, N, t[SO_PUT] / N * 1e6, N / t[SO_PUT],
+	       t[SO_BATCH_PUT] / N * 1e6, N / t[SO_BATCH_PUT], t[SO_GET] / N * 1e6, N / t[SO_GET],
+	       t[SO_BATCH_GET] / N * 1e6, N / t[SO_BATCH_GET], t[SO_RANGES] / N * 1e6,
+	       N / t[SO_RANGES], treg / 100000 * 1e9);
 	CU_ASSERT_TRUE(tide_store_remove_by_regex(sa, "^s[pb]-", true) >= 2 * N);
 }
 
@@ -1038,8 +1041,7 @@ test_ranges_replica_fallback(void)
 	const char *prefs[2] = {"ghost2", tide_store_endpoint(sa)};
 	struct tide_mc_replicate_config cfg = {0};
 	struct tide_mc_str pv[2];
-	struct tide_mc_segment seg = {0};
-	struct tide_mc_client *c = NULL;
+	struct tide_mc_client *c;
 	struct tide_mc_resp resp;
 	unsigned char v[5000], out[5000];
 	const char *keys[1] = {"fallback"};
@@ -1048,19 +1050,7 @@ test_ranges_replica_fallback(void)
 	int32_t ec = -1;
 	size_t good = 0;
 
-	snprintf(ep, sizeof(ep), "127.0.0.1:%u", it_free_port());
-	seg.id = ghost_seg;
-	seg.name.ptr = (char *)"ghost2";
-	seg.name.len = 6;
-	seg.base = 0x7e0000000000ull;
-	seg.size = 1u << 20;
-	seg.te_endpoint.ptr = ep;
-	seg.te_endpoint.len = strlen(ep);
-	seg.protocol.ptr = (char *)"tcp";
-	seg.protocol.len = 3;
-	CU_ASSERT_EQUAL_FATAL(tide_mc_client_connect_addr(master_addr, 0, &c), 0);
-	CU_ASSERT_EQUAL(tide_mc_client_mount(c, &seg, &ghost_client, &ec), 0);
-	CU_ASSERT_EQUAL(ec, 0);
+	c = mount_ghost(&ghost_client, &ghost_seg, "ghost2", 0x7e0000000000ull, 1u << 20, ep);
 	/* PutStart as the ghost client: replicas on ghost2 first, then sa's segment. */
 	pv[0].ptr = (char *)prefs[0];
 	pv[0].len = strlen(prefs[0]);
@@ -1207,7 +1197,7 @@ test_local_and_mapped_buffers(void)
 {
 	void *la = NULL, *lb = NULL, *m = NULL;
 	size_t lla = 0, llb = 0, n = 3u << 20;
-	double deadline = now_s() + 20;
+	double deadline = tide_ut_now_s() + 20;
 
 	CU_ASSERT_EQUAL(tide_store_local_buffer(sa, &la, &lla), 0);
 	CU_ASSERT_EQUAL(tide_store_local_buffer(sb, &lb, &llb), 0);
@@ -1216,7 +1206,8 @@ test_local_and_mapped_buffers(void)
 	CU_ASSERT_EQUAL(llb, 16u << 20);
 	/* Nothing has touched sb's buffer yet: its idle-priority warm-up faults it
 	 * in (the whole of it: under the 256 MiB bound), contents unchanged. */
-	while (resident_pages(lb, llb) < llb / (size_t)sysconf(_SC_PAGESIZE) && now_s() < deadline)
+	while (resident_pages(lb, llb) < llb / (size_t)sysconf(_SC_PAGESIZE) &&
+	       tide_ut_now_s() < deadline)
 		usleep(10 * 1000);
 	CU_ASSERT_EQUAL(resident_pages(lb, llb), llb / (size_t)sysconf(_SC_PAGESIZE));
 	CU_ASSERT_EQUAL(((const unsigned char *)lb)[llb - 1], 0);

@@ -26,19 +26,17 @@ store_mc_fixture_server(bool leases, uint32_t lease_share)
 }
 
 void
-store_mc_fixture_mount(struct store_mc *mc, uint64_t base, uint64_t size)
+store_mc_fixture_mount_as(struct store_mc *mc, const char *name, uint64_t id_first, uint64_t base,
+			  uint64_t size)
 {
-	static char name[] = STORE_MC_FIXTURE_SEG_NAME, tcp[] = "tcp";
+	static char tcp[] = "tcp";
+	struct tide_mc_segment seg = {.base = base, .size = size};
 	struct tide_mc_pool_conn *m;
-	struct tide_mc_segment seg;
 	int32_t ec = -1;
 	int rc;
 
-	memset(&seg, 0, sizeof(seg));
-	seg.id.first = 0xabc;
-	seg.name = (struct tide_mc_str){name, sizeof(name) - 1};
-	seg.base = base;
-	seg.size = size;
+	seg.id.first = id_first;
+	seg.name = (struct tide_mc_str){(char *)name, strlen(name)};
 	seg.te_endpoint = seg.name;
 	seg.protocol = (struct tide_mc_str){tcp, sizeof(tcp) - 1};
 	m = tide_mc_pool_get(&mc->pool, 0, &rc);
@@ -46,4 +44,10 @@ store_mc_fixture_mount(struct store_mc *mc, uint64_t base, uint64_t size)
 	TIDE_UT_OK(tide_mc_client_mount(m->c, &seg, &mc->client_id, &ec));
 	CU_ASSERT_EQUAL(ec, 0);
 	tide_mc_pool_put(m);
+}
+
+void
+store_mc_fixture_mount(struct store_mc *mc, uint64_t base, uint64_t size)
+{
+	store_mc_fixture_mount_as(mc, STORE_MC_FIXTURE_SEG_NAME, 0xabc, base, size);
 }

@@ -35,4 +35,12 @@ struct tide_mc_server *store_mc_fixture_server(bool leases, uint32_t lease_share
  */
 void store_mc_fixture_mount(struct store_mc *mc, uint64_t base, uint64_t size);
 
+/**
+ * As store_mc_fixture_mount(), for a segment named name (also its transfer endpoint) of
+ * id first id_first: another segment beside the first (the master puts the replicas of
+ * an object on segments of different names only).
+ */
+void store_mc_fixture_mount_as(struct store_mc *mc, const char *name, uint64_t id_first,
+			       uint64_t base, uint64_t size);
+
 #endif

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <arpa/inet.h>
+#include <endian.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -31,6 +34,88 @@ tide_ut_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+double
+tide_ut_cpu_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void *
+tide_ut_read_file(const char *dir, const char *name, size_t *len)
+{
+	char path[512];
+	char *buf;
+	long n;
+	FILE *f;
+
+	if (dir != NULL) {
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		name = path;
+	}
+	f = fopen(name, "rb");
+	if (f == NULL)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = calloc(1, (size_t)n + 1);
+	if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	if (len != NULL)
+		*len = (size_t)n;
+	return buf;
+}
+
+void
+tide_ut_capture_stderr(void (*fn)(void), char *buf, size_t len)
+{
+	char path[] = "/tmp/tide_ut_stderr.XXXXXX";
+	int fd = mkstemp(path), saved = dup(2);
+	ssize_t n;
+
+	fflush(stderr);
+	dup2(fd, 2);
+	fn();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	n = pread(fd, buf, len - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+	unlink(path);
+}
+
+uint64_t
+tide_ut_get_le64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
+}
+
+void
+tide_ut_put_le64(uint8_t *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, sizeof(v));
+}
+
+void
+tide_ut_fill_lcg(uint8_t *p, size_t n, uint32_t x, uint32_t a, uint32_t c, unsigned shift)
+{
+	for (size_t i = 0; i < n; i++) {
+		x = x * a + c;
+		p[i] = (uint8_t)(x >> shift);
+	}
 }
 
 int

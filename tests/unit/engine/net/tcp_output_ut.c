@@ -345,17 +345,30 @@ send_into_full_device(struct ut_env *e, struct tide_net_conn *c, uint32_t iss, u
 }
 
 /* Two scaled connections a and b; a's data then fills the device queue. */
+struct two_conns {
+	struct ut_env e;
+	struct ut_app aa, ab;
+	struct tide_net_conn *ca, *cb;
+	uint32_t ia, ib; /* their ISNs */
+};
+
 static void
-two_conns_a_fills_device(struct ut_env *e, struct ut_app *aa, struct ut_app *ab,
-			 struct tide_net_conn **ca, uint32_t *ia, struct tide_net_conn **cb,
-			 uint32_t *ib)
+two_conns_a_fills_device(struct two_conns *t)
 {
-	ut_env_init(e, ring_on);
-	ut_app_init(aa);
-	ut_app_init(ab);
-	*ca = open_scaled(e, aa, ia);
-	*cb = open_scaled(e, ab, ib);
-	send_into_full_device(e, *ca, *ia, 40);
+	ut_env_init(&t->e, ring_on);
+	ut_app_init(&t->aa);
+	ut_app_init(&t->ab);
+	t->ca = open_scaled(&t->e, &t->aa, &t->ia);
+	t->cb = open_scaled(&t->e, &t->ab, &t->ib);
+	send_into_full_device(&t->e, t->ca, t->ia, 40);
+}
+
+static void
+two_conns_fini(struct two_conns *t)
+{
+	ut_app_fini(&t->aa);
+	ut_app_fini(&t->ab);
+	ut_env_fini(&t->e);
 }
 
 /*
@@ -464,45 +477,40 @@ static void
 test_full_device_closed_conn_unlisted(void)
 {
 	const struct tide_net_stats *st;
-	struct ut_env e;
-	struct ut_app aa, ab;
-	struct tide_net_conn *ca, *cb;
-	uint32_t ia, ib;
+	struct two_conns t;
 	uint16_t bport;
 
 	for (unsigned i = 0; i < sizeof(bulk); i++) {
 		bulk[i] = (uint8_t)i;
 	}
-	two_conns_a_fills_device(&e, &aa, &ab, &ca, &ia, &cb, &ib);
-	st = tide_net_stats(e.s);
-	bport = cb->lport;
+	two_conns_a_fills_device(&t);
+	st = tide_net_stats(t.e.s);
+	bport = t.cb->lport;
 	/* b has data too, and finds the queue full: it waits behind a. */
-	CU_ASSERT_EQUAL(tide_net_send(cb, bulk, 1000, e.now), 1000);
-	CU_ASSERT_EQUAL(cb->snd_nxt, ib + 1);
-	CU_ASSERT(cb->tx_blocked);
+	CU_ASSERT_EQUAL(tide_net_send(t.cb, bulk, 1000, t.e.now), 1000);
+	CU_ASSERT_EQUAL(t.cb->snd_nxt, t.ib + 1);
+	CU_ASSERT(t.cb->tx_blocked);
 	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 2);
-	CU_ASSERT(TAILQ_FIRST(&e.s->tx_blocked) == ca);
-	CU_ASSERT(TAILQ_NEXT(ca, txb_link) == cb);
+	CU_ASSERT(TAILQ_FIRST(&t.e.s->tx_blocked) == t.ca);
+	CU_ASSERT(TAILQ_NEXT(t.ca, txb_link) == t.cb);
 
-	tide_net_abort(ca, e.now);
-	CU_ASSERT(TAILQ_FIRST(&e.s->tx_blocked) == cb);
-	CU_ASSERT(TAILQ_NEXT(cb, txb_link) == NULL);
+	tide_net_abort(t.ca, t.e.now);
+	CU_ASSERT(TAILQ_FIRST(&t.e.s->tx_blocked) == t.cb);
+	CU_ASSERT(TAILQ_NEXT(t.cb, txb_link) == NULL);
 	CU_ASSERT_EQUAL(st->tcp_conns, 1);
 	/* b closes (its FIN waits behind the data), then the peer resets it. */
-	tide_net_close(cb, e.now);
-	CU_ASSERT(cb->tx_blocked);
-	IN(&e, .seq = P + 1, .flags = TCPHDR_RST, .sport = 5000, .dport = bport);
+	tide_net_close(t.cb, t.e.now);
+	CU_ASSERT(t.cb->tx_blocked);
+	IN(&t.e, .seq = P + 1, .flags = TCPHDR_RST, .sport = 5000, .dport = bport);
 	CU_ASSERT_EQUAL(st->tcp_conns, 0);
-	CU_ASSERT(TAILQ_EMPTY(&e.s->tx_blocked));
+	CU_ASSERT(TAILQ_EMPTY(&t.e.s->tx_blocked));
 
 	/* The device drains: only a's frames, queued before it ended, go out. */
 	ring_room = UINT_MAX;
-	ut_advance(&e, 10 * NS_PER_US);
-	CU_ASSERT_EQUAL(ut_dev_pending(&e.dev), NET_TX_BURST);
+	ut_advance(&t.e, 10 * NS_PER_US);
+	CU_ASSERT_EQUAL(ut_dev_pending(&t.e.dev), NET_TX_BURST);
 	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 2);
-	ut_app_fini(&aa);
-	ut_app_fini(&ab);
-	ut_env_fini(&e);
+	two_conns_fini(&t);
 }
 
 /*
@@ -513,29 +521,24 @@ static void
 test_full_device_idle_conn_untouched(void)
 {
 	const struct tide_net_stats *st;
-	struct ut_env e;
-	struct ut_app aa, ab;
-	struct tide_net_conn *ca, *cb;
-	uint32_t ia, ib;
+	struct two_conns t;
 
-	two_conns_a_fills_device(&e, &aa, &ab, &ca, &ia, &cb, &ib);
-	st = tide_net_stats(e.s);
+	two_conns_a_fills_device(&t);
+	st = tide_net_stats(t.e.s);
 	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
-	IN(&e, .seq = P + 1, .ack = ib + 1, .flags = TCPHDR_ACK | TCPHDR_PSH, .data = "hello",
-	   .len = 5, .wnd = PEER_WND, .sport = 5000, .dport = cb->lport);
-	CU_ASSERT_EQUAL(ab.rxn, 5);
-	CU_ASSERT_FALSE(cb->tx_blocked);
-	CU_ASSERT(TAILQ_FIRST(&e.s->tx_blocked) == ca);
-	CU_ASSERT(TAILQ_NEXT(ca, txb_link) == NULL);
+	IN(&t.e, .seq = P + 1, .ack = t.ib + 1, .flags = TCPHDR_ACK | TCPHDR_PSH, .data = "hello",
+	   .len = 5, .wnd = PEER_WND, .sport = 5000, .dport = t.cb->lport);
+	CU_ASSERT_EQUAL(t.ab.rxn, 5);
+	CU_ASSERT_FALSE(t.cb->tx_blocked);
+	CU_ASSERT(TAILQ_FIRST(&t.e.s->tx_blocked) == t.ca);
+	CU_ASSERT(TAILQ_NEXT(t.ca, txb_link) == NULL);
 	CU_ASSERT_EQUAL(st->tcp_tx_blocked, 1);
 	CU_ASSERT_EQUAL(st->tcp_tx_cwr, 1);
-	CU_ASSERT_EQUAL(cb->cwnd, 10u * 1460);
-	CU_ASSERT_EQUAL(cb->ssthresh, UINT32_MAX);
-	tide_net_abort(ca, e.now);
-	tide_net_abort(cb, e.now);
-	ut_app_fini(&aa);
-	ut_app_fini(&ab);
-	ut_env_fini(&e);
+	CU_ASSERT_EQUAL(t.cb->cwnd, 10u * 1460);
+	CU_ASSERT_EQUAL(t.cb->ssthresh, UINT32_MAX);
+	tide_net_abort(t.ca, t.e.now);
+	tide_net_abort(t.cb, t.e.now);
+	two_conns_fini(&t);
 }
 
 static void

@@ -17,6 +17,7 @@
 
 #include "te_sess.h"
 #include "te_xport.h"
+#include "te_ut.h"
 #include "tide_te.h"
 #include "tide_ut.h"
 
@@ -45,23 +46,6 @@ fill(uint8_t *p, size_t n, unsigned seed)
 	for (size_t i = 0; i < n; i++) {
 		p[i] = (uint8_t)(i * 31 + seed + (i >> 12));
 	}
-}
-
-/* Submit one request and wait; returns its final status. */
-static struct tide_te_status
-one(struct tide_te *te, enum tide_te_op op, void *local, tide_te_seg_t seg, uint64_t remote,
-    uint64_t len)
-{
-	struct tide_te_req r = {
-		.op = op, .local = local, .seg = seg, .remote_addr = remote, .len = len};
-	struct tide_te_status st = {0};
-	tide_te_batch_t b;
-	CU_ASSERT_FATAL(tide_te_batch_alloc(te, 1, &b) == 0);
-	CU_ASSERT(tide_te_submit(te, b, &r, 1) == 0);
-	CU_ASSERT(tide_te_wait(te, b, 30000) == 0);
-	CU_ASSERT(tide_te_status(te, b, 0, &st) == 0);
-	CU_ASSERT(tide_te_batch_free(te, b) == 0);
-	return st;
 }
 
 static void
@@ -128,12 +112,12 @@ test_local_segment(void)
 	CU_ASSERT(tide_te_register(te, seg, MIB, "*") == 0);
 	CU_ASSERT(tide_te_open_segment(te, tide_te_local_name(te), &s) == 0);
 	CU_ASSERT(s == TIDE_TE_LOCAL_SEG);
-	struct tide_te_status st = one(te, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 100, 4096);
+	struct tide_te_status st = te_ut_one(te, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 100, 4096);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED && st.transferred == 4096);
-	st = one(te, TIDE_TE_READ, dst, s, (uintptr_t)seg + 100, 4096);
+	st = te_ut_one(te, TIDE_TE_READ, dst, s, (uintptr_t)seg + 100, 4096);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	CU_ASSERT(memcmp(src, dst, 4096) == 0);
-	st = one(te, TIDE_TE_WRITE, src, s, (uintptr_t)seg + MIB - 10, 4096);
+	st = te_ut_one(te, TIDE_TE_WRITE, src, s, (uintptr_t)seg + MIB - 10, 4096);
 	CU_ASSERT(st.state == TIDE_TE_FAILED && st.error == -EFAULT);
 	tide_te_destroy(te);
 	free(seg);
@@ -157,10 +141,10 @@ test_remote_roundtrip(void)
 	CU_ASSERT(tide_te_segment_buffer(b, s, 0, &ra, &rl) == 0);
 	CU_ASSERT(ra == (uintptr_t)seg && rl == 8 * MIB);
 
-	struct tide_te_status st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 17, n);
+	struct tide_te_status st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 17, n);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED && st.transferred == n);
 	CU_ASSERT(memcmp(seg + 17, src, n) == 0);
-	st = one(b, TIDE_TE_READ, back, s, (uintptr_t)seg + 17, n);
+	st = te_ut_one(b, TIDE_TE_READ, back, s, (uintptr_t)seg + 17, n);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	CU_ASSERT(memcmp(back, src, n) == 0);
 
@@ -217,7 +201,7 @@ test_inline_small(void)
 	fill(src, MIB, 9);
 	CU_ASSERT_FATAL(tide_te_register(a, seg, MIB, "*") == 0);
 	CU_ASSERT_FATAL(tide_te_open_segment(b, tide_te_local_name(a), &s) == 0);
-	struct tide_te_status st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg, 4096);
+	struct tide_te_status st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg, 4096);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	for (unsigned i = 0; i < 100; i++) {
 		size_t off = (size_t)i * 4096, len = 1 + i * 37 % 4096;
@@ -247,7 +231,7 @@ test_inline_small(void)
 	CU_ASSERT(ended >= 180);
 	tide_te_destroy(a);
 	for (unsigned i = 0; i < 3; i++) {
-		st = one(b, TIDE_TE_READ, back, s, (uintptr_t)seg, 4096);
+		st = te_ut_one(b, TIDE_TE_READ, back, s, (uintptr_t)seg, 4096);
 		CU_ASSERT(st.state == TIDE_TE_FAILED || st.state == TIDE_TE_TIMEOUT);
 		CU_ASSERT(st.error != 0);
 	}
@@ -361,20 +345,21 @@ test_peer_registers_late(void)
 	fill(src, 4096, 9);
 	CU_ASSERT_FATAL(tide_te_register(a, x, MIB, "*") == 0);
 	CU_ASSERT_FATAL(tide_te_open_segment(b, tide_te_local_name(a), &s) == 0);
-	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)x, 4096).state == TIDE_TE_COMPLETED);
+	CU_ASSERT(te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)x, 4096).state ==
+		  TIDE_TE_COMPLETED);
 	tide_te_stats_get(b, &st0);
 	CU_ASSERT_FATAL(tide_te_register(a, y, MIB, "*") == 0);
-	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y + 100, 4096).state ==
+	CU_ASSERT(te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y + 100, 4096).state ==
 		  TIDE_TE_COMPLETED);
 	CU_ASSERT(memcmp(y + 100, src, 4096) == 0);
 	tide_te_stats_get(b, &st1);
 	CU_ASSERT(st1.desc_refreshes == st0.desc_refreshes); /* not taken for a restart */
 	CU_ASSERT(st1.conn_failures == st0.conn_failures);
 	/* Really outside: still refused, after the fetch. */
-	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y + MIB, 4096).error == -EFAULT);
+	CU_ASSERT(te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y + MIB, 4096).error == -EFAULT);
 	/* Unregistered on the peer: refused from the fresh descriptor too. */
 	CU_ASSERT(tide_te_unregister(a, y) == 0);
-	CU_ASSERT(one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y, 4096).error == -EFAULT);
+	CU_ASSERT(te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)y, 4096).error == -EFAULT);
 	tide_te_destroy(b);
 	tide_te_destroy(a);
 	free(x);
@@ -500,11 +485,11 @@ test_bounds(void)
 	fill(src, MIB, 9);
 	CU_ASSERT_FATAL(tide_te_register(a, seg, MIB, "*") == 0);
 	CU_ASSERT_FATAL(tide_te_open_segment(b, tide_te_local_name(a), &s) == 0);
-	struct tide_te_status st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + MIB - 1, 2);
+	struct tide_te_status st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + MIB - 1, 2);
 	CU_ASSERT(st.state == TIDE_TE_FAILED && st.error == -EFAULT);
-	st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg - 1, 2);
+	st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg - 1, 2);
 	CU_ASSERT(st.state == TIDE_TE_FAILED && st.error == -EFAULT);
-	st = one(b, TIDE_TE_READ, src, s, UINT64_MAX - 5, 100);
+	st = te_ut_one(b, TIDE_TE_READ, src, s, UINT64_MAX - 5, 100);
 	CU_ASSERT(st.state == TIDE_TE_FAILED && st.error == -EFAULT);
 	for (size_t i = 0; i < MIB; i++) {
 		if (mem[i] != 0 || mem[2 * MIB + i] != 0) {
@@ -513,7 +498,7 @@ test_bounds(void)
 		}
 	}
 	/* Zero-length requests complete at once. */
-	st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg, 0);
+	st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg, 0);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	/* Bad handles. */
 	struct tide_te_req r = {.op = TIDE_TE_WRITE, .local = src, .seg = 999, .len = 1};
@@ -549,11 +534,11 @@ test_peer_restart(void)
 	snprintf(name, sizeof(name), "%s", tide_te_local_name(a));
 	tide_te_local_addr(a, NULL, 0, &rp, NULL);
 	CU_ASSERT_FATAL(tide_te_open_segment(b, name, &s) == 0);
-	struct tide_te_status st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg1, MIB);
+	struct tide_te_status st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg1, MIB);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	tide_te_destroy(a);
 
-	st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg1, MIB);
+	st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg1, MIB);
 	CU_ASSERT(st.state == TIDE_TE_FAILED || st.state == TIDE_TE_TIMEOUT);
 	CU_ASSERT(st.error != 0);
 
@@ -561,13 +546,13 @@ test_peer_restart(void)
 	a = mk(2000, rp);
 	CU_ASSERT_STRING_EQUAL(tide_te_local_name(a), name);
 	CU_ASSERT_FATAL(tide_te_register(a, seg2, 2 * MIB, "*") == 0);
-	st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg1, MIB);
+	st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg1, MIB);
 	/* seg1 is not inside the new descriptor unless malloc put seg2 around it. */
 	if ((uintptr_t)seg1 < (uintptr_t)seg2 ||
 	    (uintptr_t)seg1 + MIB > (uintptr_t)seg2 + 2 * MIB) {
 		CU_ASSERT(st.state == TIDE_TE_FAILED && st.error == -EFAULT);
 	}
-	st = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg2 + 5, MIB);
+	st = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg2 + 5, MIB);
 	CU_ASSERT(st.state == TIDE_TE_COMPLETED);
 	CU_ASSERT(memcmp(seg2 + 5, src, MIB) == 0);
 	struct tide_te_stats sb;
@@ -852,7 +837,7 @@ test_allow_nets(void)
 
 	/* From 127.0.0.1: the descriptor, then a WRITE. */
 	CU_ASSERT_FATAL(tide_te_open_segment(b, tide_te_local_name(a), &s) == 0);
-	struct tide_te_status r = one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 8, 4096);
+	struct tide_te_status r = te_ut_one(b, TIDE_TE_WRITE, src, s, (uintptr_t)seg + 8, 4096);
 	CU_ASSERT(r.state == TIDE_TE_COMPLETED);
 	CU_ASSERT(memcmp(seg + 8, src, 4096) == 0);
 	tide_te_stats_get(a, &st);

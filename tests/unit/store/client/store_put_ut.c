@@ -457,21 +457,7 @@ assert_pieces_at(size_t w0, uint64_t base, const struct tide_store_part *p, size
 static void
 mount_second(struct store_mc *mc, uint64_t base, uint64_t size)
 {
-	static char name[] = "127.0.0.1:10", tcp[] = "tcp";
-	struct tide_mc_segment seg = {.base = base, .size = size};
-	struct tide_mc_pool_conn *m;
-	int32_t ec = -1;
-	int rc;
-
-	seg.id.first = 0xabd;
-	seg.name = (struct tide_mc_str){name, sizeof(name) - 1};
-	seg.te_endpoint = seg.name;
-	seg.protocol = (struct tide_mc_str){tcp, sizeof(tcp) - 1};
-	m = tide_mc_pool_get(&mc->pool, 0, &rc);
-	CU_ASSERT_PTR_NOT_NULL_FATAL(m);
-	TIDE_UT_OK(tide_mc_client_mount(m->c, &seg, &mc->client_id, &ec));
-	CU_ASSERT_EQUAL(ec, 0);
-	tide_mc_pool_put(m);
+	store_mc_fixture_mount_as(mc, "127.0.0.1:10", 0xabd, base, size);
 }
 
 /* Pieces land at their offsets: in a lease, through PutStart with one replica and with

@@ -58,32 +58,6 @@ unhex(const char *s, uint8_t *out, size_t cap)
 	return n;
 }
 
-static uint8_t *
-read_file(const char *name, size_t *len)
-{
-	char path[512];
-	uint8_t *buf;
-	long n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", MC_VECTORS_DIR, name);
-	f = fopen(path, "rb");
-	if (f == NULL) {
-		return NULL;
-	}
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = malloc((size_t)n + 1);
-	if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 static enum tide_mc_fn
 fn_by_name(const char *name)
 {
@@ -422,6 +396,25 @@ golden_body(enum tide_mc_fn fn, bool is_resp, enum tide_mc_layout l, const uint8
 	free(stripped);
 }
 
+/* out holds exactly the len bytes at want. */
+static void
+expect_buf(const struct tide_mc_buf *out, const uint8_t *want, size_t len)
+{
+	CU_ASSERT_EQUAL(out->len, len);
+	CU_ASSERT_EQUAL(memcmp(out->data, want, len < out->len ? len : out->len), 0);
+}
+
+/* A capture frame (file) decoded whole: rc 0 (else err says why) and every byte used. */
+static void
+expect_decoded(const char *file, int rc, const struct tide_mc_err *err, size_t used, size_t len)
+{
+	if (rc != 0) {
+		fprintf(stderr, "%s: %s\n", file, err->msg);
+	}
+	CU_ASSERT_EQUAL_FATAL(rc, 0);
+	CU_ASSERT_EQUAL(used, len);
+}
+
 static void
 test_golden_capture(void)
 {
@@ -446,7 +439,7 @@ test_golden_capture(void)
 		}
 		fn = fn_by_name(name);
 		CU_ASSERT_FATAL(fn < TIDE_MC_FN_CODEC_COUNT);
-		buf = read_file(file, &len);
+		buf = tide_ut_read_file(MC_VECTORS_DIR, file, &len);
 		CU_ASSERT_PTR_NOT_NULL_FATAL(buf);
 		if (!seen[fn]) {
 			seen[fn] = true;
@@ -457,18 +450,13 @@ test_golden_capture(void)
 			struct tide_mc_req r;
 
 			rc = tide_mc_req_frame_decode(buf, len, &h, &r, &used, &err);
-			if (rc != 0) {
-				fprintf(stderr, "%s: %s\n", file, err.msg);
-			}
-			CU_ASSERT_EQUAL_FATAL(rc, 0);
-			CU_ASSERT_EQUAL(used, len);
+			expect_decoded(file, rc, &err, used, len);
 			CU_ASSERT_EQUAL(r.fn, fn);
 			CU_ASSERT_EQUAL(h.seq_num, seq);
 			check_capture_req(&r, conn, seq);
 			TIDE_UT_OK(
 				tide_mc_req_frame_encode(&r, h.seq_num, TIDE_MC_ENC_STOCK, &out));
-			CU_ASSERT_EQUAL(out.len, len);
-			CU_ASSERT_EQUAL(memcmp(out.data, buf, len < out.len ? len : out.len), 0);
+			expect_buf(&out, buf, len);
 			if (h.length > 0) {
 				golden_body(fn, false, r.layout, buf + 20, h.length, &r.u);
 			}
@@ -479,17 +467,12 @@ test_golden_capture(void)
 			struct tide_mc_resp r;
 
 			rc = tide_mc_resp_frame_decode(fn, buf, len, &h, &r, &used, &err);
-			if (rc != 0) {
-				fprintf(stderr, "%s: %s\n", file, err.msg);
-			}
-			CU_ASSERT_EQUAL_FATAL(rc, 0);
-			CU_ASSERT_EQUAL(used, len);
+			expect_decoded(file, rc, &err, used, len);
 			CU_ASSERT_EQUAL(h.seq_num, seq);
 			check_capture_resp(&r, conn, seq);
 			TIDE_UT_OK(
 				tide_mc_resp_frame_encode(&r, h.seq_num, TIDE_MC_ENC_STOCK, &out));
-			CU_ASSERT_EQUAL(out.len, len);
-			CU_ASSERT_EQUAL(memcmp(out.data, buf, len < out.len ? len : out.len), 0);
+			expect_buf(&out, buf, len);
 			golden_body(fn, true, r.layout, buf + 16, h.length, &r.u);
 			tide_mc_resp_free(&r);
 			nresp++;
@@ -505,39 +488,31 @@ test_golden_capture(void)
 
 /* ---- the spec's worked examples (section 1.6, release peers without literal) ------------ */
 
+/* A request (resp false: q) or a response (p) encodes to exactly the bytes of hex, which
+ * decode back to an equal message. */
 static void
-expect_req_bytes(struct tide_mc_req *r, const char *hex)
+expect_bytes(bool resp, const struct tide_mc_req *q, const struct tide_mc_resp *p, const char *hex)
 {
 	uint8_t want[512];
 	size_t n = unhex(hex, want, sizeof(want));
 	struct tide_mc_buf b = {0};
-	struct tide_mc_req back;
 	struct tide_mc_err err = {0};
+	struct tide_mc_req bq;
+	struct tide_mc_resp bp;
+	enum tide_mc_fn fn = resp ? p->fn : q->fn;
+	const struct mc_type *t = root_type(fn, resp, resp ? p->layout : q->layout);
 
-	TIDE_UT_OK(tide_mc_req_encode(r, 0, &b));
-	CU_ASSERT_EQUAL(b.len, n);
-	CU_ASSERT_EQUAL(memcmp(b.data, want, n < b.len ? n : b.len), 0);
-	TIDE_UT_OK(tide_mc_req_decode(r->fn, want, n, &back, &err));
-	CU_ASSERT_TRUE(mc_equal(root_type(r->fn, false, r->layout), &r->u, &back.u));
-	tide_mc_req_free(&back);
-	tide_mc_buf_release(&b);
-}
-
-static void
-expect_resp_bytes(struct tide_mc_resp *r, const char *hex)
-{
-	uint8_t want[512];
-	size_t n = unhex(hex, want, sizeof(want));
-	struct tide_mc_buf b = {0};
-	struct tide_mc_resp back;
-	struct tide_mc_err err = {0};
-
-	TIDE_UT_OK(tide_mc_resp_encode(r, 0, &b));
-	CU_ASSERT_EQUAL(b.len, n);
-	CU_ASSERT_EQUAL(memcmp(b.data, want, n < b.len ? n : b.len), 0);
-	TIDE_UT_OK(tide_mc_resp_decode(r->fn, want, n, &back, &err));
-	CU_ASSERT_TRUE(mc_equal(root_type(r->fn, true, r->layout), &r->u, &back.u));
-	tide_mc_resp_free(&back);
+	TIDE_UT_OK(resp ? tide_mc_resp_encode(p, 0, &b) : tide_mc_req_encode(q, 0, &b));
+	expect_buf(&b, want, n);
+	if (resp) {
+		TIDE_UT_OK(tide_mc_resp_decode(fn, want, n, &bp, &err));
+		CU_ASSERT_TRUE(mc_equal(t, &p->u, &bp.u));
+		tide_mc_resp_free(&bp);
+	} else {
+		TIDE_UT_OK(tide_mc_req_decode(fn, want, n, &bq, &err));
+		CU_ASSERT_TRUE(mc_equal(t, &q->u, &bq.u));
+		tide_mc_req_free(&bq);
+	}
 	tide_mc_buf_release(&b);
 }
 
@@ -555,30 +530,30 @@ test_spec_examples(void)
 
 	p = (struct tide_mc_resp){.fn = TIDE_MC_FN_SERVICE_READY};
 	p.u.str = (struct tide_mc_exp_str){.ok = true, .val = S("2.0.0")};
-	expect_resp_bytes(&p, "34ccb31c 01 05 \"2.0.0\"");
+	expect_bytes(true, NULL, &p, "34ccb31c 01 05 \"2.0.0\"");
 
 	q = (struct tide_mc_req){.fn = TIDE_MC_FN_PING};
 	q.u.ping.id = c12;
-	expect_req_bytes(&q, "e0836d3c 0100000000000000 0200000000000000");
+	expect_bytes(false, &q, NULL, "e0836d3c 0100000000000000 0200000000000000");
 	p = (struct tide_mc_resp){.fn = TIDE_MC_FN_PING};
 	p.u.ping = (struct tide_mc_exp_ping){.ok = true, .val = {7, TIDE_MC_CLIENT_NEED_REMOUNT}};
-	expect_resp_bytes(&p, "528f2a74 01 0700000000000000 02000000");
+	expect_bytes(true, NULL, &p, "528f2a74 01 0700000000000000 02000000");
 
 	p = (struct tide_mc_resp){.fn = TIDE_MC_FN_EXIST_KEY};
 	p.u.exist = (struct tide_mc_exp_bool){.ok = false, .err = TIDE_MC_EC_OBJECT_NOT_FOUND};
-	expect_resp_bytes(&p, "d200e890 00 40fdffff");
+	expect_bytes(true, NULL, &p, "d200e890 00 40fdffff");
 	p.u.exist = (struct tide_mc_exp_bool){.ok = true, .val = true};
-	expect_resp_bytes(&p, "d200e890 01 01");
+	expect_bytes(true, NULL, &p, "d200e890 01 01");
 	q = (struct tide_mc_req){.fn = TIDE_MC_FN_EXIST_KEY};
 	q.u.key = (struct tide_mc_key_req){S("yes"), S("default")};
-	expect_req_bytes(&q, "d81ef97c 03\"yes\" 07\"default\"");
+	expect_bytes(false, &q, NULL, "d81ef97c 03\"yes\" 07\"default\"");
 
 	/* A 300-byte key makes every length 2 bytes (metainfo 0x08). */
 	memset(key300, 'k', 300);
 	key300[300] = '\0';
 	q.u.key.key = S(key300);
 	snprintf(hex300, sizeof(hex300), "d91ef97c 08 2c01 \"%s\" 0700 \"default\"", key300);
-	expect_req_bytes(&q, hex300);
+	expect_bytes(false, &q, NULL, hex300);
 
 	q = (struct tide_mc_req){.fn = TIDE_MC_FN_PUT_START};
 	q.u.put_start.client_id = c12;
@@ -586,40 +561,43 @@ test_spec_examples(void)
 	q.u.put_start.slice_length = 5;
 	q.u.put_start.config.replica_num = 1;
 	q.u.put_start.tenant_id = S("default");
-	expect_req_bytes(&q,
-			 "0ebd85e3 0100000000000000 0200000000000000 04\"key1\" 0500000000000000"
-			 " 0100000000000000 0000000000000000 0000000000000000 00 00 00"
-			 " 00 00 00 00 00 00 00 07\"default\"");
+	expect_bytes(false, &q, NULL,
+		     "0ebd85e3 0100000000000000 0200000000000000 04\"key1\" 0500000000000000"
+		     " 0100000000000000 0000000000000000 0000000000000000 00 00 00"
+		     " 00 00 00 00 00 00 00 07\"default\"");
 	p = (struct tide_mc_resp){.fn = TIDE_MC_FN_PUT_START};
 	p.u.put_start = (struct tide_mc_exp_replicas){.ok = true, .val = {&d, 1}};
-	expect_resp_bytes(&p, "a62739c4 01 01 2a00000000000000 00 0500000000000000 00100000007f0000"
-			      " 03\"tcp\" 0e\"10.0.0.1:12345\" 02000000");
+	expect_bytes(true, NULL, &p,
+		     "a62739c4 01 01 2a00000000000000 00 0500000000000000 00100000007f0000"
+		     " 03\"tcp\" 0e\"10.0.0.1:12345\" 02000000");
 
 	d.status = TIDE_MC_RS_COMPLETE;
 	p = (struct tide_mc_resp){.fn = TIDE_MC_FN_GET_REPLICA_LIST};
 	p.u.replica_list =
 		(struct tide_mc_exp_replica_list){.ok = true, .val = {{&d, 1}, 10000, {0}}};
-	expect_resp_bytes(&p, "6c27c688 01 01 2a00000000000000 00 0500000000000000"
-			      " 00100000007f0000 03\"tcp\" 0e\"10.0.0.1:12345\" 03000000"
-			      " 1027000000000000 00");
+	expect_bytes(true, NULL, &p,
+		     "6c27c688 01 01 2a00000000000000 00 0500000000000000"
+		     " 00100000007f0000 03\"tcp\" 0e\"10.0.0.1:12345\" 03000000"
+		     " 1027000000000000 00");
 
 	q = (struct tide_mc_req){.fn = TIDE_MC_FN_PUT_END};
 	q.u.put_end.client_id = c12;
 	q.u.put_end.meta.key = S("key1");
 	q.u.put_end.replica_type = TIDE_MC_REPLICA_ALL;
 	q.u.put_end.tenant_id = S("default");
-	expect_req_bytes(&q, "229281d1 0100000000000000 0200000000000000 04\"key1\" 00 04000000"
-			     " 07\"default\"");
+	expect_bytes(false, &q, NULL,
+		     "229281d1 0100000000000000 0200000000000000 04\"key1\" 00 04000000"
+		     " 07\"default\"");
 	p = (struct tide_mc_resp){.fn = TIDE_MC_FN_PUT_END};
 	p.u.status.ok = true;
-	expect_resp_bytes(&p, "cc6828af 01");
+	expect_bytes(true, NULL, &p, "cc6828af 01");
 
 	q = (struct tide_mc_req){.fn = TIDE_MC_FN_REMOVE_ALL};
 	q.u.remove_all = (struct tide_mc_remove_all_req){true, S("default")};
-	expect_req_bytes(&q, "74c2a648 01 07\"default\"");
+	expect_bytes(false, &q, NULL, "74c2a648 01 07\"default\"");
 	p = (struct tide_mc_resp){.fn = TIDE_MC_FN_REMOVE_ALL};
 	p.u.removed = 3;
-	expect_resp_bytes(&p, "34686686 0300000000000000");
+	expect_bytes(true, NULL, &p, "34686686 0300000000000000");
 
 	q = (struct tide_mc_req){.fn = TIDE_MC_FN_MOUNT_SEGMENT};
 	q.u.mount_segment.segment =
@@ -627,9 +605,10 @@ test_spec_examples(void)
 					 1ull << 30, S("host-a:12345"), S("tcp"),
 					 S("")};
 	q.u.mount_segment.client_id = c12;
-	expect_req_bytes(&q, "ae0df79e 0b00000000000000 0c00000000000000 0c\"host-a:12345\""
-			     " 00000000007f0000 0000004000000000 0c\"host-a:12345\" 03\"tcp\" 00"
-			     " 0100000000000000 0200000000000000");
+	expect_bytes(false, &q, NULL,
+		     "ae0df79e 0b00000000000000 0c00000000000000 0c\"host-a:12345\""
+		     " 00000000007f0000 0000004000000000 0c\"host-a:12345\" 03\"tcp\" 00"
+		     " 0100000000000000 0200000000000000");
 
 	/* BatchReplicaClear(object_keys, client_id, segment_name): no tenant_id. */
 	{
@@ -639,18 +618,19 @@ test_spec_examples(void)
 		q.u.batch_replica_clear.keys = (struct tide_mc_str_vec){keys, 2};
 		q.u.batch_replica_clear.client_id = c12;
 		q.u.batch_replica_clear.segment_name = S("seg");
-		expect_req_bytes(&q, "a22f2b47 02 01\"a\" 02\"bc\" 0100000000000000"
-				     " 0200000000000000 03\"seg\"");
+		expect_bytes(false, &q, NULL,
+			     "a22f2b47 02 01\"a\" 02\"bc\" 0100000000000000"
+			     " 0200000000000000 03\"seg\"");
 		q.u.batch_replica_clear.keys = (struct tide_mc_str_vec){NULL, 0};
 		q.u.batch_replica_clear.segment_name = S("");
-		expect_req_bytes(&q, "a22f2b47 00 0100000000000000 0200000000000000 00");
+		expect_bytes(false, &q, NULL, "a22f2b47 00 0100000000000000 0200000000000000 00");
 		p = (struct tide_mc_resp){.fn = TIDE_MC_FN_BATCH_REPLICA_CLEAR};
 		p.u.cleared = (struct tide_mc_exp_str_vec){.ok = true, .val = {keys + 1, 1}};
-		expect_resp_bytes(&p, "eabd08e1 01 01 02\"bc\"");
+		expect_bytes(true, NULL, &p, "eabd08e1 01 01 02\"bc\"");
 		p.u.cleared = (struct tide_mc_exp_str_vec){.ok = true};
-		expect_resp_bytes(&p, "eabd08e1 01 00");
+		expect_bytes(true, NULL, &p, "eabd08e1 01 00");
 		p.u.cleared = (struct tide_mc_exp_str_vec){.err = TIDE_MC_EC_INVALID_PARAMS};
-		expect_resp_bytes(&p, "eabd08e1 00 a8fdffff");
+		expect_bytes(true, NULL, &p, "eabd08e1 00 a8fdffff");
 	}
 }
 
@@ -958,7 +938,7 @@ test_truncation_and_hash(void)
 	for (size_t i = 0; i < MC_ARRAY_SIZE(frames); i++) {
 		bool resp = strstr(frames[i], "_resp_") != NULL;
 		size_t hl = resp ? 16 : 20, len = 0, blen;
-		uint8_t *buf = read_file(frames[i], &len), *body;
+		uint8_t *buf = tide_ut_read_file(MC_VECTORS_DIR, frames[i], &len), *body;
 		struct tide_mc_err err;
 		struct tide_mc_req q;
 		struct tide_mc_resp p;
@@ -1046,7 +1026,8 @@ test_mutations(void)
 	for (size_t i = 0; i < MC_ARRAY_SIZE(frames); i++) {
 		bool resp = strstr(frames[i], "_resp_") != NULL;
 		size_t hl = resp ? 16 : 20, len = 0;
-		uint8_t *orig = read_file(frames[i], &len), *m = malloc(len);
+		uint8_t *orig = tide_ut_read_file(MC_VECTORS_DIR, frames[i], &len),
+			*m = malloc(len);
 
 		CU_ASSERT_PTR_NOT_NULL_FATAL(orig);
 		for (unsigned it = 0; it < 2000; it++) {

@@ -101,6 +101,27 @@ replay(struct tide_mc_table *t, const struct reclog *l, uint64_t after)
 			CU_ASSERT_EQUAL(tide_mc_table_journal_apply(t, l->rec[i], l->len[i], 0), 0);
 }
 
+/* An upsert of key by C1 (two replicas, len bytes): started, then ended or revoked. */
+static void
+upsert(struct tide_mc_table *t, const char *key, uint64_t len, bool end)
+{
+	struct tide_mc_table_arena a = {0};
+	struct tide_mc_replicate_config cfg;
+	struct tide_mc_replica_desc_vec d;
+	struct tide_mc_str k = mc_fixture_str(key);
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.replica_num = 2;
+	CU_ASSERT_EQUAL(tide_mc_table_upsert_start(t, &C1, &k, len, &cfg, 0, &a, &d), 0);
+	if (end) {
+		CU_ASSERT_EQUAL(tide_mc_table_upsert_end(t, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0),
+				0);
+	} else {
+		CU_ASSERT_EQUAL(tide_mc_table_upsert_revoke(t, &C1, &k, TIDE_MC_REPLICA_ALL, 0), 0);
+	}
+	tide_mc_table_arena_release(&a);
+}
+
 /* Drive a table through every journaled change; two segments of C1, one of C2. */
 static void
 workload(struct tide_mc_table *t)
@@ -115,33 +136,11 @@ workload(struct tide_mc_table *t)
 	for (int i = 0; i < 40; i += 5)
 		CU_ASSERT_EQUAL(mc_fixture_remove(t, &K, i), 0);
 	/* An upsert replaces key 3 (journaled as an erase, then a set). */
-	{
-		struct tide_mc_table_arena a = {0};
-		struct tide_mc_replicate_config cfg;
-		struct tide_mc_replica_desc_vec d;
-		struct tide_mc_str k = mc_fixture_str("key/003");
-
-		memset(&cfg, 0, sizeof(cfg));
-		cfg.replica_num = 2;
-		CU_ASSERT_EQUAL(tide_mc_table_upsert_start(t, &C1, &k, 5 * MIB, &cfg, 0, &a, &d),
-				0);
-		CU_ASSERT_EQUAL(tide_mc_table_upsert_end(t, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0),
-				0);
-		/* Same size: in place (an erase when it starts, a set at its end); another
-		 * in place that is revoked leaves the key erased, with no more records. */
-		k = mc_fixture_str("key/004");
-		CU_ASSERT_EQUAL(
-			tide_mc_table_upsert_start(t, &C1, &k, 1000u + 4096u * 4, &cfg, 0, &a, &d),
-			0);
-		CU_ASSERT_EQUAL(tide_mc_table_upsert_end(t, &C1, &k, NULL, TIDE_MC_REPLICA_ALL, 0),
-				0);
-		k = mc_fixture_str("key/006");
-		CU_ASSERT_EQUAL(
-			tide_mc_table_upsert_start(t, &C1, &k, 1000u + 4096u * 6, &cfg, 0, &a, &d),
-			0);
-		CU_ASSERT_EQUAL(tide_mc_table_upsert_revoke(t, &C1, &k, TIDE_MC_REPLICA_ALL, 0), 0);
-		tide_mc_table_arena_release(&a);
-	}
+	upsert(t, "key/003", 5 * MIB, true);
+	/* Same size: in place (an erase when it starts, a set at its end); another
+	 * in place that is revoked leaves the key erased, with no more records. */
+	upsert(t, "key/004", 1000u + 4096u * 4, true);
+	upsert(t, "key/006", 1000u + 4096u * 6, false);
 	/* Unmounting node-c drops its replicas: objects keep the others or go. */
 	{
 		struct tide_mc_uuid id = {13, 13};

@@ -47,16 +47,26 @@ stats(const struct tide_seg *seg)
 	return st;
 }
 
+/* seg's space: bytes used and free, its largest free extent, how many free extents. */
+static void
+assert_space(const struct tide_seg *seg, uint64_t used, uint64_t free_bytes, uint64_t largest,
+	     uint64_t extents)
+{
+	struct tide_seg_stats st = stats(seg);
+
+	CU_ASSERT_EQUAL(st.used, used);
+	CU_ASSERT_EQUAL(st.free, free_bytes);
+	CU_ASSERT_EQUAL(st.largest_free, largest);
+	CU_ASSERT_EQUAL(st.free_extents, extents);
+}
+
 /* The segment is back to one free extent covering everything. */
 static void
 assert_all_free(const struct tide_seg *seg, uint64_t size)
 {
 	struct tide_seg_stats st = stats(seg);
 
-	CU_ASSERT_EQUAL(st.used, 0);
-	CU_ASSERT_EQUAL(st.free, size);
-	CU_ASSERT_EQUAL(st.largest_free, size);
-	CU_ASSERT_EQUAL(st.free_extents, 1);
+	assert_space(seg, 0, size, size, 1);
 	CU_ASSERT_EQUAL(st.live_allocs, 0);
 	CU_ASSERT_EQUAL(st.blocks_used, 1);
 	CU_ASSERT_DOUBLE_EQUAL(st.fragmentation, 0.0, 1e-12);
@@ -160,10 +170,7 @@ test_alloc_exhaustion(void)
 	CU_ASSERT_EQUAL(st.alloc_failures, 3);
 	CU_ASSERT_EQUAL(st.alloc_fail_nospc, 3);
 	CU_ASSERT_EQUAL(st.alloc_fail_nomem, 0);
-	CU_ASSERT_EQUAL(st.used, MiB);
-	CU_ASSERT_EQUAL(st.free, 0);
-	CU_ASSERT_EQUAL(st.largest_free, 0);
-	CU_ASSERT_EQUAL(st.free_extents, 0);
+	assert_space(seg, MiB, 0, 0, 0);
 	CU_ASSERT_DOUBLE_EQUAL(st.fragmentation, 0.0, 1e-12);
 
 	/* Freeing one makes room for exactly that one again. */
@@ -545,11 +552,8 @@ test_stats_get(void)
 	CU_ASSERT_EQUAL(tide_seg_alloc(seg, 16 * MiB, 1, &a), -ENOSPC);
 	st = stats(seg);
 	CU_ASSERT_EQUAL(st.size, 16 * MiB);
-	CU_ASSERT_EQUAL(st.used, 192);
-	CU_ASSERT_EQUAL(st.free, 16 * MiB - 192);
-	CU_ASSERT_EQUAL(st.largest_free, 12 * MiB - 192);
+	assert_space(seg, 192, 16 * MiB - 192, 12 * MiB - 192, 2);
 	CU_ASSERT_EQUAL(st.live_allocs, 2);
-	CU_ASSERT_EQUAL(st.free_extents, 2);
 	CU_ASSERT_EQUAL(st.blocks_used, 4);
 	CU_ASSERT_EQUAL(st.max_blocks, TIDE_SEG_MAX_BLOCKS_DEFAULT);
 	CU_ASSERT_EQUAL(st.alloc_failures, 1);

@@ -75,23 +75,27 @@ serve(void *arg)
 	return NULL;
 }
 
-static void
-start(struct script *sc, pthread_t *th, struct tide_http_url *u)
+/*
+ * Serve sc on a fresh loopback port (u: its URL, "/base?x=1") and send q there; the
+ * server thread has ended on return. Returns tide_http_request()'s result.
+ */
+static int
+exchange(struct script *sc, struct tide_http_url *u, const struct tide_http_req *q, int *status,
+	 char **body, size_t *len)
 {
 	uint16_t port = 0;
 	char url[64];
+	pthread_t th;
+	int rc;
 
 	CU_ASSERT_FATAL(tide_sock_listen("127.0.0.1", 0, 4, &sc->lfd, &port) == 0);
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/base?x=1", port);
 	CU_ASSERT_FATAL(tide_http_url_parse(url, u, NULL, 0) == 0);
-	CU_ASSERT_FATAL(pthread_create(th, NULL, serve, sc) == 0);
-}
-
-static void
-finish(struct script *sc, pthread_t th)
-{
+	CU_ASSERT_FATAL(pthread_create(&th, NULL, serve, sc) == 0);
+	rc = tide_http_request(u, q, status, body, len);
 	pthread_join(th, NULL);
 	close(sc->lfd);
+	return rc;
 }
 
 struct pieces {
@@ -134,12 +138,9 @@ test_post_and_sink(void)
 				  .deadline_ms = tide_mono_ms() + 5000,
 				  .sink = sink,
 				  .arg = &pc};
-	pthread_t th;
 	int status = -1;
 
-	start(&sc, &th, &u);
-	CU_ASSERT_EQUAL(tide_http_request(&u, &q, &status, NULL, NULL), 0);
-	finish(&sc, th);
+	CU_ASSERT_EQUAL(exchange(&sc, &u, &q, &status, NULL, NULL), 0);
 	CU_ASSERT_EQUAL(status, 200);
 	CU_ASSERT_STRING_EQUAL(pc.text, "one\ntwo\nthree\n");
 	CU_ASSERT(strncmp(sc.request, "POST /v3/kv/range HTTP/1.1\r\n", 28) == 0);
@@ -160,13 +161,9 @@ test_sink_stop_and_error(void)
 					  .deadline_ms = tide_mono_ms() + 5000,
 					  .sink = sink,
 					  .arg = &pc};
-		pthread_t th;
 		int status = -1;
 
-		start(&sc, &th, &u);
-		CU_ASSERT_EQUAL(tide_http_request(&u, &q, &status, NULL, NULL),
-				fail ? -EBADMSG : 0);
-		finish(&sc, th);
+		CU_ASSERT_EQUAL(exchange(&sc, &u, &q, &status, NULL, NULL), fail ? -EBADMSG : 0);
 		CU_ASSERT_EQUAL(status, 200);
 		CU_ASSERT_STRING_EQUAL(pc.text, "one\ntwo\n");
 		CU_ASSERT(strncmp(sc.request, "GET /base?x=1 HTTP/1.1\r\n", 24) == 0);
@@ -186,12 +183,9 @@ test_bound(void)
 		struct tide_http_req q = {
 			.method = "GET", .deadline_ms = tide_mono_ms() + 5000, .max_body = 10};
 		char *body = NULL;
-		pthread_t th;
 		int status = -1;
 
-		start(&sc, &th, &u);
-		CU_ASSERT_EQUAL(tide_http_request(&u, &q, &status, &body, NULL), -EMSGSIZE);
-		finish(&sc, th);
+		CU_ASSERT_EQUAL(exchange(&sc, &u, &q, &status, &body, NULL), -EMSGSIZE);
 		CU_ASSERT_PTR_NULL(body);
 	}
 }
@@ -216,12 +210,9 @@ test_timeout_after_headers(void)
 					  .deadline_ms = tide_mono_ms() + 300,
 					  .sink = sink,
 					  .arg = &pc};
-		pthread_t th;
 		int status = -1;
 
-		start(&sc, &th, &u);
-		CU_ASSERT_EQUAL(tide_http_request(&u, &q, &status, NULL, NULL), -ETIMEDOUT);
-		finish(&sc, th);
+		CU_ASSERT_EQUAL(exchange(&sc, &u, &q, &status, NULL, NULL), -ETIMEDOUT);
 		CU_ASSERT_EQUAL(status, i == 0 ? 200 : 0);
 		CU_ASSERT_STRING_EQUAL(pc.text, i == 0 ? "one\n" : "");
 	}
@@ -238,17 +229,12 @@ test_closed_and_empty(void)
 	struct tide_http_req q = {.method = "GET", .deadline_ms = tide_mono_ms() + 5000};
 	char *body = NULL;
 	size_t len = 1;
-	pthread_t th;
 	int status = -1;
 
-	start(&sc, &th, &u);
-	CU_ASSERT_EQUAL(tide_http_request(&u, &q, &status, &body, &len), -ECONNRESET);
-	finish(&sc, th);
+	CU_ASSERT_EQUAL(exchange(&sc, &u, &q, &status, &body, &len), -ECONNRESET);
 	CU_ASSERT_EQUAL(status, 0);
 	sc = (struct script){.reply = "HTTP/1.1 204 No Content\r\n\r\n"};
-	start(&sc, &th, &u);
-	CU_ASSERT_EQUAL(tide_http_request(&u, &q, &status, &body, &len), 0);
-	finish(&sc, th);
+	CU_ASSERT_EQUAL(exchange(&sc, &u, &q, &status, &body, &len), 0);
 	CU_ASSERT_EQUAL(status, 204);
 	CU_ASSERT_PTR_NOT_NULL_FATAL(body);
 	CU_ASSERT_STRING_EQUAL(body, "");

@@ -1577,32 +1577,11 @@ test_sh_agrees_on_accepted_syntax(void)
 
 #define SAMPLE TIDE_SOURCE_ROOT "/tools/node.env.sample"
 
-static char *
-read_all(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	char *buf;
-	long n;
-
-	if (f == NULL)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, (size_t)n + 1);
-	if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	return buf;
-}
-
 static void
 test_sample_loads_and_documents_every_key(void)
 {
 	struct tide_nodeenv ne, def, un;
-	char *text = read_all(SAMPLE), *uncommented, *o;
+	char *text = tide_ut_read_file(NULL, SAMPLE, NULL), *uncommented, *o;
 	char v[1200], dv[1200];
 
 	CU_ASSERT_PTR_NOT_NULL_FATAL(text);

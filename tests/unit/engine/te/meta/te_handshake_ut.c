@@ -55,23 +55,6 @@ suite_fini(void)
 	return 0;
 }
 
-static void
-put_le64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t
-get_le64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
-
 static int
 raw_connect(uint16_t port)
 {
@@ -178,11 +161,11 @@ test_legacy(void)
 	int fd = raw_connect(dport);
 
 	CU_ASSERT_FATAL(fd >= 0);
-	put_le64(hdr, strlen(j));
+	tide_ut_put_le64(hdr, strlen(j));
 	TIDE_UT_OK(meta_sock_write_all(fd, hdr, 8, meta_deadline(1000)));
 	TIDE_UT_OK(meta_sock_write_all(fd, j, strlen(j), meta_deadline(1000)));
 	TIDE_UT_OK(meta_sock_read_full(fd, hdr, 8, meta_deadline(1000)));
-	rl = get_le64(hdr);
+	rl = tide_ut_get_le64(hdr);
 	CU_ASSERT_EQUAL_FATAL(rl, strlen(j) + 2); /* untyped reply: "1|" + json */
 	rep = calloc(1, rl + 1);
 	TIDE_UT_OK(meta_sock_read_full(fd, rep, rl, meta_deadline(1000)));
@@ -201,7 +184,7 @@ hostile_len(uint64_t len, bool send_type)
 	int64_t ms;
 
 	CU_ASSERT_FATAL(fd >= 0);
-	put_le64(hdr, len);
+	tide_ut_put_le64(hdr, len);
 	hdr[8] = TE_HS_METADATA;
 	TIDE_UT_OK(meta_sock_write_all(fd, hdr, send_type ? 9 : 8, meta_deadline(1000)));
 	/* Refused on the length alone, well before the 400 ms timeout. */
@@ -227,7 +210,7 @@ test_short_frame(void)
 	int fd = raw_connect(dport);
 
 	CU_ASSERT_FATAL(fd >= 0);
-	put_le64(buf, 100);
+	tide_ut_put_le64(buf, 100);
 	buf[8] = TE_HS_METADATA;
 	memset(buf + 9, '{', 10);
 	TIDE_UT_OK(meta_sock_write_all(fd, buf, sizeof(buf), meta_deadline(1000)));
@@ -255,7 +238,7 @@ test_silent_and_slowloris(void)
 	/* Other clients are served while the silent ones hold connections. */
 	assert_alive();
 	CU_ASSERT_TRUE(meta_now_ms() - t0 < 300);
-	put_le64(hdr, 50);
+	tide_ut_put_le64(hdr, 50);
 	hdr[8] = TE_HS_METADATA;
 	/* Slowloris: one byte every 50 ms never completes within the 400 ms budget. */
 	for (int i = 0; i < 9; i++) {
@@ -292,7 +275,8 @@ test_garbage(void)
 			buf[i] = (uint8_t)(seed >> 56);
 		}
 		if (c % 4 == 0 && n >= 9) {
-			put_le64(buf, n - 8 + (uint64_t)(c % 8)); /* plausible, maybe long */
+			tide_ut_put_le64(buf,
+					 n - 8 + (uint64_t)(c % 8)); /* plausible, maybe long */
 			buf[8] = (uint8_t)(c % 5);
 		}
 		/* The daemon may close first (bad length): ignore write errors. */
@@ -342,7 +326,7 @@ fake_main(void *arg)
 	if (fd < 0)
 		return NULL;
 	if (meta_sock_read_full(fd, hdr, 9, meta_deadline(2000)) == 0) {
-		left = get_le64(hdr) - 1;
+		left = tide_ut_get_le64(hdr) - 1;
 		while (left > 0) {
 			ssize_t n = recv(fd, junk, left < sizeof(junk) ? left : sizeof(junk), 0);
 
@@ -468,7 +452,7 @@ test_allowlist(void)
 	/* From outside: closed at once, a valid request never reaches the handler. */
 	fd = tide_ut_connect_from("127.0.0.2", "127.0.0.1", p, 2000);
 	CU_ASSERT_FATAL(fd >= 0);
-	put_le64(frame, 1);
+	tide_ut_put_le64(frame, 1);
 	frame[8] = TE_HS_PROBE;
 	(void)!write(fd, frame, sizeof(frame));
 	waited = wait_closed(fd, 2000);
@@ -495,7 +479,7 @@ test_allowlist(void)
 		uint8_t hdr[9];
 
 		CU_ASSERT_EQUAL(meta_sock_read_full(fd, hdr, sizeof(hdr), meta_deadline(1000)), 0);
-		CU_ASSERT_EQUAL(get_le64(hdr), 3); /* type byte + "3|" */
+		CU_ASSERT_EQUAL(tide_ut_get_le64(hdr), 3); /* type byte + "3|" */
 	}
 	close(fd);
 	CU_ASSERT_EQUAL(te_hs_daemon_refused(d2), 1);

@@ -31,6 +31,25 @@ mk(const char *name, uint64_t instance, uint64_t base)
 	return d;
 }
 
+/* Whether srv holds key. */
+static bool
+kv_has(struct ut_http_srv *srv, const char *key)
+{
+	char *v = ut_http_srv_kv_get(srv, key);
+	bool has = v != NULL;
+
+	free(v);
+	return has;
+}
+
+/* A P2PHANDSHAKE metadata, its daemon on 127.0.0.1 (an ephemeral port); returns the port. */
+static uint16_t
+open_p2p(struct te_meta **m)
+{
+	TIDE_UT_OK(te_meta_open("P2PHANDSHAKE", "127.0.0.1", 0, 1000, m, err, sizeof(err)));
+	return te_meta_rpc_port(*m);
+}
+
 static void
 test_p2p(void)
 {
@@ -38,8 +57,8 @@ test_p2p(void)
 	struct te_desc *da, *db, *got = NULL;
 	char na[64], nb[64], host[64];
 
-	TIDE_UT_OK(te_meta_open("P2PHANDSHAKE", "127.0.0.1", 0, 1000, &a, err, sizeof(err)));
-	TIDE_UT_OK(te_meta_open("P2PHANDSHAKE", "127.0.0.1", 0, 1000, &b, err, sizeof(err)));
+	open_p2p(&a);
+	open_p2p(&b);
 	CU_ASSERT_TRUE(te_meta_is_p2p(a));
 	snprintf(na, sizeof(na), "127.0.0.1:%u", te_meta_rpc_port(a));
 	snprintf(nb, sizeof(nb), "127.0.0.1:%u", te_meta_rpc_port(b));
@@ -102,27 +121,37 @@ test_p2p(void)
 	te_desc_free(db);
 }
 
+/*
+ * Ask the handshake daemon on 127.0.0.1:p (type, json) and check its reply: equal to
+ * want (exact) or containing it; want NULL: only that it answered.
+ */
+static void
+expect_reply(uint16_t p, uint8_t type, const char *json, const char *want, bool exact)
+{
+	char *r = NULL;
+	size_t rl = 0;
+
+	TIDE_UT_OK(te_hs_request("127.0.0.1", p, type, json, strlen(json), 1000, &r, &rl));
+	if (want != NULL && exact) {
+		CU_ASSERT_STRING_EQUAL(r, want);
+	} else if (want != NULL) {
+		CU_ASSERT_PTR_NOT_NULL(strstr(r, want));
+	}
+	free(r);
+}
+
 static void
 test_daemon_replies(void)
 {
 	struct te_meta *m = NULL;
-	char *r = NULL;
-	size_t rl = 0;
-	uint16_t p;
+	uint16_t p = open_p2p(&m);
 
-	TIDE_UT_OK(te_meta_open("P2PHANDSHAKE", "127.0.0.1", 0, 1000, &m, err, sizeof(err)));
-	p = te_meta_rpc_port(m);
-	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_PROBE, "{}", 2, 1000, &r, &rl));
-	CU_ASSERT_STRING_EQUAL(r, "{\"status\":\"success\"}");
-	free(r);
+	expect_reply(p, TE_HS_PROBE, "{}", "{\"status\":\"success\"}", true);
 	/* Notify: kept and answered as stock's receivePeerNotify does; a body that is
 	 * not a JSON object is refused (an empty notify_msg, which senders read so). */
-	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_NOTIFY, "{\"x\":1}", 7, 1000, &r, &rl));
-	CU_ASSERT_STRING_EQUAL(r, "{\"name\":\"\",\"notify_msg\":\"success\"}");
-	free(r);
-	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_NOTIFY, "[1]", 3, 1000, &r, &rl));
-	CU_ASSERT_STRING_EQUAL(r, "{\"name\":\"\",\"notify_msg\":\"\"}");
-	free(r);
+	expect_reply(p, TE_HS_NOTIFY, "{\"x\":1}", "{\"name\":\"\",\"notify_msg\":\"success\"}",
+		     true);
+	expect_reply(p, TE_HS_NOTIFY, "[1]", "{\"name\":\"\",\"notify_msg\":\"\"}", true);
 	{
 		struct tide_te_notify *v = NULL;
 		size_t n = 0;
@@ -133,12 +162,8 @@ test_daemon_replies(void)
 		CU_ASSERT_STRING_EQUAL(v[0].msg, "");
 		te_meta_notifies_free(v, n);
 	}
-	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_CONNECTION, "{}", 2, 1000, &r, &rl));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r, "\"reply_msg\":\"tide: RDMA"));
-	free(r);
-	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_METADATA, "{}", 2, 1000, &r, &rl));
-	CU_ASSERT_STRING_EQUAL(r, "{}");
-	free(r);
+	expect_reply(p, TE_HS_CONNECTION, "{}", "\"reply_msg\":\"tide: RDMA", false);
+	expect_reply(p, TE_HS_METADATA, "{}", "{}", true);
 	te_meta_close(m);
 }
 
@@ -164,12 +189,8 @@ static void
 test_lazy_publish(void)
 {
 	struct te_meta *m = NULL;
-	char *r = NULL;
-	size_t rl = 0;
-	uint16_t p;
+	uint16_t p = open_p2p(&m);
 
-	TIDE_UT_OK(te_meta_open("P2PHANDSHAKE", "127.0.0.1", 0, 1000, &m, err, sizeof(err)));
-	p = te_meta_rpc_port(m);
 	refresh_meta = m;
 	refreshes = 0;
 	CU_ASSERT_FALSE(te_meta_publish_later(m)); /* no refresh function: publish now */
@@ -177,12 +198,9 @@ test_lazy_publish(void)
 	CU_ASSERT_TRUE(te_meta_publish_later(m));
 	CU_ASSERT_TRUE(te_meta_publish_later(m)); /* two changes, one rebuild */
 	CU_ASSERT_EQUAL(refreshes, 0);
-	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_METADATA, "{}", 2, 1000, &r, &rl));
-	CU_ASSERT_PTR_NOT_NULL(strstr(r, "\"lazy\""));
-	free(r);
+	expect_reply(p, TE_HS_METADATA, "{}", "\"lazy\"", false);
 	CU_ASSERT_EQUAL(refreshes, 1);
-	TIDE_UT_OK(te_hs_request("127.0.0.1", p, TE_HS_METADATA, "{}", 2, 1000, &r, &rl));
-	free(r);
+	expect_reply(p, TE_HS_METADATA, "{}", NULL, false);
 	CU_ASSERT_EQUAL(refreshes, 1); /* nothing changed since */
 	te_meta_set_refresh(m, NULL, NULL);
 	CU_ASSERT_FALSE(te_meta_publish_later(m));
@@ -293,18 +311,12 @@ test_http(void)
 	ut_http_srv_set(srv, UT_HTTP_KV, NULL, 0);
 	/* b's refused publish claimed nothing: closing b must leave a's keys alone. */
 	te_meta_close(b);
-	v = ut_http_srv_kv_get(srv, "mooncake/ram/node-a");
-	CU_ASSERT_PTR_NOT_NULL(v);
-	free(v);
+	CU_ASSERT_TRUE(kv_has(srv, "mooncake/ram/node-a"));
 	TIDE_UT_OK(te_meta_open(url, "127.0.0.1", 0, 1000, &b, err, sizeof(err)));
 	/* Close removes a's keys. */
 	te_meta_close(a);
-	v = ut_http_srv_kv_get(srv, "mooncake/ram/node-a");
-	CU_ASSERT_PTR_NULL(v);
-	free(v);
-	v = ut_http_srv_kv_get(srv, "mooncake/rpc_meta/node-a");
-	CU_ASSERT_PTR_NULL(v);
-	free(v);
+	CU_ASSERT_FALSE(kv_has(srv, "mooncake/ram/node-a"));
+	CU_ASSERT_FALSE(kv_has(srv, "mooncake/rpc_meta/node-a"));
 	CU_ASSERT_EQUAL(te_meta_fetch(b, "node-a", &got, host, sizeof(host), err, sizeof(err)),
 			-ENOENT);
 	te_meta_close(b);
@@ -319,7 +331,7 @@ test_http_cluster_and_slash(void)
 	struct ut_http_srv *srv = NULL;
 	struct te_meta *a = NULL;
 	struct te_desc *d, *got = NULL;
-	char url[96], host[64], *v;
+	char url[96], host[64];
 
 	TIDE_UT_OK(ut_http_srv_start(&srv));
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/metadata", ut_http_srv_port(srv));
@@ -328,19 +340,13 @@ test_http_cluster_and_slash(void)
 	unsetenv("MC_METADATA_CLUSTER_ID");
 	d = mk("node-b", 1, 0x4000);
 	TIDE_UT_OK(te_meta_publish(a, d, "h1"));
-	v = ut_http_srv_kv_get(srv, "mooncake/c1/ram/node-b");
-	CU_ASSERT_PTR_NOT_NULL(v);
-	free(v);
-	v = ut_http_srv_kv_get(srv, "mooncake/c1/rpc_meta/node-b");
-	CU_ASSERT_PTR_NOT_NULL(v);
-	free(v);
+	CU_ASSERT_TRUE(kv_has(srv, "mooncake/c1/ram/node-b"));
+	CU_ASSERT_TRUE(kv_has(srv, "mooncake/c1/rpc_meta/node-b"));
 	CU_ASSERT_PTR_NULL(ut_http_srv_kv_get(srv, "mooncake/ram/node-b"));
 	/* A name with '/' is used as is under the prefix (Mooncake's getFullMetadataKey). */
 	snprintf(d->name, sizeof(d->name), "cpu/seg0");
 	TIDE_UT_OK(te_meta_publish(a, d, "h1"));
-	v = ut_http_srv_kv_get(srv, "mooncake/c1/cpu/seg0");
-	CU_ASSERT_PTR_NOT_NULL(v);
-	free(v);
+	CU_ASSERT_TRUE(kv_has(srv, "mooncake/c1/cpu/seg0"));
 	/* The rename withdrew the old name's keys. */
 	CU_ASSERT_PTR_NULL(ut_http_srv_kv_get(srv, "mooncake/c1/ram/node-b"));
 	CU_ASSERT_PTR_NULL(ut_http_srv_kv_get(srv, "mooncake/c1/rpc_meta/node-b"));

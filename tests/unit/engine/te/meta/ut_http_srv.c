@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,6 +161,22 @@ serve_kv(struct ut_http_srv *s, int fd, const char *method, const char *target, 
 	free(key);
 }
 
+/* More of a request into buf[*len..MAX_REQ); false when buf is full, the peer has gone
+ * or the server stops. */
+static bool
+recv_more(struct ut_http_srv *s, int fd, char *buf, size_t *len)
+{
+	ssize_t n;
+
+	if (*len >= MAX_REQ || !wait_in(s, fd))
+		return false;
+	n = recv(fd, buf + *len, MAX_REQ - *len, 0);
+	if (n <= 0)
+		return false;
+	*len += (size_t)n;
+	return true;
+}
+
 static void
 serve_conn(struct ut_http_srv *s, int fd)
 {
@@ -170,32 +187,20 @@ serve_conn(struct ut_http_srv *s, int fd)
 	const char *cl;
 
 	for (;;) {
-		ssize_t n;
-
 		buf[len] = '\0';
 		hend = strstr(buf, "\r\n\r\n");
 		if (hend != NULL)
 			break;
-		if (len >= MAX_REQ || !wait_in(s, fd))
+		if (!recv_more(s, fd, buf, &len))
 			goto out;
-		n = recv(fd, buf + len, MAX_REQ - len, 0);
-		if (n <= 0)
-			goto out;
-		len += (size_t)n;
 	}
 	sscanf(buf, "%15s %399s", method, target);
 	cl = strcasestr(buf, "\r\nContent-Length:");
 	if (cl != NULL && cl < hend)
 		clen = strtoul(cl + 17, NULL, 10);
 	while ((size_t)(hend + 4 - buf) + clen > len) {
-		ssize_t n;
-
-		if (len >= MAX_REQ || !wait_in(s, fd))
+		if (!recv_more(s, fd, buf, &len))
 			goto out;
-		n = recv(fd, buf + len, MAX_REQ - len, 0);
-		if (n <= 0)
-			goto out;
-		len += (size_t)n;
 	}
 	hend[4 + clen] = '\0';
 	pthread_mutex_lock(&s->lock);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "te_ut.h"
 #include "tide_rdma_dev.h"
 #include "tide_te.h"
 #include "tide_ut.h"
@@ -229,13 +230,8 @@ static char install_xport[32];
 static void
 install(void)
 {
-	struct tide_te_opts o;
-	struct tide_te *te = NULL;
+	struct tide_te *te = te_ut_create_local(install_devices);
 
-	tide_te_opts_init(&o, sizeof(o));
-	o.host = "127.0.0.1";
-	o.rdma_devices = install_devices;
-	TIDE_UT_OK(tide_te_create(&o, &te));
 	if (te == NULL) {
 		install_rc = -EINVAL;
 		return;
@@ -243,26 +239,6 @@ install(void)
 	install_rc = tide_te_install_transport(te, "rdma");
 	snprintf(install_xport, sizeof(install_xport), "%s", tide_te_transport_name(te));
 	tide_te_destroy(te);
-}
-
-/* install() with stderr (where the engine logs) captured into buf. */
-static void
-install_logged(char *buf, size_t len)
-{
-	char path[] = "/tmp/te_rdma_dev_ut.XXXXXX";
-	int fd = mkstemp(path), saved = dup(2);
-	ssize_t n;
-
-	fflush(stderr);
-	dup2(fd, 2);
-	install();
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	n = pread(fd, buf, len - 1, 0);
-	buf[n > 0 ? n : 0] = '\0';
-	close(fd);
-	unlink(path);
 }
 
 /* First: nothing is registered yet in this process. */
@@ -273,7 +249,7 @@ test_install_without_driver(void)
 
 	CU_ASSERT_PTR_NULL(tide_rdma_dev_get());
 	unsetenv("TIDE_RDMA_AS_TCP");
-	install_logged(log, sizeof(log));
+	tide_ut_capture_stderr(install, log, sizeof(log));
 	CU_ASSERT_EQUAL(install_rc, -EPROTONOSUPPORT);
 	CU_ASSERT_STRING_EQUAL(install_xport, ""); /* nothing half-installed */
 	CU_ASSERT_PTR_NOT_NULL(strstr(log, "no verbs driver linked into this program"));
@@ -282,7 +258,7 @@ test_install_without_driver(void)
 
 	/* The node's switch serves protocol rdma over TCP instead. */
 	setenv("TIDE_RDMA_AS_TCP", "1", 1);
-	install_logged(log, sizeof(log));
+	tide_ut_capture_stderr(install, log, sizeof(log));
 	unsetenv("TIDE_RDMA_AS_TCP");
 	CU_ASSERT_EQUAL(install_rc, 0);
 	CU_ASSERT_STRING_EQUAL(install_xport, "tcp-kernel");
@@ -334,7 +310,7 @@ test_open_gets_settings(void)
 	setenv("MC_IB_PORT", "2", 1);
 	setenv("MC_GID_INDEX", "3", 1);
 	setenv("MC_MTU", "1500", 1);
-	install_logged(log, sizeof(log));
+	tide_ut_capture_stderr(install, log, sizeof(log));
 	unsetenv("MC_IB_PORT");
 	unsetenv("MC_GID_INDEX");
 	unsetenv("MC_MTU");
@@ -350,7 +326,7 @@ test_open_gets_settings(void)
 	CU_ASSERT_PTR_NOT_NULL(strstr(log, "ut: out of memory"));
 
 	/* Defaults: every device, port 1, the driver picks the address, MTU 4096. */
-	install_logged(log, sizeof(log));
+	tide_ut_capture_stderr(install, log, sizeof(log));
 	CU_ASSERT_STRING_EQUAL(fake.cfg.devices, "");
 	CU_ASSERT_EQUAL(fake.cfg.port, 1);
 	CU_ASSERT_EQUAL(fake.cfg.gid_index, -1);
@@ -379,14 +355,14 @@ test_open_failures(void)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		fake.rc = cases[i].rc;
 		fake.err = cases[i].err;
-		install_logged(log, sizeof(log));
+		tide_ut_capture_stderr(install, log, sizeof(log));
 		CU_ASSERT_EQUAL(install_rc, cases[i].want);
 		CU_ASSERT_STRING_EQUAL(install_xport, "");
 		CU_ASSERT_PTR_NOT_NULL(strstr(log, cases[i].err));
 		CU_ASSERT_PTR_NOT_NULL(strstr(log, "TIDE_RDMA_AS_TCP=1"));
 
 		setenv("TIDE_RDMA_AS_TCP", "1", 1);
-		install_logged(log, sizeof(log));
+		tide_ut_capture_stderr(install, log, sizeof(log));
 		unsetenv("TIDE_RDMA_AS_TCP");
 		CU_ASSERT_EQUAL(install_rc, cases[i].want_as_tcp);
 		CU_ASSERT_STRING_EQUAL(install_xport,

@@ -21,6 +21,7 @@
 
 #include "te_meta.h"
 #include "te_rdma.h"
+#include "te_ut.h"
 #include "te_xport.h"
 #include "tide_lcore.h"
 #include "tide_log.h"
@@ -118,26 +119,6 @@ open_seg(struct node *from, struct node *to)
 	return seg;
 }
 
-/* Run fn with stderr captured into buf (the engine logs there). */
-static void
-capture_stderr(void (*fn)(void), char *buf, size_t len)
-{
-	char path[] = "/tmp/te_rdma_ut.XXXXXX";
-	int fd = mkstemp(path), saved = dup(2);
-	ssize_t n;
-
-	fflush(stderr);
-	dup2(fd, 2);
-	fn();
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	n = pread(fd, buf, len - 1, 0);
-	buf[n > 0 ? n : 0] = '\0';
-	close(fd);
-	unlink(path);
-}
-
 /* ---- protocol tcp never touches verbs --------------------------------------------- */
 
 static bool
@@ -190,12 +171,8 @@ static int setup_rc;
 static void
 try_rdma_install(void)
 {
-	struct tide_te_opts o;
-	struct tide_te *te = NULL;
+	struct tide_te *te = te_ut_create_local(NULL);
 
-	tide_te_opts_init(&o, sizeof(o));
-	o.host = "127.0.0.1";
-	TIDE_UT_OK(tide_te_create(&o, &te));
 	setup_rc = tide_te_install_transport(te, "rdma");
 	CU_ASSERT_STRING_EQUAL(tide_te_transport_name(te), ""); /* nothing half-installed */
 	tide_te_destroy(te);
@@ -208,7 +185,7 @@ test_rdma_without_device_fails_clearly(void)
 
 	vdbl_reset(); /* no devices at all */
 	tide_vrb_glue_set(vdbl_ops());
-	capture_stderr(try_rdma_install, log, sizeof(log));
+	tide_ut_capture_stderr(try_rdma_install, log, sizeof(log));
 	CU_ASSERT_EQUAL(setup_rc, -EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(log, "no RDMA device found"));
 	CU_ASSERT_PTR_NOT_NULL(strstr(log, "MOONCAKE_PROTOCOL=tcp"));
@@ -216,7 +193,7 @@ test_rdma_without_device_fails_clearly(void)
 	/* A device named in MOONCAKE_DEVICE that this node lacks. */
 	devices_reset();
 	setenv("MOONCAKE_DEVICE", "mlx5_7", 1);
-	capture_stderr(try_rdma_install, log, sizeof(log));
+	tide_ut_capture_stderr(try_rdma_install, log, sizeof(log));
 	unsetenv("MOONCAKE_DEVICE");
 	CU_ASSERT_EQUAL(setup_rc, -EPROTONOSUPPORT);
 	CU_ASSERT_PTR_NOT_NULL(strstr(log, "'mlx5_7'"));
@@ -682,7 +659,7 @@ share_with_info_log(void (*fn)(void), char *buf, size_t len)
 	enum tide_log_level lvl = tide_log_get_level();
 
 	tide_log_set_level(TIDE_LOG_INFO);
-	capture_stderr(fn, buf, len);
+	tide_ut_capture_stderr(fn, buf, len);
 	tide_log_set_level(lvl);
 }
 

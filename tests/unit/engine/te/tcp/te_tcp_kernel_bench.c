@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "te_tcp_kernel.h"
+#include "tide_ut.h"
 
 #define SRV_LEN (256u << 20)
 
@@ -53,15 +54,6 @@ rel(void *arg)
 }
 
 static double
-now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static double
 run(struct te_xport *cli, struct te_xpeer *peer, uint8_t op, uint32_t slice, uint32_t n,
     double secs, uint8_t *local)
 {
@@ -83,13 +75,13 @@ run(struct te_xport *cli, struct te_xpeer *peer, uint8_t op, uint32_t slice, uin
 	errors = 0;
 	done_list = NULL;
 	pthread_mutex_unlock(&mu);
-	t0 = now_s();
+	t0 = tide_ut_now_s();
 	bytes0 = 0;
 	if (te_tcp_kernel_ops.submit(cli, peer, &sl[0]) != 0)
 		return -1;
 	for (;;) {
 		struct te_slice *batch, *s;
-		bool stop = now_s() - t0 >= secs;
+		bool stop = tide_ut_now_s() - t0 >= secs;
 
 		pthread_mutex_lock(&mu);
 		while (done_list == NULL)
@@ -111,7 +103,7 @@ run(struct te_xport *cli, struct te_xpeer *peer, uint8_t op, uint32_t slice, uin
 		if (te_tcp_kernel_ops.submit(cli, peer, batch) != 0)
 			return -1;
 	}
-	t1 = now_s();
+	t1 = tide_ut_now_s();
 	pthread_mutex_lock(&mu);
 	bytes0 = done_bytes;
 	pthread_mutex_unlock(&mu);
