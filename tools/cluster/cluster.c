@@ -185,6 +185,21 @@ msg_unpack(const uint8_t *b, struct msg *m)
 	m->off = le64toh(o);
 }
 
+/*
+ * Both ends read 24-byte headers that TCP may split anywhere: take what d[0..n)
+ * holds of the one in hdr (*got bytes of it so far). Returns the bytes taken;
+ * the header is whole once *got reaches MSG_LEN.
+ */
+static size_t
+msg_hdr_take(uint8_t *hdr, uint32_t *got, const uint8_t *d, size_t n)
+{
+	size_t k = MSG_LEN - *got < n ? MSG_LEN - *got : n;
+
+	memcpy(hdr + *got, d, k);
+	*got += (uint32_t)k;
+	return k;
+}
+
 /* The allocator's state as a writer learns it from a STAT answer. */
 struct seg_snap {
 	uint64_t size, used, live, largest_free, free_extents;
@@ -468,14 +483,7 @@ store_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
 			s->held = true;
 			break;
 		}
-		{
-			size_t k =
-				MSG_LEN - s->hdr_got < n - used ? MSG_LEN - s->hdr_got : n - used;
-
-			memcpy(s->hdr + s->hdr_got, d + used, k);
-			s->hdr_got += (uint32_t)k;
-			used += k;
-		}
+		used += msg_hdr_take(s->hdr, &s->hdr_got, d + used, n - used);
 		if (s->hdr_got < MSG_LEN)
 			break;
 		s->hdr_got = 0;
@@ -760,10 +768,7 @@ writer_recv(struct tide_net_conn *c, void *arg, const uint8_t *d, size_t n)
 		size_t k;
 
 		if (w->rx_hdr_got < MSG_LEN) {
-			k = MSG_LEN - w->rx_hdr_got < n - used ? MSG_LEN - w->rx_hdr_got : n - used;
-			memcpy(w->rx_hdr + w->rx_hdr_got, d + used, k);
-			w->rx_hdr_got += (uint32_t)k;
-			used += k;
+			used += msg_hdr_take(w->rx_hdr, &w->rx_hdr_got, d + used, n - used);
 			if (w->rx_hdr_got < MSG_LEN)
 				break;
 			if (writer_answer_hdr(w) != 0) {
