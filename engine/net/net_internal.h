@@ -131,7 +131,12 @@ uint32_t net_cksum_pseudo(uint32_t saddr_be, uint32_t daddr_be, uint8_t proto, u
 /* In-order segments one ACK may cover within an RX burst (the ACK goes at
  * the burst's end, or at once past this): about GRO's 64 KiB at MTU 9000. */
 #define NET_ACK_STRETCH 8
-#define NET_ARP_SLOTS   64 /* ARP cache entries (linear scan; hit cache in front) */
+/* SACK compression (tcp_sack_compress): segments that only extend the run the
+ * last SACK reported, at most, before an ACK goes (Linux's tcp_comp_sack_nr),
+ * and the longest wait for one (its tcp_comp_sack_delay_ns). */
+#define NET_SACK_COMPRESS_SEGS   44
+#define NET_SACK_COMPRESS_MAX_NS (1000 * NS_PER_US)
+#define NET_ARP_SLOTS            64 /* ARP cache entries (linear scan; hit cache in front) */
 /* Frames queued per unresolved next hop, oldest dropped past it: enough for the
  * SYNs of a burst of connects (16 at once lost 12 SYNs to a 1 s retransmission
  * with 4); Linux keeps about 100 frames (unres_qlen_bytes). 64 hops x 32 frames

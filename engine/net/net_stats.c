@@ -93,6 +93,7 @@ static const char *const stats_names[] = {
 	"tcp_hystart_css",
 	"tcp_hystart_exits",
 	"tcp_paced",
+	"tcp_sack_held",
 };
 
 _Static_assert(sizeof(struct tide_net_stats) ==

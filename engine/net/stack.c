@@ -50,6 +50,7 @@ tide_net_opts_init(struct tide_net_opts *o, size_t size)
 	d.tcp_cc = TIDE_NET_CC_NEWRENO;
 	d.tcp_hystart = true;
 	d.tcp_pacing = false;
+	d.tcp_sack_compress = true;
 	if (size > sizeof(d)) {
 		memset(o, 0, size);
 		size = sizeof(d);

@@ -313,11 +313,13 @@ tcp_data_queue(struct tide_net_conn *c, const struct tcp_seg *seg, uint64_t now)
 
 		tcp_ofo_queue(c, seq, data, len);
 		if (extends && s->in_rx_burst && s->o.tcp_delack_us != 0 &&
-		    ++c->sack_segs < NET_ACK_STRETCH) {
+		    ++c->sack_segs <
+			    (s->o.tcp_sack_compress ? NET_SACK_COMPRESS_SEGS : NET_ACK_STRETCH)) {
 			/*
 			 * More of the run the latest SACK reported: the sender knows of
 			 * the hole already, and one ACK at the burst's end reports all
-			 * of this burst's growth (Linux compresses SACKs likewise). An
+			 * of this burst's growth (Linux compresses SACKs likewise), or
+			 * with tcp_sack_compress a later one (tcp_ack_owed_flush). An
 			 * ACK per segment made the receiver's poller spend its time in
 			 * the kernel's path of each ACK, and the ACKs behind that work
 			 * came late: a Linux sender at 2 % loss saw 5-10 ms RTTs.

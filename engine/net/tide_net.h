@@ -151,6 +151,17 @@ struct tide_net_opts {
 	 * their segments interleaved rather than one flow's train.
 	 */
 	bool tcp_pacing;
+
+	/**
+	 * SACK compression; default true. While data arrive out of order, an ACK
+	 * that would only report more of the run the previous SACK reported (the
+	 * sender already knows of the hole) waits up to a quarter of the smoothed
+	 * RTT (1 ms at most) or 44 such segments, as Linux's tcp_comp_sack, so a
+	 * sender in recovery handles a few ACKs that each report much instead of
+	 * one per segment. A new hole, a filled one and in-order data are
+	 * acknowledged as before.
+	 */
+	bool tcp_sack_compress;
 };
 
 /** Counters for everything dropped, refused or retransmitted; u64, racy reads. */
@@ -227,6 +238,9 @@ struct tide_net_stats {
 	uint64_t tcp_hystart_exits; /**< slow starts HyStart++ ended (avoidance, no loss first) */
 	/* Pacing; appended. */
 	uint64_t tcp_paced; /**< sends the pacer held back to a later instant (tcp_pacing) */
+	/* SACK compression; appended. */
+	uint64_t tcp_sack_held; /**< ACKs that would only have reported more of a SACKed
+				   run, held for a later one (tcp_sack_compress) */
 };
 
 /** TCP states, numbered as Linux include/net/tcp_states.h. */

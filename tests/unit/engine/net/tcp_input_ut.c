@@ -918,14 +918,20 @@ test_zero_window_receive(void)
 	ut_env_fini(&e);
 }
 
+static void
+no_sack_compress(struct tide_net_opts *o)
+{
+	o->tcp_sack_compress = false;
+}
+
 /*
- * SACK compression (issue 35): with a hole open, more of the run the last
- * SACK reported is answered once per RX burst, not once per segment; a new
- * hole, and a filled one, are answered at once. Timeline of ACKs: the first
- * out-of-order segment (1 ACK), a burst of six that extend its run (1 ACK, at
- * the burst's end, SACKing all of it), a burst of extend / new run / extend
- * (2 ACKs: the new run at once, the last extension at the end), the hole
- * filled (1 ACK, cumulative over everything).
+ * With SACK compression off (issue 35): with a hole open, more of the run the
+ * last SACK reported is answered once per RX burst, not once per segment; a
+ * new hole, and a filled one, are answered at once. Timeline of ACKs: the
+ * first out-of-order segment (1 ACK), a burst of six that extend its run (1
+ * ACK, at the burst's end, SACKing all of it), a burst of extend / new run /
+ * extend (2 ACKs: the new run at once, the last extension at the end), the
+ * hole filled (1 ACK, cumulative over everything).
  */
 static void
 test_ooo_acks_compressed_per_burst(void)
@@ -940,7 +946,7 @@ test_ooo_acks_compressed_per_burst(void)
 	unsigned acks;
 
 	memset(d, 'x', sizeof(d));
-	ut_env_init(&e, NULL);
+	ut_env_init(&e, no_sack_compress);
 	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
 	c->sack_ok = true;
 	IN(&e, .seq = R + 100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
@@ -991,6 +997,114 @@ test_ooo_acks_compressed_per_burst(void)
 	ut_env_fini(&e);
 }
 
+/* n segments of 100 bytes from seq on, in one RX burst. */
+static void
+burst_of(struct ut_env *e, uint32_t seq, uint32_t ack, unsigned n)
+{
+	static uint8_t d[100];
+	struct ut_seg b[32];
+
+	CU_ASSERT_FATAL(n <= 32);
+	memset(d, 'y', sizeof(d));
+	for (unsigned i = 0; i < n; i++) {
+		b[i] = (struct ut_seg){.seq = seq + 100 * i,
+				       .ack = ack,
+				       .flags = TCPHDR_ACK,
+				       .data = d,
+				       .len = 100};
+	}
+	ut_tcp_in_burst(e, b, n);
+}
+
+/*
+ * SACK compression on (the default), smoothed RTT 400 us: growth of the run
+ * the last SACK reported waits a quarter RTT (100 us) from the first held
+ * burst, across bursts, or 44 segments. Timeline: the first out-of-order
+ * segment (ACK at once); two bursts of growth 60 us apart (no ACK; one at
+ * 100 us, SACKing both); growth then a new run in one burst (one ACK at once,
+ * the new run first, the grown run second); 45 segments of growth
+ * in two bursts (one ACK at the 44th, the 45th held); the hole filled (at once,
+ * cumulative). Without an RTT sample nothing is held.
+ */
+static void
+test_ooo_sack_compress_timeline(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	uint8_t d[100];
+	uint32_t I, R = P + 1;
+	uint64_t held0;
+
+	memset(d, 'y', sizeof(d));
+	ut_env_init(&e, NULL);
+	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
+	c->sack_ok = true;
+	c->srtt = 400 * NS_PER_US;
+	held0 = tide_net_stats(e.s)->tcp_sack_held;
+	IN(&e, .seq = R + 100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, R);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 1);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 200);
+	/* Growth, twice, 60 us apart: held; the timer runs from the first. */
+	burst_of(&e, R + 200, I + 1, 3);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	ut_advance(&e, 60 * NS_PER_US);
+	burst_of(&e, R + 500, I + 1, 3);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_held - held0, 2);
+	ut_advance(&e, 39 * NS_PER_US);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	ut_advance(&e, 1 * NS_PER_US);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, R);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 1);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 100);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 800);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	/* Growth then a new run past a second hole, one burst: one ACK, at once. */
+	burst_of(&e, R + 800, I + 1, 2);
+	IN(&e, .seq = R + 1100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.opts.num_sacks, 2);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1100);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 1200);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].start, R + 100);
+	CU_ASSERT_EQUAL(o.opts.sacks[1].end, R + 1000);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	/* 45 segments of growth, bursts of 30 and 15: the 44th is answered at
+	 * once, the 45th held. */
+	burst_of(&e, R + 1200, I + 1, 30);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	burst_of(&e, R + 1200 + 30 * 100, I + 1, 15);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1100);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 1200 + 44 * 100);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	/* The first hole fills: answered at once, cumulative up to the second. */
+	IN(&e, .seq = R, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.ack, R + 1000);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1100);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 1200 + 45 * 100);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	/* No RTT sample: growth is answered at the burst's end, as without. */
+	c->srtt = 0;
+	held0 = tide_net_stats(e.s)->tcp_sack_held;
+	burst_of(&e, R + 1200 + 45 * 100, I + 1, 3);
+	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
+	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 1200 + 48 * 100);
+	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_sack_held, held0);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rx_ooo_dropped, 0);
+	tide_net_abort(c, e.now);
+	tide_net_listener_close(l, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
 static void
 register_tests(void)
 {
@@ -1005,6 +1119,7 @@ register_tests(void)
 	CU_add_test(s, "passive_close_path", test_passive_close_path);
 	CU_add_test(s, "ooo_overlap", test_ooo_overlap);
 	CU_add_test(s, "ooo_acks_compressed_per_burst", test_ooo_acks_compressed_per_burst);
+	CU_add_test(s, "ooo_sack_compress_timeline", test_ooo_sack_compress_timeline);
 	CU_add_test(s, "ooo_kept_frames", test_ooo_kept_frames);
 	CU_add_test(s, "ooo_fin", test_ooo_fin);
 	CU_add_test(s, "wraparound", test_wraparound);
