@@ -26,6 +26,7 @@ usage: tools/loss-bench.py BUILD_DIR [--mib 256] [--runs 5] [--losses 0,0.1,1,2,
            [--floors-us 1000,200000] [--pairs tl,lt,ll,tt] [--bn-flows 1,4,16]
            [--bn-pairs ll,lt,tl,tt] [--bn-mbit 200] [--bn-queue 20] [--bn-mib 16]
            [--tide-cc newreno] [--tide-hystart on|off] [--tide-pacing on|off]
+           [--tide-sack-compress on|off]
            [--json FILE] [--png FILE]
 --losses '' runs no random-loss rows, --bn-flows '' no bottleneck rows.
 Needs root (network namespaces). Writes BUILD_DIR/bench/loss-bench.json and .png by default.
@@ -190,6 +191,9 @@ def main():
                     help="HyStart++ in the Tide endpoints' first slow start (TIDE_TCP_HYSTART)")
     ap.add_argument("--tide-pacing", default="off", choices=("on", "off"),
                     help="pacing of the Tide endpoints' senders (TIDE_TCP_PACING)")
+    ap.add_argument("--tide-sack-compress", default="on", choices=("on", "off"),
+                    help="SACK compression of the Tide endpoints' receivers "
+                    "(TIDE_TCP_SACK_COMPRESS)")
     ap.add_argument("--name", default="loss-bench", help="results name (JSON, PNG, doc block)")
     benchplot.add_output_args(ap)
     a = ap.parse_args()
@@ -206,10 +210,11 @@ def main():
     params = {k: getattr(a, k) for k in ("mib", "runs", "losses", "floors_us", "pairs",
                                          "bn_flows", "bn_pairs", "bn_mbit", "bn_queue",
                                          "bn_mib", "tide_cc", "tide_hystart",
-                                         "tide_pacing")}
+                                         "tide_pacing", "tide_sack_compress")}
     net = lossnet.LossNet(f"l35b{os.getpid() % 1000}", 250, linux_cc=a.linux_cc,
                           tide_cc=a.tide_cc, tide_hystart=a.tide_hystart,
-                          tide_pacing=a.tide_pacing)
+                          tide_pacing=a.tide_pacing,
+                          tide_sack_compress=a.tide_sack_compress)
     raw = []
     try:
         net.build()
@@ -303,7 +308,8 @@ def main():
                       f"Linux's congestion control: {params['linux_cc']} (Tide's: "
                       f"{CC_NAMES[params.get('tide_cc', 'newreno')]}, HyStart++ "
                       f"{params.get('tide_hystart', 'off')}, pacing "
-                      f"{params.get('tide_pacing', 'off')}); "
+                      f"{params.get('tide_pacing', 'off')}, SACK compression "
+                      f"{params.get('tide_sack_compress', 'off')}); "
                       "BBR does not take random loss for congestion, a loss-based control "
                       "(NewReno, CUBIC) does.",
                       f"{failed} transfer(s) failed." if failed else

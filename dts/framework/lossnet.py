@@ -68,7 +68,7 @@ class LossNet:
     creates it, close() removes it and is safe to call at any point, more than once."""
 
     def __init__(self, tag, subnet_octet, linux_cc=None, tide_cc=None, tide_hystart=None,
-                 tide_pacing=None):
+                 tide_pacing=None, tide_sack_compress=None):
         assert tag.startswith("l35") and len(tag) <= 10
         self.tag = tag
         self.subnet = f"10.135.{subnet_octet}"
@@ -77,6 +77,8 @@ class LossNet:
         self.tide_cc = tide_cc  # TIDE_TCP_CC of the Tide endpoints; None: the node default
         self.tide_hystart = tide_hystart  # TIDE_TCP_HYSTART ("on"/"off"); None: the default
         self.tide_pacing = tide_pacing  # TIDE_TCP_PACING ("on"/"off"); None: the default
+        # TIDE_TCP_SACK_COMPRESS ("on"/"off"); None: the default
+        self.tide_sack_compress = tide_sack_compress
         self.built = []
         self.procs = []
 
@@ -186,6 +188,8 @@ class LossNet:
             env["TIDE_TCP_HYSTART"] = self.tide_hystart
         if self.tide_pacing:
             env["TIDE_TCP_PACING"] = self.tide_pacing
+        if self.tide_sack_compress:
+            env["TIDE_TCP_SACK_COMPRESS"] = self.tide_sack_compress
         env.update(extra or {})
         return env
 
@@ -338,6 +342,10 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
         ok = ok and "packet buffers leaked: 0" in souts[0][1]
     else:
         res["rtos"] = net.linux_timeouts(snd) - t_lx
+    if rkind == "tide":
+        cn = counters(rout)
+        res["rx_acks"] = cn.get("tcp_tx_segs")  # the Tide receiver's segments: its ACKs
+        res["sack_held"] = cn.get("tcp_sack_held")  # ACKs SACK compression held back
     res["ok"] = ok
     res["fct"] = secs
     res["flow_mib_s"] = [nbytes / 1048576.0 / s for s in secs]

@@ -139,6 +139,7 @@ lcore_net_opts(struct tide_node_rt *rt, struct rt_lc *l)
 							      : TIDE_NET_CC_NEWRENO;
 	no->tcp_hystart = ne->tcp_hystart;
 	no->tcp_pacing = ne->tcp_pacing;
+	no->tcp_sack_compress = ne->tcp_sack_compress;
 	if (rt->o.time_wait_ms != 0)
 		no->tcp_time_wait_ms = rt->o.time_wait_ms;
 	/* The stacks share one address: only the first announces it. */

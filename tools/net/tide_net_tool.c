@@ -512,7 +512,7 @@ print_stats(const struct app *a)
 	       " tcp_sack_recoveries=%" PRIu64 " tcp_lost_retrans=%" PRIu64
 	       " tcp_spurious_retrans=%" PRIu64 " tcp_hystart_css=%" PRIu64
 	       " tcp_hystart_exits=%" PRIu64 " tcp_tx_blocked=%" PRIu64 " tcp_tx_cwr=%" PRIu64
-	       " tcp_paced=%" PRIu64 "\n",
+	       " tcp_paced=%" PRIu64 " tcp_sack_held=%" PRIu64 "\n",
 	       s->rx_frames, s->tx_frames, s->eth_rx_not_ours, s->eth_rx_ipv6,
 	       s->eth_rx_unknown_type, s->arp_rx_requests, s->arp_tx_replies, s->ip_rx_bad_hdr,
 	       s->ip_rx_bad_len, s->ip_rx_bad_csum, s->ip_rx_frags, s->icmp_rx_echo, s->icmp_rx_bad,
@@ -521,7 +521,7 @@ print_stats(const struct app *a)
 	       s->tcp_conn_timeouts, s->tcp_rto_fired, s->tcp_fast_retrans, s->tcp_tlp_probes,
 	       s->tcp_sack_recoveries, s->tcp_lost_retrans, s->tcp_spurious_retrans,
 	       s->tcp_hystart_css, s->tcp_hystart_exits, s->tcp_tx_blocked, s->tcp_tx_cwr,
-	       s->tcp_paced);
+	       s->tcp_paced, s->tcp_sack_held);
 	const struct tide_eth_netdev *nd = tide_eth_node_netdev(tide_node_rt_queue(a->rt, 0));
 
 	if (nd->fault.rx || nd->fault.tx)

@@ -364,6 +364,15 @@ static const struct key_def keys[] = {
 		"RTT (twice the window's rate in slow start, 1.2 times after) in bursts of an "
 		"eighth of the RTT, not a window at once, so flows that share a shallow queue "
 		"lose less."},
+	{.name = "TIDE_TCP_SACK_COMPRESS",
+	 .type = T_BOOL,
+	 FLD(tcp_sack_compress),
+	 .def = "true",
+	 .valid = "boolean: 1/0, true/false, yes/no, on/off",
+	 .doc = "SACK compression of the user-space TCP's receivers: while data arrive out of "
+		"order, ACKs that only report more of an already reported run wait up to a "
+		"quarter of the RTT or 44 segments (as Linux's), so a sender in recovery "
+		"handles a few ACKs instead of one per segment."},
 	{.name = "TIDE_IDLE",
 	 .type = T_ENUM,
 	 FLD(idle),

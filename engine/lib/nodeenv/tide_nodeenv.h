@@ -190,6 +190,7 @@ struct tide_nodeenv {
 	enum tide_nodeenv_tcp_cc tcp_cc;            /**< TIDE_TCP_CC */
 	bool tcp_hystart;                           /**< TIDE_TCP_HYSTART */
 	bool tcp_pacing;                            /**< TIDE_TCP_PACING */
+	bool tcp_sack_compress;                     /**< TIDE_TCP_SACK_COMPRESS */
 	enum tide_nodeenv_idle idle;                /**< TIDE_IDLE */
 	uint32_t idle_sleep_us;                     /**< TIDE_IDLE_SLEEP_US */
 	bool idle_irq;                              /**< TIDE_IDLE_IRQ */
