@@ -619,6 +619,11 @@ tcp_send_synack(struct tide_net_conn *c, uint64_t now)
 		c->rtt_timing = true;
 		c->rtt_seq = c->iss;
 		c->rtt_start = now;
+	} else {
+		/* A repeat (the peer's SYN came again: our SYN-ACK or its ACK was
+		 * lost): the ACK may answer either copy, so no sample (Karn). Timed
+		 * from the first, a lost SYN-ACK gave the receiver a 1 s RTT. */
+		c->rtt_timing = false;
 	}
 	c->snd_nxt = c->iss + 1;
 	c->snd_max = c->iss + 1;

@@ -80,6 +80,47 @@ test_passive_open_and_delack(void)
 	ut_env_fini(&e);
 }
 
+/*
+ * Karn's rule on the passive side: a SYN-ACK repeated for a repeated SYN (the
+ * first SYN-ACK lost) may be what the ACK answers, so the handshake gives no
+ * RTT sample; timed from the first SYN-ACK it gave 900 ms here (1 s on the
+ * loss bench, where SACK compression then held ACKs a quarter of that). A
+ * handshake without a repeat is timed.
+ */
+static void
+test_passive_open_repeated_synack_not_timed(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct ut_tcp_out o;
+	const struct ut_seg syn = {.seq = P, .flags = TCPHDR_SYN};
+
+	for (int repeat = 0; repeat < 2; repeat++) {
+		ut_env_init(&e, NULL);
+		ut_app_init(&a);
+		CU_ASSERT_FATAL(tide_net_listen(e.s, 80, 8, ut_app_accept, &a, &l) == 0);
+		ut_tcp_in(&e, &syn);
+		CU_ASSERT_FATAL(ut_pop_tcp(&e, &o) == 0);
+		CU_ASSERT_EQUAL(o.flags, TCPHDR_SYN | TCPHDR_ACK);
+		if (repeat) {
+			ut_advance(&e, 900 * NS_PER_MS); /* before the SYN-ACK's own RTO */
+			ut_tcp_in(&e, &syn);
+			CU_ASSERT_FATAL(ut_pop_tcp(&e, &o) == 0);
+			CU_ASSERT_EQUAL(o.flags, TCPHDR_SYN | TCPHDR_ACK);
+		}
+		ut_advance(&e, 50 * NS_PER_US);
+		IN(&e, .seq = P + 1, .ack = o.seq + 1, .flags = TCPHDR_ACK);
+		CU_ASSERT_FATAL(a.accepted != NULL);
+		CU_ASSERT_EQUAL(a.accepted->state, TCP_ESTABLISHED);
+		CU_ASSERT_EQUAL(a.accepted->srtt, repeat ? 0 : 50 * NS_PER_US);
+		tide_net_abort(a.accepted, e.now);
+		tide_net_listener_close(l, e.now);
+		ut_app_fini(&a);
+		ut_env_fini(&e);
+	}
+}
+
 static uint64_t reply_now;
 
 /* An RTO well past the delayed ACK: the replies go unacknowledged meanwhile. */
@@ -1110,6 +1151,8 @@ register_tests(void)
 {
 	CU_pSuite s = CU_add_suite("tcp_input", NULL, NULL);
 	CU_add_test(s, "passive_open_and_delack", test_passive_open_and_delack);
+	CU_add_test(s, "passive_open_repeated_synack_not_timed",
+		    test_passive_open_repeated_synack_not_timed);
 	CU_add_test(s, "reply_in_callback_no_stray_ack", test_reply_in_callback_no_stray_ack);
 	CU_add_test(s, "active_open", test_active_open);
 	CU_add_test(s, "simultaneous_open", test_simultaneous_open);
