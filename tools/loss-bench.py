@@ -73,6 +73,9 @@ def random_loss(net, a, raw, port):
                            "rto_floor_ms": floor / 1000, "pair": p, "pair_label": label,
                            "ok": r["ok"], "mib_s": r["mib_s"] if r["ok"] else None,
                            "rtos": r["rtos"] if r["ok"] else None}
+                    if r["ok"] and r.get("rx_acks") is not None:
+                        # a Tide receiver's ACKs, and those SACK compression held back
+                        row.update(rx_acks=r["rx_acks"], sack_held=r.get("sack_held"))
                     raw.append(row)
                     print(f"run {run} loss {loss:g} % floor {floor / 1000:g} ms {label}: "
                           + (f"{r['mib_s']:.1f} MiB/s, RTOs {r['rtos']}" if r["ok"] else
@@ -100,7 +103,8 @@ def bottleneck(net, a, raw, port):
                     row.update(mib_s=r["mib_s"], jain=lossnet.jain(r["flow_mib_s"]),
                                rtos=r["rtos"], queue_drops=net.queue_drops(rcv) - q0,
                                hystart_css=r.get("hystart_css"), tx_cwr=r.get("tx_cwr"),
-                               paced=r.get("paced"),
+                               paced=r.get("paced"), rx_acks=r.get("rx_acks"),
+                               sack_held=r.get("sack_held"),
                                mib_s_by_slowest=r["mib_s_by_slowest"], span_s=r["span_s"])
                 port += 1
                 f = lossnet.transfer(net, a.build_dir, snd, rcv, 1 << 20, port, flows=n,
