@@ -286,12 +286,14 @@ tcp_ack_unowe(struct tide_net_conn *c)
  * reported, until a quarter of the smoothed RTT after the first held segment
  * (the delayed-ACK timer sends it; at most NET_SACK_COMPRESS_MAX_NS) or until
  * NET_SACK_COMPRESS_SEGS segments make tcp_data_queue answer at once. Why: a
- * Linux sender (BBR) at 2 % loss into this receiver got an ACK per 3 segments,
- * 65,000-77,000 per 256 MiB, and moved 95 MiB/s where it moved 196 into a
- * Linux receiver; holding SACKs so cut its ACKs to 15,000-20,000 and its
- * goodput doubled, while a Tide sender's (NewReno) was unchanged (docs/
- * benchmarks.md). A quarter RTT bounds what a window-limited sender waits.
- * No RTT sample yet (srtt 0): nothing is held.
+ * Linux sender (BBR) at 1-2 % loss into this receiver got an ACK per 3
+ * segments (60,000-77,000 per 256 MiB at 2 %), spent its CPU on them and
+ * moved half of what it moved into a Linux receiver; held so, it got
+ * 16,000-34,000 at 1-5 % and moved 0.93-1.24x of that (docs/benchmarks.md).
+ * The cost falls on a window-limited sender, which waits longer to hear of
+ * deliveries: Tide's NewReno at 5 % moved 14 % less. An eighth of the RTT
+ * kept less of the gain and saved only part of the cost. No RTT sample yet
+ * (srtt 0): nothing is held, rather than guess.
  */
 static bool
 tcp_sack_hold(struct tide_net_conn *c, uint64_t now)
