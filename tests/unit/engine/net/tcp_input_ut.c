@@ -1038,7 +1038,7 @@ test_ooo_acks_compressed_per_burst(void)
 	ut_env_fini(&e);
 }
 
-/* n segments of 100 bytes from seq on, in one RX burst. */
+/* n segments of 100 bytes from seq on, in one RX burst (n = 1: one segment). */
 static void
 burst_of(struct ut_env *e, uint32_t seq, uint32_t ack, unsigned n)
 {
@@ -1074,17 +1074,15 @@ test_ooo_sack_compress_timeline(void)
 	struct ut_app a;
 	struct tide_net_listener *l;
 	struct ut_tcp_out o;
-	uint8_t d[100];
 	uint32_t I, R = P + 1;
 	uint64_t held0;
 
-	memset(d, 'y', sizeof(d));
 	ut_env_init(&e, NULL);
 	struct tide_net_conn *c = open_passive(&e, &a, &I, &l);
 	c->sack_ok = true;
 	c->srtt = 400 * NS_PER_US;
 	held0 = tide_net_stats(e.s)->tcp_sack_held;
-	IN(&e, .seq = R + 100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	burst_of(&e, R + 100, I + 1, 1);
 	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	CU_ASSERT_EQUAL(o.ack, R);
 	CU_ASSERT_EQUAL(o.opts.num_sacks, 1);
@@ -1107,7 +1105,7 @@ test_ooo_sack_compress_timeline(void)
 	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
 	/* Growth then a new run past a second hole, one burst: one ACK, at once. */
 	burst_of(&e, R + 800, I + 1, 2);
-	IN(&e, .seq = R + 1100, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	burst_of(&e, R + 1100, I + 1, 1);
 	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	CU_ASSERT_EQUAL(o.opts.num_sacks, 2);
 	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1100);
@@ -1125,7 +1123,7 @@ test_ooo_sack_compress_timeline(void)
 	CU_ASSERT_EQUAL(o.opts.sacks[0].end, R + 1200 + 44 * 100);
 	CU_ASSERT_EQUAL(ut_pop_tcp(&e, &o), -1);
 	/* The first hole fills: answered at once, cumulative up to the second. */
-	IN(&e, .seq = R, .ack = I + 1, .flags = TCPHDR_ACK, .data = d, .len = 100);
+	burst_of(&e, R, I + 1, 1);
 	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	CU_ASSERT_EQUAL(o.ack, R + 1000);
 	CU_ASSERT_EQUAL(o.opts.sacks[0].start, R + 1100);
