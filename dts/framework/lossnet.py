@@ -20,8 +20,10 @@ from a full queue, as in incast.
 
 Also runnable as a script: the Linux-socket peer of the transfers, with its own clock.
 
-  lossnet.py send HOST PORT NBYTES   connect, send the pattern, half-close, wait for the close;
-                                     prints "sent N bytes in S s"
+  lossnet.py send HOST PORT NBYTES [--gate]
+                                     connect, send the pattern, half-close, wait for the close;
+                                     prints "sent N bytes in S s"; --gate: print "ready" and
+                                     connect only once a line arrives on stdin
   lossnet.py recv PORT NCONN         accept NCONN connections, verify each stream (the pattern
                                      of dts/tests/linux_peer.py and tide-net); prints one line
                                      per connection, exit 0 only if every byte matched
@@ -215,16 +217,17 @@ class LossNet:
 #
 # A Linux sender of N flows is N processes of this file (one connection each); a Tide sender of
 # N flows is one tide-net send --flows N (N connections on one poller, opened in one iteration),
-# which prints one "flow I: sent B bytes in S s" line per flow (S: its completion time, from its
-# handshake to its last byte acknowledged) and, once, the stack's counters.
+# which prints one "flow I: sent B bytes in S s" line per flow (S: from the end of its
+# handshake to its last byte acknowledged; the line also says when the flow connected and when
+# it was opened) and, once, the stack's counters. Linux's processes print the same times.
 
 def _tide_net(build_dir):
     return os.path.join(build_dir, "tools", "net", "tide-net")
 
 
-def _popen(ns, cmd, env):
+def _popen(ns, cmd, env, stdin=None):
     return subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env)
+                            stderr=subprocess.STDOUT, stdin=stdin, text=True, env=env)
 
 
 def _wait_line(p, text, timeout):
@@ -272,7 +275,10 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     dict above, also per-flow seconds (fct) and goodputs (flow_mib_s), one per flow; with
     several flows each one's handshake end in seconds after the first's (flow_start, in
     fct's order), and mib_s is then all bytes over the span from the first flow's handshake
-    to the last flow's end (span_s)."""
+    to the last flow's end (span_s). fct_open: each flow's seconds from its connect call (its
+    SYN) to its end, the completion time of a flow that meets a full queue at its handshake.
+    N Linux senders are N processes: each starts up, then all connect at once (a gate on
+    stdin), as tide-net opens its flows within one poller iteration."""
     skind, rkind = HOSTS[snd][1], HOSTS[rcv][1]
     lenv = linux_env(net.linux_cc)
     res = {"ok": False, "mib_s": 0.0, "rtos": None, "log": ""}
@@ -306,23 +312,40 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     else:
         for _ in range(flows):
             senders.append(_popen(net.ns(snd), ["/usr/bin/python3", os.path.abspath(__file__),
-                                                "send", net.ip(rcv), str(port), str(nbytes)],
-                                  lenv))
+                                                "send", net.ip(rcv), str(port), str(nbytes),
+                                                "--gate"], lenv, stdin=subprocess.PIPE))
     net.procs.extend(senders)
+    try:
+        # Linux senders connect together once all have started: Python's start-up is
+        # 10-30 ms a process here, and ungated the last of 16 flows connected a quarter
+        # second after the first, into a lighter queue.
+        gated = senders if skind == "linux" else []
+        for s in gated:
+            _wait_line(s, "ready", 60)
+        for s in gated:
+            s.stdin.write("go\n")
+            s.stdin.flush()
+    except (TimeoutError, RuntimeError, OSError) as e:
+        for p in senders + [r]:
+            p.kill()
+        res["log"] = str(e) + "".join(_finish(p, 10)[1] for p in senders + [r])
+        return res
     souts = [_finish(s, timeout) for s in senders]
     rrc, rout = _finish(r, 60)
     log = "".join(o for _, o in souts) + rout
     res["log"] = log
-    secs, starts = [], []
+    secs, starts, opens = [], [], []
     for rc, out in souts:
         # one line per flow: "sent N bytes in S s" (tide-net --flows N: "flow I: sent ...");
-        # "connected at T s": this peer's CLOCK_MONOTONIC, tide-net's "+T s" after its start
-        got = re.findall(r"sent (\d+) bytes in ([\d.]+) s(?:.*connected at \+?([\d.]+) s)?",
-                         out)
-        if rc != 0 or not got or any(int(b) != nbytes for b, _, _ in got):
+        # "connected at T s, opened at O s": this peer's CLOCK_MONOTONIC, tide-net's "+T s"
+        # after its start; O is the connect call
+        got = re.findall(r"sent (\d+) bytes in ([\d.]+) s(?:.*connected at \+?([\d.]+) s)?"
+                         r"(?:, opened at \+?([\d.]+) s)?", out)
+        if rc != 0 or not got or any(int(b) != nbytes for b, _, _, _ in got):
             return res
-        secs += [float(t) for _, t, _ in got]
-        starts += [float(c) for _, _, c in got if c]
+        secs += [float(t) for _, t, _, _ in got]
+        starts += [float(c) for _, _, c, _ in got if c]
+        opens += [float(o) for _, _, _, o in got if o]
     if len(secs) != flows:
         return res
     if rkind == "tide":
@@ -356,6 +379,8 @@ def transfer(net, build_dir, snd, rcv, nbytes, port, rto_min_us=200000, flows=1,
     if flows > 1 and len(starts) == flows:
         res["flow_start"] = [t - min(starts) for t in starts]
         span = max(t + s for t, s in zip(res["flow_start"], secs))
+    if len(opens) == len(starts) == flows:
+        res["fct_open"] = [t + s - o for t, s, o in zip(starts, secs, opens)]
     res["span_s"] = span
     res["mib_s_by_slowest"] = flows * nbytes / 1048576.0 / max(secs)  # the formula before span
     res["mib_s"] = flows * nbytes / 1048576.0 / span
@@ -376,11 +401,16 @@ def _peer_cc(s):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, cc.encode())
 
 
-def _peer_send(host, port, n):
+def _peer_send(host, port, n, gate):
     import socket
     s = socket.socket()
     _peer_cc(s)
+    if gate:
+        print("ready", flush=True)
+        if not sys.stdin.readline():
+            return 1  # the harness gave up on the others
     s.settimeout(30)
+    t_open = time.monotonic()
     s.connect((host, port))
     s.settimeout(600)
     t0 = time.monotonic()  # CLOCK_MONOTONIC, shared by every process on the host
@@ -390,7 +420,7 @@ def _peer_send(host, port, n):
     s.recv(1)  # the receiver closes once it has every byte
     secs = time.monotonic() - t0
     print(f"sent {n} bytes in {secs:.3f} s ({n / 1048576.0 / secs:.1f} MiB/s), connected at "
-          f"{t0:.6f} s", flush=True)
+          f"{t0:.6f} s, opened at {t_open:.6f} s", flush=True)
     return 0
 
 
@@ -435,8 +465,9 @@ def _peer_recv(port, nconn):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "send":
-        sys.exit(_peer_send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "send" and sys.argv[5:] in ([], ["--gate"]):
+        sys.exit(_peer_send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+                            sys.argv[5:] == ["--gate"]))
     if len(sys.argv) == 4 and sys.argv[1] == "recv":
         sys.exit(_peer_recv(int(sys.argv[2]), int(sys.argv[3])))
     print(__doc__, file=sys.stderr)

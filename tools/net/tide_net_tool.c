@@ -15,11 +15,12 @@
  * Payload bytes follow a fixed pattern so either side can verify them.
  *
  * send --flows N opens N connections at once, all on the one worker, each
- * moving --bytes of its own (the pattern from offset 0); with N > 1 each
- * prints "flow I: sent B bytes in S s (...), connected at +T s" when its
- * last byte is acknowledged: S counted from its own handshake (its completion
- * time), T from the start. The first flow opens alone and the others once it
- * is connected (see setup_on_worker()).
+ * moving --bytes of its own (the pattern from offset 0). Each prints "sent B
+ * bytes in S s (...), connected at +T s, opened at +O s" when its last byte
+ * is acknowledged, with N > 1 after "flow I: ": S counted from the end of its own
+ * handshake, T that end and O its connect call (the SYN), both from the start;
+ * T + S - O is its completion time with the handshake. The first flow opens
+ * alone and the others once it is connected (see setup_on_worker()).
  *
  * Every run ends with one line saying how: "done: ..." (exit 0), "stopped by
  * SIGTERM ..." (exit 0), "peer gone after N bytes (ERRNO)" or "failed: ..."
@@ -92,6 +93,7 @@ struct conn_state {
 	bool peer_closed; /* echo: FIN seen; close once everything is echoed */
 	bool done;
 	/* send: one flow; tx counts the bytes the send buffer took. */
+	uint64_t t_opened; /* the connect call: a flow's completion time counts from here */
 	uint64_t t_connected;
 	bool connected;
 };
@@ -317,6 +319,7 @@ open_flows(struct app *a, uint64_t now)
 		int rc;
 
 		cs->app = a;
+		cs->t_opened = now;
 		rc = tide_net_connect(a->stack, a->peer, a->port, &send_cbs, cs, now, &cs->conn);
 		if (rc != 0) {
 			cs->conn = NULL;
@@ -354,13 +357,13 @@ flow_progress(struct app *a, struct conn_state *cs, uint64_t now)
 	/* Everything acknowledged: half-close; the stack finishes the close. */
 	secs_ns = now - cs->t_connected;
 	if (a->nflows == 1)
-		printf("tide-net: sent %" PRIu64 " bytes in %.3f s (%.1f MiB/s)\n", cs->tx,
-		       secs_ns / 1e9, cs->tx / 1048576.0 / (secs_ns / 1e9));
+		printf("tide-net: ");
 	else
-		printf("tide-net: flow %u: sent %" PRIu64 " bytes in %.3f s (%.1f MiB/s), "
-		       "connected at +%.3f s\n",
-		       (unsigned)(cs - a->conns), cs->tx, secs_ns / 1e9,
-		       cs->tx / 1048576.0 / (secs_ns / 1e9), (cs->t_connected - a->t_start) / 1e9);
+		printf("tide-net: flow %u: ", (unsigned)(cs - a->conns));
+	printf("sent %" PRIu64 " bytes in %.3f s (%.1f MiB/s), connected at +%.6f s, opened at "
+	       "+%.6f s\n",
+	       cs->tx, secs_ns / 1e9, cs->tx / 1048576.0 / (secs_ns / 1e9),
+	       (cs->t_connected - a->t_start) / 1e9, (cs->t_opened - a->t_start) / 1e9);
 	fflush(stdout);
 	a->close_sent = true;
 	tide_net_close(cs->conn, now);
@@ -476,6 +479,7 @@ setup_on_worker(void *arg, unsigned idx, struct tide_net_stack *stack, uint64_t 
 	 * answered would lose all but those few to the 1 s SYN retransmission.
 	 * send_progress() opens the others once this one is connected. */
 	a->conns[0].app = a;
+	a->conns[0].t_opened = now;
 	a->nconns = 1;
 	return tide_net_connect(a->stack, a->peer, a->port, &send_cbs, &a->conns[0], now,
 				&a->conns[0].conn);
