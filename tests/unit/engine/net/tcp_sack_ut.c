@@ -555,7 +555,8 @@ test_rto_keeps_sacked(void)
 
 /*
  * Peer-like timing: an RTO floor far above the RTT (a Linux peer needs 200 ms)
- * with a 100 us SRTT, so the probe timer (PTO 500 us) runs well ahead of it.
+ * with a 100 us SRTT, so the probe timer (PTO 200 us: 2 SRTT, at its floor) runs
+ * well ahead of it.
  */
 static void
 slow_rto(struct ut_env *e, struct tide_net_conn *c)
@@ -686,7 +687,7 @@ test_rack_timer_resends_lost_retransmission(void)
  * window allows nothing new. The four below it are lost once the SACK is a
  * reordering window (100 us here) old: recovery starts on the RACK timer,
  * before any probe. If the hole fills within the window, it was reordering
- * and nothing is resent.
+ * and nothing is resent (watched until just before the 200 us PTO).
  */
 static void
 check_rack_originals(bool reordered)
@@ -719,7 +720,7 @@ check_rack_originals(bool reordered)
 		IN(&e, .seq = P + 1, .ack = U + 5 * MSS, .flags = TCPHDR_ACK);
 		ut_dev_drain(&e.dev); /* new data the ACK let out */
 	}
-	while (e.now - t0 < 450 * NS_PER_US) {
+	while (e.now - t0 < 190 * NS_PER_US) {
 		ut_advance(&e, 5 * NS_PER_US);
 		while (ut_pop_tcp(&e, &o) == 0) {
 			if (o.seq == U && o.len > 0 && at == 0) {
@@ -758,7 +759,7 @@ test_rack_reordering_not_loss(void)
 }
 
 /*
- * With an RTO far above the PTO (200 ms against 500 us), one probe per
+ * With an RTO far above the PTO (200 ms against 200 us), one probe per
  * episode (RFC 8985 7.3): the last segment goes once at the PTO, then only
  * the RTO resends, with its backoff, until new data is acknowledged, which
  * starts a new episode with a probe again.
@@ -779,9 +780,9 @@ test_one_probe_per_episode(void)
 	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	CU_ASSERT_EQUAL_FATAL(ut_pop_tcp(&e, &o), 0);
 	slow_rto(&e, c);
-	/* The probe: the last segment, 2 SRTT floored at 500 us after. */
+	/* The probe: the last segment, 2 SRTT (200 us, the floor) after. */
 	CU_ASSERT_EQUAL(watch_seq(&e, U + MSS, 199 * NS_PER_MS, at, 16), 1);
-	CU_ASSERT(at[0] >= 500 * NS_PER_US && at[0] <= 700 * NS_PER_US);
+	CU_ASSERT(at[0] >= 200 * NS_PER_US && at[0] <= 250 * NS_PER_US);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
 	CU_ASSERT(c->tlp_done);
@@ -933,8 +934,8 @@ ten_out_more_queued(struct ut_env *e, struct ut_app *a, struct tide_net_listener
 /*
  * A lost ACK train: the peer got the whole window, and every ACK it sent was
  * lost. Each probe is new data (the window was full, not the network silent),
- * and a further probe follows a doubled PTO later: at 500 us (2 SRTT, floored),
- * 1.5, 3.5, 7.5, 15.5 and 31.5 ms, six in all, then nothing until the RTO
+ * and a further probe follows a doubled PTO later: at 200 us (2 SRTT, the
+ * floor), 0.6, 1.4, 3, 6.2 and 12.6 ms, six in all, then nothing until the RTO
  * 200 ms after the last. The last probe's ACK arrives: no RTO, a new episode.
  */
 static void
@@ -948,14 +949,14 @@ test_lost_ack_train_probes_new_data(void)
 	unsigned n;
 
 	struct tide_net_conn *c = ten_out_more_queued(&e, &a, &l, &U);
-	n = timeline(&e, 40 * NS_PER_MS, sg, 8);
+	n = timeline(&e, 20 * NS_PER_MS, sg, 8);
 	CU_ASSERT_EQUAL_FATAL(n, 6);
 	for (unsigned i = 0; i < n; i++) {
 		CU_ASSERT_EQUAL(sg[i].seq, U + (10 + i) * MSS); /* new data, in order */
 	}
-	CU_ASSERT(sg[0].at >= 500 * NS_PER_US && sg[0].at <= 520 * NS_PER_US);
+	CU_ASSERT(sg[0].at >= 200 * NS_PER_US && sg[0].at <= 220 * NS_PER_US);
 	for (unsigned i = 1; i < n; i++) {
-		uint64_t gap = sg[i].at - sg[i - 1].at, want = (1000 * NS_PER_US) << (i - 1);
+		uint64_t gap = sg[i].at - sg[i - 1].at, want = (400 * NS_PER_US) << (i - 1);
 
 		CU_ASSERT(gap >= want && gap <= want + 20 * NS_PER_US);
 	}
@@ -992,13 +993,39 @@ test_lost_ack_train_first_probe_answered(void)
 	uint32_t U;
 
 	struct tide_net_conn *c = ten_out_more_queued(&e, &a, &l, &U);
-	CU_ASSERT_EQUAL_FATAL(timeline(&e, 600 * NS_PER_US, sg, 8), 1);
+	CU_ASSERT_EQUAL_FATAL(timeline(&e, 300 * NS_PER_US, sg, 8), 1); /* at 200 us */
 	CU_ASSERT_EQUAL(sg[0].seq, U + 10 * MSS);
 	IN(&e, .seq = P + 1, .ack = U + 11 * MSS, .flags = TCPHDR_ACK);
 	ut_dev_drain(&e.dev); /* the rest of the queue, as the window allows */
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
 	CU_ASSERT_EQUAL(c->tlp_n, 0);
 	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_rto_fired, 0);
+	tide_net_abort(c, e.now);
+	ut_app_fini(&a);
+	ut_env_fini(&e);
+}
+
+/*
+ * On a path faster than the floor (30 us SRTT, a NIC's LAN) the probe waits
+ * TLP_PTO_MIN_NS (200 us), not 2 SRTT (60 us): a receiver holding an ACK for
+ * up to ~100 us (SACK compression) does not draw probes.
+ */
+static void
+test_probe_timeout_floor(void)
+{
+	struct ut_env e;
+	struct ut_app a;
+	struct tide_net_listener *l;
+	struct sent_seg sg[8];
+	uint32_t U;
+
+	struct tide_net_conn *c = ten_out_more_queued(&e, &a, &l, &U);
+	c->srtt = 30 * NS_PER_US;
+	tcp_tlp_arm(c, e.now);
+	CU_ASSERT_EQUAL_FATAL(timeline(&e, 300 * NS_PER_US, sg, 8), 1);
+	CU_ASSERT_EQUAL(sg[0].seq, U + 10 * MSS); /* new data */
+	CU_ASSERT(sg[0].at >= 200 * NS_PER_US && sg[0].at <= 210 * NS_PER_US);
+	CU_ASSERT_EQUAL(tide_net_stats(e.s)->tcp_tlp_probes, 1);
 	tide_net_abort(c, e.now);
 	ut_app_fini(&a);
 	ut_env_fini(&e);
@@ -1027,9 +1054,9 @@ test_tail_loss_single_probe(void)
 	n = timeline(&e, 5 * NS_PER_MS, sg, 8);
 	CU_ASSERT_EQUAL_FATAL(n, 1);
 	CU_ASSERT_EQUAL(sg[0].seq, U + 9 * MSS);
-	/* One segment out: 2 SRTT (floored at 500 us) plus the peer's delayed ACK, taken
+	/* One segment out: 2 SRTT (200 us, the floor) plus the peer's delayed ACK, taken
 	 * as the RTO floor (1 ms). */
-	CU_ASSERT(sg[0].at >= 1500 * NS_PER_US && sg[0].at <= 1520 * NS_PER_US);
+	CU_ASSERT(sg[0].at >= 1200 * NS_PER_US && sg[0].at <= 1220 * NS_PER_US);
 	CU_ASSERT(c->tlp_done); /* a resend: the episode's one probe */
 	IN(&e, .seq = P + 1, .ack = U + 10 * MSS, .flags = TCPHDR_ACK);
 	CU_ASSERT_FALSE(c->in_recovery);
@@ -1251,6 +1278,7 @@ register_tests(void)
 	CU_add_test(s, "lost_ack_train_probes_new_data", test_lost_ack_train_probes_new_data);
 	CU_add_test(s, "lost_ack_train_first_probe_answered",
 		    test_lost_ack_train_first_probe_answered);
+	CU_add_test(s, "probe_timeout_floor", test_probe_timeout_floor);
 	CU_add_test(s, "tail_loss_single_probe", test_tail_loss_single_probe);
 	CU_add_test(s, "retransmission_lost_twice_no_rto", test_retransmission_lost_twice_no_rto);
 	CU_add_test(s, "silent_peer_with_data_bounded_probes",
