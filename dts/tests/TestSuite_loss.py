@@ -9,6 +9,8 @@ This is the short version, bounded in time (a few MiB per transfer); tools/loss-
 the full matrix (256 MiB, five runs, both RTO floors) and records the figures.
 """
 import os
+import re
+import subprocess
 
 from framework import lossnet
 from framework.test_suite import TestSuite
@@ -92,6 +94,38 @@ class TestLoss(TestSuite):
             self.net.tide_sack_compress = None
         self.verify(None not in acks.values() and acks["on"] < acks["off"],
                     f"ACKs with SACK compression on and off: {acks}")
+
+    def test_tide_receiver_stays_for_its_fin(self):
+        """Steps: Tide's default 1 ms RTO floor; the switch drops the first SYN-ACK and the
+        first FIN that Tide's receiver sends (`nft` rules counting with `numgen inc`, one frame
+        each), so its connection has no RTT sample (Karn's rule) and a 1 s RTO when its FIN is
+        lost; Linux sends 1 MiB to Tide.
+        Verify: both ends finish: the receiver verified every byte, and the Linux sender saw
+        the receiver's FIN (its read returned), which took a retransmission (both rules
+        dropped their frame; the receiver resent at least its SYN-ACK and its FIN). The
+        receiver used to leave 50 ms after closing, and a lost FIN left its peer waiting."""
+        rules = ("table bridge l35fin\ndelete table bridge l35fin\n"
+                 "table bridge l35fin {\n chain once {\n"
+                 "  type filter hook forward priority -1; policy accept;\n"
+                 '  iifname "p-tb" tcp flags & (syn | ack) == syn | ack '
+                 "numgen inc mod 1000000 < 1 counter drop\n"
+                 '  iifname "p-tb" tcp flags & fin == fin numgen inc mod 1000000 < 1 '
+                 "counter drop\n }\n}\n")
+        ns = self.net.mid
+        subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True,
+                       check=True, capture_output=True)
+        try:
+            r = self.run_pair("la", "tb", MIB, 5671, rto_min_us=1000, timeout=30)
+            out = lossnet.sh("ip", "netns", "exec", ns, "nft", "list", "table", "bridge",
+                             "l35fin").stdout
+        finally:
+            subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "bridge",
+                            "l35fin"], capture_output=True)
+        dropped = [int(n) for n in re.findall(r"packets (\d+)", out)]
+        self.verify(dropped == [1, 1], f"frames each rule dropped: {dropped}\n{out}")
+        cn = lossnet.counters(r["log"])
+        print(f"receiver resent {cn.get('tcp_retrans_segs')}", end=" ")
+        self.verify(cn.get("tcp_retrans_segs", 0) >= 2, f"receiver's counters: {cn}")
 
     def test_tide_sender_5pct_both_ways_few_rtos(self):
         """Steps: the switch drops 5 % of TCP frames both ways (data, retransmissions, ACKs);

@@ -878,9 +878,17 @@ main(int argc, char **argv)
 	 * until it holds no connection (a passive close ends when our FIN is
 	 * acknowledged) or 4.5 RTO floors passed (an active close stays in
 	 * TIME_WAIT): with Linux's 200 ms floor 0.9 s, 10 s at most; 50 ms
-	 * when nothing was closed.
+	 * when nothing was closed. A server whose peers all closed first (and
+	 * that closed only then) has nothing in TIME_WAIT, and its FIN's timeout is the
+	 * connection's RTO, not the floor: 1 s on one that never had an RTT
+	 * sample (a receiver whose SYN-ACK was resent). So it waits for every
+	 * connection to end, 10 s at most: at 5 % loss a Linux sender, whose
+	 * last ACK and our FIN were both lost, waited 600 s for a receiver
+	 * that had left after 50 ms.
 	 */
 	linger_us = a.close_sent || a.closed_conns > 0 ? (uint64_t)ne.tcp_rto_min_us * 9 / 2 : 0;
+	if (how == END_FINISHED && a.serve && !a.close_first)
+		linger_us = 10000000;
 	linger_us = linger_us < 50000 ? 50000 : linger_us > 10000000 ? 10000000 : linger_us;
 	{
 		uint64_t until = tide_mono_ns() + linger_us * 1000;
