@@ -308,9 +308,11 @@ def main():
                       "connect to the last byte acknowledged (Linux: to the receiver's close).",
                       "Bottleneck aggregate: all flows' bytes over the span from the first "
                       "flow's handshake to the last flow's end (N Linux senders are N "
-                      "processes, which may start apart; one tide-net send --flows N opens "
-                      "them together); mib_s_by_slowest keeps bytes over the slowest flow's "
-                      "own time, the formula before.",
+                      "processes that connect together once all have started; one tide-net "
+                      "send --flows N opens its flows in one poller iteration); "
+                      "mib_s_by_slowest keeps bytes over the slowest flow's own time, the "
+                      "formula before. A 1 MiB flow's completion time counts from its "
+                      "connect call (its SYN).",
                       "Loss: nft numgen random on the bridge's forward hook, the same share "
                       "of TCP frames from each end; Linux's own RTO floor is 200 ms.",
                       f"Linux's congestion control: {params['linux_cc']} (Tide's: "
