@@ -144,12 +144,23 @@ class LossNet:
             per_million = int(round(pct * 10000))
             rules.append(f'iifname "p-{h}" ip protocol tcp numgen random mod 1000000 < '
                          f'{per_million} counter drop')
-        text = ("table bridge l35loss\ndelete table bridge l35loss\n"
-                "table bridge l35loss {\n chain drops {\n"
+        self.set_rules("l35loss", rules)
+
+    def set_rules(self, table, rules):
+        """Replace the bridge table `table` of the middle namespace with one forward-hook
+        chain of `rules` (nft rule texts, in order); [] leaves it empty."""
+        text = (f"table bridge {table}\ndelete table bridge {table}\n"
+                f"table bridge {table} {{\n chain drops {{\n"
                 "  type filter hook forward priority 0; policy accept;\n"
                 + "".join(f"  {r}\n" for r in rules) + " }\n}\n")
         subprocess.run(["ip", "netns", "exec", self.mid, "nft", "-f", "-"], input=text,
                        text=True, check=True, capture_output=True)
+
+    def rule_packets(self, table):
+        """The packet counts of the `counter` rules of bridge table `table`, in order."""
+        out = sh("ip", "netns", "exec", self.mid, "nft", "list", "table", "bridge",
+                 table).stdout
+        return [int(n) for n in re.findall(r"packets (\d+)", out)]
 
     def dropped(self):
         """Frames the loss rules dropped so far, per host port."""

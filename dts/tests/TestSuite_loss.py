@@ -9,8 +9,6 @@ This is the short version, bounded in time (a few MiB per transfer); tools/loss-
 the full matrix (256 MiB, five runs, both RTO floors) and records the figures.
 """
 import os
-import re
-import subprocess
 
 from framework import lossnet
 from framework.test_suite import TestSuite
@@ -104,25 +102,16 @@ class TestLoss(TestSuite):
         the receiver's FIN (its read returned), which took a retransmission (both rules
         dropped their frame; the receiver resent at least its SYN-ACK and its FIN). The
         receiver used to leave 50 ms after closing, and a lost FIN left its peer waiting."""
-        rules = ("table bridge l35fin\ndelete table bridge l35fin\n"
-                 "table bridge l35fin {\n chain once {\n"
-                 "  type filter hook forward priority -1; policy accept;\n"
-                 '  iifname "p-tb" tcp flags & (syn | ack) == syn | ack '
-                 "numgen inc mod 1000000 < 1 counter drop\n"
-                 '  iifname "p-tb" tcp flags & fin == fin numgen inc mod 1000000 < 1 '
-                 "counter drop\n }\n}\n")
-        ns = self.net.mid
-        subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True,
-                       check=True, capture_output=True)
+        self.net.set_rules("l35fin", [
+            'iifname "p-tb" tcp flags & (syn | ack) == syn | ack numgen inc mod 1000000 < 1 '
+            'counter drop',
+            'iifname "p-tb" tcp flags & fin == fin numgen inc mod 1000000 < 1 counter drop'])
         try:
             r = self.run_pair("la", "tb", MIB, 5671, rto_min_us=1000, timeout=30)
-            out = lossnet.sh("ip", "netns", "exec", ns, "nft", "list", "table", "bridge",
-                             "l35fin").stdout
+            dropped = self.net.rule_packets("l35fin")
         finally:
-            subprocess.run(["ip", "netns", "exec", ns, "nft", "delete", "table", "bridge",
-                            "l35fin"], capture_output=True)
-        dropped = [int(n) for n in re.findall(r"packets (\d+)", out)]
-        self.verify(dropped == [1, 1], f"frames each rule dropped: {dropped}\n{out}")
+            self.net.set_rules("l35fin", [])
+        self.verify(dropped == [1, 1], f"frames each rule dropped: {dropped}")
         cn = lossnet.counters(r["log"])
         print(f"receiver resent {cn.get('tcp_retrans_segs')}", end=" ")
         self.verify(cn.get("tcp_retrans_segs", 0) >= 2, f"receiver's counters: {cn}")
